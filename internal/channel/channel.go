@@ -1,0 +1,95 @@
+// Package channel defines the payment-channel interface payserver calls after
+// the limiter admits a request, and a registry of configured channels.
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Request is one payment as sent to a channel.
+type Request struct {
+	OrderNo    string
+	RequestID  string
+	BizType    string
+	MerchantID string
+	Amount     int64
+	Currency   string
+	Subject    string
+}
+
+// Status is a channel's definitive answer.
+type Status string
+
+// Definitive outcomes.
+const (
+	Succeeded Status = "SUCCEEDED"
+	Declined  Status = "FAILED"
+)
+
+// Result is a channel's definitive answer to one payment.
+type Result struct {
+	Status  Status
+	TradeNo string
+	// DeclineCode and DeclineReason explain a Declined payment.
+	DeclineCode   string
+	DeclineReason string
+}
+
+// ErrTimeout means the channel did not answer in time: the payment may or may
+// not have been made. Callers record the outcome as unknown and never retry
+// blindly.
+var ErrTimeout = errors.New("channel: no answer in time; outcome unknown")
+
+// SystemError is a channel's explicit refusal to process a payment because of
+// its own fault (for example "system busy"). Nothing was charged.
+type SystemError struct {
+	Channel string
+	Code    string
+	Message string
+}
+
+func (e *SystemError) Error() string {
+	return fmt.Sprintf("channel %s system error %s: %s", e.Channel, e.Code, e.Message)
+}
+
+// Channel is one payment channel. Pay must honour ctx: when ctx ends before
+// the channel answers, Pay returns ErrTimeout.
+type Channel interface {
+	Code() string
+	Pay(ctx context.Context, req Request) (Result, error)
+}
+
+// Registry holds the configured channels by code. It is immutable.
+type Registry struct {
+	byCode map[string]Channel
+	codes  []string
+}
+
+// NewRegistry returns a registry of chs. Codes must be unique and non-empty.
+func NewRegistry(chs ...Channel) (*Registry, error) {
+	r := &Registry{byCode: make(map[string]Channel, len(chs))}
+	for _, ch := range chs {
+		if ch == nil || ch.Code() == "" {
+			return nil, errors.New("channel: nil channel or empty code")
+		}
+		if _, dup := r.byCode[ch.Code()]; dup {
+			return nil, fmt.Errorf("channel: %s configured twice", ch.Code())
+		}
+		r.byCode[ch.Code()] = ch
+		r.codes = append(r.codes, ch.Code())
+	}
+	sort.Strings(r.codes)
+	return r, nil
+}
+
+// Get returns the channel with code, if configured.
+func (r *Registry) Get(code string) (Channel, bool) {
+	ch, ok := r.byCode[code]
+	return ch, ok
+}
+
+// Codes returns the configured codes, sorted.
+func (r *Registry) Codes() []string { return append([]string(nil), r.codes...) }

@@ -1,0 +1,129 @@
+package channel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// SimulatorConfig shapes a simulated channel. The zero value answers at once
+// and always succeeds.
+type SimulatorConfig struct {
+	// Latency is how long each call takes, plus up to Jitter more.
+	Latency time.Duration `yaml:"latency"`
+	Jitter  time.Duration `yaml:"jitter"`
+	// DeclineRate, TimeoutRate and ErrorRate are probabilities in [0, 1] of a
+	// decline, of no answer (the call hangs until its context ends), and of a
+	// channel system error.
+	DeclineRate float64 `yaml:"declineRate"`
+	TimeoutRate float64 `yaml:"timeoutRate"`
+	ErrorRate   float64 `yaml:"errorRate"`
+}
+
+// Validate reports a rate outside [0, 1] or a negative duration.
+func (c SimulatorConfig) Validate() error {
+	for name, r := range map[string]float64{"declineRate": c.DeclineRate, "timeoutRate": c.TimeoutRate, "errorRate": c.ErrorRate} {
+		if r < 0 || r > 1 {
+			return fmt.Errorf("%s %v outside [0, 1]", name, r)
+		}
+	}
+	if c.DeclineRate+c.TimeoutRate+c.ErrorRate > 1 {
+		return fmt.Errorf("declineRate+timeoutRate+errorRate exceeds 1")
+	}
+	if c.Latency < 0 || c.Jitter < 0 {
+		return fmt.Errorf("negative latency or jitter")
+	}
+	return nil
+}
+
+// Simulator is a stand-in for a real channel (ALIPAY, WECHAT, UNIONPAY, …)
+// for development, tests and benchmarks. It never moves money. It counts its
+// calls and notices when one requestId is paid twice.
+type Simulator struct {
+	code string
+	cfg  SimulatorConfig
+
+	calls      atomic.Int64
+	duplicates atomic.Int64
+	mu         sync.Mutex
+	seen       map[string]struct{}
+	rnd        *mrand.Rand
+}
+
+// NewSimulator returns a simulated channel with the given code.
+func NewSimulator(code string, cfg SimulatorConfig) (*Simulator, error) {
+	if code == "" {
+		return nil, fmt.Errorf("channel: empty simulator code")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("channel %s simulator: %w", code, err)
+	}
+	var seed [16]byte
+	_, _ = rand.Read(seed[:])
+	s1 := uint64(0)
+	s2 := uint64(0)
+	for i := 0; i < 8; i++ {
+		s1 = s1<<8 | uint64(seed[i])
+		s2 = s2<<8 | uint64(seed[8+i])
+	}
+	return &Simulator{code: code, cfg: cfg, seen: map[string]struct{}{}, rnd: mrand.New(mrand.NewPCG(s1, s2))}, nil
+}
+
+// Code implements Channel.
+func (s *Simulator) Code() string { return s.code }
+
+// Calls returns how many payments the simulator was asked to make.
+func (s *Simulator) Calls() int64 { return s.calls.Load() }
+
+// Duplicates returns how many calls repeated a requestId already paid here.
+func (s *Simulator) Duplicates() int64 { return s.duplicates.Load() }
+
+// Pay implements Channel.
+func (s *Simulator) Pay(ctx context.Context, req Request) (Result, error) {
+	s.calls.Add(1)
+	s.mu.Lock()
+	if _, dup := s.seen[req.RequestID]; dup {
+		s.duplicates.Add(1)
+	}
+	s.seen[req.RequestID] = struct{}{}
+	roll := s.rnd.Float64()
+	jitter := time.Duration(0)
+	if s.cfg.Jitter > 0 {
+		jitter = time.Duration(s.rnd.Int64N(int64(s.cfg.Jitter)))
+	}
+	s.mu.Unlock()
+
+	if roll < s.cfg.TimeoutRate {
+		<-ctx.Done()
+		return Result{}, ErrTimeout
+	}
+	if d := s.cfg.Latency + jitter; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Result{}, ErrTimeout
+		case <-t.C:
+		}
+	}
+	roll -= s.cfg.TimeoutRate
+	if roll < s.cfg.ErrorRate {
+		return Result{}, &SystemError{Channel: s.code, Code: "SYSTEM_BUSY", Message: "simulated channel system error"}
+	}
+	roll -= s.cfg.ErrorRate
+	if roll < s.cfg.DeclineRate {
+		return Result{Status: Declined, TradeNo: s.tradeNo(), DeclineCode: "INSUFFICIENT_FUNDS", DeclineReason: "simulated decline"}, nil
+	}
+	return Result{Status: Succeeded, TradeNo: s.tradeNo()}, nil
+}
+
+func (s *Simulator) tradeNo() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "SIM-" + s.code + "-" + hex.EncodeToString(b[:])
+}

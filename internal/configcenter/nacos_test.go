@@ -1,0 +1,675 @@
+package configcenter
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Integration tests against a real r-nacos server. The address comes from
+// PAYSERVER_TEST_NACOS_ADDR (host:HTTP-port; gRPC is port+1000), as started
+// by scripts/services.sh. Without it the tests skip, except under CI=true
+// where a missing service is a failure. TestNacosSourceServerRestart runs
+// its own r-nacos (binary from PAYSERVER_TEST_RNACOS_BIN, PATH or
+// ~/.cargo/bin/rnacos).
+
+const nacosTestGroup = "PAY_TEST"
+
+func nacosTestCI() bool { return os.Getenv("CI") == "true" }
+
+// nacosTestAddr returns the test server address or skips (fails under CI).
+func nacosTestAddr(t *testing.T) string {
+	t.Helper()
+	addr := os.Getenv("PAYSERVER_TEST_NACOS_ADDR")
+	if addr == "" {
+		if nacosTestCI() {
+			t.Fatal("PAYSERVER_TEST_NACOS_ADDR is not set (start r-nacos with scripts/services.sh)")
+		}
+		t.Skip("PAYSERVER_TEST_NACOS_ADDR not set; start r-nacos with scripts/services.sh")
+	}
+	return addr
+}
+
+// nacosTestLogger writes to stderr (not t.Log: the SDK logger is a process
+// global that outlives each test) at warn level unless overridden by
+// PAYSERVER_TEST_LOG_LEVEL.
+func nacosTestLogger() (*slog.Logger, slog.Level) {
+	lvl := slog.LevelWarn
+	if v := os.Getenv("PAYSERVER_TEST_LOG_LEVEL"); v != "" {
+		_ = lvl.UnmarshalText([]byte(v))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), lvl
+}
+
+var nacosBadChars = regexp.MustCompile(`[^a-zA-Z0-9._:-]+`)
+
+// nacosTestDataID returns a dataId unique to this test run.
+func nacosTestDataID(t *testing.T) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return nacosBadChars.ReplaceAllString(t.Name(), "-") + "-" + hex.EncodeToString(b[:])
+}
+
+func nacosTestOptions(t *testing.T, addr, dataID string) NacosOptions {
+	l, lvl := nacosTestLogger()
+	dir := t.TempDir()
+	return NacosOptions{
+		Addrs:          []string{addr},
+		Group:          nacosTestGroup,
+		DataID:         dataID,
+		CacheDir:       filepath.Join(dir, "cache"),
+		LogDir:         filepath.Join(dir, "log"),
+		Logger:         l,
+		LogLevel:       lvl,
+		ReReadInterval: -1, // tests of the listener path run without the safety net
+	}
+}
+
+var nacosHTTP = &http.Client{Timeout: 5 * time.Second}
+
+// nacosHTTPPublish publishes through the Nacos v1 OpenAPI, like an operator
+// using the console or curl would.
+func nacosHTTPPublish(t *testing.T, addr, dataID, content string) {
+	t.Helper()
+	if err := nacosHTTPPublishErr(addr, dataID, content); err != nil {
+		t.Fatalf("publish %s via HTTP: %v", dataID, err)
+	}
+}
+
+func nacosHTTPPublishErr(addr, dataID, content string) error {
+	form := url.Values{"dataId": {dataID}, "group": {nacosTestGroup}, "content": {content}, "tenant": {""}}
+	resp, err := nacosHTTP.PostForm("http://"+addr+"/nacos/v1/cs/configs", form)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "true" {
+		return fmt.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+	return nil
+}
+
+func nacosHTTPDelete(t *testing.T, addr, dataID string) {
+	t.Helper()
+	q := url.Values{"dataId": {dataID}, "group": {nacosTestGroup}, "tenant": {""}}
+	req, err := http.NewRequest(http.MethodDelete, "http://"+addr+"/nacos/v1/cs/configs?"+q.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := nacosHTTP.Do(req)
+	if err != nil {
+		t.Fatalf("delete %s via HTTP: %v", dataID, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("delete %s via HTTP: status %d: %s", dataID, resp.StatusCode, body)
+	}
+}
+
+// nacosRecorder is a sink that records deliveries and detects concurrent
+// calls.
+type nacosRecorder struct {
+	inflight atomic.Int32
+	overlaps atomic.Int32
+
+	mu   sync.Mutex
+	docs []Document
+}
+
+func (r *nacosRecorder) sink(d Document) {
+	if r.inflight.Add(1) > 1 {
+		r.overlaps.Add(1)
+	}
+	// Widen the window in which a concurrent call would be detected.
+	time.Sleep(2 * time.Millisecond)
+	r.mu.Lock()
+	r.docs = append(r.docs, d)
+	r.mu.Unlock()
+	r.inflight.Add(-1)
+}
+
+func (r *nacosRecorder) all() []Document {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Document(nil), r.docs...)
+}
+
+func (r *nacosRecorder) last() (Document, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.docs) == 0 {
+		return Document{}, false
+	}
+	return r.docs[len(r.docs)-1], true
+}
+
+// waitLast waits until the latest delivered document satisfies ok.
+func (r *nacosRecorder) waitLast(t *testing.T, timeout time.Duration, what string, ok func(Document) bool) Document {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if d, have := r.last(); have && ok(d) {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s; deliveries: %s", timeout, what, r.summary())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (r *nacosRecorder) summary() string {
+	var b strings.Builder
+	for i, d := range r.all() {
+		c := string(d.Content)
+		if len(c) > 40 {
+			c = c[:40] + "..."
+		}
+		fmt.Fprintf(&b, "\n  #%d deleted=%v md5=%s content=%q", i, d.Deleted, d.MD5, c)
+	}
+	if b.Len() == 0 {
+		return "(none)"
+	}
+	return b.String()
+}
+
+// check asserts the guarantees every delivery sequence must satisfy.
+func (r *nacosRecorder) check(t *testing.T, name string) {
+	t.Helper()
+	if n := r.overlaps.Load(); n != 0 {
+		t.Errorf("sink called concurrently %d times", n)
+	}
+	docs := r.all()
+	for i, d := range docs {
+		sum := md5.Sum(d.Content)
+		if d.MD5 != hex.EncodeToString(sum[:]) {
+			t.Errorf("#%d: MD5 %s does not match content", i, d.MD5)
+		}
+		if d.Source != "nacos" || d.Name != name {
+			t.Errorf("#%d: Source/Name = %q/%q, want nacos/%s", i, d.Source, d.Name, name)
+		}
+		if d.Deleted != (len(d.Content) == 0) {
+			t.Errorf("#%d: Deleted=%v with %d content bytes", i, d.Deleted, len(d.Content))
+		}
+		if i > 0 && docs[i-1].MD5 == d.MD5 {
+			t.Errorf("#%d: same MD5 %s delivered twice in a row", i, d.MD5)
+		}
+	}
+}
+
+func isContent(want string) func(Document) bool {
+	return func(d Document) bool { return !d.Deleted && string(d.Content) == want }
+}
+
+// runNacos starts s.Run in the background; the returned stop cancels it and
+// asserts that Run returned nil promptly. stop is also registered as a
+// cleanup and is idempotent.
+func runNacos(t *testing.T, s *NacosSource, rec *nacosRecorder) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, rec.sink) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run returned %v, want nil", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("Run did not return within 10s of cancel")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newTestNacosSource(t *testing.T, opts NacosOptions) *NacosSource {
+	t.Helper()
+	s, err := NewNacosSource(opts)
+	if err != nil {
+		t.Fatalf("NewNacosSource: %v", err)
+	}
+	return s
+}
+
+// freeLoopbackPort returns a loopback port p such that nothing listens on p
+// or p+offsets (the SDK dials p+1000 for gRPC).
+func freeLoopbackPort(t *testing.T, offsets ...int) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		ls := []net.Listener{l}
+		ok := true
+		for _, off := range offsets {
+			if p+off > 65535 {
+				ok = false
+				break
+			}
+			l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+off))
+			if err != nil {
+				ok = false
+				break
+			}
+			ls = append(ls, l2)
+		}
+		for _, l := range ls {
+			_ = l.Close()
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no free loopback port found")
+	return 0
+}
+
+func TestNacosOptionsValidation(t *testing.T) {
+	dir := t.TempDir()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := NacosOptions{Addrs: []string{"127.0.0.1:18848"}, CacheDir: filepath.Join(dir, "c"), LogDir: filepath.Join(dir, "l")}
+	s, err := NewNacosSource(good)
+	if err != nil {
+		t.Fatalf("good options refused: %v", err)
+	}
+	if got, want := s.Describe(), "nacos PAY_GROUP/payserver-channel-limits @127.0.0.1:18848"; got != want {
+		t.Errorf("Describe() = %q, want %q", got, want)
+	}
+
+	withPass := good
+	withPass.Username, withPass.Password = "nacos", "s3cret-pw"
+	withPass.Namespace = "prod"
+	s, err = NewNacosSource(withPass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Describe(); strings.Contains(d, "s3cret") || !strings.Contains(d, "prod") {
+		t.Errorf("Describe() = %q: must name the namespace and never the password", d)
+	}
+
+	bad := map[string]func(o *NacosOptions){
+		"no addrs":          func(o *NacosOptions) { o.Addrs = nil },
+		"no port":           func(o *NacosOptions) { o.Addrs = []string{"127.0.0.1"} },
+		"port too high":     func(o *NacosOptions) { o.Addrs = []string{"127.0.0.1:65000"} },
+		"no host":           func(o *NacosOptions) { o.Addrs = []string{":18848"} },
+		"no cache dir":      func(o *NacosOptions) { o.CacheDir = "" },
+		"no log dir":        func(o *NacosOptions) { o.LogDir = " " },
+		"cache dir is cwd":  func(o *NacosOptions) { o.CacheDir = wd },
+		"log dir is dot":    func(o *NacosOptions) { o.LogDir = "." },
+		"bad dataId":        func(o *NacosOptions) { o.DataID = "a/b" },
+		"bad group":         func(o *NacosOptions) { o.Group = "g h" },
+		"password, no user": func(o *NacosOptions) { o.Password = "x" },
+	}
+	for name, mut := range bad {
+		o := good
+		mut(&o)
+		if _, err := NewNacosSource(o); err == nil {
+			t.Errorf("%s: NewNacosSource accepted %+v", name, o)
+		}
+	}
+}
+
+func TestNacosSDKLoggerRedacts(t *testing.T) {
+	var buf bytes.Buffer
+	a := &slogNacosLogger{l: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), min: slog.LevelInfo}
+	a.addSecret("hunter2-pw")
+	a.Errorf("Send request fail, body=%s", `{"headers":{"accessToken":"tok-123","x":"y"},"content":"limits"}`)
+	a.Info("login form username=nacos&password=hunter2-pw&x=1")
+	a.Warnf("echo %s", "hunter2-pw")
+	a.Debug("below min level")
+	out := buf.String()
+	for _, leak := range []string{"hunter2-pw", "tok-123", "below min level"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("log output contains %q:\n%s", leak, out)
+		}
+	}
+	for _, want := range []string{"level=ERROR", "level=INFO", "level=WARN", "limits", "REDACTED"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// With neither server nor snapshot, Run delivers nothing, keeps running and
+// returns nil when cancelled.
+func TestNacosSourceNoServerNoSnapshot(t *testing.T) {
+	p := freeLoopbackPort(t, 1000)
+	opts := nacosTestOptions(t, "127.0.0.1:"+strconv.Itoa(p), nacosTestDataID(t))
+	opts.ReReadInterval = 500 * time.Millisecond
+	s := newTestNacosSource(t, opts)
+	rec := &nacosRecorder{}
+	stop := runNacos(t, s, rec)
+	time.Sleep(3 * time.Second)
+	if docs := rec.all(); len(docs) != 0 {
+		t.Fatalf("delivered %d documents without server or snapshot: %s", len(docs), rec.summary())
+	}
+	start := time.Now()
+	stop()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Run took %v to return after cancel", d)
+	}
+	if err := s.Publish(context.Background(), "x"); !errors.Is(err, ErrNacosSourceClosed) {
+		t.Errorf("Publish after Run returned: err = %v, want ErrNacosSourceClosed", err)
+	}
+}
+
+func TestNacosSourceInitialRead(t *testing.T) {
+	addr := nacosTestAddr(t)
+	dataID := nacosTestDataID(t)
+	content := "channels:\n  alipay: {qps: 10}\n# " + dataID + "\n"
+	nacosHTTPPublish(t, addr, dataID, content)
+
+	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
+	rec := &nacosRecorder{}
+	start := time.Now()
+	runNacos(t, s, rec)
+	rec.waitLast(t, 3*time.Second, "initial document", isContent(content))
+	t.Logf("initial document after %v", time.Since(start))
+	rec.check(t, nacosTestGroup+"/"+dataID)
+}
+
+func TestNacosSourceLiveChangeHTTP(t *testing.T) {
+	addr := nacosTestAddr(t)
+	dataID := nacosTestDataID(t)
+	nacosHTTPPublish(t, addr, dataID, "v1 "+dataID)
+
+	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
+	rec := &nacosRecorder{}
+	runNacos(t, s, rec)
+	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
+
+	start := time.Now()
+	nacosHTTPPublish(t, addr, dataID, "v2 "+dataID)
+	rec.waitLast(t, 8*time.Second, "v2 via listener", isContent("v2 "+dataID))
+	t.Logf("change arrived after %v (re-read disabled: listener path)", time.Since(start))
+	rec.check(t, nacosTestGroup+"/"+dataID)
+}
+
+func TestNacosSourcePublishViaSDK(t *testing.T) {
+	addr := nacosTestAddr(t)
+	dataID := nacosTestDataID(t)
+	nacosHTTPPublish(t, addr, dataID, "v1 "+dataID)
+
+	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
+	rec := &nacosRecorder{}
+	runNacos(t, s, rec)
+	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Publish(ctx, "v2 via sdk "+dataID); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	rec.waitLast(t, 8*time.Second, "v2 published via SDK", isContent("v2 via sdk "+dataID))
+	t.Logf("SDK publish arrived after %v", time.Since(start))
+	if err := s.Publish(ctx, ""); err == nil {
+		t.Error("Publish accepted empty content")
+	}
+	rec.check(t, nacosTestGroup+"/"+dataID)
+}
+
+// A dataId that does not exist at start, and one that is deleted later,
+// are both delivered as Deleted documents; a later publish still arrives.
+func TestNacosSourceDeletedAndMissing(t *testing.T) {
+	addr := nacosTestAddr(t)
+	dataID := nacosTestDataID(t)
+
+	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
+	rec := &nacosRecorder{}
+	runNacos(t, s, rec)
+	isDeleted := func(d Document) bool { return d.Deleted && len(d.Content) == 0 }
+	rec.waitLast(t, 3*time.Second, "deleted document for a missing dataId", isDeleted)
+
+	nacosHTTPPublish(t, addr, dataID, "v1 "+dataID)
+	rec.waitLast(t, 8*time.Second, "v1", isContent("v1 "+dataID))
+
+	nacosHTTPDelete(t, addr, dataID)
+	rec.waitLast(t, 8*time.Second, "deleted document after DELETE", isDeleted)
+
+	nacosHTTPPublish(t, addr, dataID, "v2 "+dataID)
+	rec.waitLast(t, 8*time.Second, "v2 after re-create", isContent("v2 "+dataID))
+	rec.check(t, nacosTestGroup+"/"+dataID)
+}
+
+// Rapid concurrent publishes end with the last content delivered, with the
+// sink never called concurrently and no MD5 delivered twice in a row.
+func TestNacosSourceConcurrentPublishes(t *testing.T) {
+	addr := nacosTestAddr(t)
+	dataID := nacosTestDataID(t)
+	nacosHTTPPublish(t, addr, dataID, "v0 "+dataID)
+
+	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
+	rec := &nacosRecorder{}
+	runNacos(t, s, rec)
+	rec.waitLast(t, 3*time.Second, "v0", isContent("v0 "+dataID))
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				if err := nacosHTTPPublishErr(addr, dataID, fmt.Sprintf("w%d-%d %s", w, i, dataID)); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent publish: %v", err)
+	}
+	final := "final " + dataID
+	nacosHTTPPublish(t, addr, dataID, final)
+	rec.waitLast(t, 10*time.Second, "final content", isContent(final))
+	// Nothing older may follow the final version.
+	time.Sleep(500 * time.Millisecond)
+	if d, _ := rec.last(); string(d.Content) != final {
+		t.Fatalf("an older version was delivered after the final one: %s", rec.summary())
+	}
+	t.Logf("%d deliveries for 42 publishes", len(rec.all()))
+	rec.check(t, nacosTestGroup+"/"+dataID)
+}
+
+// A restart during a Nacos outage delivers the snapshot a previous run left
+// in CacheDir within 3 s.
+func TestNacosSourceSnapshotWhenServerDown(t *testing.T) {
+	addr := nacosTestAddr(t)
+	dataID := nacosTestDataID(t)
+	content := "snapshot me " + dataID
+	nacosHTTPPublish(t, addr, dataID, content)
+
+	opts := nacosTestOptions(t, addr, dataID)
+	first := newTestNacosSource(t, opts)
+	rec1 := &nacosRecorder{}
+	stop1 := runNacos(t, first, rec1)
+	rec1.waitLast(t, 3*time.Second, "document from the server", isContent(content))
+	stop1()
+
+	p := freeLoopbackPort(t, 1000)
+	opts.Addrs = []string{"127.0.0.1:" + strconv.Itoa(p)}
+	opts.ReReadInterval = 500 * time.Millisecond
+	second := newTestNacosSource(t, opts)
+	rec2 := &nacosRecorder{}
+	start := time.Now()
+	runNacos(t, second, rec2)
+	rec2.waitLast(t, 3*time.Second, "snapshot with the server unreachable", isContent(content))
+	t.Logf("snapshot delivered after %v with the server unreachable", time.Since(start))
+	time.Sleep(1200 * time.Millisecond) // a couple of failing re-reads
+	if n := len(rec2.all()); n != 1 {
+		t.Errorf("want exactly one delivery while the server is down, got %d: %s", n, rec2.summary())
+	}
+	rec2.check(t, nacosTestGroup+"/"+dataID)
+}
+
+// rnacosProc is an r-nacos server owned by one test.
+type rnacosProc struct {
+	t       *testing.T
+	bin     string
+	env     []string
+	dir     string
+	httpAdr string
+	cmd     *exec.Cmd
+	logf    *os.File
+}
+
+func rnacosBinary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("PAYSERVER_TEST_RNACOS_BIN"); b != "" {
+		return b
+	}
+	if b, err := exec.LookPath("rnacos"); err == nil {
+		return b
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		b := filepath.Join(home, ".cargo", "bin", "rnacos")
+		if _, err := os.Stat(b); err == nil {
+			return b
+		}
+	}
+	if nacosTestCI() {
+		t.Fatal("rnacos binary not found (set PAYSERVER_TEST_RNACOS_BIN or install it)")
+	}
+	t.Skip("rnacos binary not found; set PAYSERVER_TEST_RNACOS_BIN")
+	return ""
+}
+
+func startRnacos(t *testing.T) *rnacosProc {
+	t.Helper()
+	bin := rnacosBinary(t)
+	p := freeLoopbackPort(t, 1000, 2000)
+	dir := t.TempDir()
+	r := &rnacosProc{
+		t:       t,
+		bin:     bin,
+		dir:     dir,
+		httpAdr: "127.0.0.1:" + strconv.Itoa(p),
+		env: append(os.Environ(),
+			"RNACOS_HTTP_PORT="+strconv.Itoa(p),
+			"RNACOS_GRPC_PORT="+strconv.Itoa(p+1000),
+			"RNACOS_HTTP_CONSOLE_PORT="+strconv.Itoa(p+2000),
+			"RNACOS_SDK_HOST=127.0.0.1",
+			"RNACOS_CONSOLE_HOST=127.0.0.1",
+			"RNACOS_DATA_DIR="+filepath.Join(dir, "data"),
+			"RUST_LOG=warn",
+		),
+	}
+	var err error
+	if r.logf, err = os.Create(filepath.Join(dir, "rnacos.log")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.stop()
+		_ = r.logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(r.logf.Name())
+			t.Logf("r-nacos output:\n%s", b)
+		}
+	})
+	r.start()
+	return r
+}
+
+// start launches the server and waits until it accepts config writes.
+func (r *rnacosProc) start() {
+	r.t.Helper()
+	// r-nacos loads a .env file from its working directory or any parent
+	// unless -e names one; give it an empty one.
+	envFile := filepath.Join(r.dir, "rnacos.env")
+	if err := os.WriteFile(envFile, nil, 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	cmd := exec.Command(r.bin, "-e", envFile)
+	cmd.Env = r.env
+	cmd.Dir = r.dir
+	cmd.Stdout, cmd.Stderr = r.logf, r.logf
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("start rnacos: %v", err)
+	}
+	r.cmd = cmd
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := nacosHTTPPublishErr(r.httpAdr, "readiness-probe", "ok")
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("r-nacos at %s not ready after 15s: %v", r.httpAdr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop kills the server (SIGKILL, like a crash) and reaps it.
+func (r *rnacosProc) stop() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	r.cmd = nil
+}
+
+// After the server is killed and restarted, changes published after the
+// restart still arrive (the periodic re-read covers listeners that went
+// silent, nacos-sdk-go issue #694), and the outage itself delivers nothing.
+func TestNacosSourceServerRestart(t *testing.T) {
+	srv := startRnacos(t)
+	dataID := nacosTestDataID(t)
+	nacosHTTPPublish(t, srv.httpAdr, dataID, "v1 "+dataID)
+
+	opts := nacosTestOptions(t, srv.httpAdr, dataID)
+	opts.ReReadInterval = time.Second
+	s := newTestNacosSource(t, opts)
+	rec := &nacosRecorder{}
+	runNacos(t, s, rec)
+	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
+
+	srv.stop()
+	time.Sleep(1500 * time.Millisecond) // a re-read fails while the server is down
+	srv.start()
+	start := time.Now()
+	nacosHTTPPublish(t, srv.httpAdr, dataID, "v2 "+dataID)
+	rec.waitLast(t, 10*time.Second, "v2 published after the restart", isContent("v2 "+dataID))
+	t.Logf("post-restart change arrived after %v", time.Since(start))
+	for i, d := range rec.all() {
+		if c := string(d.Content); c != "v1 "+dataID && c != "v2 "+dataID {
+			t.Errorf("#%d: unexpected delivery during the outage: deleted=%v content=%q", i, d.Deleted, c)
+		}
+	}
+	rec.check(t, nacosTestGroup+"/"+dataID)
+}

@@ -1,0 +1,70 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/apperr"
+)
+
+// statusOf is the one map from error codes to HTTP statuses.
+var statusOf = map[apperr.Code]int{
+	apperr.RequestLimited:        http.StatusTooManyRequests,
+	apperr.InvalidRequest:        http.StatusBadRequest,
+	apperr.ChannelNotSupported:   http.StatusBadRequest,
+	apperr.IdempotencyConflict:   http.StatusConflict,
+	apperr.OrderNotFound:         http.StatusNotFound,
+	apperr.DependencyUnavailable: http.StatusServiceUnavailable,
+	apperr.ChannelError:          http.StatusBadGateway,
+	apperr.Unauthorized:          http.StatusUnauthorized,
+	apperr.NotFound:              http.StatusNotFound,
+	apperr.MethodNotAllowed:      http.StatusMethodNotAllowed,
+	apperr.Internal:              http.StatusInternalServerError,
+}
+
+// errorBody is the JSON body of every error answer.
+type errorBody struct {
+	Code      apperr.Code    `json:"code"`
+	Message   string         `json:"message"`
+	RequestID string         `json:"requestId"`
+	Details   map[string]any `json:"details"`
+}
+
+// writeError answers with err's status, headers and body. Errors that are not
+// an *apperr.Error become INTERNAL with a generic message; only those, and
+// DEPENDENCY_UNAVAILABLE ones, are logged.
+func writeError(c *gin.Context, log *slog.Logger, err error, requestID string) {
+	var e *apperr.Error
+	if !errors.As(err, &e) {
+		e = apperr.Wrap(err, apperr.Internal, "internal error")
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	switch {
+	case status >= 500 && e.Code != apperr.DependencyUnavailable && e.Code != apperr.ChannelError:
+		log.Error("internal error", "method", c.Request.Method, "route", c.FullPath(), "requestId", requestID, "err", err)
+	case e.Code == apperr.DependencyUnavailable:
+		log.Warn("dependency unavailable", "route", c.FullPath(), "requestId", requestID, "err", err)
+	}
+	if e.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.FormatInt(retryAfterSeconds(e.RetryAfter), 10))
+	}
+	details := e.Details
+	if details == nil {
+		details = map[string]any{}
+	}
+	c.AbortWithStatusJSON(status, errorBody{Code: e.Code, Message: e.Message, RequestID: requestID, Details: details})
+}
+
+// retryAfterSeconds rounds up to whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}

@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/apperr"
+	"payserver/internal/pay"
+)
+
+// orderJSON is an order as the API shows it.
+type orderJSON struct {
+	OrderNo        string `json:"orderNo"`
+	RequestID      string `json:"requestId"`
+	BizType        string `json:"bizType"`
+	Channel        string `json:"channel"`
+	MerchantID     string `json:"merchantId"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	Subject        string `json:"subject,omitempty"`
+	Status         string `json:"status"`
+	ChannelTradeNo string `json:"channelTradeNo"`
+	FailureCode    string `json:"failureCode,omitempty"`
+	FailureMessage string `json:"failureMessage,omitempty"`
+	CreatedAt      string `json:"createdAt"`
+	UpdatedAt      string `json:"updatedAt"`
+}
+
+func toJSON(o *pay.Order) orderJSON {
+	return orderJSON{
+		OrderNo: o.OrderNo, RequestID: o.RequestID, BizType: o.BizType, Channel: o.Channel,
+		MerchantID: o.MerchantID, Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,
+		Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
+		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage,
+		CreatedAt: o.CreatedAt.UTC().Format(time.RFC3339Nano),
+		UpdatedAt: o.UpdatedAt.UTC().Format(time.RFC3339Nano),
+	}
+}
+
+func (h *handler) postPay(c *gin.Context) {
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		reason := "could not be read: " + err.Error()
+		if errors.As(err, &tooBig) {
+			reason = fmt.Sprintf("must be at most %d bytes", MaxBodyBytes)
+		}
+		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: reason}), "")
+		return
+	}
+	req, err := pay.DecodePayRequest(body)
+	if err != nil {
+		writeError(c, h.log, err, pay.PeekRequestID(body))
+		return
+	}
+	o, err := h.opts.Pay.Pay(c.Request.Context(), req)
+	if err != nil {
+		writeError(c, h.log, err, req.RequestID)
+		return
+	}
+	c.JSON(http.StatusOK, toJSON(o))
+}
+
+func (h *handler) getPay(c *gin.Context) {
+	id := c.Param("requestId")
+	o, err := h.opts.Pay.Get(c.Request.Context(), id)
+	if err != nil {
+		if !pay.ValidRequestID(id) {
+			id = ""
+		}
+		writeError(c, h.log, err, id)
+		return
+	}
+	c.JSON(http.StatusOK, toJSON(o))
+}

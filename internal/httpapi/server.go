@@ -1,0 +1,89 @@
+// Package httpapi is payserver's HTTP layer, the only package that imports
+// gin. It decodes requests, calls the domain services and turns their
+// results and errors into JSON answers.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/apperr"
+	"payserver/internal/pay"
+)
+
+// MaxBodyBytes is the largest request body accepted (64 KiB).
+const MaxBodyBytes = 64 << 10
+
+// PayService is what the pay routes need. *pay.Service implements it.
+type PayService interface {
+	Pay(ctx context.Context, req pay.PayRequest) (*pay.Order, error)
+	Get(ctx context.Context, requestID string) (*pay.Order, error)
+}
+
+// Check is one readiness check: nil when the named thing is ready.
+type Check struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// Options wires the handler. Pay and Logger are required.
+type Options struct {
+	Pay    PayService
+	Logger *slog.Logger
+	// Ready lists what GET /readyz checks.
+	Ready []Check
+	// AdminToken, when set, is required as "Authorization: Bearer …" on admin
+	// routes. When empty, admin routes answer only loopback clients.
+	AdminToken string
+	// Metrics serves GET /metrics (admin); nil leaves the route out.
+	Metrics http.Handler
+	// Observe, when set, is told of every answered request.
+	Observe func(route string, status int, method string, seconds float64)
+	// Limits serves GET /limits (admin); nil leaves the route out.
+	Limits LimitsView
+	// Admin registers more admin routes (limits, reports, dashboard) on the
+	// group, which already enforces admin auth.
+	Admin []func(g *gin.RouterGroup)
+}
+
+// New returns the HTTP handler.
+func New(opts Options) (http.Handler, error) {
+	if opts.Pay == nil || opts.Logger == nil {
+		return nil, errors.New("httpapi: nil pay service or logger")
+	}
+	h := &handler{opts: opts, log: opts.Logger}
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(h.recover, h.observe, h.limitBody)
+	r.NoRoute(func(c *gin.Context) {
+		writeError(c, h.log, apperr.New(apperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path), "")
+	})
+	r.NoMethod(func(c *gin.Context) {
+		writeError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
+	})
+	r.POST("/pay", h.postPay)
+	r.GET("/pay/:requestId", h.getPay)
+	r.GET("/healthz", h.healthz)
+	r.GET("/readyz", h.readyz)
+	admin := r.Group("/", h.requireAdmin)
+	if opts.Metrics != nil {
+		admin.GET("/metrics", gin.WrapH(opts.Metrics))
+	}
+	if opts.Limits != nil {
+		admin.GET("/limits", h.getLimits)
+	}
+	for _, register := range opts.Admin {
+		register(admin)
+	}
+	return r, nil
+}
+
+type handler struct {
+	opts Options
+	log  *slog.Logger
+}

@@ -1,0 +1,146 @@
+// Package metrics exposes payserver's Prometheus metrics. Label values are
+// bounded: bizType and channel labels carry only keys named in the limits
+// document in force; anything else is "other".
+package metrics
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"payserver/internal/ratelimit"
+)
+
+// Other replaces label values outside the configured set.
+const Other = "other"
+
+// Metrics holds the collectors. It implements ratelimit.Observer.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	decisions    *prometheus.CounterVec
+	checkSeconds prometheus.Histogram
+	storeErrors  *prometheus.CounterVec
+	degraded     *prometheus.CounterVec
+	released     *prometheus.CounterVec
+	configEvents *prometheus.CounterVec
+	httpRequests *prometheus.CounterVec
+	httpSeconds  *prometheus.HistogramVec
+
+	known atomic.Pointer[map[ratelimit.Key]bool]
+}
+
+// New returns metrics registered on a fresh registry, with Go and process
+// collectors.
+func New() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payserver_limiter_decisions_total",
+		Help: "Limiter decisions by bizType, channel, result (admitted, limited, shadow_limited) and source (redis, near_cache, local, fail_open, closed, unlimited).",
+	}, []string{"biz_type", "channel", "result", "source"})
+	m.checkSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "payserver_limiter_check_seconds",
+		Help:    "Latency of one limiter check.",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+	})
+	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payserver_limiter_redis_errors_total",
+		Help: "Failed limiter calls to Redis.",
+	}, []string{"biz_type", "channel"})
+	m.degraded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payserver_limiter_degraded_total",
+		Help: "Limiter decisions taken without Redis, by source (local, fail_open).",
+	}, []string{"biz_type", "channel", "source"})
+	m.released = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payserver_limiter_released_total",
+		Help: "Limiter slots given back because the channel was never called.",
+	}, []string{"biz_type", "channel"})
+	m.configEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payserver_config_events_total",
+		Help: "Limits documents applied or refused, by source (file, nacos).",
+	}, []string{"source", "event"})
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payserver_http_requests_total",
+		Help: "HTTP requests by route template, method and status.",
+	}, []string{"route", "method", "status"})
+	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "payserver_http_request_seconds",
+		Help:    "HTTP request latency by route template.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+	}, []string{"route"})
+	m.Registry.MustRegister(m.decisions, m.checkSeconds, m.storeErrors, m.degraded, m.released,
+		m.configEvents, m.httpRequests, m.httpSeconds,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	empty := map[ratelimit.Key]bool{}
+	m.known.Store(&empty)
+	return m
+}
+
+// SetKeys makes the keys of cfg the label values that are kept.
+func (m *Metrics) SetKeys(cfg *ratelimit.Config) {
+	known := make(map[ratelimit.Key]bool, len(cfg.Rules))
+	for k := range cfg.Rules {
+		known[k] = true
+	}
+	m.known.Store(&known)
+}
+
+func (m *Metrics) labels(k ratelimit.Key) (string, string) {
+	if (*m.known.Load())[k] {
+		return k.BizType, k.Channel
+	}
+	return Other, Other
+}
+
+// Decided implements ratelimit.Observer.
+func (m *Metrics) Decided(d ratelimit.Decision, elapsed time.Duration) {
+	biz, ch := m.labels(d.Key)
+	result := "admitted"
+	switch {
+	case d.Shadow:
+		result = "shadow_limited"
+	case !d.Allowed:
+		result = "limited"
+	}
+	m.decisions.WithLabelValues(biz, ch, result, string(d.Source)).Inc()
+	m.checkSeconds.Observe(elapsed.Seconds())
+	if d.Degraded() {
+		m.degraded.WithLabelValues(biz, ch, string(d.Source)).Inc()
+	}
+}
+
+// Released implements ratelimit.Observer.
+func (m *Metrics) Released(k ratelimit.Key) {
+	biz, ch := m.labels(k)
+	m.released.WithLabelValues(biz, ch).Inc()
+}
+
+// StoreFailed implements ratelimit.Observer.
+func (m *Metrics) StoreFailed(k ratelimit.Key, _ error) {
+	biz, ch := m.labels(k)
+	m.storeErrors.WithLabelValues(biz, ch).Inc()
+}
+
+// ConfigApplied counts an applied limits document.
+func (m *Metrics) ConfigApplied(source string) {
+	m.configEvents.WithLabelValues(source, "applied").Inc()
+}
+
+// ConfigRefused counts a refused limits document.
+func (m *Metrics) ConfigRefused(source string) {
+	m.configEvents.WithLabelValues(source, "refused").Inc()
+}
+
+// HTTP counts one answered request.
+func (m *Metrics) HTTP(route string, status int, method string, seconds float64) {
+	switch method {
+	case "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS":
+	default:
+		method = Other
+	}
+	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.httpSeconds.WithLabelValues(route).Observe(seconds)
+}

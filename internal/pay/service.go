@@ -1,0 +1,323 @@
+// Package pay is payserver's payment flow: validate, then idempotency by
+// requestId, then the channel limiter, then the channel call, with the order
+// stored durably before and after the call.
+package pay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"payserver/internal/apperr"
+	"payserver/internal/channel"
+	"payserver/internal/ratelimit"
+)
+
+// Limiter is the channel limiter the flow asks before each channel call.
+// *ratelimit.Limiter implements it.
+type Limiter interface {
+	Allow(ctx context.Context, key ratelimit.Key, requestID string) (ratelimit.Decision, error)
+	Release(ctx context.Context, key ratelimit.Key, requestID string) error
+}
+
+// Channels finds a configured channel by code. *channel.Registry implements it.
+type Channels interface {
+	Get(code string) (channel.Channel, bool)
+}
+
+// Options tunes a Service. Zero values select the documented defaults.
+type Options struct {
+	// ChannelTimeout bounds one channel call; past it the outcome is
+	// UNKNOWN. Default 5s.
+	ChannelTimeout time.Duration
+	// InFlightWait is how long a duplicate of a request that is still being
+	// processed waits for its outcome before answering IDEMPOTENCY_CONFLICT.
+	// Default ChannelTimeout + 2s.
+	InFlightWait time.Duration
+	// StaleAfter is the age past which a PROCESSING order is marked
+	// UNKNOWN by SweepStale. Default ChannelTimeout + 1m.
+	StaleAfter time.Duration
+	Logger     *slog.Logger
+	// Now is the clock for order timestamps. Default time.Now.
+	Now func() time.Time
+}
+
+// Service runs payments. It is safe for concurrent use.
+type Service struct {
+	orders   OrderStore
+	limiter  Limiter
+	channels Channels
+	opts     Options
+	log      *slog.Logger
+}
+
+// NewService returns a Service. No dependency may be nil.
+func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Options) (*Service, error) {
+	if orders == nil || limiter == nil || channels == nil {
+		return nil, errors.New("pay: nil dependency")
+	}
+	if opts.ChannelTimeout <= 0 {
+		opts.ChannelTimeout = 5 * time.Second
+	}
+	if opts.InFlightWait <= 0 {
+		opts.InFlightWait = opts.ChannelTimeout + 2*time.Second
+	}
+	if opts.StaleAfter <= 0 {
+		opts.StaleAfter = opts.ChannelTimeout + time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{orders: orders, limiter: limiter, channels: channels, opts: opts, log: opts.Logger}, nil
+}
+
+// Pay runs one payment and returns its order. The error is an *apperr.Error
+// for every expected outcome: REQUEST_LIMITED, CHANNEL_NOT_SUPPORTED,
+// IDEMPOTENCY_CONFLICT, CHANNEL_ERROR, DEPENDENCY_UNAVAILABLE.
+//
+// A requestId seen before with the same payload returns the stored outcome
+// without calling the channel or the limiter. The channel is called at most
+// once per requestId, ever: the order row, unique by requestId, is written
+// before the call, and the call runs to its end even if the client leaves.
+func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
+	ch, ok := s.channels.Get(req.Channel)
+	if !ok {
+		return nil, apperr.New(apperr.ChannelNotSupported, "channel %s is not supported", req.Channel).
+			WithDetails(map[string]any{"channel": req.Channel})
+	}
+	hash := req.Hash()
+	existing, err := s.orders.Get(ctx, req.RequestID)
+	switch {
+	case err == nil:
+		return s.replay(ctx, existing, hash)
+	case !errors.Is(err, ErrOrderNotFound):
+		return nil, s.storeDown(err, "look up the requestId")
+	}
+
+	key := req.Key()
+	d, err := s.limiter.Allow(ctx, key, req.RequestID)
+	if err != nil {
+		if errors.Is(err, ratelimit.ErrUnavailable) {
+			return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter is unavailable").
+				WithDetails(map[string]any{"dependency": "redis"})
+		}
+		return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter did not answer")
+	}
+	if !d.Allowed {
+		return nil, limitedError(req, d)
+	}
+
+	now := s.opts.Now().UTC()
+	o := &Order{
+		OrderNo: newOrderNo(now), RequestID: req.RequestID, RequestHash: hash,
+		BizType: req.BizType, Channel: req.Channel, MerchantID: req.MerchantID,
+		Amount: req.Amount, Currency: req.Currency, Subject: req.Subject,
+		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := s.orders.Create(ctx, o); err != nil {
+		if errors.Is(err, ErrDuplicateOrder) {
+			// A concurrent duplicate won the claim. It holds the same limiter
+			// member (the requestId), so there is no slot of ours to release.
+			return s.awaitExisting(ctx, req.RequestID, hash)
+		}
+		s.release(key, req.RequestID)
+		return nil, s.storeDown(err, "claim the requestId")
+	}
+	return s.callChannel(ctx, ch, o)
+}
+
+// callChannel calls the channel once and records the outcome. It is detached
+// from the caller's cancellation: a started payment always gets recorded.
+func (s *Service) callChannel(ctx context.Context, ch channel.Channel, o *Order) (*Order, error) {
+	base := context.WithoutCancel(ctx)
+	cctx, cancel := context.WithTimeout(base, s.opts.ChannelTimeout)
+	res, err := ch.Pay(cctx, channel.Request{
+		OrderNo: o.OrderNo, RequestID: o.RequestID, BizType: o.BizType, MerchantID: o.MerchantID,
+		Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,
+	})
+	cancel()
+	var sysErr *channel.SystemError
+	switch {
+	case err == nil:
+		o.Status, o.ChannelTradeNo = Status(res.Status), res.TradeNo
+		o.FailureCode, o.FailureMessage = res.DeclineCode, res.DeclineReason
+		if o.Status != StatusSucceeded && o.Status != StatusFailed {
+			o.Status, o.FailureCode, o.FailureMessage = StatusUnknown, "CHANNEL_BAD_ANSWER", fmt.Sprintf("channel answered status %q", res.Status)
+		}
+	case errors.As(err, &sysErr):
+		o.Status, o.FailureCode, o.FailureMessage = StatusFailed, string(apperr.ChannelError), sysErr.Code+": "+sysErr.Message
+	case errors.Is(err, channel.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		o.Status, o.FailureCode, o.FailureMessage = StatusUnknown, "CHANNEL_TIMEOUT", "the channel did not answer in time; the outcome is unknown"
+	default:
+		o.Status, o.FailureCode, o.FailureMessage = StatusUnknown, "CHANNEL_TRANSPORT", "the channel call failed in transit; the outcome is unknown"
+		s.log.Warn("channel call failed; outcome unknown", "channel", o.Channel, "requestId", o.RequestID, "err", err)
+	}
+	o.UpdatedAt = s.opts.Now().UTC()
+	if err := s.finish(base, o); err != nil {
+		return nil, apperr.Wrap(err, apperr.DependencyUnavailable,
+			"the payment was sent to the channel but its outcome could not be recorded; query GET /pay/%s later", o.RequestID).
+			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo, "status": string(StatusUnknown)})
+	}
+	return s.outcome(o)
+}
+
+// finish records the outcome, retrying briefly: the channel was called, so
+// giving up early would leave a known outcome unrecorded.
+func (s *Service) finish(ctx context.Context, o *Order) error {
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err = s.orders.Finish(fctx, o)
+		cancel()
+		if err == nil || errors.Is(err, ErrOrderNotFound) {
+			return err
+		}
+	}
+	s.log.Error("could not record a channel outcome; the order stays PROCESSING until swept to UNKNOWN",
+		"requestId", o.RequestID, "orderNo", o.OrderNo, "status", string(o.Status), "err", err)
+	return err
+}
+
+// outcome turns a finished order into the answer: the order, or the same
+// CHANNEL_ERROR the first request got.
+func (s *Service) outcome(o *Order) (*Order, error) {
+	if o.FailureCode == string(apperr.ChannelError) {
+		return nil, apperr.New(apperr.ChannelError, "the channel refused the payment with a system error; nothing was charged").
+			WithDetails(map[string]any{"orderNo": o.OrderNo, "channel": o.Channel, "channelMessage": o.FailureMessage})
+	}
+	return o, nil
+}
+
+func (s *Service) replay(ctx context.Context, o *Order, hash string) (*Order, error) {
+	if o.RequestHash != hash {
+		return nil, apperr.New(apperr.IdempotencyConflict, "requestId %s was used before with a different payload", o.RequestID).
+			WithDetails(map[string]any{"requestId": o.RequestID, "orderNo": o.OrderNo})
+	}
+	if o.Status == StatusProcessing {
+		return s.awaitExisting(ctx, o.RequestID, hash)
+	}
+	return s.outcome(o)
+}
+
+// awaitExisting waits for a concurrent request with the same requestId to
+// record its outcome, then answers as a replay.
+func (s *Service) awaitExisting(ctx context.Context, requestID, hash string) (*Order, error) {
+	deadline := s.opts.Now().Add(s.opts.InFlightWait)
+	wait := 5 * time.Millisecond
+	for {
+		o, err := s.orders.Get(ctx, requestID)
+		if err != nil {
+			if errors.Is(err, ErrOrderNotFound) {
+				return nil, apperr.New(apperr.IdempotencyConflict, "requestId %s is being processed; retry later", requestID)
+			}
+			return nil, s.storeDown(err, "look up the requestId")
+		}
+		if o.RequestHash != hash {
+			return s.replay(ctx, o, hash)
+		}
+		if o.Status != StatusProcessing {
+			return s.outcome(o)
+		}
+		if !s.opts.Now().Before(deadline) {
+			return nil, apperr.New(apperr.IdempotencyConflict, "requestId %s is still being processed; retry later", requestID).
+				WithDetails(map[string]any{"orderNo": o.OrderNo, "status": string(o.Status)})
+		}
+		select {
+		case <-ctx.Done():
+			return nil, apperr.Wrap(ctx.Err(), apperr.IdempotencyConflict, "requestId %s is still being processed", requestID)
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 100*time.Millisecond)
+	}
+}
+
+// Get returns the order of requestID, or ORDER_NOT_FOUND.
+func (s *Service) Get(ctx context.Context, requestID string) (*Order, error) {
+	if !ValidRequestID(requestID) {
+		return nil, apperr.Invalid(apperr.FieldError{Field: "requestId", Reason: requestIDProblem(requestID)})
+	}
+	o, err := s.orders.Get(ctx, requestID)
+	if errors.Is(err, ErrOrderNotFound) {
+		return nil, apperr.New(apperr.OrderNotFound, "no order has requestId %s", requestID)
+	}
+	if err != nil {
+		return nil, s.storeDown(err, "read the order")
+	}
+	return o, nil
+}
+
+// SweepStale marks orders stuck in PROCESSING for longer than StaleAfter as
+// UNKNOWN: their channel outcome was never recorded (a crash, or the
+// database failing after the call). It returns how many it marked.
+func (s *Service) SweepStale(ctx context.Context) (int64, error) {
+	n, err := s.orders.MarkStaleUnknown(ctx, s.opts.Now().Add(-s.opts.StaleAfter))
+	if n > 0 {
+		s.log.Warn("marked stale PROCESSING orders UNKNOWN; reconcile them with the channels", "count", n)
+	}
+	return n, err
+}
+
+// RunSweeper calls SweepStale every interval until ctx ends.
+func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := s.SweepStale(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("stale order sweep failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Service) release(key ratelimit.Key, requestID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.limiter.Release(ctx, key, requestID); err != nil {
+		s.log.Warn("could not release a limiter slot; it frees itself when the window passes", "key", key.String(), "requestId", requestID, "err", err)
+	}
+}
+
+func (s *Service) storeDown(err error, what string) error {
+	s.log.Error("order store failed", "op", what, "err", err)
+	return apperr.Wrap(err, apperr.DependencyUnavailable, "the order database is unavailable").
+		WithDetails(map[string]any{"dependency": "database"})
+}
+
+func limitedError(req PayRequest, d ratelimit.Decision) error {
+	e := apperr.New(apperr.RequestLimited, "channel %s is at its limit for %s", req.Channel, req.BizType)
+	e.RetryAfter = d.RetryAfter
+	e.Details = map[string]any{
+		"bizType":      req.BizType,
+		"channel":      req.Channel,
+		"limit":        d.Limit,
+		"windowMs":     d.Window.Milliseconds(),
+		"retryAfterMs": ceilMillis(d.RetryAfter),
+	}
+	return e
+}
+
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// newOrderNo returns a unique, sortable order number such as
+// PS20261121232800a1b2c3d4e5f6 (28 characters).
+func newOrderNo(now time.Time) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "PS" + now.Format("20060102150405") + hex.EncodeToString(b[:])
+}

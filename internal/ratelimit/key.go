@@ -1,0 +1,63 @@
+package ratelimit
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxCodeLen is the longest bizType or channel code accepted.
+const MaxCodeLen = 32
+
+// Key identifies one limited pair of business type and payment channel. Both
+// parts are 1..MaxCodeLen characters of [A-Z0-9_], so the ':' separator in
+// String can never be part of either half and two pairs never share a key.
+type Key struct {
+	BizType string
+	Channel string
+}
+
+// String returns the key as ops write it in the limits document:
+// "BIZTYPE:CHANNEL".
+func (k Key) String() string { return k.BizType + ":" + k.Channel }
+
+// ParseKey parses "BIZTYPE:CHANNEL" and validates both halves.
+func ParseKey(s string) (Key, error) {
+	biz, ch, ok := strings.Cut(s, ":")
+	if !ok {
+		return Key{}, fmt.Errorf("key %q: want BIZTYPE:CHANNEL", s)
+	}
+	k := Key{BizType: biz, Channel: ch}
+	if err := k.Validate(); err != nil {
+		return Key{}, err
+	}
+	return k, nil
+}
+
+// Validate reports whether both halves are well-formed codes.
+func (k Key) Validate() error {
+	if reason := CodeProblem(k.BizType); reason != "" {
+		return fmt.Errorf("key %q: bizType %s", k.String(), reason)
+	}
+	if reason := CodeProblem(k.Channel); reason != "" {
+		return fmt.Errorf("key %q: channel %s", k.String(), reason)
+	}
+	return nil
+}
+
+// CodeProblem returns why s is not a valid bizType or channel code, or "" if
+// it is one: 1..MaxCodeLen characters of [A-Z0-9_].
+func CodeProblem(s string) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	if len(s) > MaxCodeLen {
+		return fmt.Sprintf("must be at most %d characters", MaxCodeLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return "must contain only A-Z, 0-9 and _"
+		}
+	}
+	return ""
+}

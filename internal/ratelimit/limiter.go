@@ -1,0 +1,353 @@
+// Package ratelimit limits calls to payment channels with exact sliding
+// windows kept in Redis: one sorted set per bizType+channel window, whose
+// members are requestIds and whose scores are Redis time, checked and updated
+// by one atomic Lua call. When Redis fails, a circuit breaker and a
+// configurable policy keep the limiter answering in microseconds.
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Policy says what the limiter does while the shared store (Redis) fails.
+type Policy string
+
+// The degraded-mode policies.
+const (
+	// PolicyLocal enforces the same windows in process, each limit scaled to
+	// this instance's share. It is the default.
+	PolicyLocal Policy = "local"
+	// PolicyAllow admits everything while Redis fails.
+	PolicyAllow Policy = "allow"
+	// PolicyDeny refuses everything while Redis fails, with ErrUnavailable.
+	PolicyDeny Policy = "deny"
+)
+
+// ParsePolicy validates a policy name; "" means PolicyLocal.
+func ParsePolicy(s string) (Policy, error) {
+	switch Policy(s) {
+	case "":
+		return PolicyLocal, nil
+	case PolicyLocal, PolicyAllow, PolicyDeny:
+		return Policy(s), nil
+	}
+	return "", fmt.Errorf("unknown limiter policy %q (want local, allow or deny)", s)
+}
+
+// Source says what decided a Decision.
+type Source string
+
+// Decision sources.
+const (
+	SourceUnlimited Source = "unlimited"  // no limit: no store was asked
+	SourceClosed    Source = "closed"     // a window with limit 0
+	SourceRedis     Source = "redis"      // the shared store
+	SourceNearCache Source = "near_cache" // remembered full window, no store call
+	SourceLocal     Source = "local"      // degraded: in-process windows
+	SourceFailOpen  Source = "fail_open"  // degraded: policy allow
+)
+
+// ErrUnavailable is returned by Allow when the store fails and the policy is
+// PolicyDeny.
+var ErrUnavailable = errors.New("ratelimit: limiter store unavailable")
+
+// Decision is the outcome of one check. Being limited is a normal result,
+// not an error.
+type Decision struct {
+	Key     Key
+	Allowed bool
+	// Limit and Window describe the binding window: the one that refused, or
+	// the admitted window with the least room left. Limit is Unlimited for an
+	// unlimited key.
+	Limit  int64
+	Window time.Duration
+	// Count is the binding window's occupancy after the check; Remaining is
+	// what is left of its limit.
+	Count     int64
+	Remaining int64
+	// RetryAfter is how long until the window has room; zero when allowed.
+	RetryAfter time.Duration
+	Source     Source
+	// Shadow is true when the rule refused but the key is in shadow mode, so
+	// the request was admitted anyway.
+	Shadow bool
+	// Duplicate is true when the requestId was already in the window.
+	Duplicate bool
+}
+
+// Degraded reports whether the decision was taken without the shared store.
+func (d Decision) Degraded() bool { return d.Source == SourceLocal || d.Source == SourceFailOpen }
+
+// Observer receives every decision, for metrics and reports. It is called on
+// the request path and must not block.
+type Observer interface {
+	Decided(d Decision, elapsed time.Duration)
+	Released(k Key)
+	StoreFailed(k Key, err error)
+}
+
+// Options configures a Limiter. The zero value of each field selects the
+// documented default.
+type Options struct {
+	// Timeout bounds each store call. Default 50ms.
+	Timeout time.Duration
+	// Policy applies while the store fails. Default PolicyLocal.
+	Policy Policy
+	// LocalShare is the fraction of each limit this instance enforces under
+	// PolicyLocal, in (0, 1]: 1/instance count. Default 1.
+	LocalShare float64
+	// DisableNearCache turns off remembering full windows locally.
+	DisableNearCache bool
+	// BreakerThreshold consecutive failures open the breaker. Default 3.
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker skips the store before a
+	// probe. Default 500ms.
+	BreakerCooldown time.Duration
+	Logger          *slog.Logger
+	Observer        Observer
+	// Now is the clock for local windows and the near-cache. Default time.Now.
+	Now func() time.Time
+}
+
+// Limiter checks requests against the current Config. It is safe for
+// concurrent use.
+type Limiter struct {
+	store   Store
+	local   *LocalStore
+	opts    Options
+	breaker *breaker
+	log     *slog.Logger
+
+	cfg  atomic.Pointer[Config]
+	full sync.Map // Key -> nearEntry: windows known full until an instant
+}
+
+type nearEntry struct {
+	until  time.Time
+	limit  int64
+	window time.Duration
+	count  int64
+}
+
+// New returns a Limiter over store. It enforces nothing until SetConfig.
+func New(store Store, opts Options) (*Limiter, error) {
+	if store == nil {
+		return nil, errors.New("ratelimit: nil store")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 50 * time.Millisecond
+	}
+	if opts.Policy == "" {
+		opts.Policy = PolicyLocal
+	}
+	if _, err := ParsePolicy(string(opts.Policy)); err != nil {
+		return nil, err
+	}
+	if opts.LocalShare == 0 {
+		opts.LocalShare = 1
+	}
+	if opts.LocalShare < 0 || opts.LocalShare > 1 {
+		return nil, fmt.Errorf("ratelimit: local share %v outside (0, 1]", opts.LocalShare)
+	}
+	if opts.BreakerThreshold <= 0 {
+		opts.BreakerThreshold = 3
+	}
+	if opts.BreakerCooldown <= 0 {
+		opts.BreakerCooldown = 500 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	return &Limiter{
+		store:   store,
+		local:   NewLocalStore(opts.Now),
+		opts:    opts,
+		breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.Now),
+		log:     opts.Logger,
+	}, nil
+}
+
+// SetConfig swaps in a new limits snapshot for every later check and forgets
+// what the near-cache knew under the old one.
+func (l *Limiter) SetConfig(c *Config) {
+	l.cfg.Store(c)
+	l.full.Clear()
+}
+
+// Config returns the snapshot in force, or nil before the first SetConfig.
+func (l *Limiter) Config() *Config { return l.cfg.Load() }
+
+// Loaded reports whether a configuration has been set.
+func (l *Limiter) Loaded() bool { return l.cfg.Load() != nil }
+
+// Degraded reports whether checks currently bypass the shared store.
+func (l *Limiter) Degraded() bool { return l.breaker.isOpen() }
+
+// Allow checks one request, identified by member (its requestId), against
+// every window of key, and records it if admitted. A refusal is a Decision
+// with Allowed false, not an error. The error is non-nil only when the store
+// failed under PolicyDeny (ErrUnavailable) or ctx ended.
+func (l *Limiter) Allow(ctx context.Context, key Key, member string) (Decision, error) {
+	start := l.opts.Now()
+	rule := l.cfg.Load().Rule(key)
+	d, err := l.decide(ctx, key, rule, member, start)
+	if err != nil {
+		return d, err
+	}
+	if !d.Allowed && rule.Shadow {
+		d.Allowed, d.Shadow = true, true
+	}
+	l.opts.Observer.Decided(d, l.opts.Now().Sub(start))
+	return d, nil
+}
+
+func (l *Limiter) decide(ctx context.Context, key Key, rule Rule, member string, now time.Time) (Decision, error) {
+	if rule.IsUnlimited() {
+		return Decision{Key: key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}, nil
+	}
+	if rule.IsClosed() {
+		for _, w := range rule.Windows {
+			if w.Limit == 0 {
+				return Decision{Key: key, Limit: 0, Window: w.Size, RetryAfter: w.Size, Source: SourceClosed}, nil
+			}
+		}
+	}
+	if !l.opts.DisableNearCache && !rule.Shadow {
+		if v, ok := l.full.Load(key); ok {
+			e := v.(nearEntry)
+			if wait := e.until.Sub(now); wait > 0 {
+				return Decision{Key: key, Limit: e.limit, Window: e.window, Count: e.count, RetryAfter: wait, Source: SourceNearCache}, nil
+			}
+			l.full.CompareAndDelete(key, v)
+		}
+	}
+	if l.breaker.allow() {
+		cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+		res, err := l.store.Check(cctx, key, rule.Windows, member)
+		cancel()
+		if err == nil {
+			if l.breaker.success() {
+				l.log.Warn("limiter store answers again; back to shared windows", "key", key.String())
+			}
+			d := decision(key, rule, res, SourceRedis)
+			if !d.Allowed && !l.opts.DisableNearCache && !rule.Shadow {
+				l.full.Store(key, nearEntry{until: now.Add(d.RetryAfter), limit: d.Limit, window: d.Window, count: d.Count})
+			}
+			return d, nil
+		}
+		if ctx.Err() != nil {
+			l.breaker.abandon()
+			return Decision{Key: key}, ctx.Err()
+		}
+		l.opts.Observer.StoreFailed(key, err)
+		if l.breaker.failure() {
+			l.log.Warn("limiter store failing; degraded decisions until it answers", "policy", string(l.opts.Policy), "key", key.String(), "err", err)
+		}
+	}
+	return l.degraded(ctx, key, rule, member)
+}
+
+func (l *Limiter) degraded(ctx context.Context, key Key, rule Rule, member string) (Decision, error) {
+	l.log.Debug("degraded limiter decision", "policy", string(l.opts.Policy), "key", key.String())
+	switch l.opts.Policy {
+	case PolicyAllow:
+		w := rule.Windows[0]
+		return Decision{Key: key, Allowed: true, Limit: w.Limit, Window: w.Size, Source: SourceFailOpen}, nil
+	case PolicyDeny:
+		return Decision{Key: key}, ErrUnavailable
+	}
+	scaled := l.scaled(rule.Windows)
+	res, err := l.local.Check(ctx, key, scaled, member)
+	if err != nil {
+		return Decision{Key: key}, err
+	}
+	return decision(key, Rule{Windows: scaled}, res, SourceLocal), nil
+}
+
+// scaled returns the windows with each limit cut to this instance's share,
+// rounded down so that the instances together never exceed the limit.
+func (l *Limiter) scaled(ws []Window) []Window {
+	out := make([]Window, len(ws))
+	for i, w := range ws {
+		out[i] = Window{Limit: int64(float64(w.Limit) * l.opts.LocalShare), Size: w.Size}
+	}
+	return out
+}
+
+func decision(key Key, rule Rule, res StoreResult, src Source) Decision {
+	w := rule.Windows[res.Window]
+	d := Decision{
+		Key:        key,
+		Allowed:    res.Allowed,
+		Limit:      w.Limit,
+		Window:     w.Size,
+		Count:      res.Count,
+		Remaining:  max(w.Limit-res.Count, 0),
+		RetryAfter: res.RetryAfter,
+		Source:     src,
+		Duplicate:  res.Duplicate,
+	}
+	return d
+}
+
+// Release gives back the slot member holds in every window of key, in the
+// shared store and in the local fallback. The pay flow calls it when a
+// request was admitted but the channel was never called.
+func (l *Limiter) Release(ctx context.Context, key Key, member string) error {
+	rule := l.cfg.Load().Rule(key)
+	if rule.IsUnlimited() || rule.IsClosed() {
+		return nil
+	}
+	_ = l.local.Release(ctx, key, l.scaled(rule.Windows), member)
+	l.full.Delete(key)
+	l.opts.Observer.Released(key)
+	if !l.breaker.allow() {
+		return ErrUnavailable
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	defer cancel()
+	if err := l.store.Release(cctx, key, rule.Windows, member); err != nil {
+		l.breaker.failure()
+		return fmt.Errorf("ratelimit: release %s: %w", key, err)
+	}
+	l.breaker.success()
+	return nil
+}
+
+// Usage returns the current occupancy of each window of key, read from the
+// shared store, with the rule in force. It is for reports, not the pay path.
+func (l *Limiter) Usage(ctx context.Context, key Key) (Rule, []int64, error) {
+	rule := l.cfg.Load().Rule(key)
+	if rule.IsUnlimited() {
+		return rule, nil, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
+	defer cancel()
+	counts, err := l.store.Usage(cctx, key, rule.Windows)
+	return rule, counts, err
+}
+
+// Ping reports whether the shared store answers.
+func (l *Limiter) Ping(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
+	defer cancel()
+	return l.store.Ping(cctx)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Decided(Decision, time.Duration) {}
+func (nopObserver) Released(Key)                    {}
+func (nopObserver) StoreFailed(Key, error)          {}

@@ -1,0 +1,710 @@
+#!/usr/bin/env bash
+# services.sh — install (if missing) and run the real backing services that the
+# payserver tests use, on loopback only, with all state outside the work tree.
+#
+# Usage:
+#   scripts/services.sh start   [redis|mariadb|nacos|cluster|all]...   (default all)
+#   scripts/services.sh stop    [redis|mariadb|nacos|cluster|all]...   (default all)
+#   scripts/services.sh restart [redis|mariadb|nacos|cluster|all]...
+#   scripts/services.sh kill    [redis|mariadb|nacos|cluster|all]...   (SIGKILL: crash injection)
+#   scripts/services.sh status
+#   scripts/services.sh env        # prints `export VAR=value` lines: eval "$(scripts/services.sh env)"
+#
+#   A single Redis Cluster node can be addressed as cluster-node:PORT
+#   (e.g. `stop cluster-node:17002`, `kill cluster-node:17002`, `start cluster-node:17002`),
+#   for failover tests.
+#
+# Services (all bound to 127.0.0.1 only):
+#   redis    redis-server standalone   127.0.0.1:16379  (no persistence, protected-mode yes)
+#   mariadb  mariadbd                  127.0.0.1:13306  (db `payserver`, user payserver/payserver,
+#                                      ALL on payserver.* and `payserver\_%`.*; socket in state dir)
+#   nacos    r-nacos (rnacos 0.8.8)    HTTP 127.0.0.1:18848, gRPC 127.0.0.1:19848 (= HTTP+1000, what
+#                                      the Nacos SDKs assume), console 127.0.0.1:18849
+#   cluster  Redis Cluster             127.0.0.1:17001..17003 (3 masters). CLUSTER_REPLICAS=1 gives
+#                                      17001..17006, 3 masters + 1 replica each. If the running cluster
+#                                      has a different shape than asked for, it is wiped and re-created.
+#
+# Environment knobs:
+#   PAYSERVER_SERVICES_DIR   state dir (data, logs, pid files); default /tmp/payserver-services
+#   CLUSTER_REPLICAS         0 (default) or 1
+#
+# r-nacos notes (from the rnacos-0.8.8 source, src/common/mod.rs):
+#   * Env names: RNACOS_HTTP_PORT (default 8848), RNACOS_GRPC_PORT (default HTTP+1000),
+#     RNACOS_HTTP_CONSOLE_PORT (default HTTP+2000; NOT 10848 as in older releases),
+#     RNACOS_SDK_HOST (bind address of HTTP+gRPC, default 0.0.0.0!), RNACOS_CONSOLE_HOST
+#     (defaults to RNACOS_SDK_HOST), RNACOS_DATA_DIR (default ~/.local/share/r-nacos or similar),
+#     RNACOS_RAFT_NODE_ADDR (default 127.0.0.1:<grpc port>).
+#   * Auth: the open API / SDK interface (/nacos/v1/..., gRPC) has NO auth by default
+#     (RNACOS_ENABLE_OPEN_API_AUTH=false). Set RNACOS_ENABLE_OPEN_API_AUTH=true to require a
+#     token (login via POST /nacos/v1/auth/login with username/password; the initial admin user is
+#     RNACOS_INIT_ADMIN_USERNAME/RNACOS_INIT_ADMIN_PASSWORD, default admin/admin). The web console
+#     always requires a login unless RNACOS_ENABLE_NO_AUTH_CONSOLE=true.
+#     To run nacos with auth on from this script: NACOS_ENABLE_AUTH=true scripts/services.sh restart nacos
+#   * rnacos also loads a `.env` file (dotenv) from its working directory or any parent unless
+#     `-e FILE` is given; we always pass `-e <state>/nacos/rnacos.env` and run it from the state
+#     dir so a stray .env cannot change its config.
+#
+# Install when missing: apt-get (redis-server mariadb-server mariadb-client) and
+# `cargo install rnacos --version 0.8.8 --locked` (waits for an install already in progress).
+# During apt-get install a temporary /usr/sbin/policy-rc.d stops the packages' postinst from
+# auto-starting the system instances (6379 / 3306); either way those are never used here.
+set -euo pipefail
+
+export PATH="$HOME/.cargo/bin:$PATH"
+
+SCRIPT_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+STATE="${PAYSERVER_SERVICES_DIR:-/tmp/payserver-services}"
+mkdir -p "$STATE"
+STATE="$(cd "$STATE" && pwd)"
+LOGS="$STATE/logs"
+HOST=127.0.0.1
+
+REDIS_PORT=16379
+MYSQL_PORT=13306
+NACOS_HTTP_PORT=18848
+NACOS_GRPC_PORT=19848
+NACOS_CONSOLE_PORT=18849
+CLUSTER_BASE_PORT=17001
+RNACOS_VERSION=0.8.8
+
+MYSQL_DIR="$STATE/mariadb"
+MYSQL_DATA="$MYSQL_DIR/data"
+MYSQL_SOCK="$MYSQL_DIR/mariadbd.sock"
+MYSQL_PID="$MYSQL_DIR/mariadbd.pid"
+NACOS_DIR="$STATE/nacos"
+CLUSTER_DIR="$STATE/cluster"
+
+log() { echo "$*"; }
+err() { echo "services.sh: $*" >&2; }
+
+die_with_log() { # die_with_log MESSAGE LOGFILE
+  err "$1"
+  if [[ -n "${2:-}" && -f "$2" ]]; then
+    echo "---- last 30 lines of $2 ----" >&2
+    tail -n 30 "$2" >&2 || true
+    echo "----" >&2
+  fi
+  exit 1
+}
+
+# ---------------------------------------------------------------- helpers
+
+lock() {
+  # Serialise start/stop between concurrent callers (e.g. parallel test packages).
+  # Every daemon is launched with fd 9 closed so it never holds the lock.
+  exec 9>"$STATE/.lock"
+  flock -w 1800 9 || { err "timed out waiting for $STATE/.lock"; exit 1; }
+}
+
+port_listening() { # port_listening PORT
+  if command -v ss >/dev/null 2>&1; then
+    [[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]]
+  else
+    (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+  fi
+}
+
+listener_pid() { # listener_pid PORT -> pid of OUR kind of server listening on PORT (if ss can tell)
+  command -v ss >/dev/null 2>&1 || return 0
+  local pid comm
+  pid="$(ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2 || true)"
+  [[ -n "$pid" ]] || return 0
+  comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
+  case "$comm" in
+    redis-server | mariadbd | mysqld | rnacos) echo "$pid" ;;
+  esac
+}
+
+# A zombie counts as dead: PID 1 in some containers reaps orphans only every second or so.
+pid_alive() {
+  [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null || return 1
+  local st
+  st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
+  [[ -n "$st" && "$st" != Z ]]
+}
+
+read_pid() { [[ -f "$1" ]] && tr -dc '0-9' <"$1" || true; }
+
+# launch PIDFILE LOGFILE CMD...: run CMD detached (own session, no inherited stdio or lock fd);
+# PIDFILE gets the pid of CMD itself (bash execs into it).
+launch() {
+  local pidfile="$1" logfile="$2"
+  shift 2
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$logfile" 2>&1 9>&- &
+  disown || true
+}
+
+# stop_pid NAME PIDFILE PORT GRACE_SECONDS [SIGNAL]: signal the process, wait until it is gone
+# and PORT is free; SIGKILL after GRACE_SECONDS.
+stop_pid() {
+  local name="$1" pidfile="$2" port="$3" grace="$4" sig="${5:-TERM}"
+  local pid
+  pid="$(read_pid "$pidfile")"
+  if ! pid_alive "$pid"; then
+    pid="$(listener_pid "$port")"
+  fi
+  if pid_alive "$pid"; then
+    kill "-$sig" "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + grace))
+    while pid_alive "$pid"; do
+      if ((SECONDS >= deadline)); then
+        kill -KILL "$pid" 2>/dev/null || true
+      fi
+      sleep 0.1
+    done
+  fi
+  local deadline=$((SECONDS + 15))
+  while port_listening "$port"; do
+    if ((SECONDS >= deadline)); then
+      err "$name: port $port still in use after stop"
+      exit 1
+    fi
+    sleep 0.1
+  done
+  rm -f "$pidfile"
+  log "$name $HOST:$port down"
+}
+
+# ---------------------------------------------------------------- install
+
+APT_UPDATED=0
+apt_install() {
+  if ((APT_UPDATED == 0)); then
+    apt-get update -qq >/dev/null 2>&1 || die_with_log "apt-get update failed" ""
+    APT_UPDATED=1
+  fi
+  local created_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    created_policy=1
+  fi
+  local rc=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >"$LOGS/apt-install.log" 2>&1 9>&- || rc=$?
+  ((created_policy)) && rm -f /usr/sbin/policy-rc.d
+  if ((rc != 0)); then
+    die_with_log "apt-get install $* failed" "$LOGS/apt-install.log"
+  fi
+}
+
+ensure_apt_packages() {
+  local need=0 b
+  for b in redis-server redis-cli mariadbd mariadb-install-db mariadb mariadb-admin; do
+    command -v "$b" >/dev/null 2>&1 || need=1
+  done
+  if ((need)); then
+    apt_install redis-server mariadb-server mariadb-client
+  fi
+}
+
+ensure_redis_bin() {
+  command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && return 0
+  ensure_apt_packages
+}
+
+ensure_mariadb_bin() {
+  local b
+  for b in mariadbd mariadb-install-db mariadb mariadb-admin; do
+    command -v "$b" >/dev/null 2>&1 || { ensure_apt_packages; return 0; }
+  done
+}
+
+rnacos_bin() {
+  if [[ -x "$HOME/.cargo/bin/rnacos" ]]; then
+    echo "$HOME/.cargo/bin/rnacos"
+  else
+    command -v rnacos 2>/dev/null || true
+  fi
+}
+
+ensure_rnacos_bin() {
+  [[ -n "$(rnacos_bin)" ]] && return 0
+  # Another process may already be running `cargo install rnacos`: wait for it rather
+  # than compiling the same crate twice on a 2-core machine.
+  local waited=0
+  while [[ -z "$(rnacos_bin)" ]] && pgrep -f 'cargo install rnacos' >/dev/null 2>&1; do
+    if ((waited == 0)); then err "nacos: waiting for a running 'cargo install rnacos' to finish"; fi
+    sleep 5
+    waited=$((waited + 5))
+    if ((waited > 3600)); then die_with_log "nacos: timed out waiting for cargo install rnacos" ""; fi
+  done
+  [[ -n "$(rnacos_bin)" ]] && return 0
+  command -v cargo >/dev/null 2>&1 || die_with_log "nacos: cargo not found (needed for 'cargo install rnacos')" ""
+  err "nacos: cargo install rnacos --version $RNACOS_VERSION --locked (takes several minutes)"
+  cargo install rnacos --version "$RNACOS_VERSION" --locked >"$LOGS/rnacos-install.log" 2>&1 9>&- ||
+    die_with_log "nacos: cargo install rnacos failed" "$LOGS/rnacos-install.log"
+  [[ -n "$(rnacos_bin)" ]] || die_with_log "nacos: rnacos binary not found after install" "$LOGS/rnacos-install.log"
+}
+
+# ---------------------------------------------------------------- redis (standalone)
+
+redis_ping() { [[ "$(redis-cli -h "$HOST" -p "$1" ping 2>/dev/null)" == "PONG" ]]; }
+
+# start_redis_node NAME PORT DIR [extra redis args...]
+start_redis_node() {
+  local name="$1" port="$2" dir="$3"
+  shift 3
+  local pidfile="$dir/redis.pid" logfile="$LOGS/$name.log"
+  mkdir -p "$dir"
+  if pid_alive "$(read_pid "$pidfile")" && redis_ping "$port"; then
+    return 0
+  fi
+  if port_listening "$port"; then
+    die_with_log "$name: port $port is in use by another process" ""
+  fi
+  rm -f "$pidfile"
+  : >>"$logfile"
+  redis-server --bind "$HOST" --port "$port" --protected-mode yes \
+    --save "" --appendonly no --dir "$dir" \
+    --daemonize yes --pidfile "$pidfile" --logfile "$logfile" \
+    "$@" </dev/null >>"$logfile" 2>&1 9>&- ||
+    die_with_log "$name: redis-server failed to start" "$logfile"
+  local deadline=$((SECONDS + 30))
+  until redis_ping "$port"; do
+    ((SECONDS < deadline)) || die_with_log "$name: not answering PING on $HOST:$port" "$logfile"
+    sleep 0.05
+  done
+}
+
+start_redis() {
+  ensure_redis_bin
+  start_redis_node redis "$REDIS_PORT" "$STATE/redis"
+  log "redis $HOST:$REDIS_PORT up"
+}
+
+stop_redis() { stop_pid redis "$STATE/redis/redis.pid" "$REDIS_PORT" 10 "${1:-TERM}"; }
+
+status_redis() {
+  if redis_ping "$REDIS_PORT"; then log "redis $HOST:$REDIS_PORT up"; else log "redis $HOST:$REDIS_PORT down"; fi
+}
+
+# ---------------------------------------------------------------- mariadb
+
+mysql_root() { mariadb --no-defaults --protocol=socket --socket="$MYSQL_SOCK" -uroot "$@"; }
+
+mysql_alive() {
+  mariadb-admin --no-defaults --protocol=socket --socket="$MYSQL_SOCK" -uroot \
+    --connect-timeout=2 ping >/dev/null 2>&1
+}
+
+mysql_app_ok() {
+  mariadb --no-defaults --protocol=tcp -h "$HOST" -P "$MYSQL_PORT" -upayserver -ppayserver \
+    --connect-timeout=2 -N -e 'SELECT 1' payserver >/dev/null 2>&1
+}
+
+mysql_setup_sql() {
+  cat <<'SQL'
+CREATE DATABASE IF NOT EXISTS `payserver` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE USER IF NOT EXISTS 'payserver'@'127.0.0.1' IDENTIFIED BY 'payserver';
+CREATE USER IF NOT EXISTS 'payserver'@'localhost' IDENTIFIED BY 'payserver';
+GRANT ALL PRIVILEGES ON `payserver`.* TO 'payserver'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON `payserver`.* TO 'payserver'@'localhost';
+GRANT ALL PRIVILEGES ON `payserver\_%`.* TO 'payserver'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON `payserver\_%`.* TO 'payserver'@'localhost';
+FLUSH PRIVILEGES;
+SQL
+}
+
+start_mariadb() {
+  ensure_mariadb_bin
+  local logfile="$LOGS/mariadb.log"
+  mkdir -p "$MYSQL_DIR"
+  if pid_alive "$(read_pid "$MYSQL_PID")" && mysql_alive && mysql_app_ok; then
+    log "mariadb $HOST:$MYSQL_PORT up"
+    return 0
+  fi
+  if ! pid_alive "$(read_pid "$MYSQL_PID")"; then
+    if port_listening "$MYSQL_PORT"; then
+      die_with_log "mariadb: port $MYSQL_PORT is in use by another process" ""
+    fi
+    if [[ ! -f "$MYSQL_DATA/.payserver-initialized" ]]; then
+      rm -rf "$MYSQL_DATA"
+      mkdir -p "$MYSQL_DATA"
+      mariadb-install-db --no-defaults --user=root --datadir="$MYSQL_DATA" \
+        --auth-root-authentication-method=normal --skip-test-db \
+        >"$LOGS/mariadb-install-db.log" 2>&1 9>&- ||
+        die_with_log "mariadb: mariadb-install-db failed" "$LOGS/mariadb-install-db.log"
+      touch "$MYSQL_DATA/.payserver-initialized"
+    fi
+    rm -f "$MYSQL_PID" "$MYSQL_SOCK"
+    : >>"$logfile"
+    # --no-defaults: ignore /etc/mysql/*; everything the tests rely on is set here.
+    launch "$MYSQL_DIR/launch.pid" "$logfile" \
+      mariadbd --no-defaults --user=root \
+      --datadir="$MYSQL_DATA" --socket="$MYSQL_SOCK" --pid-file="$MYSQL_PID" \
+      --port="$MYSQL_PORT" --bind-address="$HOST" --skip-name-resolve \
+      --log-error="$logfile" \
+      --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
+      --default-time-zone=+00:00 \
+      --max-connections=500 \
+      --innodb-buffer-pool-size=128M --innodb-flush-log-at-trx-commit=2
+  fi
+  local deadline=$((SECONDS + 60))
+  until mysql_alive; do
+    if ! pid_alive "$(read_pid "$MYSQL_DIR/launch.pid")" && ! pid_alive "$(read_pid "$MYSQL_PID")"; then
+      die_with_log "mariadb: mariadbd exited during startup" "$logfile"
+    fi
+    ((SECONDS < deadline)) || die_with_log "mariadb: not accepting connections after 60s" "$logfile"
+    sleep 0.2
+  done
+  # mariadbd writes its own pid file; keep ours in sync if it lags.
+  [[ -s "$MYSQL_PID" ]] || cp "$MYSQL_DIR/launch.pid" "$MYSQL_PID"
+  mysql_setup_sql | mysql_root >>"$logfile" 2>&1 || die_with_log "mariadb: creating db/user failed" "$logfile"
+  deadline=$((SECONDS + 30))
+  until mysql_app_ok; do
+    ((SECONDS < deadline)) || die_with_log "mariadb: payserver@$HOST:$MYSQL_PORT cannot log in" "$logfile"
+    sleep 0.2
+  done
+  log "mariadb $HOST:$MYSQL_PORT up"
+}
+
+stop_mariadb() {
+  local pidfile="$MYSQL_PID"
+  [[ -s "$pidfile" ]] || pidfile="$MYSQL_DIR/launch.pid"
+  stop_pid mariadb "$pidfile" "$MYSQL_PORT" 60 "${1:-TERM}"
+  rm -f "$MYSQL_PID" "$MYSQL_DIR/launch.pid"
+}
+
+status_mariadb() {
+  if mysql_app_ok; then log "mariadb $HOST:$MYSQL_PORT up"; else log "mariadb $HOST:$MYSQL_PORT down"; fi
+}
+
+# ---------------------------------------------------------------- nacos (r-nacos)
+
+NACOS_URL="http://$HOST:$NACOS_HTTP_PORT"
+
+nacos_http_ok() {
+  # 200 (found) or 404 (config not found) both mean the HTTP API is serving.
+  local code
+  code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 \
+    "$NACOS_URL/nacos/v1/cs/configs?dataId=x&group=y" 2>/dev/null || true)"
+  [[ "$code" == 200 || "$code" == 404 ]]
+}
+
+nacos_up() { nacos_http_ok && port_listening "$NACOS_GRPC_PORT"; }
+
+nacos_probe_publish() {
+  local got=""
+  local deadline=$((SECONDS + 30))
+  while :; do
+    if curl -sf --max-time 3 -X POST "$NACOS_URL/nacos/v1/cs/configs" \
+      -d 'dataId=probe&group=PAY_GROUP&content=hello' >/dev/null 2>&1; then
+      got="$(curl -sf --max-time 3 "$NACOS_URL/nacos/v1/cs/configs?dataId=probe&group=PAY_GROUP" 2>/dev/null || true)"
+      [[ "$got" == hello ]] && break
+    fi
+    ((SECONDS < deadline)) || return 1
+    sleep 0.3
+  done
+  # Don't leave the probe behind in PAY_GROUP for tests that list the group.
+  curl -sf --max-time 3 -X DELETE "$NACOS_URL/nacos/v1/cs/configs?dataId=probe&group=PAY_GROUP" >/dev/null 2>&1 || true
+}
+
+start_nacos() {
+  local pidfile="$NACOS_DIR/rnacos.pid" logfile="$LOGS/nacos.log"
+  mkdir -p "$NACOS_DIR/data"
+  if pid_alive "$(read_pid "$pidfile")" && nacos_up; then
+    log "nacos $HOST:$NACOS_HTTP_PORT up (grpc $NACOS_GRPC_PORT)"
+    return 0
+  fi
+  ensure_rnacos_bin
+  local bin
+  bin="$(rnacos_bin)"
+  if ! pid_alive "$(read_pid "$pidfile")"; then
+    local p
+    for p in "$NACOS_HTTP_PORT" "$NACOS_GRPC_PORT" "$NACOS_CONSOLE_PORT"; do
+      port_listening "$p" && die_with_log "nacos: port $p is in use by another process" ""
+    done
+    local auth="${NACOS_ENABLE_AUTH:-false}"
+    cat >"$NACOS_DIR/rnacos.env" <<EOF
+RNACOS_SDK_HOST=$HOST
+RNACOS_CONSOLE_HOST=$HOST
+RNACOS_HTTP_PORT=$NACOS_HTTP_PORT
+RNACOS_GRPC_PORT=$NACOS_GRPC_PORT
+RNACOS_HTTP_CONSOLE_PORT=$NACOS_CONSOLE_PORT
+RNACOS_DATA_DIR=$NACOS_DIR/data
+RNACOS_RAFT_NODE_ID=1
+RNACOS_RAFT_NODE_ADDR=$HOST:$NACOS_GRPC_PORT
+RNACOS_RAFT_AUTO_INIT=true
+RNACOS_ENABLE_OPEN_API_AUTH=$auth
+RNACOS_HTTP_WORKERS=2
+EOF
+    : >>"$logfile"
+    # Env vars are passed explicitly too (they win over the env file, which dotenv never overrides).
+    (
+      cd "$NACOS_DIR"
+      launch "$pidfile" "$logfile" env \
+        RNACOS_SDK_HOST="$HOST" RNACOS_CONSOLE_HOST="$HOST" \
+        RNACOS_HTTP_PORT="$NACOS_HTTP_PORT" RNACOS_GRPC_PORT="$NACOS_GRPC_PORT" \
+        RNACOS_HTTP_CONSOLE_PORT="$NACOS_CONSOLE_PORT" RNACOS_DATA_DIR="$NACOS_DIR/data" \
+        RNACOS_RAFT_NODE_ID=1 RNACOS_RAFT_NODE_ADDR="$HOST:$NACOS_GRPC_PORT" RNACOS_RAFT_AUTO_INIT=true \
+        RNACOS_ENABLE_OPEN_API_AUTH="$auth" RNACOS_HTTP_WORKERS=2 \
+        "$bin" -e "$NACOS_DIR/rnacos.env"
+    )
+  fi
+  local deadline=$((SECONDS + 60))
+  until nacos_up; do
+    pid_alive "$(read_pid "$pidfile")" || { sleep 0.2; pid_alive "$(read_pid "$pidfile")"; } ||
+      die_with_log "nacos: rnacos exited during startup" "$logfile"
+    ((SECONDS < deadline)) || die_with_log "nacos: HTTP $NACOS_HTTP_PORT / gRPC $NACOS_GRPC_PORT not up after 60s" "$logfile"
+    sleep 0.2
+  done
+  if [[ "${NACOS_ENABLE_AUTH:-false}" != true ]]; then
+    nacos_probe_publish || die_with_log "nacos: publish/get probe failed" "$logfile"
+  fi
+  log "nacos $HOST:$NACOS_HTTP_PORT up (grpc $NACOS_GRPC_PORT)"
+}
+
+stop_nacos() {
+  # rnacos (actix) drains connections for up to 30s on SIGTERM; don't wait that long.
+  stop_pid nacos "$NACOS_DIR/rnacos.pid" "$NACOS_HTTP_PORT" 5 "${1:-TERM}"
+  local deadline=$((SECONDS + 15))
+  while port_listening "$NACOS_GRPC_PORT" || port_listening "$NACOS_CONSOLE_PORT"; do
+    ((SECONDS < deadline)) || { err "nacos: gRPC/console port still in use after stop"; exit 1; }
+    sleep 0.1
+  done
+}
+
+status_nacos() {
+  if nacos_up; then log "nacos $HOST:$NACOS_HTTP_PORT up (grpc $NACOS_GRPC_PORT)"; else log "nacos $HOST:$NACOS_HTTP_PORT down"; fi
+}
+
+# ---------------------------------------------------------------- redis cluster
+
+cluster_replicas() {
+  local r="${CLUSTER_REPLICAS:-}"
+  if [[ -z "$r" && -f "$CLUSTER_DIR/replicas" ]]; then r="$(cat "$CLUSTER_DIR/replicas")"; fi
+  r="${r:-0}"
+  [[ "$r" == 0 || "$r" == 1 ]] || die_with_log "CLUSTER_REPLICAS must be 0 or 1 (got $r)" ""
+  echo "$r"
+}
+
+cluster_ports() { # cluster_ports REPLICAS
+  local n=$((3 * ($1 + 1))) i
+  for ((i = 0; i < n; i++)); do echo $((CLUSTER_BASE_PORT + i)); done
+}
+
+all_cluster_ports() { cluster_ports 1; } # superset, for stop/status
+
+cluster_info_field() { # cluster_info_field PORT FIELD
+  redis-cli -h "$HOST" -p "$1" cluster info 2>/dev/null | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
+}
+
+cluster_healthy() { # cluster_healthy REPLICAS: every node up, sees all nodes, state ok, replicas linked
+  local r="$1" n p
+  n=$((3 * (r + 1)))
+  for p in $(cluster_ports "$r"); do
+    [[ "$(cluster_info_field "$p" cluster_state)" == ok ]] || return 1
+    [[ "$(cluster_info_field "$p" cluster_known_nodes)" == "$n" ]] || return 1
+    [[ "$(cluster_info_field "$p" cluster_slots_assigned)" == 16384 ]] || return 1
+  done
+  if ((r > 0)); then
+    for p in $(cluster_ports "$r"); do
+      local info
+      info="$(redis-cli -h "$HOST" -p "$p" info replication 2>/dev/null | tr -d '\r')"
+      if grep -q '^role:slave' <<<"$info"; then
+        grep -q '^master_link_status:up' <<<"$info" || return 1
+      fi
+    done
+  fi
+}
+
+start_cluster_node() { # start_cluster_node PORT
+  local p="$1"
+  start_redis_node "cluster-$p" "$p" "$CLUSTER_DIR/$p" \
+    --cluster-enabled yes --cluster-config-file "$CLUSTER_DIR/$p/nodes.conf" \
+    --cluster-node-timeout 2000 --cluster-require-full-coverage yes
+}
+
+stop_cluster_nodes() { # stop_cluster_nodes SIGNAL PORTS...
+  local sig="$1" p
+  shift
+  for p in "$@"; do
+    if [[ -f "$CLUSTER_DIR/$p/redis.pid" ]] || port_listening "$p"; then
+      stop_pid "cluster-$p" "$CLUSTER_DIR/$p/redis.pid" "$p" 10 "$sig" >/dev/null
+    fi
+  done
+}
+
+wipe_cluster() {
+  stop_cluster_nodes TERM $(all_cluster_ports)
+  rm -rf "$CLUSTER_DIR"
+}
+
+start_cluster() {
+  ensure_redis_bin
+  local r n p ports
+  r="$(cluster_replicas)"
+  n=$((3 * (r + 1)))
+  ports="$(cluster_ports "$r")"
+  local addrs
+  addrs="$(sed "s/^/$HOST:/" <<<"$ports" | paste -sd, -)"
+
+  # A cluster of a different shape (other replica count) is torn down and rebuilt.
+  if [[ -f "$CLUSTER_DIR/replicas" && "$(cat "$CLUSTER_DIR/replicas")" != "$r" ]]; then
+    wipe_cluster
+  fi
+  local extra
+  for extra in $(all_cluster_ports); do
+    if ! grep -qx "$extra" <<<"$ports" && [[ -f "$CLUSTER_DIR/$extra/redis.pid" ]]; then wipe_cluster; break; fi
+  done
+
+  mkdir -p "$CLUSTER_DIR"
+  for p in $ports; do start_cluster_node "$p"; done
+
+  if ! cluster_healthy "$r"; then
+    # Nodes restarted from their nodes.conf rejoin by themselves: give them a moment.
+    local formed=1
+    for p in $ports; do
+      [[ "$(cluster_info_field "$p" cluster_known_nodes)" == "$n" && \
+        "$(cluster_info_field "$p" cluster_slots_assigned)" == 16384 ]] || { formed=0; break; }
+    done
+    if ((formed)); then
+      local deadline=$((SECONDS + 15))
+      until cluster_healthy "$r" || ((SECONDS >= deadline)); do sleep 0.2; done
+    fi
+    if ! cluster_healthy "$r"; then
+      # Fresh nodes (or a broken cluster): (re)create from scratch.
+      local fresh=1
+      for p in $ports; do
+        [[ "$(cluster_info_field "$p" cluster_known_nodes)" == 1 && \
+          "$(cluster_info_field "$p" cluster_slots_assigned)" == 0 ]] || { fresh=0; break; }
+      done
+      if ((fresh == 0)); then
+        wipe_cluster
+        mkdir -p "$CLUSTER_DIR"
+        for p in $ports; do start_cluster_node "$p"; done
+      fi
+      local create_log="$LOGS/cluster-create.log"
+      # shellcheck disable=SC2046
+      redis-cli --cluster create $(sed "s/^/$HOST:/" <<<"$ports") \
+        --cluster-replicas "$r" --cluster-yes >"$create_log" 2>&1 </dev/null ||
+        die_with_log "cluster: redis-cli --cluster create failed" "$create_log"
+      echo "$r" >"$CLUSTER_DIR/replicas"
+      local deadline=$((SECONDS + 60))
+      until cluster_healthy "$r"; do
+        ((SECONDS < deadline)) || die_with_log "cluster: cluster_state not ok after 60s" "$create_log"
+        sleep 0.2
+      done
+    fi
+  fi
+  echo "$r" >"$CLUSTER_DIR/replicas"
+  log "cluster $addrs up"
+}
+
+stop_cluster() {
+  local p any=0
+  for p in $(all_cluster_ports); do
+    if [[ -f "$CLUSTER_DIR/$p/redis.pid" ]] || port_listening "$p"; then
+      any=1
+      stop_pid "cluster-$p" "$CLUSTER_DIR/$p/redis.pid" "$p" 10 "${1:-TERM}" >/dev/null
+    fi
+  done
+  local r
+  r="$(cluster_replicas)"
+  log "cluster $(cluster_ports "$r" | sed "s/^/$HOST:/" | paste -sd, -) down"
+  : "$any"
+}
+
+status_cluster() {
+  local r p state
+  r="$(cluster_replicas)"
+  for p in $(cluster_ports "$r"); do
+    if redis_ping "$p"; then
+      state="$(cluster_info_field "$p" cluster_state)"
+      local role
+      role="$(redis-cli -h "$HOST" -p "$p" info replication 2>/dev/null | tr -d '\r' | awk -F: '$1=="role"{print $2}')"
+      log "cluster-node $HOST:$p up (cluster_state:${state:-?} role:${role:-?})"
+    else
+      log "cluster-node $HOST:$p down"
+    fi
+  done
+}
+
+# ---------------------------------------------------------------- env
+
+print_env() {
+  local r
+  r="$(cluster_replicas)"
+  cat <<EOF
+export PAYSERVER_SERVICES_DIR='$STATE'
+export PAYSERVER_TEST_SERVICES_SCRIPT='$SCRIPT_PATH'
+export PAYSERVER_TEST_REDIS_ADDR='$HOST:$REDIS_PORT'
+export PAYSERVER_TEST_MYSQL_DSN='payserver:payserver@tcp($HOST:$MYSQL_PORT)/payserver?parseTime=true&loc=UTC&multiStatements=true'
+export PAYSERVER_TEST_MYSQL_ADMIN_DSN='payserver:payserver@tcp($HOST:$MYSQL_PORT)/?parseTime=true&loc=UTC&multiStatements=true'
+export PAYSERVER_TEST_NACOS_ADDR='$HOST:$NACOS_HTTP_PORT'
+export PAYSERVER_TEST_REDIS_CLUSTER_ADDRS='$(cluster_ports "$r" | sed "s/^/$HOST:/" | paste -sd, -)'
+EOF
+}
+
+# ---------------------------------------------------------------- dispatch
+
+expand_targets() { # expand_targets ARGS... -> one target per line, in start order
+  local t
+  if (($# == 0)); then set -- all; fi
+  for t in "$@"; do
+    case "$t" in
+      all) printf '%s\n' redis mariadb nacos cluster ;;
+      redis | mariadb | nacos | cluster) echo "$t" ;;
+      mysql) echo mariadb ;;
+      redis-cluster) echo cluster ;;
+      cluster-node:[0-9]*) echo "$t" ;;
+      *) err "unknown service '$t' (redis|mariadb|nacos|cluster|all|cluster-node:PORT)"; exit 2 ;;
+    esac
+  done
+}
+
+do_start() {
+  local t targets
+  targets="$(expand_targets "$@")"
+  for t in $targets; do
+    case "$t" in
+      cluster-node:*)
+        ensure_redis_bin
+        start_cluster_node "${t#cluster-node:}"
+        log "cluster-node $HOST:${t#cluster-node:} up"
+        ;;
+      *) "start_$t" ;;
+    esac
+  done
+}
+
+do_stop() { # do_stop SIGNAL TARGETS...
+  local sig="$1" t
+  shift
+  local targets
+  targets="$(expand_targets "$@" | tac)" # stop in reverse start order
+  for t in $targets; do
+    case "$t" in
+      cluster-node:*)
+        local p="${t#cluster-node:}"
+        stop_pid "cluster-node" "$CLUSTER_DIR/$p/redis.pid" "$p" 10 "$sig"
+        ;;
+      *) "stop_$t" "$sig" ;;
+    esac
+  done
+}
+
+usage() {
+  sed -n '2,20p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//'
+}
+
+main() {
+  local cmd="${1:-}"
+  shift || true
+  mkdir -p "$LOGS"
+  case "$cmd" in
+    start) lock; do_start "$@" ;;
+    stop) lock; do_stop TERM "$@" ;;
+    kill) lock; do_stop KILL "$@" ;;
+    restart) lock; do_stop TERM "$@"; do_start "$@" ;;
+    status)
+      command -v redis-cli >/dev/null 2>&1 || { err "redis-cli not installed (run start)"; }
+      status_redis; status_mariadb; status_nacos; status_cluster
+      ;;
+    env) print_env ;;
+    -h | --help | help) usage ;;
+    *) usage >&2; exit 2 ;;
+  esac
+}
+
+main "$@"
