@@ -1,0 +1,140 @@
+package ratelimit
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDocumentValid(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		key  string
+		want Rule
+	}{
+		{"bare number uses default window", "window: 1s\nlimits:\n  ONLINE_PAY:ALIPAY: 100\n", "ONLINE_PAY:ALIPAY",
+			Rule{Windows: []Window{{100, time.Second}}}},
+		{"minus one is unlimited", "limits:\n  ONLINE_PAY:WECHAT: -1\n", "ONLINE_PAY:WECHAT", Rule{}},
+		{"zero is closed, not unlimited", "limits:\n  A:B: 0\n", "A:B", Rule{Windows: []Window{{0, time.Second}}}},
+		{"custom default window", "window: 1m\nlimits:\n  A:B: 5\n", "A:B", Rule{Windows: []Window{{5, time.Minute}}}},
+		{"several windows sorted", "limits:\n  REFUND:ALIPAY:\n    - {limit: 600, window: 1m}\n    - {limit: 20, window: 1s}\n", "REFUND:ALIPAY",
+			Rule{Windows: []Window{{20, time.Second}, {600, time.Minute}}}},
+		{"days", "limits:\n  A:B: [{limit: 10000, window: 1d}]\n", "A:B", Rule{Windows: []Window{{10000, 24 * time.Hour}}}},
+		{"object with shadow", "limits:\n  A:B: {limit: 5, window: 500ms, shadow: true}\n", "A:B",
+			Rule{Windows: []Window{{5, 500 * time.Millisecond}}, Shadow: true}},
+		{"windows object with shadow", "limits:\n  A:B: {shadow: true, windows: [{limit: 5, window: 1s}]}\n", "A:B",
+			Rule{Windows: []Window{{5, time.Second}}, Shadow: true}},
+		{"unlimited window dropped", "limits:\n  A:B: [{limit: -1, window: 1s}, {limit: 9, window: 1m}]\n", "A:B",
+			Rule{Windows: []Window{{9, time.Minute}}}},
+		{"flat countLimitMap", `{"ONLINE_PAY:ALIPAY": 100, "ONLINE_PAY:WECHAT": -1}`, "ONLINE_PAY:ALIPAY",
+			Rule{Windows: []Window{{100, time.Second}}}},
+		{"json structured", `{"window":"2s","limits":{"A:B":3}}`, "A:B", Rule{Windows: []Window{{3, 2 * time.Second}}}},
+		{"whole float accepted", `{"A:B": 3.0}`, "A:B", Rule{Windows: []Window{{3, time.Second}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseDocument([]byte(tt.doc))
+			if err != nil {
+				t.Fatalf("ParseDocument: %v", err)
+			}
+			k, _ := ParseKey(tt.key)
+			got := cfg.Rule(k)
+			if !equalRule(got, tt.want) {
+				t.Fatalf("rule %s = %+v, want %+v", tt.key, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseDocumentMissingKeyIsUnlimited(t *testing.T) {
+	cfg, err := ParseDocument([]byte("limits:\n  A:B: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Rule(Key{"X", "Y"}); !r.IsUnlimited() {
+		t.Fatalf("missing key rule = %+v, want unlimited", r)
+	}
+	var nilCfg *Config
+	if r := nilCfg.Rule(Key{"A", "B"}); !r.IsUnlimited() {
+		t.Fatalf("nil config rule = %+v, want unlimited", r)
+	}
+}
+
+func TestParseDocumentGlobalShadow(t *testing.T) {
+	cfg, err := ParseDocument([]byte("shadow: true\nlimits:\n  A:B: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Rule(Key{"A", "B"}).Shadow {
+		t.Fatal("global shadow not applied to key")
+	}
+}
+
+func TestParseDocumentInvalid(t *testing.T) {
+	tests := []struct{ name, doc, wantErr string }{
+		{"empty", "", "empty"},
+		{"whitespace", "  \n\t", "empty"},
+		{"null", "null", "empty"},
+		{"no keys", "limits: {}\n", "names no key"},
+		{"no limits map", "window: 1s\n", `no "limits"`},
+		{"not yaml", "limits: [", "not valid"},
+		{"scalar root", "42", "not valid"},
+		{"lowercase biz", "limits:\n  online:ALIPAY: 1\n", "bizType"},
+		{"no colon", "limits:\n  ONLINEALIPAY: 1\n", "BIZTYPE:CHANNEL"},
+		{"brace injection", "limits:\n  \"A}:{B\": 1\n", "must contain only"},
+		{"too long", "limits:\n  " + strings.Repeat("A", 33) + ":B: 1\n", "at most 32"},
+		{"below minus one", "limits:\n  A:B: -2\n", "want 0.."},
+		{"fraction", "limits:\n  A:B: 1.5\n", "whole number"},
+		{"string limit", "limits:\n  A:B: \"10\"\n", "not a string"},
+		{"huge", "limits:\n  A:B: 100000000000\n", "too large"},
+		{"unknown top field", "limits:\n  A:B: 1\nwindwo: 1s\n", "unknown top-level"},
+		{"unknown window field", "limits:\n  A:B: [{limit: 1, windo: 1s}]\n", "unknown field"},
+		{"missing limit", "limits:\n  A:B: [{window: 1s}]\n", "limit is missing"},
+		{"duplicate windows", "limits:\n  A:B: [{limit: 1, window: 1s}, {limit: 2, window: 1000ms}]\n", "two windows"},
+		{"window too small", "limits:\n  A:B: [{limit: 1, window: 1ms}]\n", "out of range"},
+		{"window too big", "window: 30d\nlimits:\n  A:B: 1\n", "not a duration"},
+		{"numeric window", "window: 1000\nlimits:\n  A:B: 1\n", "want a duration"},
+		{"empty window list", "limits:\n  A:B: []\n", "empty window list"},
+		{"one bad key refuses all", "limits:\n  A:B: 1\n  C:D: x\n", "C:D"},
+		{"duplicate yaml key", "limits:\n  A:B: 1\n  A:B: 2\n", "not valid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseDocument([]byte(tt.doc))
+			if err == nil {
+				t.Fatalf("ParseDocument(%q) = %+v, want error containing %q", tt.doc, cfg, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %q does not contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestKeysNeverCollide(t *testing.T) {
+	// The seed design concatenated bizType and channel with no separator, so
+	// "AB"+"C" and "A"+"BC" shared a counter.
+	s := &RedisStore{prefix: DefaultKeyPrefix}
+	w := Window{Limit: 1, Size: time.Second}
+	a := s.RedisKey(Key{"AB", "C"}, w)
+	b := s.RedisKey(Key{"A", "BC"}, w)
+	if a == b {
+		t.Fatalf("keys collide: %s", a)
+	}
+	if !strings.Contains(a, "{AB:C}") {
+		t.Fatalf("key %s lacks the hash tag {AB:C}", a)
+	}
+}
+
+func equalRule(a, b Rule) bool {
+	if a.Shadow != b.Shadow || len(a.Windows) != len(b.Windows) {
+		return false
+	}
+	for i := range a.Windows {
+		if a.Windows[i] != b.Windows[i] {
+			return false
+		}
+	}
+	return true
+}

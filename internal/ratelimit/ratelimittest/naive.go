@@ -1,0 +1,58 @@
+// Package ratelimittest holds limiter stores for tests and benchmarks that
+// show what payserver's atomic script avoids.
+package ratelimittest
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"payserver/internal/ratelimit"
+)
+
+// NaiveStore is the sliding window of the original design notes: three
+// separate round trips (ZREMRANGEBYSCORE, ZCARD, ZADD) with app-server
+// clocks. Between the count and the add, concurrent callers all see room,
+// so it over-admits. It exists to prove that the exactness test has teeth
+// and to benchmark against; never use it to limit anything.
+type NaiveStore struct {
+	Client redis.UniversalClient
+	Prefix string
+}
+
+// Check implements ratelimit.Store, naively. Only the first window is used.
+func (s *NaiveStore) Check(ctx context.Context, k ratelimit.Key, windows []ratelimit.Window, member string) (ratelimit.StoreResult, error) {
+	w := windows[0]
+	key := s.Prefix + k.BizType + k.Channel + ":" + strconv.FormatInt(w.Size.Milliseconds(), 10)
+	now := time.Now().UnixMicro()
+	if err := s.Client.ZRemRangeByScore(ctx, key, "-inf", strconv.FormatInt(now-w.Size.Microseconds(), 10)).Err(); err != nil {
+		return ratelimit.StoreResult{}, err
+	}
+	count, err := s.Client.ZCard(ctx, key).Result()
+	if err != nil {
+		return ratelimit.StoreResult{}, err
+	}
+	if count >= w.Limit {
+		return ratelimit.StoreResult{Count: count, RetryAfter: w.Size}, nil
+	}
+	if err := s.Client.ZAdd(ctx, key, redis.Z{Score: float64(now), Member: member}).Err(); err != nil {
+		return ratelimit.StoreResult{}, err
+	}
+	s.Client.PExpire(ctx, key, w.Size)
+	return ratelimit.StoreResult{Allowed: true, Count: count + 1}, nil
+}
+
+// Release implements ratelimit.Store.
+func (s *NaiveStore) Release(ctx context.Context, k ratelimit.Key, windows []ratelimit.Window, member string) error {
+	return nil
+}
+
+// Usage implements ratelimit.Store.
+func (s *NaiveStore) Usage(ctx context.Context, k ratelimit.Key, windows []ratelimit.Window) ([]int64, error) {
+	return make([]int64, len(windows)), nil
+}
+
+// Ping implements ratelimit.Store.
+func (s *NaiveStore) Ping(ctx context.Context) error { return s.Client.Ping(ctx).Err() }
