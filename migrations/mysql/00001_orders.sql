@@ -1,7 +1,7 @@
 -- +goose Up
 CREATE TABLE orders (
   id               BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  order_no         VARCHAR(32)  NOT NULL,
+  order_no         VARCHAR(32)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   request_id       VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   request_hash     CHAR(64)     CHARACTER SET ascii NOT NULL,
   biz_type         VARCHAR(32)  CHARACTER SET ascii NOT NULL,

@@ -1,0 +1,158 @@
+package repo_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"payserver/internal/pay"
+	"payserver/internal/repo"
+	"payserver/internal/testutil"
+)
+
+// openCases runs the same suite against every database payserver supports,
+// with migrations applied first.
+func openCases() map[string]func(t *testing.T) *repo.Orders {
+	open := func(t *testing.T, opts repo.OpenOptions) *repo.Orders {
+		ctx := context.Background()
+		db, err := repo.Open(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = repo.Close(db) })
+		if err := repo.Migrate(ctx, db, opts.Driver); err != nil {
+			t.Fatal(err)
+		}
+		if err := repo.Migrate(ctx, db, opts.Driver); err != nil {
+			t.Fatalf("second migrate is not a no-op: %v", err)
+		}
+		o, err := repo.NewOrders(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	return map[string]func(t *testing.T) *repo.Orders{
+		"mariadb": func(t *testing.T) *repo.Orders {
+			return open(t, repo.OpenOptions{Driver: repo.MySQL, DSN: testutil.MustFreshMySQL(t)})
+		},
+		"sqlite": func(t *testing.T) *repo.Orders {
+			return open(t, repo.OpenOptions{Driver: repo.SQLite, DSN: filepath.Join(t.TempDir(), "p.db")})
+		},
+	}
+}
+
+func newOrder(requestID string) *pay.Order {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	return &pay.Order{
+		OrderNo: "PS" + requestID + "-" + testutil.UniqueName(""), RequestID: requestID, RequestHash: "h1",
+		BizType: "ONLINE_PAY", Channel: "ALIPAY", MerchantID: "商户-1", Amount: 1000, Currency: "CNY",
+		Subject: "测试", Status: pay.StatusProcessing, CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+func TestOrderStoreSuite(t *testing.T) {
+	for name, mk := range openCases() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := mk(t)
+			t.Run("create then get round-trips every field", func(t *testing.T) {
+				o := newOrder("r-1")
+				if err := s.Create(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.Get(ctx, "r-1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if *got != *o {
+					t.Fatalf("got %+v\nwant %+v", got, o)
+				}
+			})
+			t.Run("duplicate requestId is refused", func(t *testing.T) {
+				o := newOrder("r-dup")
+				if err := s.Create(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+				o2 := newOrder("r-dup")
+				o2.OrderNo = "other"
+				if err := s.Create(ctx, o2); !errors.Is(err, pay.ErrDuplicateOrder) {
+					t.Fatalf("second create: %v, want ErrDuplicateOrder", err)
+				}
+			})
+			t.Run("requestIds are case-sensitive", func(t *testing.T) {
+				if err := s.Create(ctx, newOrder("Case-A")); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Create(ctx, newOrder("case-a")); err != nil {
+					t.Fatalf("case-a collided with Case-A: %v", err)
+				}
+			})
+			t.Run("concurrent creates: exactly one wins", func(t *testing.T) {
+				var wins, dups atomic.Int64
+				var wg sync.WaitGroup
+				for i := 0; i < 50; i++ {
+					wg.Add(1)
+					go func(i int) {
+						defer wg.Done()
+						o := newOrder("r-race")
+						o.OrderNo = "PS-race-" + time.Now().Format("150405.000000000") + string(rune('a'+i%26)) + string(rune('a'+i/26))
+						switch err := s.Create(ctx, o); {
+						case err == nil:
+							wins.Add(1)
+						case errors.Is(err, pay.ErrDuplicateOrder):
+							dups.Add(1)
+						default:
+							t.Errorf("create: %v", err)
+						}
+					}(i)
+				}
+				wg.Wait()
+				if wins.Load() != 1 || dups.Load() != 49 {
+					t.Fatalf("wins=%d dups=%d, want 1 and 49", wins.Load(), dups.Load())
+				}
+			})
+			t.Run("finish records the outcome once processing", func(t *testing.T) {
+				o := newOrder("r-fin")
+				_ = s.Create(ctx, o)
+				o.Status, o.ChannelTradeNo, o.UpdatedAt = pay.StatusSucceeded, "T1", o.UpdatedAt.Add(time.Second)
+				if err := s.Finish(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+				got, _ := s.Get(ctx, "r-fin")
+				if got.Status != pay.StatusSucceeded || got.ChannelTradeNo != "T1" {
+					t.Fatalf("after finish: %+v", got)
+				}
+				o.Status = pay.StatusFailed
+				if err := s.Finish(ctx, o); !errors.Is(err, pay.ErrOrderNotFound) {
+					t.Fatalf("finishing a SUCCEEDED order: %v, want ErrOrderNotFound", err)
+				}
+			})
+			t.Run("stale processing orders become unknown", func(t *testing.T) {
+				old := newOrder("r-stale")
+				old.UpdatedAt = time.Now().Add(-time.Hour).UTC()
+				_ = s.Create(ctx, old)
+				fresh := newOrder("r-fresh")
+				_ = s.Create(ctx, fresh)
+				if _, err := s.MarkStaleUnknown(ctx, time.Now().Add(-time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := s.Get(ctx, "r-stale"); got.Status != pay.StatusUnknown {
+					t.Fatalf("stale order status %s, want UNKNOWN", got.Status)
+				}
+				if got, _ := s.Get(ctx, "r-fresh"); got.Status != pay.StatusProcessing {
+					t.Fatalf("fresh order status %s, want PROCESSING", got.Status)
+				}
+			})
+			t.Run("missing order", func(t *testing.T) {
+				if _, err := s.Get(ctx, "nope"); !errors.Is(err, pay.ErrOrderNotFound) {
+					t.Fatalf("err = %v, want ErrOrderNotFound", err)
+				}
+			})
+		})
+	}
+}
