@@ -40,6 +40,9 @@
 #     RNACOS_INIT_ADMIN_USERNAME/RNACOS_INIT_ADMIN_PASSWORD, default admin/admin). The web console
 #     always requires a login unless RNACOS_ENABLE_NO_AUTH_CONSOLE=true.
 #     To run nacos with auth on from this script: NACOS_ENABLE_AUTH=true scripts/services.sh restart nacos
+#     (then unauthenticated open-API calls get 403 "unknown user!"; POST /nacos/v1/auth/login with
+#     username=admin&password=admin returns {"accessToken":...}, pass it as ?accessToken=...).
+#     `start` never restarts a running nacos to change this: use `restart nacos`.
 #   * rnacos also loads a `.env` file (dotenv) from its working directory or any parent unless
 #     `-e FILE` is given; we always pass `-e <state>/nacos/rnacos.env` and run it from the state
 #     dir so a stray .env cannot change its config.
@@ -344,7 +347,10 @@ start_mariadb() {
     if ! pid_alive "$(read_pid "$MYSQL_DIR/launch.pid")" && ! pid_alive "$(read_pid "$MYSQL_PID")"; then
       die_with_log "mariadb: mariadbd exited during startup" "$logfile"
     fi
-    ((SECONDS < deadline)) || die_with_log "mariadb: not accepting connections after 60s" "$logfile"
+    if ((SECONDS >= deadline)); then
+      kill -KILL "$(read_pid "$MYSQL_DIR/launch.pid")" 2>/dev/null || true
+      die_with_log "mariadb: not accepting connections after 60s" "$logfile"
+    fi
     sleep 0.2
   done
   # mariadbd writes its own pid file; keep ours in sync if it lags.
@@ -374,11 +380,12 @@ status_mariadb() {
 NACOS_URL="http://$HOST:$NACOS_HTTP_PORT"
 
 nacos_http_ok() {
-  # 200 (found) or 404 (config not found) both mean the HTTP API is serving.
+  # 200 (found) or 404 (config not found) both mean the HTTP API is serving; 401/403 too
+  # when it runs with NACOS_ENABLE_AUTH=true.
   local code
   code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 \
     "$NACOS_URL/nacos/v1/cs/configs?dataId=x&group=y" 2>/dev/null || true)"
-  [[ "$code" == 200 || "$code" == 404 ]]
+  [[ "$code" == 200 || "$code" == 404 || "$code" == 401 || "$code" == 403 ]]
 }
 
 nacos_up() { nacos_http_ok && port_listening "$NACOS_GRPC_PORT"; }
@@ -445,11 +452,15 @@ EOF
   until nacos_up; do
     pid_alive "$(read_pid "$pidfile")" || { sleep 0.2; pid_alive "$(read_pid "$pidfile")"; } ||
       die_with_log "nacos: rnacos exited during startup" "$logfile"
-    ((SECONDS < deadline)) || die_with_log "nacos: HTTP $NACOS_HTTP_PORT / gRPC $NACOS_GRPC_PORT not up after 60s" "$logfile"
+    if ((SECONDS >= deadline)); then
+      kill -KILL "$(read_pid "$pidfile")" 2>/dev/null || true
+      die_with_log "nacos: HTTP $NACOS_HTTP_PORT / gRPC $NACOS_GRPC_PORT not up after 60s" "$logfile"
+    fi
     sleep 0.2
   done
-  if [[ "${NACOS_ENABLE_AUTH:-false}" != true ]]; then
-    nacos_probe_publish || die_with_log "nacos: publish/get probe failed" "$logfile"
+  if [[ "${NACOS_ENABLE_AUTH:-false}" != true ]] && ! nacos_probe_publish; then
+    kill -KILL "$(read_pid "$pidfile")" 2>/dev/null || true
+    die_with_log "nacos: publish/get probe failed" "$logfile"
   fi
   log "nacos $HOST:$NACOS_HTTP_PORT up (grpc $NACOS_GRPC_PORT)"
 }

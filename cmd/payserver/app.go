@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -267,6 +268,18 @@ func (m *Main) openChannels() error {
 		return err
 	}
 	m.channels = reg
+	for _, ch := range chs {
+		sim := ch.(*channel.Simulator)
+		labels := prometheus.Labels{"channel": sim.Code()}
+		m.metrics.Registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "payserver_simulator_calls_total", Help: "Payments the channel simulator was asked to make.", ConstLabels: labels,
+			}, func() float64 { return float64(sim.Calls()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "payserver_simulator_duplicate_calls_total", Help: "Simulator calls that repeated a requestId it had already paid (must stay 0).", ConstLabels: labels,
+			}, func() float64 { return float64(sim.Duplicates()) }),
+		)
+	}
 	m.log.Info("channels", "simulators", codes)
 	return nil
 }

@@ -50,7 +50,9 @@ func storeCases() []storeCase {
 	}
 }
 
-func newKey() ratelimit.Key { return ratelimit.Key{BizType: testutil.UniqueName("T"), Channel: "ALIPAY"} }
+func newKey() ratelimit.Key {
+	return ratelimit.Key{BizType: testutil.UniqueName("T"), Channel: "ALIPAY"}
+}
 
 func mustCheck(t *testing.T, s ratelimit.Store, k ratelimit.Key, ws []ratelimit.Window, member string) ratelimit.StoreResult {
 	t.Helper()

@@ -1,0 +1,44 @@
+# payserver: the two commands are `make run` and `make test`.
+SHELL := /bin/bash
+GO ?= go
+SERVICES := scripts/services.sh
+# Integration tests get service addresses from the services script.
+WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
+
+.PHONY: run build test unit race services services-stop integration vet bench bench-e2e fuzz check-limits clean
+
+## run: start payserver in the embedded default (SQLite, in-process Redis, configs/channel-limits.yaml)
+run:
+	@echo "payserver (embedded default): try, once it is up:"
+	@echo "  curl -s -X POST http://127.0.0.1:8080/pay -H 'Content-Type: application/json' -d '{\"requestId\":\"try-1\",\"bizType\":\"ONLINE_PAY\",\"channel\":\"ALIPAY\",\"merchantId\":\"M1\",\"amount\":1000,\"currency\":\"CNY\"}'"
+	$(GO) run ./cmd/payserver
+
+build:
+	$(GO) build -o bin/payserver ./cmd/payserver
+
+## test: vet, unit tests with the race detector, then integration tests on real MariaDB, Redis, Redis Cluster and Nacos
+test: vet services
+	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 15m ./...
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l cmd internal integration api migrations bench 2>/dev/null)" || { echo "gofmt needed:"; gofmt -l cmd internal integration api migrations bench; exit 1; }
+
+## services: install (if missing) and start MariaDB, Redis, Redis Cluster and r-nacos on loopback
+services:
+	$(SERVICES) start all
+
+services-stop:
+	$(SERVICES) stop all
+
+unit:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /integration)
+
+integration: services
+	$(WITH_SERVICES) $(GO) test -count=1 -v ./integration/
+
+check-limits:
+	$(GO) run ./cmd/payserver check-limits configs/channel-limits.yaml
+
+clean:
+	rm -rf bin
