@@ -42,3 +42,7 @@ check-limits:
 
 clean:
 	rm -rf bin
+
+## bench: limiter micro-benchmarks against a real Redis, with side-by-side ratios
+bench: services
+	scripts/bench.sh

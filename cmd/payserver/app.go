@@ -223,8 +223,13 @@ func (m *Main) startLimits(ctx context.Context) error {
 		m.metrics.SetKeys(c)
 		m.limiter.SetConfig(c)
 	})
+	history, err := repo.NewLimitHistory(m.db, instanceName(m.cfg.HTTPAddr))
+	if err != nil {
+		return err
+	}
 	mgr, err := configcenter.NewManager(src, applier, configcenter.ManagerOptions{
-		Logger: m.log.With("component", "limits"),
+		Logger:  m.log.With("component", "limits"),
+		History: history,
 		Hooks:  configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused},
 	})
 	if err != nil {
@@ -371,4 +376,10 @@ func (m *Main) Close() error {
 	}
 	m.log.Info("payserver stopped")
 	return errors.Join(errs...)
+}
+
+// instanceName identifies this process in shared tables: host and address.
+func instanceName(addr string) string {
+	host, _ := os.Hostname()
+	return host + "/" + addr
 }
