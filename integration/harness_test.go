@@ -27,8 +27,10 @@ import (
 )
 
 var (
-	binary    string
-	validator *api.Validator
+	// binary is built with the race detector; fastBinary without, for tests
+	// that measure latency.
+	binary, fastBinary string
+	validator          *api.Validator
 )
 
 func TestMain(m *testing.M) {
@@ -37,15 +39,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "payserver")
-	build := exec.Command("go", "build", "-race", "-o", binary, "../cmd/payserver")
-	if os.Getenv("PAYSERVER_IT_NORACE") == "1" {
-		build = exec.Command("go", "build", "-o", binary, "../cmd/payserver")
-	}
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build payserver:", err)
-		os.Exit(1)
+	binary = filepath.Join(dir, "payserver-race")
+	fastBinary = filepath.Join(dir, "payserver")
+	for _, args := range [][]string{{"build", "-race", "-o", binary, "../cmd/payserver"}, {"build", "-o", fastBinary, "../cmd/payserver"}} {
+		build := exec.Command("go", args...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build payserver:", err)
+			os.Exit(1)
+		}
 	}
 	validator, err = api.NewValidator()
 	if err != nil {
@@ -65,6 +67,7 @@ type server struct {
 	logPath string
 	done    chan struct{}
 	env     map[string]string
+	bin     string
 }
 
 // serverOptions configure a process. Env entries override the defaults.
@@ -80,6 +83,9 @@ type serverOptions struct {
 	Embedded bool
 	// DSN shares a database between processes; empty makes a fresh one.
 	DSN string
+	// Fast runs the binary built without the race detector, for tests
+	// that assert latency.
+	Fast bool
 }
 
 func freePort(t testing.TB) string {
@@ -127,7 +133,10 @@ func startServer(t testing.TB, opts serverOptions) *server {
 	for k, v := range opts.Env {
 		env[k] = v
 	}
-	s := &server{t: t, base: "http://" + env["PAYSERVER_HTTP_ADDR"], logPath: filepath.Join(dir, "payserver.log"), done: make(chan struct{}), env: env}
+	s := &server{t: t, base: "http://" + env["PAYSERVER_HTTP_ADDR"], logPath: filepath.Join(dir, "payserver.log"), done: make(chan struct{}), env: env, bin: binary}
+	if opts.Fast {
+		s.bin = fastBinary
+	}
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -140,7 +149,7 @@ func (s *server) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary)
+	cmd := exec.Command(s.bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for k, v := range s.env {
 		cmd.Env = append(cmd.Env, k+"="+v)

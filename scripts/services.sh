@@ -26,14 +26,20 @@
 #
 # Environment knobs:
 #   PAYSERVER_SERVICES_DIR   state dir (data, logs, pid files); default /tmp/payserver-services
-#   CLUSTER_REPLICAS         0 (default) or 1
+#   CLUSTER_REPLICAS         0 or 1; unset = keep the shape of the existing cluster (0 for a new one)
+#   NACOS_ENABLE_AUTH        true = run r-nacos with open-API auth on (default false, see below)
 #
 # r-nacos notes (from the rnacos-0.8.8 source, src/common/mod.rs):
 #   * Env names: RNACOS_HTTP_PORT (default 8848), RNACOS_GRPC_PORT (default HTTP+1000),
-#     RNACOS_HTTP_CONSOLE_PORT (default HTTP+2000; NOT 10848 as in older releases),
+#     RNACOS_HTTP_CONSOLE_PORT (default HTTP+2000: 10848 for the stock 8848, 20848 for ours),
 #     RNACOS_SDK_HOST (bind address of HTTP+gRPC, default 0.0.0.0!), RNACOS_CONSOLE_HOST
-#     (defaults to RNACOS_SDK_HOST), RNACOS_DATA_DIR (default ~/.local/share/r-nacos or similar),
-#     RNACOS_RAFT_NODE_ADDR (default 127.0.0.1:<grpc port>).
+#     (defaults to RNACOS_SDK_HOST), RNACOS_DATA_DIR (default ~/.local/share/r-nacos/nacos_db),
+#     RNACOS_RAFT_NODE_ADDR (default 127.0.0.1:<grpc port>), RNACOS_RAFT_AUTO_INIT (default true
+#     for node id 1: a single-node raft "cluster" is initialised in the data dir on first start).
+#   * Start-up race in 0.8.8 on a brand-new data dir (frequent under CPU load): an actor thread
+#     panics during raft auto-init and config writes then answer "true" but are never applied.
+#     start_nacos detects it (publish/get probe + "panicked" in the log) and retries with a
+#     fresh data dir; $STATE/nacos/data.ok marks a data dir that passed the probe.
 #   * Auth: the open API / SDK interface (/nacos/v1/..., gRPC) has NO auth by default
 #     (RNACOS_ENABLE_OPEN_API_AUTH=false). Set RNACOS_ENABLE_OPEN_API_AUTH=true to require a
 #     token (login via POST /nacos/v1/auth/login with username/password; the initial admin user is
@@ -390,25 +396,59 @@ nacos_http_ok() {
 
 nacos_up() { nacos_http_ok && port_listening "$NACOS_GRPC_PORT"; }
 
-nacos_probe_publish() {
-  local got=""
-  local deadline=$((SECONDS + 30))
-  while :; do
-    if curl -sf --max-time 3 -X POST "$NACOS_URL/nacos/v1/cs/configs" \
-      -d 'dataId=probe&group=PAY_GROUP&content=hello' >/dev/null 2>&1; then
-      got="$(curl -sf --max-time 3 "$NACOS_URL/nacos/v1/cs/configs?dataId=probe&group=PAY_GROUP" 2>/dev/null || true)"
-      [[ "$got" == hello ]] && break
-    fi
-    ((SECONDS < deadline)) || return 1
-    sleep 0.3
-  done
+nacos_token_param() { # prints "&accessToken=..." when nacos runs with auth on, else nothing
+  [[ "${NACOS_ENABLE_AUTH:-false}" == true ]] || return 0
+  local tok
+  tok="$(curl -sf --max-time 3 -X POST "$NACOS_URL/nacos/v1/auth/login" \
+    --data-urlencode "username=${RNACOS_INIT_ADMIN_USERNAME:-admin}" \
+    --data-urlencode "password=${RNACOS_INIT_ADMIN_PASSWORD:-admin}" 2>/dev/null |
+    sed -n 's/.*"accessToken":"\([^"]*\)".*/\1/p' || true)"
+  [[ -n "$tok" ]] && echo "&accessToken=$tok"
+}
+
+nacos_probe_publish_once() { # publish dataId=probe and read it back
+  local tp got
+  tp="$(nacos_token_param)"
+  curl -sf --max-time 3 -X POST "$NACOS_URL/nacos/v1/cs/configs?x=1$tp" \
+    -d 'dataId=probe&group=PAY_GROUP&content=hello' >/dev/null 2>&1 || return 1
+  got="$(curl -sf --max-time 3 "$NACOS_URL/nacos/v1/cs/configs?dataId=probe&group=PAY_GROUP$tp" 2>/dev/null || true)"
+  [[ "$got" == hello ]] || return 1
   # Don't leave the probe behind in PAY_GROUP for tests that list the group.
-  curl -sf --max-time 3 -X DELETE "$NACOS_URL/nacos/v1/cs/configs?dataId=probe&group=PAY_GROUP" >/dev/null 2>&1 || true
+  curl -sf --max-time 3 -X DELETE "$NACOS_URL/nacos/v1/cs/configs?dataId=probe&group=PAY_GROUP$tp" >/dev/null 2>&1 || true
+}
+
+# nacos_wait_ready PIDFILE LOGFILE LOG_OFFSET: waits for HTTP+gRPC, then for a working
+# publish/get. Returns 1 on failure, with the reason in NACOS_FAIL.
+NACOS_FAIL=""
+nacos_wait_ready() {
+  local pidfile="$1" logfile="$2" offset="$3"
+  local deadline=$((SECONDS + 60))
+  until nacos_up; do
+    if ! pid_alive "$(read_pid "$pidfile")"; then
+      sleep 0.2
+      pid_alive "$(read_pid "$pidfile")" || { NACOS_FAIL="rnacos exited during startup"; return 1; }
+    fi
+    ((SECONDS < deadline)) || { NACOS_FAIL="HTTP $NACOS_HTTP_PORT / gRPC $NACOS_GRPC_PORT not up after 60s"; return 1; }
+    sleep 0.1
+  done
+  deadline=$((SECONDS + 20))
+  until nacos_probe_publish_once; do
+    # rnacos 0.8.8 has a start-up race on a brand-new data dir: raft auto-init can apply its
+    # first log entry before the state machine's dependencies are injected, an actor thread
+    # panics (raftapply.rs:421, unwrap on None) and from then on writes answer "true" but are
+    # never applied (and that data dir answers 500 after a restart). Detect it and retry.
+    if tail -c +"$((offset + 1))" "$logfile" 2>/dev/null | grep -q 'panicked'; then
+      NACOS_FAIL="rnacos panicked during raft init"
+      return 1
+    fi
+    ((SECONDS < deadline)) || { NACOS_FAIL="publish/get probe failed for 20s"; return 1; }
+    sleep 0.2
+  done
 }
 
 start_nacos() {
-  local pidfile="$NACOS_DIR/rnacos.pid" logfile="$LOGS/nacos.log"
-  mkdir -p "$NACOS_DIR/data"
+  local pidfile="$NACOS_DIR/rnacos.pid" logfile="$LOGS/nacos.log" okmark="$NACOS_DIR/data.ok"
+  mkdir -p "$NACOS_DIR"
   if pid_alive "$(read_pid "$pidfile")" && nacos_up; then
     log "nacos $HOST:$NACOS_HTTP_PORT up (grpc $NACOS_GRPC_PORT)"
     return 0
@@ -416,27 +456,42 @@ start_nacos() {
   ensure_rnacos_bin
   local bin
   bin="$(rnacos_bin)"
-  if ! pid_alive "$(read_pid "$pidfile")"; then
-    local p
+  if pid_alive "$(read_pid "$pidfile")"; then
+    # Ours but not answering yet: give it a moment, else replace it.
+    local deadline=$((SECONDS + 20))
+    until nacos_up || ((SECONDS >= deadline)); do sleep 0.2; done
+    if nacos_up; then
+      log "nacos $HOST:$NACOS_HTTP_PORT up (grpc $NACOS_GRPC_PORT)"
+      return 0
+    fi
+    stop_pid nacos "$pidfile" "$NACOS_HTTP_PORT" 2 KILL >/dev/null
+  fi
+  local auth="${NACOS_ENABLE_AUTH:-false}"
+  local attempt max_attempts=20 offset p
+  for ((attempt = 1; attempt <= max_attempts; attempt++)); do
+    if [[ ! -f "$okmark" ]]; then
+      rm -rf "$NACOS_DIR/data" # never initialised successfully (or broken): start from scratch
+    fi
+    mkdir -p "$NACOS_DIR/data"
     for p in "$NACOS_HTTP_PORT" "$NACOS_GRPC_PORT" "$NACOS_CONSOLE_PORT"; do
-      port_listening "$p" && die_with_log "nacos: port $p is in use by another process" ""
+      if port_listening "$p"; then die_with_log "nacos: port $p is in use by another process" ""; fi
     done
-    local auth="${NACOS_ENABLE_AUTH:-false}"
-    cat >"$NACOS_DIR/rnacos.env" <<EOF
-RNACOS_SDK_HOST=$HOST
-RNACOS_CONSOLE_HOST=$HOST
-RNACOS_HTTP_PORT=$NACOS_HTTP_PORT
-RNACOS_GRPC_PORT=$NACOS_GRPC_PORT
-RNACOS_HTTP_CONSOLE_PORT=$NACOS_CONSOLE_PORT
-RNACOS_DATA_DIR=$NACOS_DIR/data
-RNACOS_RAFT_NODE_ID=1
-RNACOS_RAFT_NODE_ADDR=$HOST:$NACOS_GRPC_PORT
-RNACOS_RAFT_AUTO_INIT=true
-RNACOS_ENABLE_OPEN_API_AUTH=$auth
-RNACOS_HTTP_WORKERS=2
-EOF
+    {
+      echo "RNACOS_SDK_HOST=$HOST"
+      echo "RNACOS_CONSOLE_HOST=$HOST"
+      echo "RNACOS_HTTP_PORT=$NACOS_HTTP_PORT"
+      echo "RNACOS_GRPC_PORT=$NACOS_GRPC_PORT"
+      echo "RNACOS_HTTP_CONSOLE_PORT=$NACOS_CONSOLE_PORT"
+      echo "RNACOS_DATA_DIR=$NACOS_DIR/data"
+      echo "RNACOS_RAFT_NODE_ID=1"
+      echo "RNACOS_RAFT_NODE_ADDR=$HOST:$NACOS_GRPC_PORT"
+      echo "RNACOS_RAFT_AUTO_INIT=true"
+      echo "RNACOS_ENABLE_OPEN_API_AUTH=$auth"
+      echo "RNACOS_HTTP_WORKERS=2"
+    } >"$NACOS_DIR/rnacos.env"
     : >>"$logfile"
-    # Env vars are passed explicitly too (they win over the env file, which dotenv never overrides).
+    offset="$(stat -c %s "$logfile")"
+    # Env vars are passed explicitly too (they win over the env file; dotenv never overrides).
     (
       cd "$NACOS_DIR"
       launch "$pidfile" "$logfile" env \
@@ -447,22 +502,21 @@ EOF
         RNACOS_ENABLE_OPEN_API_AUTH="$auth" RNACOS_HTTP_WORKERS=2 \
         "$bin" -e "$NACOS_DIR/rnacos.env"
     )
-  fi
-  local deadline=$((SECONDS + 60))
-  until nacos_up; do
-    pid_alive "$(read_pid "$pidfile")" || { sleep 0.2; pid_alive "$(read_pid "$pidfile")"; } ||
-      die_with_log "nacos: rnacos exited during startup" "$logfile"
-    if ((SECONDS >= deadline)); then
-      kill -KILL "$(read_pid "$pidfile")" 2>/dev/null || true
-      die_with_log "nacos: HTTP $NACOS_HTTP_PORT / gRPC $NACOS_GRPC_PORT not up after 60s" "$logfile"
+    sleep 0.1
+    if nacos_wait_ready "$pidfile" "$logfile" "$offset"; then
+      touch "$okmark"
+      log "nacos $HOST:$NACOS_HTTP_PORT up (grpc $NACOS_GRPC_PORT)"
+      return 0
     fi
-    sleep 0.2
+    stop_pid nacos "$pidfile" "$NACOS_HTTP_PORT" 2 KILL >/dev/null
+    if [[ -f "$okmark" ]]; then
+      err "nacos: $NACOS_FAIL with an existing data dir; re-initialising it (attempt $attempt/$max_attempts)"
+    else
+      err "nacos: $NACOS_FAIL (attempt $attempt/$max_attempts; retrying with a fresh data dir)"
+    fi
+    rm -f "$okmark"
   done
-  if [[ "${NACOS_ENABLE_AUTH:-false}" != true ]] && ! nacos_probe_publish; then
-    kill -KILL "$(read_pid "$pidfile")" 2>/dev/null || true
-    die_with_log "nacos: publish/get probe failed" "$logfile"
-  fi
-  log "nacos $HOST:$NACOS_HTTP_PORT up (grpc $NACOS_GRPC_PORT)"
+  die_with_log "nacos: $NACOS_FAIL" "$logfile"
 }
 
 stop_nacos() {

@@ -107,7 +107,7 @@ type Options struct {
 	// BreakerThreshold consecutive failures open the breaker. Default 3.
 	BreakerThreshold int
 	// BreakerCooldown is how long an open breaker skips the store before a
-	// probe. Default 500ms.
+	// probe. Default 250ms.
 	BreakerCooldown time.Duration
 	Logger          *slog.Logger
 	Observer        Observer
@@ -159,7 +159,7 @@ func New(store Store, opts Options) (*Limiter, error) {
 		opts.BreakerThreshold = 3
 	}
 	if opts.BreakerCooldown <= 0 {
-		opts.BreakerCooldown = 500 * time.Millisecond
+		opts.BreakerCooldown = 250 * time.Millisecond
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
