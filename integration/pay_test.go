@@ -262,37 +262,55 @@ func TestConcurrentDuplicatesOneOrderOneCall(t *testing.T) {
 	}
 }
 
-// TestExactAcrossProcesses: three payserver processes on one Redis and one
-// database, 64 concurrent callers, demand 6x the limit: exactly the limit is
-// admitted.
+// TestExactAcrossProcesses: three payserver processes on one Redis (and on
+// a 3-master Redis Cluster) and one database, 64 concurrent callers, demand
+// 6x the limit: exactly the limit is admitted.
 func TestExactAcrossProcesses(t *testing.T) {
-	biz := testutil.UniqueName("EXACT")
-	limits := fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 50, window: 1m}\n", biz)
-	dsn := testutil.MustFreshMySQL(t)
-	var servers []*server
-	for i := 0; i < 3; i++ {
-		// A generous Redis timeout: this test is about the shared path, and a
-		// race-instrumented binary on two cores can be slow. The degraded
-		// counter below proves no decision bypassed Redis.
-		servers = append(servers, startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: map[string]string{
-			"PAYSERVER_LIMITER_NEAR_CACHE": "false", "PAYSERVER_LIMITER_TIMEOUT": "2s",
-		}}))
+	backends := map[string]func(t *testing.T) map[string]string{
+		"redis": func(t *testing.T) map[string]string {
+			return map[string]string{"PAYSERVER_REDIS_ADDR": testutil.RedisAddr(t)}
+		},
+		"cluster": func(t *testing.T) map[string]string {
+			return map[string]string{"PAYSERVER_REDIS_ADDR": "", "PAYSERVER_REDIS_ADDRS": strings.Join(testutil.RedisClusterAddrs(t), ",")}
+		},
 	}
-	var mu sync.Mutex
-	statuses := map[int]int{}
-	parallel(300, 64, func(i int) {
-		r := servers[i%3].pay(t, payBody(fmt.Sprintf("x-%d", i), biz, "ALIPAY"))
-		mu.Lock()
-		statuses[r.Status]++
-		mu.Unlock()
-	})
-	if statuses[200] != 50 || statuses[429] != 250 {
-		t.Fatalf("statuses %v, want exactly 50x200 and 250x429", statuses)
-	}
-	for i, s := range servers {
-		if d := s.metric(t, "payserver_limiter_degraded_total"); d != 0 {
-			t.Fatalf("instance %d took %v degraded decisions; the test must run on Redis", i, d)
-		}
+	for name, backend := range backends {
+		t.Run(name, func(t *testing.T) {
+			biz := testutil.UniqueName("EXACT")
+			limits := fmt.Sprintf("limits:\n  %s:ALIPAY: [{limit: 50, window: 1m}, {limit: 500, window: 1h}]\n", biz)
+			dsn := testutil.MustFreshMySQL(t)
+			var servers []*server
+			for i := 0; i < 3; i++ {
+				// A generous Redis timeout: this test is about the shared
+				// path, and a race-instrumented binary on two cores can be
+				// slow. The degraded counter below proves no decision
+				// bypassed Redis.
+				env := map[string]string{"PAYSERVER_LIMITER_NEAR_CACHE": "false", "PAYSERVER_LIMITER_TIMEOUT": "2s"}
+				for k, v := range backend(t) {
+					env[k] = v
+				}
+				servers = append(servers, startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env}))
+			}
+			var mu sync.Mutex
+			statuses := map[int]int{}
+			parallel(300, 64, func(i int) {
+				r := servers[i%3].pay(t, payBody(fmt.Sprintf("x-%d", i), biz, "ALIPAY"))
+				mu.Lock()
+				statuses[r.Status]++
+				mu.Unlock()
+			})
+			if statuses[200] != 50 || statuses[429] != 250 {
+				t.Fatalf("statuses %v, want exactly 50x200 and 250x429", statuses)
+			}
+			for i, s := range servers {
+				if d := s.metric(t, "payserver_limiter_decisions_total", `source="redis"`); d == 0 {
+					t.Fatalf("instance %d took no decision on Redis", i)
+				}
+				if d := s.metric(t, "payserver_limiter_degraded_total"); d != 0 {
+					t.Fatalf("instance %d took %v degraded decisions; the test must run on Redis", i, d)
+				}
+			}
+		})
 	}
 }
 
