@@ -80,6 +80,10 @@ func DecodePayRequest(data []byte) (PayRequest, error) {
 	}
 	sort.Strings(unknown)
 	for _, name := range unknown {
+		if name == "" || len(name) > 64 || !utf8.ValidString(name) {
+			bad = append(bad, apperr.FieldError{Field: "body", Reason: "has an unknown field with an empty, over-long or invalid name"})
+			continue
+		}
 		bad = append(bad, apperr.FieldError{Field: name, Reason: "unknown field"})
 	}
 	var r PayRequest
