@@ -1,0 +1,60 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"payserver/internal/testutil"
+)
+
+// TestDatabaseOutage: with the database unreachable, POST /pay answers 503
+// DEPENDENCY_UNAVAILABLE, takes no limiter slot for good, leaves no order
+// behind, /readyz names the database, and service resumes on its own.
+func TestDatabaseOutage(t *testing.T) {
+	dsn := testutil.MustFreshMySQL(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, cfg.Addr)
+	cfg.Addr = p.addr
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+	biz := testutil.UniqueName("DBOUT")
+	s := startServer(t, serverOptions{DSN: cfg.FormatDSN(), Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 100, window: 1m}\n", biz)})
+	if r := s.pay(t, payBody("db-0", biz, "ALIPAY")); r.Status != 200 {
+		t.Fatalf("before: %d %s", r.Status, r.Body)
+	}
+	p.Down()
+	for i := 1; i <= 10; i++ {
+		r := s.pay(t, payBody(fmt.Sprintf("db-%d", i), biz, "ALIPAY"))
+		if r.Status != 503 || r.JSON(t)["code"] != "DEPENDENCY_UNAVAILABLE" {
+			t.Fatalf("request %d with the database down: %d %s, want 503 DEPENDENCY_UNAVAILABLE", i, r.Status, r.Body)
+		}
+	}
+	if r := s.do(t, "GET", "/readyz", nil, nil); r.Status != 503 || !strings.Contains(string(r.Body), "database") {
+		t.Fatalf("readyz: %d %s, want 503 naming the database", r.Status, r.Body)
+	}
+	// No slot is held for the refused requests: only db-0 is in the window.
+	rdb := testutil.MustRedis(t)
+	members, err := rdb.ZRange(context.Background(), "payserver:rl:{"+biz+":ALIPAY}:60000", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 1 || members[0] != "db-0" {
+		t.Fatalf("window members %v, want only db-0", members)
+	}
+	p.Up()
+	waitFor(t, "payments to resume", 15*time.Second, func() bool {
+		return s.pay(t, payBody(fmt.Sprintf("db-after-%d", time.Now().UnixNano()), biz, "ALIPAY")).Status == 200
+	})
+	for i := 1; i <= 10; i++ {
+		if r := s.do(t, "GET", fmt.Sprintf("/pay/db-%d", i), nil, nil); r.Status != 404 {
+			t.Fatalf("db-%d left an order behind: %d %s", i, r.Status, r.Body)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package pay_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"payserver/internal/apperr"
+	"payserver/internal/channel"
+	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
+)
+
+// memStore is an in-memory OrderStore whose Create or Finish can be made to
+// fail, for the flow's failure paths. Database behaviour itself is tested on
+// real MariaDB and SQLite in internal/repo.
+type memStore struct {
+	mu         sync.Mutex
+	orders     map[string]pay.Order
+	failCreate error
+	failFinish error
+}
+
+func newMemStore() *memStore { return &memStore{orders: map[string]pay.Order{}} }
+
+func (s *memStore) Get(_ context.Context, id string) (*pay.Order, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.orders[id]
+	if !ok {
+		return nil, pay.ErrOrderNotFound
+	}
+	return &o, nil
+}
+
+func (s *memStore) Create(_ context.Context, o *pay.Order) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failCreate != nil {
+		return s.failCreate
+	}
+	if _, dup := s.orders[o.RequestID]; dup {
+		return pay.ErrDuplicateOrder
+	}
+	s.orders[o.RequestID] = *o
+	return nil
+}
+
+func (s *memStore) Finish(_ context.Context, o *pay.Order) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failFinish != nil {
+		return s.failFinish
+	}
+	s.orders[o.RequestID] = *o
+	return nil
+}
+
+func (s *memStore) MarkStaleUnknown(context.Context, time.Time) (int64, error) { return 0, nil }
+func (s *memStore) Ping(context.Context) error                                { return nil }
+
+func newFlow(t *testing.T, store pay.OrderStore, doc string) (*pay.Service, *ratelimit.Limiter, *channel.Simulator) {
+	t.Helper()
+	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.SetConfig(cfg)
+	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(sim)
+	svc, err := pay.NewService(store, lim, reg, pay.Options{ChannelTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, lim, sim
+}
+
+func req(id string) pay.PayRequest {
+	return pay.PayRequest{RequestID: id, BizType: "B", Channel: "ALIPAY", MerchantID: "M", Amount: 1, Currency: "CNY"}
+}
+
+func TestClaimFailureReleasesTheSlot(t *testing.T) {
+	store := newMemStore()
+	svc, _, sim := newFlow(t, store, "limits:\n  B:ALIPAY: 1\n")
+	store.failCreate = errors.New("connection refused")
+	_, err := svc.Pay(context.Background(), req("r1"))
+	if apperr.CodeOf(err) != apperr.DependencyUnavailable {
+		t.Fatalf("err = %v, want DEPENDENCY_UNAVAILABLE", err)
+	}
+	store.failCreate = nil
+	if _, err := svc.Pay(context.Background(), req("r2")); err != nil {
+		t.Fatalf("the slot of the failed claim was not released: %v", err)
+	}
+	if sim.Calls() != 1 {
+		t.Fatalf("channel calls %d, want 1", sim.Calls())
+	}
+}
+
+func TestUnrecordedOutcomeIsNotASuccess(t *testing.T) {
+	store := newMemStore()
+	svc, _, _ := newFlow(t, store, "limits:\n  B:ALIPAY: 5\n")
+	store.failFinish = errors.New("connection refused")
+	o, err := svc.Pay(context.Background(), req("r1"))
+	if o != nil || apperr.CodeOf(err) != apperr.DependencyUnavailable {
+		t.Fatalf("got %v, %v; want no order and DEPENDENCY_UNAVAILABLE", o, err)
+	}
+	var e *apperr.Error
+	errors.As(err, &e)
+	if e.Details["status"] != "UNKNOWN" || e.Details["orderNo"] == "" {
+		t.Fatalf("details %v do not report the outcome as unknown with the order", e.Details)
+	}
+}
+
+func TestDuplicateClaimDoesNotReleaseTheWinnersSlot(t *testing.T) {
+	store := newMemStore()
+	svc, lim, _ := newFlow(t, store, "limits:\n  B:ALIPAY: 1\n")
+	// Simulate the race: r1 is claimed by a concurrent request whose outcome
+	// is recorded a little later.
+	_ = store.Create(context.Background(), &pay.Order{RequestID: "r1", RequestHash: req("r1").Hash(), Status: pay.StatusProcessing})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = store.Finish(context.Background(), &pay.Order{RequestID: "r1", RequestHash: req("r1").Hash(), Status: pay.StatusSucceeded})
+	}()
+	if _, err := lim.Allow(context.Background(), req("r1").Key(), "r1"); err != nil {
+		t.Fatal(err)
+	}
+	o, err := svc.Pay(context.Background(), req("r1"))
+	if err != nil || o.Status != pay.StatusSucceeded {
+		t.Fatalf("duplicate: %v %v, want the winner's SUCCEEDED order", o, err)
+	}
+	if d, _ := lim.Allow(context.Background(), req("r2").Key(), "r2"); d.Allowed {
+		t.Fatal("the winner's slot was released by the duplicate")
+	}
+}
