@@ -45,6 +45,16 @@ const nacosStartBudget = 2 * time.Second
 // silently falls back to the snapshot when limited.
 const nacosMinReadGap = 200 * time.Millisecond
 
+// nacosCloseGrace is how long Close waits between cancelling the listener
+// and shutting the SDK client down. nacos-sdk-go v2.3.5's
+// RpcClient.Shutdown deletes from the SDK's global client map without the
+// lock its listen loop takes to read that map; a listen round already
+// running when the listener is cancelled (up to ~300 ms against a refused
+// port, milliseconds against a live server) is let finish first. A round
+// blocked longer (an unresponsive server) can still overlap; that race is
+// inside the SDK.
+const nacosCloseGrace = 500 * time.Millisecond
+
 // nacosNameRe is the character set Nacos accepts for dataId and group.
 var nacosNameRe = regexp.MustCompile(`^[a-zA-Z0-9._:\-]+$`)
 
@@ -110,11 +120,16 @@ type NacosSource struct {
 	reRead    time.Duration
 	timeoutMs uint64
 
+	// noListener skips ListenConfig so that tests can prove the periodic
+	// re-read delivers changes on its own (the nacos-sdk-go #694 case).
+	noListener bool
+
 	running atomic.Bool
 
-	mu     sync.Mutex
-	client config_client.IConfigClient
-	closed bool
+	mu        sync.Mutex
+	client    config_client.IConfigClient
+	listening bool // ListenConfig registered on client
+	closed    bool
 }
 
 var _ Source = (*NacosSource)(nil)
@@ -259,19 +274,30 @@ func (s *NacosSource) sdkClient() (config_client.IConfigClient, error) {
 
 // Close shuts the SDK client down. It is idempotent and safe to call
 // concurrently with Publish; after Close, Publish and Run fail with
-// ErrNacosSourceClosed. Run calls Close when it returns.
+// ErrNacosSourceClosed. Run calls Close when it returns. When the source
+// was listening, Close takes about nacosCloseGrace (see there).
 func (s *NacosSource) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
-	if s.client != nil {
-		_ = s.client.CancelListenConfig(vo.ConfigParam{DataId: s.opts.DataID, Group: s.opts.Group})
-		s.client.CloseClient()
-		s.client = nil
+	c, listening := s.client, s.listening
+	s.client = nil
+	s.mu.Unlock()
+	if c == nil {
+		return nil
 	}
+	if listening {
+		param := vo.ConfigParam{DataId: s.opts.DataID, Group: s.opts.Group}
+		_ = c.CancelListenConfig(param)
+		time.Sleep(nacosCloseGrace)
+		// Taking the SDK's listener-map lock again orders a listen round
+		// that finished during the grace before the shutdown below.
+		_ = c.CancelListenConfig(param)
+	}
+	c.CloseClient()
 	return nil
 }
 
@@ -507,16 +533,21 @@ func (s *NacosSource) reader(ctx context.Context, want <-chan string, results ch
 	// the snapshot, so a stale snapshot only causes one extra callback,
 	// i.e. one extra read that the MD5 dedup drops. Callbacks run on a
 	// fresh SDK goroutine per change; they only request a read.
-	err = c.ListenConfig(vo.ConfigParam{
-		DataId: s.opts.DataID,
-		Group:  s.opts.Group,
-		OnChange: func(_, _, _, _ string) {
-			request("listener")
-		},
-	})
-	if err != nil {
-		fatal <- fmt.Errorf("configcenter: nacos: listen %s: %w", s.name, err)
-		return
+	if !s.noListener {
+		err = c.ListenConfig(vo.ConfigParam{
+			DataId: s.opts.DataID,
+			Group:  s.opts.Group,
+			OnChange: func(_, _, _, _ string) {
+				request("listener")
+			},
+		})
+		if err != nil {
+			fatal <- fmt.Errorf("configcenter: nacos: listen %s: %w", s.name, err)
+			return
+		}
+		s.mu.Lock()
+		s.listening = true
+		s.mu.Unlock()
 	}
 	if !send(read("initial")) {
 		return

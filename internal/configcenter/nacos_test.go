@@ -37,7 +37,7 @@ const nacosTestGroup = "PAY_TEST"
 func nacosTestCI() bool { return os.Getenv("CI") == "true" }
 
 // nacosTestAddr returns the test server address or skips (fails under CI).
-func nacosTestAddr(t *testing.T) string {
+func nacosTestAddr(t testing.TB) string {
 	t.Helper()
 	addr := os.Getenv("PAYSERVER_TEST_NACOS_ADDR")
 	if addr == "" {
@@ -63,13 +63,13 @@ func nacosTestLogger() (*slog.Logger, slog.Level) {
 var nacosBadChars = regexp.MustCompile(`[^a-zA-Z0-9._:-]+`)
 
 // nacosTestDataID returns a dataId unique to this test run.
-func nacosTestDataID(t *testing.T) string {
+func nacosTestDataID(t testing.TB) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return nacosBadChars.ReplaceAllString(t.Name(), "-") + "-" + hex.EncodeToString(b[:])
 }
 
-func nacosTestOptions(t *testing.T, addr, dataID string) NacosOptions {
+func nacosTestOptions(t testing.TB, addr, dataID string) NacosOptions {
 	l, lvl := nacosTestLogger()
 	dir := t.TempDir()
 	return NacosOptions{
@@ -88,7 +88,7 @@ var nacosHTTP = &http.Client{Timeout: 5 * time.Second}
 
 // nacosHTTPPublish publishes through the Nacos v1 OpenAPI, like an operator
 // using the console or curl would.
-func nacosHTTPPublish(t *testing.T, addr, dataID, content string) {
+func nacosHTTPPublish(t testing.TB, addr, dataID, content string) {
 	t.Helper()
 	if err := nacosHTTPPublishErr(addr, dataID, content); err != nil {
 		t.Fatalf("publish %s via HTTP: %v", dataID, err)
@@ -109,7 +109,7 @@ func nacosHTTPPublishErr(addr, dataID, content string) error {
 	return nil
 }
 
-func nacosHTTPDelete(t *testing.T, addr, dataID string) {
+func nacosHTTPDelete(t testing.TB, addr, dataID string) {
 	t.Helper()
 	q := url.Values{"dataId": {dataID}, "group": {nacosTestGroup}, "tenant": {""}}
 	req, err := http.NewRequest(http.MethodDelete, "http://"+addr+"/nacos/v1/cs/configs?"+q.Encode(), nil)
@@ -165,7 +165,7 @@ func (r *nacosRecorder) last() (Document, bool) {
 }
 
 // waitLast waits until the latest delivered document satisfies ok.
-func (r *nacosRecorder) waitLast(t *testing.T, timeout time.Duration, what string, ok func(Document) bool) Document {
+func (r *nacosRecorder) waitLast(t testing.TB, timeout time.Duration, what string, ok func(Document) bool) Document {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -195,7 +195,7 @@ func (r *nacosRecorder) summary() string {
 }
 
 // check asserts the guarantees every delivery sequence must satisfy.
-func (r *nacosRecorder) check(t *testing.T, name string) {
+func (r *nacosRecorder) check(t testing.TB, name string) {
 	t.Helper()
 	if n := r.overlaps.Load(); n != 0 {
 		t.Errorf("sink called concurrently %d times", n)
@@ -225,7 +225,7 @@ func isContent(want string) func(Document) bool {
 // runNacos starts s.Run in the background; the returned stop cancels it and
 // asserts that Run returned nil promptly. stop is also registered as a
 // cleanup and is idempotent.
-func runNacos(t *testing.T, s *NacosSource, rec *nacosRecorder) (stop func()) {
+func runNacos(t testing.TB, s *NacosSource, rec *nacosRecorder) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -248,7 +248,7 @@ func runNacos(t *testing.T, s *NacosSource, rec *nacosRecorder) (stop func()) {
 	return stop
 }
 
-func newTestNacosSource(t *testing.T, opts NacosOptions) *NacosSource {
+func newTestNacosSource(t testing.TB, opts NacosOptions) *NacosSource {
 	t.Helper()
 	s, err := NewNacosSource(opts)
 	if err != nil {
@@ -259,7 +259,7 @@ func newTestNacosSource(t *testing.T, opts NacosOptions) *NacosSource {
 
 // freeLoopbackPort returns a loopback port p such that nothing listens on p
 // or p+offsets (the SDK dials p+1000 for gRPC).
-func freeLoopbackPort(t *testing.T, offsets ...int) int {
+func freeLoopbackPort(t testing.TB, offsets ...int) int {
 	t.Helper()
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -463,6 +463,33 @@ func TestNacosSourceDeletedAndMissing(t *testing.T) {
 	rec.check(t, nacosTestGroup+"/"+dataID)
 }
 
+// With the listener disabled, the periodic re-read alone delivers changes:
+// this is what keeps limits flowing when the SDK listener goes silent after
+// a server restart (nacos-sdk-go issue #694).
+func TestNacosSourceReReadWithoutListener(t *testing.T) {
+	addr := nacosTestAddr(t)
+	dataID := nacosTestDataID(t)
+	nacosHTTPPublish(t, addr, dataID, "v1 "+dataID)
+
+	opts := nacosTestOptions(t, addr, dataID)
+	opts.ReReadInterval = 300 * time.Millisecond
+	s := newTestNacosSource(t, opts)
+	s.noListener = true
+	rec := &nacosRecorder{}
+	runNacos(t, s, rec)
+	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
+
+	start := time.Now()
+	nacosHTTPPublish(t, addr, dataID, "v2 "+dataID)
+	rec.waitLast(t, 3*time.Second, "v2 via re-read", isContent("v2 "+dataID))
+	t.Logf("change arrived via re-read after %v", time.Since(start))
+	time.Sleep(700 * time.Millisecond) // more re-reads of the same version
+	if n := len(rec.all()); n != 2 {
+		t.Errorf("want 2 deliveries (re-reads of an unchanged version are dropped), got %d: %s", n, rec.summary())
+	}
+	rec.check(t, nacosTestGroup+"/"+dataID)
+}
+
 // Rapid concurrent publishes end with the last content delivered, with the
 // sink never called concurrently and no MD5 delivered twice in a row.
 func TestNacosSourceConcurrentPublishes(t *testing.T) {
@@ -485,6 +512,9 @@ func TestNacosSourceConcurrentPublishes(t *testing.T) {
 				if err := nacosHTTPPublishErr(addr, dataID, fmt.Sprintf("w%d-%d %s", w, i, dataID)); err != nil {
 					errs <- err
 				}
+				// Spread the writes so listener callbacks and reads
+				// interleave with them.
+				time.Sleep(time.Duration(5+(w*7+i*3)%20) * time.Millisecond)
 			}
 		}()
 	}
@@ -502,6 +532,9 @@ func TestNacosSourceConcurrentPublishes(t *testing.T) {
 		t.Fatalf("an older version was delivered after the final one: %s", rec.summary())
 	}
 	t.Logf("%d deliveries for 42 publishes", len(rec.all()))
+	if len(rec.all()) < 2 {
+		t.Errorf("want at least v0 and the final version delivered: %s", rec.summary())
+	}
 	rec.check(t, nacosTestGroup+"/"+dataID)
 }
 
@@ -538,7 +571,7 @@ func TestNacosSourceSnapshotWhenServerDown(t *testing.T) {
 
 // rnacosProc is an r-nacos server owned by one test.
 type rnacosProc struct {
-	t       *testing.T
+	t       testing.TB
 	bin     string
 	env     []string
 	dir     string
@@ -547,7 +580,7 @@ type rnacosProc struct {
 	logf    *os.File
 }
 
-func rnacosBinary(t *testing.T) string {
+func rnacosBinary(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv("PAYSERVER_TEST_RNACOS_BIN"); b != "" {
 		return b
@@ -568,7 +601,7 @@ func rnacosBinary(t *testing.T) string {
 	return ""
 }
 
-func startRnacos(t *testing.T) *rnacosProc {
+func startRnacos(t testing.TB) *rnacosProc {
 	t.Helper()
 	bin := rnacosBinary(t)
 	p := freeLoopbackPort(t, 1000, 2000)
@@ -600,38 +633,112 @@ func startRnacos(t *testing.T) *rnacosProc {
 			t.Logf("r-nacos output:\n%s", b)
 		}
 	})
-	r.start()
+	r.start(true)
 	return r
 }
 
-// start launches the server and waits until it accepts config writes.
-func (r *rnacosProc) start() {
+// start launches the server and waits until a write can be read back.
+//
+// r-nacos 0.8.8 quirk: a write that arrives right after a first start-up
+// can reach its raft state machine before that is wired up; the apply actor
+// panics (raftapply.rs:421, unwrap on None), the HTTP write still answers
+// "true", nothing is ever applied, and the data dir is left in a state in
+// which a restarted node never finds a raft leader. So start waits for the
+// HTTP port, lets the server settle briefly, and counts as ready only a
+// publish that reads back. The panic happens during raft auto-init, before
+// "rnacos started", in roughly a third of fresh starts, so a panic in the
+// output fails the attempt at once. A fresh server that is not ready in
+// 5 s is killed, its data dir wiped, and started again (six attempts); a
+// restart on existing data (fresh=false) is retried without wiping.
+func (r *rnacosProc) start(fresh bool) {
 	r.t.Helper()
-	// r-nacos loads a .env file from its working directory or any parent
-	// unless -e names one; give it an empty one.
-	envFile := filepath.Join(r.dir, "rnacos.env")
-	if err := os.WriteFile(envFile, nil, 0o600); err != nil {
-		r.t.Fatal(err)
-	}
-	cmd := exec.Command(r.bin, "-e", envFile)
-	cmd.Env = r.env
-	cmd.Dir = r.dir
-	cmd.Stdout, cmd.Stderr = r.logf, r.logf
-	if err := cmd.Start(); err != nil {
-		r.t.Fatalf("start rnacos: %v", err)
-	}
-	r.cmd = cmd
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := nacosHTTPPublishErr(r.httpAdr, "readiness-probe", "ok")
-		if err == nil {
+	dataDir := filepath.Join(r.dir, "data")
+	var lastErr error
+	for attempt := 1; attempt <= 6; attempt++ {
+		logStart, _ := r.logf.Seek(0, io.SeekCurrent)
+		// r-nacos loads a .env file from its working directory or any
+		// parent unless -e names one; give it an empty one.
+		envFile := filepath.Join(r.dir, "rnacos.env")
+		if err := os.WriteFile(envFile, nil, 0o600); err != nil {
+			r.t.Fatal(err)
+		}
+		cmd := exec.Command(r.bin, "-e", envFile)
+		cmd.Env = r.env
+		cmd.Dir = r.dir
+		cmd.Stdout, cmd.Stderr = r.logf, r.logf
+		if err := cmd.Start(); err != nil {
+			r.t.Fatalf("start rnacos: %v", err)
+		}
+		r.cmd = cmd
+		if lastErr = r.waitReady(5*time.Second, logStart); lastErr == nil {
 			return
 		}
+		fmt.Fprintf(r.logf, "\n--- test: r-nacos not ready (attempt %d, fresh=%v): %v; restarting ---\n", attempt, fresh, lastErr)
+		r.stop()
+		if fresh {
+			if err := os.RemoveAll(dataDir); err != nil {
+				r.t.Fatal(err)
+			}
+		}
+	}
+	r.t.Fatalf("r-nacos at %s never became ready: %v", r.httpAdr, lastErr)
+}
+
+// panicked reports whether the server printed a panic since log offset
+// from.
+func (r *rnacosProc) panicked(from int64) bool {
+	b, err := os.ReadFile(r.logf.Name())
+	return err == nil && int64(len(b)) > from && bytes.Contains(b[from:], []byte("panicked at"))
+}
+
+func (r *rnacosProc) waitReady(timeout time.Duration, logStart int64) error {
+	deadline := time.Now().Add(timeout)
+	probe := "ok-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	errPanic := errors.New("r-nacos panicked during start-up")
+	var err error
+	for {
+		if r.panicked(logStart) {
+			return errPanic
+		}
+		if _, err = nacosHTTPGet(r.httpAdr, "readiness-probe"); err == nil || strings.Contains(err.Error(), "status") {
+			break // HTTP is up (404 for a missing probe is fine)
+		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("r-nacos at %s not ready after 15s: %v", r.httpAdr, err)
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if r.panicked(logStart) {
+			return errPanic
+		}
+		if err = nacosHTTPPublishErr(r.httpAdr, "readiness-probe", probe); err == nil {
+			var got string
+			if got, err = nacosHTTPGet(r.httpAdr, "readiness-probe"); err == nil && got == probe {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("read back %q, want %q", got, probe)
+			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return err
+}
+
+func nacosHTTPGet(addr, dataID string) (string, error) {
+	q := url.Values{"dataId": {dataID}, "group": {nacosTestGroup}}
+	resp, err := nacosHTTP.Get("http://" + addr + "/nacos/v1/cs/configs?" + q.Encode())
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+	return string(body), nil
 }
 
 // stop kills the server (SIGKILL, like a crash) and reaps it.
@@ -644,10 +751,110 @@ func (r *rnacosProc) stop() {
 	r.cmd = nil
 }
 
+const (
+	nacosRestartChildEnv = "PAYSERVER_NACOS_RESTART_CHILD"
+	nacosRestartOK       = "NACOS-RESTART-SCENARIO-OK"
+)
+
 // After the server is killed and restarted, changes published after the
 // restart still arrive (the periodic re-read covers listeners that went
 // silent, nacos-sdk-go issue #694), and the outage itself delivers nothing.
+//
+// The scenario runs in a child process (TestNacosServerRestartScenario in
+// this test binary). nacos-sdk-go v2.3.5 has known data races in its gRPC
+// reconnect path (RpcClient.currentConnection and rpcClientStatus, issues
+// #833/#905/#908, fixed upstream but unreleased) that every server restart
+// triggers, so under -race the child's own test always fails. The parent
+// therefore requires the child's success marker and then classifies each
+// race report: a race whose racing access is in this package fails the
+// test; a race entirely inside the SDK is logged.
 func TestNacosSourceServerRestart(t *testing.T) {
+	rnacosBinary(t) // skip (or fail under CI) when missing
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNacosServerRestartScenario$", "-test.v=true", "-test.count=1")
+	cmd.Env = append(os.Environ(), nacosRestartChildEnv+"=1", "GORACE=halt_on_error=0")
+	out, err := cmd.CombinedOutput()
+	if !bytes.Contains(out, []byte(nacosRestartOK)) {
+		t.Fatalf("restart scenario failed (child err %v):\n%s", err, out)
+	}
+	ours, sdk := classifyRaces(string(out))
+	for _, r := range ours {
+		t.Errorf("data race involving payserver code:\n%s", r)
+	}
+	if len(sdk) > 0 {
+		t.Logf("ignored %d data race report(s) inside nacos-sdk-go v2.3.5 (known: issues #833/#905/#908)", len(sdk))
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "nacos_test.go") && strings.Contains(line, "after") {
+			t.Log("child:", strings.TrimSpace(line))
+		}
+	}
+}
+
+// classifyRaces splits race detector reports into those whose racing
+// accesses touch this module's code and those confined to dependencies.
+func classifyRaces(out string) (ours, deps []string) {
+	for _, block := range strings.Split(out, "==================") {
+		if !strings.Contains(block, "WARNING: DATA RACE") {
+			continue
+		}
+		if raceTopFrameIsOurs(block) {
+			ours = append(ours, block)
+		} else {
+			deps = append(deps, block)
+		}
+	}
+	return ours, deps
+}
+
+var raceAccessRe = regexp.MustCompile(`^(Previous )?(Atomic )?(read|write) at 0x`)
+
+// raceTopFrameIsOurs reports whether the innermost non-runtime frame of
+// either racing access is in the payserver module.
+func raceTopFrameIsOurs(block string) bool {
+	lines := strings.Split(block, "\n")
+	for i, l := range lines {
+		if !raceAccessRe.MatchString(strings.ToLower(strings.TrimSpace(l))) {
+			continue
+		}
+		for _, f := range lines[i+1:] {
+			if !strings.HasPrefix(f, "  ") || strings.HasPrefix(f, "      ") {
+				if strings.TrimSpace(f) == "" {
+					break
+				}
+				continue // file:line lines
+			}
+			fn := strings.TrimSpace(f)
+			if strings.HasPrefix(fn, "runtime.") || strings.HasPrefix(fn, "sync.") ||
+				strings.HasPrefix(fn, "sync/atomic.") || strings.HasPrefix(fn, "internal/") {
+				continue
+			}
+			if strings.HasPrefix(fn, "payserver/") {
+				return true
+			}
+			break
+		}
+	}
+	return false
+}
+
+// TestNacosServerRestartScenario is the body of TestNacosSourceServerRestart;
+// it runs only in the child process that test starts.
+func TestNacosServerRestartScenario(t *testing.T) {
+	if os.Getenv(nacosRestartChildEnv) != "1" {
+		t.Skip("runs only as the child process of TestNacosSourceServerRestart")
+	}
+	// Under -race, t.Failed() also reports the SDK's races; track the
+	// scenario's own failures separately for the success marker.
+	ft := &failTracker{TB: t}
+	nacosRestartScenario(ft)
+	if !ft.failed.Load() {
+		fmt.Println(nacosRestartOK)
+	}
+}
+
+func nacosRestartScenario(t testing.TB) {
 	srv := startRnacos(t)
 	dataID := nacosTestDataID(t)
 	nacosHTTPPublish(t, srv.httpAdr, dataID, "v1 "+dataID)
@@ -656,20 +863,96 @@ func TestNacosSourceServerRestart(t *testing.T) {
 	opts.ReReadInterval = time.Second
 	s := newTestNacosSource(t, opts)
 	rec := &nacosRecorder{}
-	runNacos(t, s, rec)
+	stop := runNacos(t, s, rec)
 	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
 
 	srv.stop()
 	time.Sleep(1500 * time.Millisecond) // a re-read fails while the server is down
-	srv.start()
+	srv.start(false)
 	start := time.Now()
 	nacosHTTPPublish(t, srv.httpAdr, dataID, "v2 "+dataID)
 	rec.waitLast(t, 10*time.Second, "v2 published after the restart", isContent("v2 "+dataID))
 	t.Logf("post-restart change arrived after %v", time.Since(start))
+	stop()
 	for i, d := range rec.all() {
 		if c := string(d.Content); c != "v1 "+dataID && c != "v2 "+dataID {
-			t.Errorf("#%d: unexpected delivery during the outage: deleted=%v content=%q", i, d.Deleted, c)
+			t.Errorf("#%d: unexpected delivery around the outage: deleted=%v content=%q", i, d.Deleted, c)
 		}
 	}
 	rec.check(t, nacosTestGroup+"/"+dataID)
+}
+
+// failTracker records whether the test itself reported a failure.
+type failTracker struct {
+	testing.TB
+	failed atomic.Bool
+}
+
+func (f *failTracker) Error(args ...any) {
+	f.TB.Helper()
+	f.failed.Store(true)
+	f.TB.Error(args...)
+}
+
+func (f *failTracker) Errorf(format string, args ...any) {
+	f.TB.Helper()
+	f.failed.Store(true)
+	f.TB.Errorf(format, args...)
+}
+
+func (f *failTracker) Fatal(args ...any) {
+	f.TB.Helper()
+	f.failed.Store(true)
+	f.TB.Fatal(args...)
+}
+
+func (f *failTracker) Fatalf(format string, args ...any) {
+	f.TB.Helper()
+	f.failed.Store(true)
+	f.TB.Fatalf(format, args...)
+}
+
+func (f *failTracker) Fail() {
+	f.failed.Store(true)
+	f.TB.Fail()
+}
+
+func (f *failTracker) FailNow() {
+	f.failed.Store(true)
+	f.TB.FailNow()
+}
+
+func TestNacosRaceClassifier(t *testing.T) {
+	sdk := `==================
+WARNING: DATA RACE
+Read at 0x00c000341138 by goroutine 24:
+  github.com/nacos-group/nacos-sdk-go/v2/common/remote/rpc.(*RpcClient).notifyConnectionEvent()
+      /x/rpc_client.go:487 +0xf7
+
+Previous write at 0x00c000341138 by goroutine 25:
+  github.com/nacos-group/nacos-sdk-go/v2/common/remote/rpc.(*RpcClient).reconnect()
+      /x/rpc_client.go:449 +0xd26
+
+Goroutine 24 (running) created at:
+  payserver/internal/configcenter.(*NacosSource).reader()
+      /x/nacos.go:521 +0x2bb
+==================
+`
+	ours := `==================
+WARNING: DATA RACE
+Write at 0x00c000341138 by goroutine 7:
+  sync/atomic.AddInt32()
+      /usr/local/go/src/runtime/race_amd64.s:1 +0x1
+  payserver/internal/configcenter.(*NacosSource).Run.func2()
+      /x/nacos.go:400 +0x10
+
+Previous read at 0x00c000341138 by goroutine 8:
+  github.com/nacos-group/nacos-sdk-go/v2/clients/config_client.(*cacheData).executeListener.gowrap1()
+      /x/config_client.go:101 +0x1
+==================
+`
+	o, d := classifyRaces("PASS\n" + sdk + "\nsome output\n" + ours)
+	if len(o) != 1 || len(d) != 1 || !strings.Contains(o[0], "Run.func2") {
+		t.Fatalf("classifyRaces: ours=%d deps=%d", len(o), len(d))
+	}
 }

@@ -59,7 +59,7 @@ func (s *memStore) Finish(_ context.Context, o *pay.Order) error {
 }
 
 func (s *memStore) MarkStaleUnknown(context.Context, time.Time) (int64, error) { return 0, nil }
-func (s *memStore) Ping(context.Context) error                                { return nil }
+func (s *memStore) Ping(context.Context) error                                 { return nil }
 
 func newFlow(t *testing.T, store pay.OrderStore, doc string) (*pay.Service, *ratelimit.Limiter, *channel.Simulator) {
 	t.Helper()
