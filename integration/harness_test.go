@@ -346,3 +346,5 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 }
 
 var _ = context.Background
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }

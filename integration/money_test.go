@@ -1,0 +1,216 @@
+package integration
+
+import (
+	"database/sql"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"payserver/internal/testutil"
+)
+
+// dbOrders returns requestId -> status of every order in the database.
+func dbOrders(t testing.TB, dsn string) map[string]string {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT request_id, status FROM orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = st
+	}
+	return out
+}
+
+func (s *server) signal(sig syscall.Signal) {
+	_ = s.cmd.Process.Signal(sig)
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		s.t.Fatalf("payserver did not exit after %v", sig)
+	}
+}
+
+// TestSameRequestIDAcrossInstances: 200 concurrent POSTs of one requestId
+// spread over 3 instances give one order and one channel call.
+func TestSameRequestIDAcrossInstances(t *testing.T) {
+	dsn := testutil.MustFreshMySQL(t)
+	var servers []*server
+	for i := 0; i < 3; i++ {
+		servers = append(servers, startServer(t, serverOptions{DSN: dsn, Config: "channels:\n  ALIPAY: {latency: 100ms}\n"}))
+	}
+	var mu sync.Mutex
+	orderNos, statuses := map[string]int{}, map[int]int{}
+	parallel(200, 200, func(i int) {
+		r := servers[i%3].pay(t, payBody("same-200", "ONLINE_PAY", "ALIPAY"))
+		mu.Lock()
+		defer mu.Unlock()
+		statuses[r.Status]++
+		if r.Status == 200 {
+			orderNos[r.JSON(t)["orderNo"].(string)]++
+		}
+	})
+	calls := 0.0
+	for _, s := range servers {
+		calls += s.metric(t, "payserver_simulator_calls_total", `channel="ALIPAY"`)
+	}
+	if statuses[200] != 200 || len(orderNos) != 1 || calls != 1 {
+		t.Fatalf("statuses %v, distinct orders %d, channel calls %v; want 200x200, 1 order, 1 call", statuses, len(orderNos), calls)
+	}
+	if n := len(dbOrders(t, dsn)); n != 1 {
+		t.Fatalf("%d orders in the database, want 1", n)
+	}
+}
+
+type seen struct {
+	mu     sync.Mutex
+	status map[string]int // requestId -> last HTTP status (0: no answer)
+}
+
+func (s *seen) set(id string, st int) {
+	s.mu.Lock()
+	s.status[id] = st
+	s.mu.Unlock()
+}
+
+// payQuietly posts without failing the test on transport errors (the server
+// is being killed); it returns 0 when no answer came.
+func (s *server) payQuietly(id, biz string) int {
+	req := fmt.Sprintf(`{"requestId":%q,"bizType":%q,"channel":"ALIPAY","merchantId":"M","amount":100,"currency":"CNY"}`, id, biz)
+	resp, err := httpClient.Post(s.base+"/pay", "application/json", stringsReader(req))
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestSIGTERMDrainsInFlight: SIGTERM mid-load drains in-flight requests;
+// every 2xx the client saw has its order, and every order in the database
+// was answered to the client.
+func TestSIGTERMDrainsInFlight(t *testing.T) {
+	dsn := testutil.MustFreshMySQL(t)
+	s := startServer(t, serverOptions{DSN: dsn, Config: "channels:\n  ALIPAY: {latency: 150ms}\n"})
+	got := &seen{status: map[string]int{}}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("term-%d-%d", w, i)
+				got.set(id, s.payQuietly(id, "ONLINE_PAY"))
+			}
+		}(w)
+	}
+	time.Sleep(700 * time.Millisecond)
+	s.signal(syscall.SIGTERM)
+	close(stop)
+	wg.Wait()
+	orders := dbOrders(t, dsn)
+	ok := 0
+	for id, st := range got.status {
+		_, stored := orders[id]
+		switch {
+		case st == 200:
+			ok++
+			if !stored {
+				t.Errorf("%s: client saw 200 but there is no order", id)
+			}
+		case stored && orders[id] != "UNKNOWN":
+			t.Errorf("%s: order %s exists but the client got %d", id, orders[id], st)
+		}
+	}
+	for id, st := range orders {
+		if _, asked := got.status[id]; !asked {
+			t.Errorf("order %s (%s) was never asked for", id, st)
+		}
+		if st == "PROCESSING" {
+			t.Errorf("order %s left PROCESSING after a graceful shutdown", id)
+		}
+	}
+	if ok < 10 {
+		t.Fatalf("only %d payments succeeded before SIGTERM; the load did not run", ok)
+	}
+	t.Logf("%d answered 200 before and during the drain, %d orders", ok, len(orders))
+}
+
+// TestSIGKILLRestartRetries: after SIGKILL mid-load, a restart plus client
+// retries with the same requestIds give exactly one order each, and orders
+// whose outcome was lost become UNKNOWN, never success.
+func TestSIGKILLRestartRetries(t *testing.T) {
+	dsn := testutil.MustFreshMySQL(t)
+	s := startServer(t, serverOptions{DSN: dsn, Fast: true, Config: "channels:\n  ALIPAY: {latency: 100ms}\n",
+		Env: map[string]string{"PAYSERVER_ORDER_STALE_AFTER": "2s", "PAYSERVER_CHANNEL_TIMEOUT": "500ms"}})
+	got := &seen{status: map[string]int{}}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("kill-%d-%d", w, i)
+				got.set(id, s.payQuietly(id, "ONLINE_PAY"))
+			}
+		}(w)
+	}
+	time.Sleep(700 * time.Millisecond)
+	s.signal(syscall.SIGKILL)
+	close(stop)
+	wg.Wait()
+	s.start()
+	// Retry every requestId the client ever sent, twice.
+	for round := 0; round < 2; round++ {
+		for id := range got.status {
+			st := s.payQuietly(id, "ONLINE_PAY")
+			if st != 200 && st != 409 {
+				t.Fatalf("retry of %s after restart: %d", id, st)
+			}
+		}
+	}
+	time.Sleep(3 * time.Second) // past PAYSERVER_ORDER_STALE_AFTER: the sweeper runs
+	orders := dbOrders(t, dsn)
+	for id := range got.status {
+		st, ok := orders[id]
+		if !ok {
+			t.Errorf("%s has no order after retries", id)
+			continue
+		}
+		if st == "PROCESSING" {
+			t.Errorf("%s still PROCESSING after the stale sweep", id)
+		}
+	}
+	if len(orders) != len(got.status) {
+		t.Errorf("%d orders for %d requestIds", len(orders), len(got.status))
+	}
+	if d := s.metric(t, "payserver_simulator_duplicate_calls_total"); d != 0 {
+		t.Errorf("the restarted instance called the channel again for %v requestIds", d)
+	}
+}
