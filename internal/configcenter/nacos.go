@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,9 +54,6 @@ const nacosMinReadGap = 200 * time.Millisecond
 // inside the SDK.
 const nacosCloseGrace = 500 * time.Millisecond
 
-// nacosNameRe is the character set Nacos accepts for dataId and group.
-var nacosNameRe = regexp.MustCompile(`^[a-zA-Z0-9._:\-]+$`)
-
 // ErrNacosSourceClosed is returned by Publish and Run once the source has
 // been closed (Run closes it when it returns).
 var ErrNacosSourceClosed = errors.New("configcenter: nacos source is closed")
@@ -74,8 +70,10 @@ type NacosOptions struct {
 	Group string
 	// DataID defaults to DefaultNacosDataID.
 	DataID string
-	// Username and Password enable Nacos auth when Username is set. The
-	// password is never logged.
+	// Username and Password enable Nacos auth when Username is set (the SDK
+	// logs in over HTTP when the client is created, and refreshes the
+	// token). The password is never logged: it is redacted from SDK log
+	// lines, as are access tokens.
 	Username, Password string
 	// CacheDir is the SDK snapshot directory (it writes under
 	// CacheDir/config). It is required and must not be the working
@@ -85,10 +83,14 @@ type NacosOptions struct {
 	// working directory. SDK logs normally go to Logger instead; LogDir is
 	// only used if the SDK ever falls back to its own file logger.
 	LogDir string
-	// Logger receives the source's logs and, process-wide, the SDK's logs
-	// (see installNacosSDKLogger). Nil means slog.Default().
+	// Logger receives the source's logs. Nil means slog.Default(). The
+	// SDK's own logs are a process-wide hook: they go to the Logger of the
+	// first NacosSource that creates its SDK client (see
+	// installNacosSDKLogger).
 	Logger *slog.Logger
-	// LogLevel is the minimum level of SDK logs forwarded to Logger.
+	// LogLevel is the minimum level of SDK logs forwarded to Logger; the
+	// service passes its own level. It is also the SDK's ClientConfig
+	// LogLevel.
 	LogLevel slog.Level
 	// ReReadInterval is the period of the safety-net GetConfig re-read
 	// (nacos-sdk-go issue #694: listeners may go silent after a server
@@ -168,10 +170,10 @@ func NewNacosSource(opts NacosOptions) (*NacosSource, error) {
 	if opts.DataID == "" {
 		opts.DataID = DefaultNacosDataID
 	}
-	if !nacosNameRe.MatchString(opts.Group) {
+	if !validNacosName(opts.Group) {
 		return nil, fmt.Errorf("configcenter: nacos: invalid group %q (allowed: letters, digits, . _ : -)", opts.Group)
 	}
-	if !nacosNameRe.MatchString(opts.DataID) {
+	if !validNacosName(opts.DataID) {
 		return nil, fmt.Errorf("configcenter: nacos: invalid dataId %q (allowed: letters, digits, . _ : -)", opts.DataID)
 	}
 	if opts.Password != "" && opts.Username == "" {
@@ -210,6 +212,23 @@ func NewNacosSource(opts NacosOptions) (*NacosSource, error) {
 		reRead:    reRead,
 		timeoutMs: timeoutMs,
 	}, nil
+}
+
+// validNacosName reports whether s uses only the characters Nacos accepts
+// in a dataId or group: ASCII letters, digits and . _ : -.
+func validNacosName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case r == '.', r == '_', r == ':', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // checkNacosDir makes dir absolute and refuses an empty value or the
@@ -272,10 +291,12 @@ func (s *NacosSource) sdkClient() (config_client.IConfigClient, error) {
 	return c, nil
 }
 
-// Close shuts the SDK client down. It is idempotent and safe to call
-// concurrently with Publish; after Close, Publish and Run fail with
-// ErrNacosSourceClosed. Run calls Close when it returns. When the source
-// was listening, Close takes about nacosCloseGrace (see there).
+// Close shuts the SDK client down. It is meant for a source used only for
+// Publish: Run closes the source itself when it returns, and Close must not
+// be called while Run is running (cancel Run's context instead). Close is
+// idempotent and safe to call concurrently with Publish; after Close,
+// Publish and Run fail with ErrNacosSourceClosed. When the source was
+// listening, Close takes about half a second (see nacosCloseGrace).
 func (s *NacosSource) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -299,6 +320,21 @@ func (s *NacosSource) Close() error {
 	}
 	c.CloseClient()
 	return nil
+}
+
+// abandon marks the source closed and cancels its listener without
+// shutting the SDK client down.
+func (s *NacosSource) abandon() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.client != nil && s.listening {
+		_ = s.client.CancelListenConfig(vo.ConfigParam{DataId: s.opts.DataID, Group: s.opts.Group})
+	}
+	s.client = nil
 }
 
 // Publish writes content as the current version of the dataId through the
@@ -344,9 +380,9 @@ type nacosRead struct {
 	trigger string // what caused the read: initial, listener or re-read
 }
 
-// Run reads the dataId, delivers it to sink, registers a Nacos listener and
+// Run registers a Nacos listener, reads the dataId, delivers it to sink and
 // then delivers every change until ctx is done; it then closes the source
-// and returns nil.
+// (waiting up to TimeoutMs+1s for an in-flight SDK call) and returns nil.
 //
 // Guarantees:
 //   - sink is called only from Run's goroutine, serially, never
@@ -398,13 +434,18 @@ func (s *NacosSource) Run(ctx context.Context, sink func(Document)) error {
 	readerDone := make(chan struct{})
 	defer func() {
 		cancel()
-		// Let an in-flight GetConfig finish before closing the client; it
-		// is bounded by the SDK timeout.
+		// nacos-sdk-go v2.3.5 races (issue #908) when the client is shut
+		// down under a request still in flight, so wait for the reader's
+		// SDK call to finish. A call stuck longer than the SDK timeout
+		// (an unresponsive server during start-up) is left alone: the
+		// client is abandoned instead of shut down.
 		select {
 		case <-readerDone:
+			_ = s.Close()
 		case <-time.After(time.Duration(s.timeoutMs)*time.Millisecond + time.Second):
+			s.log.Warn("nacos: an SDK call is still in flight at shutdown; abandoning the SDK client instead of closing it")
+			s.abandon()
 		}
-		_ = s.Close()
 	}()
 
 	results := make(chan nacosRead)
@@ -546,8 +587,13 @@ func (s *NacosSource) reader(ctx context.Context, want <-chan string, results ch
 			return
 		}
 		s.mu.Lock()
-		s.listening = true
+		closed := s.closed
+		s.listening = !closed
 		s.mu.Unlock()
+		if closed { // Run gave up on this call and abandoned the client
+			_ = c.CancelListenConfig(vo.ConfigParam{DataId: s.opts.DataID, Group: s.opts.Group})
+			return
+		}
 	}
 	if !send(read("initial")) {
 		return

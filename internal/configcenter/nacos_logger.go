@@ -30,10 +30,7 @@ var sdkLogHook struct {
 // process and registers secret so that it is redacted from SDK log lines.
 func installNacosSDKLogger(l *slog.Logger, min slog.Level, secret string) {
 	sdkLogHook.once.Do(func() {
-		sdkLogHook.adapter = &slogNacosLogger{
-			l:   l.With(slog.String("component", "nacos-sdk")),
-			min: min,
-		}
+		sdkLogHook.adapter = newSlogNacosLogger(l.With(slog.String("sdk", "nacos-sdk-go")), min)
 		nacoslogger.SetLogger(sdkLogHook.adapter)
 	})
 	sdkLogHook.adapter.addSecret(secret)
@@ -63,21 +60,27 @@ func nacosSDKLogLevel(l slog.Level) string {
 	}
 }
 
-// secretPatterns match credentials the SDK may print: the request bodies
-// it logs on failures carry the access token in their headers, and the
-// login form carries the password.
-var secretPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)("?(?:accessToken|password|secretKey|accessKey)"?\s*[:=]\s*"?)[^",&\s}]*`),
-}
-
 // slogNacosLogger implements the nacos-sdk-go logger.Logger interface on top
 // of log/slog. It is safe for concurrent use.
 type slogNacosLogger struct {
 	l   *slog.Logger
 	min slog.Level
+	// credential matches "name": "value" / name=value pairs of
+	// credentials the SDK may print: the request bodies it logs on
+	// failures carry the access token in their headers, and the login
+	// form carries the password.
+	credential *regexp.Regexp
 
 	mu      sync.RWMutex
 	secrets []string
+}
+
+func newSlogNacosLogger(l *slog.Logger, min slog.Level) *slogNacosLogger {
+	return &slogNacosLogger{
+		l:          l,
+		min:        min,
+		credential: regexp.MustCompile(`(?i)("?(?:accessToken|password|secretKey|accessKey)"?\s*[:=]\s*"?)[^",&\s}]*`),
+	}
 }
 
 var _ nacoslogger.Logger = (*slogNacosLogger)(nil)
@@ -97,9 +100,7 @@ func (a *slogNacosLogger) addSecret(s string) {
 }
 
 func (a *slogNacosLogger) redact(msg string) string {
-	for _, re := range secretPatterns {
-		msg = re.ReplaceAllString(msg, "${1}REDACTED")
-	}
+	msg = a.credential.ReplaceAllString(msg, "${1}REDACTED")
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	for _, s := range a.secrets {

@@ -342,7 +342,7 @@ func TestNacosOptionsValidation(t *testing.T) {
 
 func TestNacosSDKLoggerRedacts(t *testing.T) {
 	var buf bytes.Buffer
-	a := &slogNacosLogger{l: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), min: slog.LevelInfo}
+	a := newSlogNacosLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), slog.LevelInfo)
 	a.addSecret("hunter2-pw")
 	a.Errorf("Send request fail, body=%s", `{"headers":{"accessToken":"tok-123","x":"y"},"content":"limits"}`)
 	a.Info("login form username=nacos&password=hunter2-pw&x=1")
@@ -370,7 +370,7 @@ func TestNacosSourceNoServerNoSnapshot(t *testing.T) {
 	s := newTestNacosSource(t, opts)
 	rec := &nacosRecorder{}
 	stop := runNacos(t, s, rec)
-	time.Sleep(3 * time.Second)
+	time.Sleep(nacosStartBudget + 500*time.Millisecond) // past the snapshot fallback
 	if docs := rec.all(); len(docs) != 0 {
 		t.Fatalf("delivered %d documents without server or snapshot: %s", len(docs), rec.summary())
 	}
@@ -567,6 +567,78 @@ func TestNacosSourceSnapshotWhenServerDown(t *testing.T) {
 		t.Errorf("want exactly one delivery while the server is down, got %d: %s", n, rec2.summary())
 	}
 	rec2.check(t, nacosTestGroup+"/"+dataID)
+}
+
+// When the server does not answer at all (here: the SDK's synchronous
+// login hangs on a black-holed HTTP port), Run still delivers the snapshot
+// within 3 s by reading it itself.
+func TestNacosSourceSnapshotWhenServerHangs(t *testing.T) {
+	addr := nacosTestAddr(t)
+	dataID := nacosTestDataID(t)
+	content := "snapshot me " + dataID
+	nacosHTTPPublish(t, addr, dataID, content)
+
+	opts := nacosTestOptions(t, addr, dataID)
+	first := newTestNacosSource(t, opts)
+	rec1 := &nacosRecorder{}
+	stop1 := runNacos(t, first, rec1)
+	rec1.waitLast(t, 3*time.Second, "document from the server", isContent(content))
+	stop1()
+
+	// HTTP port black-holed, gRPC port (+1000) closed.
+	hole := blackHole(t)
+	opts.Addrs = []string{"127.0.0.1:" + strconv.Itoa(hole)}
+	opts.Username, opts.Password = "payserver", "hunter2-test-pw"
+	opts.TimeoutMs = 2500 // the login hangs this long, past Run's 2 s start budget
+	second := newTestNacosSource(t, opts)
+	rec2 := &nacosRecorder{}
+	start := time.Now()
+	runNacos(t, second, rec2)
+	rec2.waitLast(t, 3*time.Second, "snapshot with the server hanging", isContent(content))
+	if d := time.Since(start); d < nacosStartBudget-100*time.Millisecond {
+		t.Errorf("snapshot after %v: expected Run's own snapshot read at ~%v (did the login not hang?)", d, nacosStartBudget)
+	}
+	t.Logf("snapshot delivered after %v with the server hanging", time.Since(start))
+	rec2.check(t, nacosTestGroup+"/"+dataID)
+}
+
+// blackHole listens on a loopback port p, with nothing listening on p+1000,
+// accepts connections and never answers; it returns p.
+func blackHole(t testing.TB) int {
+	t.Helper()
+	var l net.Listener
+	for {
+		p := freeLoopbackPort(t, 1000)
+		var err error
+		if l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+			break
+		}
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // rnacosProc is an r-nacos server owned by one test.
