@@ -48,3 +48,7 @@ clean:
 ## bench: limiter micro-benchmarks against a real Redis, with side-by-side ratios
 bench: services
 	scripts/bench.sh
+
+## bench-nacos: publish-to-enforcement latency over 50 Nacos publishes, 2 instances (r-nacos)
+bench-nacos: services
+	$(WITH_SERVICES) PAYSERVER_IT_PUBLISHES=50 $(GO) test -count=1 -v -run TestNacosPropagation ./integration/ | grep -E 'PROPAGATION|^(ok|FAIL|---)'

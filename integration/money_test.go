@@ -3,6 +3,8 @@ package integration
 import (
 	"database/sql"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -213,4 +215,33 @@ func TestSIGKILLRestartRetries(t *testing.T) {
 	if d := s.metric(t, "payserver_simulator_duplicate_calls_total"); d != 0 {
 		t.Errorf("the restarted instance called the channel again for %v requestIds", d)
 	}
+}
+
+// dbQuery returns the first column of every row of query.
+func dbQuery(t testing.TB, dsn, query string) []string {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
 }

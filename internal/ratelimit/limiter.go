@@ -113,6 +113,11 @@ type Options struct {
 	Observer        Observer
 	// Now is the clock for local windows and the near-cache. Default time.Now.
 	Now func() time.Time
+	// Unconfigured says what Allow does before any limits document was
+	// loaded (no file, no Nacos server and no snapshot): PolicyAllow (the
+	// default) treats every key as unlimited; PolicyDeny refuses every
+	// request with ErrUnavailable.
+	Unconfigured Policy
 }
 
 // Limiter checks requests against the current Config. It is safe for
@@ -164,6 +169,13 @@ func New(store Store, opts Options) (*Limiter, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	switch opts.Unconfigured {
+	case "":
+		opts.Unconfigured = PolicyAllow
+	case PolicyAllow, PolicyDeny:
+	default:
+		return nil, fmt.Errorf("ratelimit: unconfigured policy %q: want allow or deny", opts.Unconfigured)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -201,7 +213,11 @@ func (l *Limiter) Degraded() bool { return l.breaker.isOpen() }
 // failed under PolicyDeny (ErrUnavailable) or ctx ended.
 func (l *Limiter) Allow(ctx context.Context, key Key, member string) (Decision, error) {
 	start := l.opts.Now()
-	rule := l.cfg.Load().Rule(key)
+	cfg := l.cfg.Load()
+	if cfg == nil && l.opts.Unconfigured == PolicyDeny {
+		return Decision{Key: key}, fmt.Errorf("%w: no limits loaded yet", ErrUnavailable)
+	}
+	rule := cfg.Rule(key)
 	d, err := l.decide(ctx, key, rule, member, start)
 	if err != nil {
 		return d, err
