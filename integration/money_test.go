@@ -90,6 +90,34 @@ func (s *seen) set(id string, st int) {
 	s.mu.Unlock()
 }
 
+// signalUnderLoad sends payments from 16 workers, signals the server after
+// 700 ms, and returns the status each requestId got (0: no answer).
+func signalUnderLoad(s *server, prefix string, sig syscall.Signal) *seen {
+	got := &seen{status: map[string]int{}}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("%s-%d-%d", prefix, w, i)
+				got.set(id, s.payQuietly(id, "ONLINE_PAY"))
+			}
+		}(w)
+	}
+	time.Sleep(700 * time.Millisecond)
+	s.signal(sig)
+	close(stop)
+	wg.Wait()
+	return got
+}
+
 // payQuietly posts without failing the test on transport errors (the server
 // is being killed); it returns 0 when no answer came.
 func (s *server) payQuietly(id, biz string) int {
@@ -108,28 +136,7 @@ func (s *server) payQuietly(id, biz string) int {
 func TestSIGTERMDrainsInFlight(t *testing.T) {
 	dsn := testutil.MustFreshMySQL(t)
 	s := startServer(t, serverOptions{DSN: dsn, Config: "channels:\n  ALIPAY: {latency: 150ms}\n"})
-	got := &seen{status: map[string]int{}}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("term-%d-%d", w, i)
-				got.set(id, s.payQuietly(id, "ONLINE_PAY"))
-			}
-		}(w)
-	}
-	time.Sleep(700 * time.Millisecond)
-	s.signal(syscall.SIGTERM)
-	close(stop)
-	wg.Wait()
+	got := signalUnderLoad(s, "term", syscall.SIGTERM)
 	orders := dbOrders(t, dsn)
 	ok := 0
 	for id, st := range got.status {
@@ -165,28 +172,7 @@ func TestSIGKILLRestartRetries(t *testing.T) {
 	dsn := testutil.MustFreshMySQL(t)
 	s := startServer(t, serverOptions{DSN: dsn, Fast: true, Config: "channels:\n  ALIPAY: {latency: 100ms}\n",
 		Env: map[string]string{"PAYSERVER_ORDER_STALE_AFTER": "2s", "PAYSERVER_CHANNEL_TIMEOUT": "500ms"}})
-	got := &seen{status: map[string]int{}}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("kill-%d-%d", w, i)
-				got.set(id, s.payQuietly(id, "ONLINE_PAY"))
-			}
-		}(w)
-	}
-	time.Sleep(700 * time.Millisecond)
-	s.signal(syscall.SIGKILL)
-	close(stop)
-	wg.Wait()
+	got := signalUnderLoad(s, "kill", syscall.SIGKILL)
 	s.start()
 	// Retry every requestId the client ever sent, twice.
 	for round := 0; round < 2; round++ {
