@@ -42,6 +42,7 @@ type Main struct {
 	manager  *configcenter.Manager
 	channels *channel.Registry
 	metrics  *metrics.Metrics
+	stats    statsWiring
 	server   *http.Server
 	listener net.Listener
 
@@ -79,6 +80,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openRedis(bg); err != nil {
 		return err
 	}
+	if err := m.openStats(bg); err != nil {
+		return err
+	}
 	store, err := ratelimit.NewRedisStore(m.redis, "")
 	if err != nil {
 		return err
@@ -88,8 +92,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Policy:           ratelimit.Policy(m.cfg.Limiter.Policy),
 		LocalShare:       m.cfg.LocalShare(),
 		DisableNearCache: !m.cfg.Limiter.NearCache,
+		Unconfigured:     ratelimit.Policy(m.cfg.Limiter.Unconfigured),
 		Logger:           m.log.With("component", "limiter"),
-		Observer:         m.metrics,
+		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg),
 	})
 	if err != nil {
 		return err
@@ -106,12 +111,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	svc, err := pay.NewService(orders, m.limiter, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
+		StaleAfter:     m.cfg.OrderStaleAfter,
 		Logger:         m.log.With("component", "pay"),
 	})
 	if err != nil {
 		return err
 	}
-	m.goBackground(func() { svc.RunSweeper(bg, 30*time.Second) })
+	sweep := 30 * time.Second
+	if m.cfg.OrderStaleAfter > 0 {
+		sweep = min(sweep, max(m.cfg.OrderStaleAfter/2, 100*time.Millisecond))
+	}
+	m.goBackground(func() { svc.RunSweeper(bg, sweep) })
 	return m.serve(svc)
 }
 
@@ -230,7 +240,7 @@ func (m *Main) startLimits(ctx context.Context) error {
 	mgr, err := configcenter.NewManager(src, applier, configcenter.ManagerOptions{
 		Logger:  m.log.With("component", "limits"),
 		History: history,
-		Hooks:  configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused},
+		Hooks:   configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused},
 	})
 	if err != nil {
 		return err
@@ -245,7 +255,12 @@ func (m *Main) startLimits(ctx context.Context) error {
 	select {
 	case <-mgr.Loaded():
 	case <-time.After(3 * time.Second):
-		m.log.Warn("no limits loaded after 3s; serving with every key unlimited until a valid document arrives", "source", src.Describe())
+		policy := "every key is unlimited"
+		if m.cfg.Limiter.Unconfigured == "deny" {
+			policy = "every payment is refused with 503"
+		}
+		m.log.Warn("no limits loaded after 3s (no document, no server, no snapshot); until a valid document arrives "+policy,
+			"source", src.Describe(), "defaultPolicy", m.cfg.Limiter.Unconfigured)
 	}
 	return nil
 }
@@ -293,6 +308,10 @@ func (m *Main) serve(svc *pay.Service) error {
 	if m.cfg.AdminToken == "" {
 		m.log.Warn("no admin token configured (PAYSERVER_ADMIN_TOKEN); admin routes answer loopback clients only")
 	}
+	admin, err := m.reportRoutes()
+	if err != nil {
+		return err
+	}
 	h, err := httpapi.New(httpapi.Options{
 		Pay:        svc,
 		Logger:     m.log.With("component", "http"),
@@ -300,6 +319,7 @@ func (m *Main) serve(svc *pay.Service) error {
 		Metrics:    promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}),
 		Observe:    m.metrics.HTTP,
 		Limits:     limitsView{m.limiter, m.manager},
+		Admin:      admin,
 		Ready: []httpapi.Check{
 			{Name: "database", Check: func(ctx context.Context) error { return repo.Ping(ctx, m.db) }},
 			{Name: "redis", Check: m.limiter.Ping},
@@ -358,6 +378,9 @@ func (m *Main) Close() error {
 		m.cancel()
 	}
 	m.wg.Wait()
+	if err := m.drainStats(); err != nil {
+		errs = append(errs, err)
+	}
 	if m.mini != nil {
 		m.mini.Close()
 		m.mini = nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,15 +32,26 @@ type Config struct {
 	// Cluster. Empty means the embedded Redis-protocol server.
 	RedisAddrs    []string `yaml:"redisAddrs"`    // PAYSERVER_REDIS_ADDR, PAYSERVER_REDIS_ADDRS
 	RedisPassword string   `yaml:"redisPassword"` // PAYSERVER_REDIS_PASSWORD
-	AdminToken    string   `yaml:"adminToken"`    // PAYSERVER_ADMIN_TOKEN
-	LogLevel      string   `yaml:"logLevel"`      // PAYSERVER_LOG_LEVEL: debug, info, warn, error
-	LogFormat     string   `yaml:"logFormat"`     // PAYSERVER_LOG_FORMAT: text, json
+	// RedisAutoPipeline sends limiter checks through go-redis's
+	// autopipeliner, which coalesces concurrent checks into pipelines.
+	RedisAutoPipeline bool `yaml:"redisAutoPipeline"` // PAYSERVER_REDIS_AUTOPIPELINE
+	// PprofAddr, when set, serves net/http/pprof on this loopback address
+	// (a listener of its own, never the API's). Empty means off.
+	PprofAddr  string `yaml:"pprofAddr"`  // PAYSERVER_PPROF_ADDR
+	AdminToken string `yaml:"adminToken"` // PAYSERVER_ADMIN_TOKEN
+	LogLevel   string `yaml:"logLevel"`   // PAYSERVER_LOG_LEVEL: debug, info, warn, error
+	LogFormat  string `yaml:"logFormat"`  // PAYSERVER_LOG_FORMAT: text, json
 
 	Limiter LimiterConfig `yaml:"limiter"`
 	Nacos   NacosConfig   `yaml:"nacos"`
+	Stats   StatsConfig   `yaml:"stats"`
 
-	ChannelTimeout  time.Duration                      `yaml:"channelTimeout"`  // PAYSERVER_CHANNEL_TIMEOUT
-	ShutdownTimeout time.Duration                      `yaml:"shutdownTimeout"` // PAYSERVER_SHUTDOWN_TIMEOUT
+	ChannelTimeout  time.Duration `yaml:"channelTimeout"`  // PAYSERVER_CHANNEL_TIMEOUT
+	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"` // PAYSERVER_SHUTDOWN_TIMEOUT
+	// OrderStaleAfter is the age past which a PROCESSING order (its outcome
+	// never recorded: a crash mid-call) is marked UNKNOWN. 0 means
+	// channelTimeout + 1m.
+	OrderStaleAfter time.Duration                      `yaml:"orderStaleAfter"` // PAYSERVER_ORDER_STALE_AFTER
 	Channels        map[string]channel.SimulatorConfig `yaml:"channels"`
 }
 
@@ -50,6 +62,9 @@ type LimiterConfig struct {
 	InstanceCount int           `yaml:"instanceCount"` // PAYSERVER_INSTANCE_COUNT
 	LocalShare    float64       `yaml:"localShare"`    // PAYSERVER_LIMITER_LOCAL_SHARE (overrides 1/instanceCount)
 	NearCache     bool          `yaml:"nearCache"`     // PAYSERVER_LIMITER_NEAR_CACHE
+	// Unconfigured applies before any limits document loaded: allow
+	// (every key unlimited) or deny (503 for every payment).
+	Unconfigured string `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
 }
 
 // NacosConfig selects Nacos as the limits source when Addrs is set.
@@ -72,6 +87,7 @@ func DefaultConfig() Config {
 		LogFormat:       "text",
 		Limiter:         LimiterConfig{Policy: "local", Timeout: 50 * time.Millisecond, InstanceCount: 1, NearCache: true},
 		Nacos:           NacosConfig{Group: "PAY_GROUP", DataID: "payserver-channel-limits"},
+		Stats:           StatsConfig{FlushInterval: 5 * time.Second},
 		ChannelTimeout:  5 * time.Second,
 		ShutdownTimeout: 15 * time.Second,
 		Channels: map[string]channel.SimulatorConfig{
@@ -155,6 +171,8 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	list("PAYSERVER_REDIS_ADDR", &cfg.RedisAddrs)
 	list("PAYSERVER_REDIS_ADDRS", &cfg.RedisAddrs)
 	str("PAYSERVER_REDIS_PASSWORD", &cfg.RedisPassword)
+	boolean("PAYSERVER_REDIS_AUTOPIPELINE", &cfg.RedisAutoPipeline)
+	str("PAYSERVER_PPROF_ADDR", &cfg.PprofAddr)
 	str("PAYSERVER_ADMIN_TOKEN", &cfg.AdminToken)
 	str("PAYSERVER_LOG_LEVEL", &cfg.LogLevel)
 	str("PAYSERVER_LOG_FORMAT", &cfg.LogFormat)
@@ -175,6 +193,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		cfg.Limiter.LocalShare = f
 	}
 	boolean("PAYSERVER_LIMITER_NEAR_CACHE", &cfg.Limiter.NearCache)
+	str("PAYSERVER_LIMITS_DEFAULT_POLICY", &cfg.Limiter.Unconfigured)
 	list("PAYSERVER_NACOS_ADDR", &cfg.Nacos.Addrs)
 	str("PAYSERVER_NACOS_NAMESPACE", &cfg.Nacos.Namespace)
 	str("PAYSERVER_NACOS_GROUP", &cfg.Nacos.Group)
@@ -183,6 +202,8 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	str("PAYSERVER_NACOS_PASSWORD", &cfg.Nacos.Password)
 	dur("PAYSERVER_CHANNEL_TIMEOUT", &cfg.ChannelTimeout)
 	dur("PAYSERVER_SHUTDOWN_TIMEOUT", &cfg.ShutdownTimeout)
+	dur("PAYSERVER_ORDER_STALE_AFTER", &cfg.OrderStaleAfter)
+	dur("PAYSERVER_STATS_FLUSH_INTERVAL", &cfg.Stats.FlushInterval)
 	if v := getenv("PAYSERVER_CHANNELS"); v != "" {
 		chs := map[string]channel.SimulatorConfig{}
 		for _, code := range splitList(v) {
@@ -218,13 +239,16 @@ func (c Config) Validate() error {
 	if _, err := ratelimit.ParsePolicy(c.Limiter.Policy); err != nil {
 		errs = append(errs, err)
 	}
+	if u := c.Limiter.Unconfigured; u != "" && u != "allow" && u != "deny" {
+		errs = append(errs, fmt.Errorf("PAYSERVER_LIMITS_DEFAULT_POLICY %q: want allow or deny", u))
+	}
 	if c.Limiter.InstanceCount < 1 {
 		errs = append(errs, errors.New("PAYSERVER_INSTANCE_COUNT must be at least 1"))
 	}
 	if c.Limiter.LocalShare < 0 || c.Limiter.LocalShare > 1 {
 		errs = append(errs, errors.New("PAYSERVER_LIMITER_LOCAL_SHARE must be in (0, 1]"))
 	}
-	if c.Limiter.Timeout <= 0 || c.ChannelTimeout <= 0 || c.ShutdownTimeout <= 0 {
+	if c.Limiter.Timeout <= 0 || c.ChannelTimeout <= 0 || c.ShutdownTimeout <= 0 || c.Stats.FlushInterval <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
 	if len(c.Channels) == 0 {
@@ -238,6 +262,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("channel %s: %w", code, err))
 		}
 	}
+	if c.PprofAddr != "" && !isLoopback(c.PprofAddr) {
+		errs = append(errs, fmt.Errorf("PAYSERVER_PPROF_ADDR %q: must be a loopback host:port", c.PprofAddr))
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
@@ -245,6 +272,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// isLoopback reports whether addr is host:port with a loopback IP host.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
 }
 
 // LocalShare is the fraction of each limit this instance enforces when Redis

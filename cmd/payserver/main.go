@@ -4,6 +4,7 @@
 //	payserver                      serve (the default)
 //	payserver migrate              apply database migrations and exit
 //	payserver check-limits FILE    validate a limits document offline
+//	payserver report --from …      print the channel-limit report from the database
 package main
 
 import (
@@ -30,12 +31,14 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	switch cmd {
 	case "check-limits":
 		return checkLimits(args, stdout, stderr)
+	case "report":
+		return reportCmd(args, getenv, stdout, stderr)
 	case "serve", "migrate":
 	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: payserver [serve | migrate | check-limits FILE]")
+		fmt.Fprintln(stdout, "usage: payserver [serve | migrate | check-limits FILE | report --from TIME ...]")
 		return 0
 	default:
-		fmt.Fprintf(stderr, "payserver: unknown command %q\nusage: payserver [serve | migrate | check-limits FILE]\n", cmd)
+		fmt.Fprintf(stderr, "payserver: unknown command %q\nusage: payserver [serve | migrate | check-limits FILE | report --from TIME ...]\n", cmd)
 		return 2
 	}
 	cfg, err := LoadConfig(getenv)

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"payserver/internal/apperr"
+	"payserver/internal/httpapi"
+	"payserver/internal/ratelimit"
+	"payserver/internal/repo"
+	"payserver/internal/stats"
+)
+
+// StatsConfig tunes the channel-limit stats behind the reports.
+type StatsConfig struct {
+	// FlushInterval is how often each instance writes its counts to the
+	// channel_limit_stats table. Default 5s.
+	FlushInterval time.Duration `yaml:"flushInterval"` // PAYSERVER_STATS_FLUSH_INTERVAL
+}
+
+// statsDrainTimeout bounds the final stats flush at shutdown.
+const statsDrainTimeout = 10 * time.Second
+
+// statsWiring is the part of Main that serves the reports.
+type statsWiring struct {
+	agg   *stats.Aggregator
+	store *repo.ChannelStats
+}
+
+// openStats builds the stats aggregator, which the limiter reports every
+// decision to, registers its metrics and starts its flush loop. It runs
+// after the database is open and before the limiter is built.
+func (m *Main) openStats(ctx context.Context) error {
+	store, err := repo.NewChannelStats(m.db)
+	if err != nil {
+		return err
+	}
+	agg, err := stats.NewAggregator(stats.AggregatorOptions{
+		Store: store,
+		Config: func() *ratelimit.Config {
+			if m.limiter == nil {
+				return nil
+			}
+			return m.limiter.Config()
+		},
+		FlushInterval: m.cfg.Stats.FlushInterval,
+		Logger:        m.log.With("component", "stats"),
+	})
+	if err != nil {
+		return err
+	}
+	m.stats = statsWiring{agg: agg, store: store}
+	m.metrics.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "payserver_stats_pending_rows", Help: "Channel-limit stats rows (minute × key) held in memory, not yet written to the database.",
+		}, func() float64 { return float64(agg.Stats().Pending) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "payserver_stats_flushes_total", Help: "Channel-limit stats flushes that wrote rows to the database.",
+		}, func() float64 { return float64(agg.Stats().Flushes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "payserver_stats_flush_failures_total", Help: "Channel-limit stats flushes that failed; their counts were kept and retried.",
+		}, func() float64 { return float64(agg.Stats().FlushFailures) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "payserver_stats_rows_written_total", Help: "Channel-limit stats rows upserted into the database.",
+		}, func() float64 { return float64(agg.Stats().RowsWritten) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "payserver_stats_dropped_events_total", Help: "Limiter events not counted in the stats because the in-memory buffer was full (the database was down too long).",
+		}, func() float64 { return float64(agg.Stats().DroppedEvents) }),
+	)
+	m.goBackground(func() { agg.Run(ctx) })
+	return nil
+}
+
+// reportRoutes returns the admin routes of the reports and the dashboard.
+func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
+	history, err := repo.NewLimitHistory(m.db, instanceName(m.cfg.HTTPAddr))
+	if err != nil {
+		return nil, err
+	}
+	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: m.stats.store, History: history, Flusher: m.stats.agg})
+	if err != nil {
+		return nil, err
+	}
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{
+		Reports: reporter,
+		Usage:   m.limiter,
+		Limits:  limitsView{m.limiter, m.manager},
+		Logger:  m.log.With("component", "reports"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []func(*gin.RouterGroup){routes}, nil
+}
+
+// drainStats writes the pending stats at shutdown, once the HTTP server
+// and the background loops have stopped and before the database closes.
+func (m *Main) drainStats() error {
+	if m.stats.agg == nil || m.db == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statsDrainTimeout)
+	defer cancel()
+	if err := m.stats.agg.Drain(ctx); err != nil {
+		return fmt.Errorf("final stats flush: %w", err)
+	}
+	return nil
+}
+
+const reportUsage = `usage: payserver report --from TIME [--to TIME] [--bizType CODE] [--channel CODE]
+                        [--granularity minute|hour|day] [--format table|csv|json]
+
+Prints the channel-limit report from the database that payserver's
+configuration (PAYSERVER_CONFIG, PAYSERVER_MYSQL_DSN, PAYSERVER_DATA_DIR, ...)
+points at: the same report as GET /reports/channel-limits. TIME is RFC 3339
+(2026-03-01T10:00:00Z), "now", or a negative duration from now ("-1h").
+Counts an instance has not flushed yet (at most one flush interval) are not
+included.
+`
+
+// reportCmd runs `payserver report`.
+func reportCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	from := fs.String("from", "", "")
+	to := fs.String("to", "now", "")
+	biz := fs.String("bizType", "", "")
+	channel := fs.String("channel", "", "")
+	gran := fs.String("granularity", "", "")
+	format := fs.String("format", "table", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, reportUsage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "payserver report: %v\n%s", err, reportUsage)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "payserver report: unexpected argument %q\n%s", fs.Arg(0), reportUsage)
+		return 2
+	}
+	if *format != "table" && *format != "csv" && *format != "json" {
+		fmt.Fprintf(stderr, "payserver report: --format must be table, csv or json\n")
+		return 2
+	}
+	now := time.Now()
+	v := url.Values{}
+	for name, val := range map[string]string{"from": *from, "to": *to, "bizType": *biz, "channel": *channel, "granularity": *gran} {
+		if val == "" {
+			continue
+		}
+		if name == "from" || name == "to" {
+			val = resolveTime(val, now)
+		}
+		v.Set(name, val)
+	}
+	q, err := stats.ParseQuery(v)
+	if err != nil {
+		printFieldErrors(stderr, err)
+		return 2
+	}
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "payserver report: %v\n", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := repo.OpenOptions{Driver: repo.MySQL, DSN: cfg.MySQLDSN, Logger: log.With("component", "db")}
+	if cfg.MySQLDSN == "" {
+		opts.Driver, opts.DSN = repo.SQLite, filepath.Join(cfg.DataDir, "payserver.db")
+		if _, err := os.Stat(opts.DSN); err != nil {
+			fmt.Fprintf(stderr, "payserver report: no embedded database at %s (set PAYSERVER_DATA_DIR, or PAYSERVER_MYSQL_DSN for MySQL)\n", opts.DSN)
+			return 1
+		}
+	}
+	db, err := repo.Open(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "payserver report: %v\n", err)
+		return 1
+	}
+	defer func() { _ = repo.Close(db) }()
+	store, err := repo.NewChannelStats(db)
+	if err != nil {
+		fmt.Fprintf(stderr, "payserver report: %v\n", err)
+		return 1
+	}
+	history, err := repo.NewLimitHistory(db, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "payserver report: %v\n", err)
+		return 1
+	}
+	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: store, History: history})
+	if err != nil {
+		fmt.Fprintf(stderr, "payserver report: %v\n", err)
+		return 1
+	}
+	rep, err := reporter.Report(ctx, q)
+	if err != nil {
+		fmt.Fprintf(stderr, "payserver report: %v\n(has `payserver migrate` run on this database?)\n", err)
+		return 1
+	}
+	switch *format {
+	case "csv":
+		err = stats.WriteCSV(stdout, rep)
+	case "json":
+		err = writeJSON(stdout, rep)
+	default:
+		err = stats.WriteTable(stdout, rep)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "payserver report: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// resolveTime turns "now" and negative durations ("-1h") into RFC 3339
+// relative to now; anything else is passed on for ParseQuery to judge.
+func resolveTime(s string, now time.Time) string {
+	if s == "now" {
+		return now.UTC().Format(time.RFC3339Nano)
+	}
+	if strings.HasPrefix(s, "-") {
+		if d, err := time.ParseDuration(s); err == nil {
+			return now.Add(d).UTC().Format(time.RFC3339Nano)
+		}
+	}
+	return s
+}
+
+// printFieldErrors prints an INVALID_REQUEST error one flag per line.
+func printFieldErrors(w io.Writer, err error) {
+	var e *apperr.Error
+	if errors.As(err, &e) {
+		if fields, ok := e.Details["fields"].([]apperr.FieldError); ok {
+			for _, f := range fields {
+				fmt.Fprintf(w, "payserver report: --%s %s\n", f.Field, f.Reason)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(w, "payserver report: %v\n", err)
+}

@@ -1,0 +1,164 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/png"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"payserver/internal/testutil"
+)
+
+// chromium returns the headless browser (scripts/install-chromium.sh
+// installs Debian's), skipping the test when it is missing, except under
+// CI=true, where that is a failure.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if testutil.CI() {
+		t.Fatal("chromium is not installed: run scripts/install-chromium.sh")
+	}
+	t.Skip("chromium is not installed; run scripts/install-chromium.sh")
+	return ""
+}
+
+// runChromium loads url headless with extra flags and returns its stdout.
+func runChromium(t *testing.T, bin, url string, extra ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := append([]string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + t.TempDir(), "--window-size=1280,900",
+	}, extra...)
+	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %v: %v\n%s", extra, err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// TestDashboardInChromium loads /dashboard in headless Chromium after some
+// traffic, checks that the SVG charts rendered for the right channels, and
+// saves a screenshot to integration/testdata/out/dashboard.png.
+func TestDashboardInChromium(t *testing.T) {
+	bin := chromium(t)
+	biz := testutil.UniqueName("DASH")
+	limits := fmt.Sprintf(`window: 1s
+limits:
+  %[1]s:ALIPAY: {limit: 6, window: 1h}
+  %[1]s:WECHAT: {limit: 20, window: 1h}
+  %[1]s:UNIONPAY: 0
+  %[1]s:BUSYPAY: -1
+`, biz)
+	// No admin token: admin routes answer loopback clients, which is how a
+	// browser on this host reaches them (it cannot send a bearer header).
+	s := startServer(t, serverOptions{Limits: limits, Config: channelsConfig})
+	for i := 0; i < 10; i++ {
+		s.pay(t, payBody(fmt.Sprintf("dash-a-%d", i), biz, "ALIPAY")) // 6 admitted, 4 limited
+	}
+	for i := 0; i < 9; i++ {
+		s.pay(t, payBody(fmt.Sprintf("dash-w-%d", i), biz, "WECHAT")) // 9 of 20
+	}
+	s.pay(t, payBody("dash-u-1", biz, "UNIONPAY")) // closed: limited
+
+	// The page itself is documented and answers 200 HTML.
+	if r := s.do(t, http.MethodGet, "/dashboard", nil, nil); r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("/dashboard: %d %s", r.Status, r.Header.Get("Content-Type"))
+	}
+
+	url := s.base + "/dashboard"
+	dom := string(runChromium(t, bin, url, "--dump-dom"))
+	for _, ch := range []string{"ALIPAY", "WECHAT", "UNIONPAY", "BUSYPAY"} {
+		key := biz + ":" + ch
+		for _, class := range []string{"usage-bar", "history-chart"} {
+			if !strings.Contains(dom, `<svg class="`+class+`" data-key="`+key+`"`) {
+				t.Errorf("rendered DOM has no %s SVG for %s", class, key)
+			}
+		}
+	}
+	chart := func(key string) string {
+		re := regexp.MustCompile(`(?s)<svg class="history-chart" data-key="` + regexp.QuoteMeta(key) + `".*?</svg>`)
+		return re.FindString(dom)
+	}
+	if c := chart(biz + ":ALIPAY"); !strings.Contains(c, `class="admitted"`) || !strings.Contains(c, `class="limited"`) {
+		t.Errorf("the ALIPAY chart has no admitted and limited bars:\n%s", c)
+	}
+	if c := chart(biz + ":WECHAT"); !strings.Contains(c, `class="admitted"`) || strings.Contains(c, `class="limited"`) {
+		t.Errorf("the WECHAT chart should show admitted bars only:\n%s", c)
+	}
+	if c := chart(biz + ":BUSYPAY"); !strings.Contains(c, "no traffic in the last hour") {
+		t.Errorf("the BUSYPAY chart should say it saw no traffic:\n%s", c)
+	}
+	for _, want := range []string{"6 / 6 in 1h", "9 / 20 in 1h", "6 admitted · 4 limited (40.0%)", "Limits in force", "closed"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered DOM lacks %q", want)
+		}
+	}
+
+	out, err := filepath.Abs(filepath.Join("testdata", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(out, "dashboard.png")
+	_ = os.Remove(shot)
+	runChromium(t, bin, url, "--screenshot="+shot, "--hide-scrollbars")
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 900 {
+		t.Errorf("screenshot is %dx%d, want 1280x900", b.Dx(), b.Dy())
+	}
+	// The bars are drawn in the chart colours: admitted green, limited red.
+	green := countPixels(img, 0x2e, 0x9d, 0x5b)
+	red := countPixels(img, 0xd6, 0x45, 0x45)
+	if green < 50 || red < 50 {
+		t.Errorf("screenshot has %d green and %d red pixels; the bars did not paint", green, red)
+	}
+	t.Logf("dashboard screenshot: %s (%d green, %d red bar pixels)", shot, green, red)
+}
+
+// countPixels counts the pixels within a small distance of one colour.
+func countPixels(img image.Image, r, g, b uint8) int {
+	n := 0
+	bounds := img.Bounds()
+	near := func(a uint32, want uint8) bool {
+		d := int(a>>8) - int(want)
+		return d > -8 && d < 8
+	}
+	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+		for x := bounds.Min.X; x < bounds.Max.X; x++ {
+			pr, pg, pb, _ := img.At(x, y).RGBA()
+			if near(pr, r) && near(pg, g) && near(pb, b) {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,323 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/ratelimit"
+	"payserver/internal/stats"
+)
+
+//go:embed templates/dashboard.html
+var templatesFS embed.FS
+
+// DashboardRefresh is how often the dashboard page reloads itself.
+const DashboardRefresh = 10 * time.Second
+
+// dashboardMinutes is the span of the dashboard's history charts.
+const dashboardMinutes = 60
+
+// Chart geometry, in SVG user units.
+const (
+	chartW, chartH        = 600, 150
+	chartLeft, chartRight = 44, 8
+	chartTop, chartBottom = 8, 22
+	barW                  = 420
+)
+
+type dashboard struct {
+	r    *reports
+	tmpl *template.Template
+}
+
+func newDashboard(r *reports) (*dashboard, error) {
+	tmpl, err := template.New("dashboard.html").ParseFS(templatesFS, "templates/dashboard.html")
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: dashboard template: %w", err)
+	}
+	return &dashboard{r: r, tmpl: tmpl}, nil
+}
+
+// dashboardView is everything the template shows.
+type dashboardView struct {
+	Now            string
+	RefreshSeconds int
+	Degraded       bool
+	Source         sourceView
+	Usage          []usageBar
+	Charts         []hourChart
+	ChartsError    string
+	ChartFrom      string
+	ChartTo        string
+	Limits         []limitJSON
+}
+
+type sourceView struct {
+	Loaded      bool
+	Source      string
+	Name        string
+	Describe    string
+	MD5         string
+	LoadedAt    string
+	Applied     int64
+	Refusals    int64
+	LastRefusal string
+}
+
+// get answers GET /dashboard: server-rendered HTML with SVG drawn here, no
+// script and no external resource; it reloads itself every
+// DashboardRefresh. A failing dependency shows as a message in its section,
+// never as a failed page.
+func (d *dashboard) get(c *gin.Context) {
+	ctx := c.Request.Context()
+	now := d.r.opts.Now().UTC()
+	view := d.view(ctx, now)
+	var buf bytes.Buffer
+	if err := d.tmpl.Execute(&buf, view); err != nil {
+		writeError(c, d.r.log, fmt.Errorf("render dashboard: %w", err), "")
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
+}
+
+func (d *dashboard) view(ctx context.Context, now time.Time) dashboardView {
+	st := d.r.opts.Limits.Status()
+	cfg := d.r.opts.Limits.Config()
+	v := dashboardView{
+		Now:            now.Format("2006-01-02 15:04:05 UTC"),
+		RefreshSeconds: int(DashboardRefresh / time.Second),
+		Degraded:       d.r.opts.Limits.Degraded(),
+		Source: sourceView{
+			Loaded: st.Loaded, Source: st.Source, Name: st.Name, Describe: st.Describe, MD5: st.MD5,
+			LoadedAt: formatStamp(st.LoadedAt), Applied: st.Applied, Refusals: st.Refusals, LastRefusal: st.LastRefusal,
+		},
+		Limits: limitsJSON(cfg),
+	}
+	usage := d.r.usage(ctx)
+	for _, u := range usage.Keys {
+		v.Usage = append(v.Usage, newUsageBar(u))
+	}
+	to := now.Truncate(time.Minute).Add(time.Minute)
+	from := to.Add(-dashboardMinutes * time.Minute)
+	v.ChartFrom, v.ChartTo = from.Format("15:04"), to.Format("15:04 UTC")
+	rep, err := d.r.opts.Reports.Report(ctx, stats.Query{From: from, To: to, Granularity: stats.Minute, Format: stats.FormatJSON})
+	if err != nil {
+		d.r.log.Warn("dashboard: could not read the last hour's stats", "err", err)
+		v.ChartsError = "The stats database is unavailable; the history charts are missing."
+		rep.Rows = nil
+	}
+	v.Charts = hourCharts(cfg, rep.Rows, from)
+	return v
+}
+
+func formatStamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// usageBar is one key's live utilisation bar.
+type usageBar struct {
+	Key, Rule, Label, Percent, Color, Error string
+	Flags                                   []string
+	Width                                   int // SVG width
+	Fill                                    string
+}
+
+func newUsageBar(u keyUsage) usageBar {
+	b := usageBar{Key: u.Key, Rule: u.Rule, Width: barW, Fill: "0", Color: "#2e9d5b", Error: u.Error}
+	if u.Unlimited {
+		b.Flags = append(b.Flags, "unlimited")
+	}
+	if u.Shadow {
+		b.Flags = append(b.Flags, "shadow")
+	}
+	if u.Closed {
+		b.Flags = append(b.Flags, "closed")
+	}
+	switch {
+	case u.Error != "":
+		b.Label, b.Percent = "occupancy unavailable", "?"
+	case u.Unlimited:
+		b.Label, b.Percent = "no limit", "–"
+	default:
+		util := 0.0
+		if u.Utilization != nil {
+			util = *u.Utilization
+		}
+		w := u.Windows[max(u.Binding, 0)]
+		count := int64(0)
+		if w.Count != nil {
+			count = *w.Count
+		}
+		b.Label = fmt.Sprintf("%d / %d in %s", count, w.Limit, w.Window)
+		b.Percent = strconv.FormatFloat(100*util, 'f', 0, 64) + "%"
+		b.Fill = svgNum(math.Min(util, 1) * barW)
+		switch {
+		case util >= 0.9:
+			b.Color = "#d64545"
+		case util >= 0.7:
+			b.Color = "#e0a030"
+		}
+	}
+	return b
+}
+
+// hourChart is one key's admitted-vs-limited chart, one stacked bar per
+// minute.
+type hourChart struct {
+	Key                      string
+	Admitted, Limited        int64
+	Shadow                   int64
+	LimitedPercent           string
+	Limit                    string
+	Bars                     []chartBar
+	YMax                     int64
+	YMaxAt, YMidAt, YZeroAt  string
+	YMid                     int64
+	XTicks                   []chartTick
+	Width, Height, PlotLeft  int
+	PlotRight                int
+	HasTraffic, LimitChanged bool
+	// Changes lists the recorded limit changes of the hour, for a tooltip.
+	Changes string
+}
+
+// chartBar is one minute: admitted stacked under limited. A non-zero part
+// is at least one unit high so that it stays visible.
+type chartBar struct {
+	Admitted, Limited                      int64
+	X, W                                   string
+	AdmittedY, AdmittedH, LimitedY, LimitH string
+	Title                                  string
+}
+
+type chartTick struct {
+	X, Y, Label, Anchor string
+}
+
+// hourCharts builds one chart per configured key, plus one per other key
+// the rows show (the "other" buckets), sorted by key.
+func hourCharts(cfg *ratelimit.Config, rows []stats.ReportRow, from time.Time) []hourChart {
+	byKey := map[string][]stats.ReportRow{}
+	if cfg != nil {
+		for k := range cfg.Rules {
+			byKey[k.String()] = nil
+		}
+	}
+	for _, r := range rows {
+		k := r.BizType + ":" + r.Channel
+		byKey[k] = append(byKey[k], r)
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]hourChart, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, newHourChart(k, byKey[k], from))
+	}
+	return out
+}
+
+func newHourChart(key string, rows []stats.ReportRow, from time.Time) hourChart {
+	ch := hourChart{Key: key, Width: chartW, Height: chartH, PlotLeft: chartLeft, PlotRight: chartW - chartRight}
+	var admitted, limited [dashboardMinutes]int64
+	for _, r := range rows {
+		i := int(r.Bucket.Sub(from) / time.Minute)
+		if i < 0 || i >= dashboardMinutes {
+			continue
+		}
+		admitted[i] += r.Admitted
+		limited[i] += r.Limited
+		ch.Admitted += r.Admitted
+		ch.Limited += r.Limited
+		ch.Shadow += r.ShadowLimited
+		ch.Limit = r.Limit
+		ch.LimitChanged = ch.LimitChanged || r.LimitChanged
+		for _, c := range r.LimitChanges {
+			ch.Changes = strings.TrimPrefix(ch.Changes+"; "+r.Bucket.Format("15:04")+" "+c, "; ")
+		}
+	}
+	ch.HasTraffic = ch.Admitted+ch.Limited > 0
+	if total := ch.Admitted + ch.Limited; total > 0 {
+		ch.LimitedPercent = strconv.FormatFloat(100*float64(ch.Limited)/float64(total), 'f', 1, 64) + "%"
+	} else {
+		ch.LimitedPercent = "–"
+	}
+	var peak int64
+	for i := range admitted {
+		peak = max(peak, admitted[i]+limited[i])
+	}
+	ch.YMax = niceCeil(peak)
+	ch.YMid = ch.YMax / 2
+	plotH := float64(chartH - chartTop - chartBottom)
+	plotW := float64(chartW - chartLeft - chartRight)
+	y := func(v int64) float64 { return chartTop + plotH - plotH*float64(v)/float64(ch.YMax) }
+	ch.YMaxAt, ch.YMidAt, ch.YZeroAt = svgNum(y(ch.YMax)), svgNum(y(ch.YMid)), svgNum(y(0))
+	slot := plotW / dashboardMinutes
+	for i := 0; i < dashboardMinutes; i++ {
+		if admitted[i]+limited[i] == 0 {
+			continue
+		}
+		x := chartLeft + float64(i)*slot
+		at := from.Add(time.Duration(i) * time.Minute).Format("15:04")
+		base := y(0)
+		admH := visible(base-y(admitted[i]), admitted[i])
+		limH := visible(y(admitted[i])-y(admitted[i]+limited[i]), limited[i])
+		ch.Bars = append(ch.Bars, chartBar{
+			Admitted: admitted[i], Limited: limited[i],
+			X: svgNum(x + 0.5), W: svgNum(math.Max(slot-1, 1)),
+			AdmittedY: svgNum(base - admH), AdmittedH: svgNum(admH),
+			LimitedY: svgNum(base - admH - limH), LimitH: svgNum(limH),
+			Title: fmt.Sprintf("%s UTC: %d admitted, %d limited", at, admitted[i], limited[i]),
+		})
+	}
+	for i := 0; i <= dashboardMinutes; i += 15 {
+		tick := chartTick{X: svgNum(chartLeft + float64(i)*slot), Y: svgNum(chartH - 6), Label: "now", Anchor: "end"}
+		if i < dashboardMinutes {
+			tick.Label, tick.Anchor = fmt.Sprintf("−%dm", dashboardMinutes-i), "middle"
+		}
+		ch.XTicks = append(ch.XTicks, tick)
+	}
+	return ch
+}
+
+// niceCeil rounds n up to 1, 2 or 5 times a power of ten, at least 2 (so the
+// middle grid line is a whole number).
+func niceCeil(n int64) int64 {
+	if n <= 2 {
+		return 2
+	}
+	for p := int64(1); ; p *= 10 {
+		for _, m := range []int64{1, 2, 5} {
+			if m*p >= n {
+				return m * p
+			}
+		}
+	}
+}
+
+// visible returns h, or 1 when h is smaller but n is not zero.
+func visible(h float64, n int64) float64 {
+	if n > 0 && h < 1 {
+		return 1
+	}
+	return h
+}
+
+func svgNum(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }

@@ -1,0 +1,235 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/apperr"
+	"payserver/internal/configcenter"
+	"payserver/internal/ratelimit"
+	"payserver/internal/stats"
+)
+
+// ReportService builds channel-limit reports. *stats.Reporter implements it.
+type ReportService interface {
+	Report(ctx context.Context, q stats.Query) (stats.Report, error)
+}
+
+// UsageSource reads live window occupancy from the limiter's shared store.
+// *ratelimit.Limiter implements it.
+type UsageSource interface {
+	Config() *ratelimit.Config
+	Usage(ctx context.Context, key ratelimit.Key) (ratelimit.Rule, []int64, error)
+}
+
+// ReportsOptions wires the report routes. Every field is required but Now.
+type ReportsOptions struct {
+	Reports ReportService
+	Usage   UsageSource
+	// Limits tells whether the limiter is degraded, and (for the dashboard)
+	// which document is in force.
+	Limits LimitsView
+	Logger *slog.Logger
+	// Now is the clock of the live views. Default time.Now.
+	Now func() time.Time
+}
+
+// usageTimeout bounds reading every key's occupancy for one answer.
+const usageTimeout = 2 * time.Second
+
+// usageParallelism is how many keys are read from Redis at once.
+const usageParallelism = 8
+
+type reports struct {
+	opts ReportsOptions
+	log  *slog.Logger
+}
+
+func newReports(opts ReportsOptions) (*reports, error) {
+	if opts.Reports == nil || opts.Usage == nil || opts.Limits == nil || opts.Logger == nil {
+		return nil, errors.New("httpapi: reports need a report service, a usage source, a limits view and a logger")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &reports{opts: opts, log: opts.Logger}, nil
+}
+
+// Reports returns the registration of the admin report routes, for
+// Options.Admin: GET /reports/channel-limits (history, JSON or CSV), GET
+// /channels/usage (live occupancy) and GET /dashboard (HTML).
+func Reports(opts ReportsOptions) (func(g *gin.RouterGroup), error) {
+	r, err := newReports(opts)
+	if err != nil {
+		return nil, err
+	}
+	dash, err := newDashboard(r)
+	if err != nil {
+		return nil, err
+	}
+	return func(g *gin.RouterGroup) {
+		g.GET("/reports/channel-limits", r.getReport)
+		g.GET("/channels/usage", r.getUsage)
+		g.GET("/dashboard", dash.get)
+	}, nil
+}
+
+// getReport answers GET /reports/channel-limits.
+func (r *reports) getReport(c *gin.Context) {
+	q, err := stats.ParseQuery(c.Request.URL.Query())
+	if err != nil {
+		writeError(c, r.log, err, "")
+		return
+	}
+	rep, err := r.opts.Reports.Report(c.Request.Context(), q)
+	if err != nil {
+		writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	if q.Format == stats.FormatCSV {
+		var buf bytes.Buffer
+		if err := stats.WriteCSV(&buf, rep); err != nil {
+			writeError(c, r.log, err, "")
+			return
+		}
+		name := "channel-limits-" + q.From.Format("20060102T1504Z") + "-" + string(q.Granularity) + ".csv"
+		c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
+		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+		return
+	}
+	c.JSON(http.StatusOK, rep)
+}
+
+// databaseDown maps a storage error to DEPENDENCY_UNAVAILABLE; an
+// *apperr.Error passes through.
+func databaseDown(err error, msg string) error {
+	var e *apperr.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return apperr.Wrap(err, apperr.DependencyUnavailable, "%s", msg).WithDetails(map[string]any{"dependency": "database"})
+}
+
+// windowUsage is one window of a key, live.
+type windowUsage struct {
+	Limit    int64  `json:"limit"`
+	Window   string `json:"window"`
+	WindowMs int64  `json:"windowMs"`
+	// Count is the window's occupancy; nil when it could not be read.
+	Count *int64 `json:"count"`
+	// Utilization is Count / Limit (1 for a closed window); nil when unread.
+	Utilization *float64 `json:"utilization"`
+}
+
+// keyUsage is the live view of one configured key.
+type keyUsage struct {
+	Key       string        `json:"key"`
+	BizType   string        `json:"bizType"`
+	Channel   string        `json:"channel"`
+	Rule      string        `json:"rule"`
+	Unlimited bool          `json:"unlimited"`
+	Shadow    bool          `json:"shadow"`
+	Closed    bool          `json:"closed"`
+	Windows   []windowUsage `json:"windows"`
+	// Utilization is the highest of the windows' (0 for an unlimited key);
+	// nil when the occupancy could not be read.
+	Utilization *float64 `json:"utilization"`
+	// Binding is the index in Windows of the most utilised window, or -1.
+	Binding int `json:"binding"`
+	// Error says why the occupancy could not be read; "" when it was.
+	Error string `json:"error"`
+}
+
+type usageReport struct {
+	At              time.Time  `json:"at"`
+	LimiterDegraded bool       `json:"limiterDegraded"`
+	Keys            []keyUsage `json:"keys"`
+}
+
+// getUsage answers GET /channels/usage.
+func (r *reports) getUsage(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, r.usage(c.Request.Context()))
+}
+
+// usage reads every configured key's occupancy, a few keys at a time,
+// within usageTimeout. A key whose read fails carries the error; the others
+// are still shown.
+func (r *reports) usage(ctx context.Context) usageReport {
+	out := usageReport{At: r.opts.Now().UTC(), LimiterDegraded: r.opts.Limits.Degraded(), Keys: []keyUsage{}}
+	cfg := r.opts.Usage.Config()
+	if cfg == nil {
+		return out
+	}
+	keys := make([]ratelimit.Key, 0, len(cfg.Rules))
+	for k := range cfg.Rules {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	out.Keys = make([]keyUsage, len(keys))
+	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
+	defer cancel()
+	sem := make(chan struct{}, usageParallelism)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out.Keys[i] = r.keyUsage(ctx, cfg, k)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (r *reports) keyUsage(ctx context.Context, cfg *ratelimit.Config, k ratelimit.Key) keyUsage {
+	rule := cfg.Rule(k)
+	u := keyUsage{
+		Key: k.String(), BizType: k.BizType, Channel: k.Channel, Rule: configcenter.DescribeRule(rule, true),
+		Unlimited: rule.IsUnlimited(), Shadow: rule.Shadow, Closed: rule.IsClosed(),
+		Windows: []windowUsage{}, Binding: -1,
+	}
+	for _, w := range rule.Windows {
+		u.Windows = append(u.Windows, windowUsage{Limit: w.Limit, Window: configcenter.FormatWindow(w.Size), WindowMs: w.Size.Milliseconds()})
+	}
+	if rule.IsUnlimited() {
+		zero := 0.0
+		u.Utilization = &zero
+		return u
+	}
+	_, counts, err := r.opts.Usage.Usage(ctx, k)
+	if err == nil && len(counts) != len(u.Windows) {
+		err = errors.New("limiter store returned a count per window for another rule")
+	}
+	if err != nil {
+		r.log.Warn("could not read window occupancy", "key", k.String(), "err", err)
+		u.Error = "could not read the window occupancy from Redis: " + err.Error()
+		return u
+	}
+	best := -1.0
+	for i := range u.Windows {
+		w := &u.Windows[i]
+		n := counts[i]
+		util := 1.0
+		if w.Limit > 0 {
+			util = float64(n) / float64(w.Limit)
+		}
+		w.Count, w.Utilization = &n, &util
+		if util > best {
+			best, u.Binding = util, i
+		}
+	}
+	u.Utilization = &best
+	return u
+}

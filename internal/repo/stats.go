@@ -1,0 +1,185 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"payserver/internal/stats"
+)
+
+// statsColumns are the columns an upsert writes, in argument order.
+var statsColumns = []string{
+	"minute", "biz_type", "channel", "attempts", "admitted", "limited", "shadow_limited",
+	"degraded", "released", "near_cache_refusals", "peak_utilization", "limit_rule", "updated_at",
+}
+
+// statsSummed are the counters an upsert adds to the stored row.
+var statsSummed = []string{"attempts", "admitted", "limited", "shadow_limited", "degraded", "released", "near_cache_refusals"}
+
+// statsChunk is how many rows one INSERT carries.
+const statsChunk = 100
+
+// ChannelStats stores per-minute limiter counts in channel_limit_stats. It
+// implements stats.Store and stats.Reader.
+type ChannelStats struct {
+	db     *gorm.DB
+	driver Driver
+	now    func() time.Time
+}
+
+// NewChannelStats returns the stats store on db (MySQL/MariaDB or SQLite).
+func NewChannelStats(db *gorm.DB) (*ChannelStats, error) {
+	if db == nil {
+		return nil, errors.New("repo: nil db")
+	}
+	var d Driver
+	switch db.Dialector.Name() {
+	case "mysql":
+		d = MySQL
+	case "sqlite":
+		d = SQLite
+	default:
+		return nil, fmt.Errorf("repo: channel stats: unsupported dialect %q", db.Dialector.Name())
+	}
+	return &ChannelStats{db: db, driver: d, now: time.Now}, nil
+}
+
+var (
+	_ stats.Store  = (*ChannelStats)(nil)
+	_ stats.Reader = (*ChannelStats)(nil)
+)
+
+// upsertSQL returns the additive upsert for n rows: counters are added to
+// the stored ones, the peak is the larger, and the rule and updated_at are
+// the newest writer's.
+func (s *ChannelStats) upsertSQL(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO channel_limit_stats (")
+	b.WriteString(strings.Join(statsColumns, ", "))
+	b.WriteString(") VALUES ")
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(statsColumns)), ", ") + ")"
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(one)
+	}
+	var set []string
+	switch s.driver {
+	case MySQL:
+		// VALUES(col) is what MariaDB understands; MySQL 8.0.20+ still
+		// accepts it (with a deprecation note).
+		b.WriteString(" ON DUPLICATE KEY UPDATE ")
+		for _, c := range statsSummed {
+			set = append(set, fmt.Sprintf("%[1]s = %[1]s + VALUES(%[1]s)", c))
+		}
+		set = append(set,
+			"peak_utilization = GREATEST(peak_utilization, VALUES(peak_utilization))",
+			"limit_rule = VALUES(limit_rule)", "updated_at = VALUES(updated_at)")
+	default:
+		b.WriteString(" ON CONFLICT (minute, biz_type, channel) DO UPDATE SET ")
+		for _, c := range statsSummed {
+			set = append(set, fmt.Sprintf("%[1]s = %[1]s + excluded.%[1]s", c))
+		}
+		set = append(set,
+			"peak_utilization = MAX(peak_utilization, excluded.peak_utilization)",
+			"limit_rule = excluded.limit_rule", "updated_at = excluded.updated_at")
+	}
+	b.WriteString(strings.Join(set, ", "))
+	return b.String()
+}
+
+// Add implements stats.Store: one transaction of additive upserts, in the
+// order given (the Aggregator sorts rows, so concurrent writers lock rows in
+// the same order).
+func (s *ChannelStats) Add(ctx context.Context, rows []stats.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	now := s.now().UTC()
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for start := 0; start < len(rows); start += statsChunk {
+			chunk := rows[start:min(start+statsChunk, len(rows))]
+			args := make([]any, 0, len(chunk)*len(statsColumns))
+			for _, r := range chunk {
+				args = append(args, r.Minute.Unix(), r.Key.BizType, r.Key.Channel,
+					r.Attempts, r.Admitted, r.Limited, r.ShadowLimited, r.Degraded, r.Released, r.NearCacheRefusals,
+					r.PeakUtilization, truncate(r.Rule, 255), now)
+			}
+			if err := tx.Exec(s.upsertSQL(len(chunk)), args...).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("repo: add channel stats: %w", err)
+	}
+	return nil
+}
+
+// Buckets implements stats.Reader. Counts are summed in SQL per bucket; the
+// rule of a bucket is the one stored with its last minute.
+func (s *ChannelStats) Buckets(ctx context.Context, q stats.Query) ([]stats.Bucket, error) {
+	step := int64(q.Granularity.Duration() / time.Second)
+	if step <= 0 {
+		return nil, fmt.Errorf("repo: channel stats: unknown granularity %q", q.Granularity)
+	}
+	where := "minute >= ? AND minute < ?"
+	args := []any{q.From.Unix(), q.To.Unix()}
+	if q.BizType != "" {
+		where += " AND biz_type = ?"
+		args = append(args, q.BizType)
+	}
+	if q.Channel != "" {
+		where += " AND channel = ?"
+		args = append(args, q.Channel)
+	}
+	// step comes from a fixed set of granularities, never from input text.
+	query := fmt.Sprintf(`SELECT g.bucket, g.biz_type, g.channel, g.attempts, g.admitted, g.limited,
+  g.shadow_limited, g.degraded, g.released, g.near_cache_refusals, g.peak, g.rules_seen, s.limit_rule
+FROM (
+  SELECT minute - (minute %% %[1]d) AS bucket, biz_type, channel,
+    SUM(attempts) AS attempts, SUM(admitted) AS admitted, SUM(limited) AS limited,
+    SUM(shadow_limited) AS shadow_limited, SUM(degraded) AS degraded, SUM(released) AS released,
+    SUM(near_cache_refusals) AS near_cache_refusals, MAX(peak_utilization) AS peak,
+    MAX(minute) AS last_minute, COUNT(DISTINCT limit_rule) AS rules_seen
+  FROM channel_limit_stats
+  WHERE %[2]s
+  GROUP BY bucket, biz_type, channel
+) g
+JOIN channel_limit_stats s ON s.minute = g.last_minute AND s.biz_type = g.biz_type AND s.channel = g.channel
+ORDER BY g.bucket, g.biz_type, g.channel`, step, where)
+	rows, err := s.db.WithContext(ctx).Raw(query, args...).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("repo: query channel stats: %w", err)
+	}
+	defer rows.Close()
+	out := []stats.Bucket{}
+	for rows.Next() {
+		var b stats.Bucket
+		var start int64
+		if err := rows.Scan(&start, &b.Key.BizType, &b.Key.Channel, &b.Attempts, &b.Admitted, &b.Limited,
+			&b.ShadowLimited, &b.Degraded, &b.Released, &b.NearCacheRefusals, &b.PeakUtilization, &b.RulesSeen, &b.Rule); err != nil {
+			return nil, fmt.Errorf("repo: scan channel stats: %w", err)
+		}
+		b.Start = time.Unix(start, 0).UTC()
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("repo: read channel stats: %w", err)
+	}
+	return out, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,335 @@
+package stats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"payserver/internal/configcenter"
+	"payserver/internal/ratelimit"
+)
+
+// Defaults of AggregatorOptions.
+const (
+	DefaultFlushInterval = 5 * time.Second
+	DefaultMaxPending    = 100_000
+)
+
+// AggregatorOptions configures an Aggregator. Store and Config are required;
+// the zero value of every other field selects the documented default.
+type AggregatorOptions struct {
+	// Store receives the pending rows at each flush.
+	Store Store
+	// Config returns the limits snapshot in force (nil before the first
+	// one): it decides which keys are counted under their own name, and the
+	// rule recorded with them. (*ratelimit.Limiter).Config fits.
+	Config func() *ratelimit.Config
+	// FlushInterval is how often Run flushes. Default DefaultFlushInterval.
+	FlushInterval time.Duration
+	// MaxPending caps the rows (minute × key) held in memory, pending or
+	// being flushed. While the store fails, rows pile up to this cap; past
+	// it, events for new rows are dropped, counted and logged. Events for
+	// rows already held are always counted. Default DefaultMaxPending.
+	MaxPending int
+	// Now is the clock that puts events in minutes. Default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// AggregatorStats are the Aggregator's own counters, for metrics.
+type AggregatorStats struct {
+	Pending       int   // rows held in memory, pending or being flushed
+	Flushes       int64 // successful flushes that wrote rows
+	FlushFailures int64
+	RowsWritten   int64
+	// DroppedEvents counts decisions and releases that could not be counted
+	// because MaxPending rows were already held.
+	DroppedEvents int64
+}
+
+// Aggregator counts limiter decisions per minute and key in memory and
+// flushes them to a Store. It implements ratelimit.Observer; its methods are
+// safe for concurrent use and never block on I/O.
+type Aggregator struct {
+	opts AggregatorOptions
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	pending  map[slot]*entry
+	inflight int   // rows taken by a flush that has not finished
+	dropped  int64 // events dropped since the last flush logged them
+
+	flushMu sync.Mutex // one flush at a time
+	view    atomic.Pointer[keyView]
+
+	flushes, failures, written, droppedTotal atomic.Int64
+}
+
+// slot is one minute (Unix seconds of its start) of one counted key.
+type slot struct {
+	minute int64
+	key    ratelimit.Key
+}
+
+type entry struct {
+	rule string
+	c    Counts
+}
+
+// NewAggregator returns an Aggregator; call Run to flush periodically and
+// Drain at shutdown.
+func NewAggregator(opts AggregatorOptions) (*Aggregator, error) {
+	if opts.Store == nil || opts.Config == nil {
+		return nil, errors.New("stats: nil store or config func")
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = DefaultFlushInterval
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = DefaultMaxPending
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Aggregator{opts: opts, log: opts.Logger, pending: map[slot]*entry{}}, nil
+}
+
+var _ ratelimit.Observer = (*Aggregator)(nil)
+
+// Decided implements ratelimit.Observer: it counts one decision.
+func (a *Aggregator) Decided(d ratelimit.Decision, _ time.Duration) {
+	c := Counts{Attempts: 1}
+	switch {
+	case d.Shadow:
+		c.Admitted, c.ShadowLimited = 1, 1
+	case d.Allowed:
+		c.Admitted = 1
+	default:
+		c.Limited = 1
+		if d.Source == ratelimit.SourceNearCache {
+			c.NearCacheRefusals = 1
+		}
+	}
+	if d.Allowed && d.Degraded() {
+		c.Degraded = 1
+	}
+	if d.Limit > 0 {
+		c.PeakUtilization = float64(d.Count) / float64(d.Limit)
+	}
+	a.add(d.Key, c)
+}
+
+// Released implements ratelimit.Observer: it counts one released slot.
+func (a *Aggregator) Released(k ratelimit.Key) { a.add(k, Counts{Released: 1}) }
+
+// StoreFailed implements ratelimit.Observer. Store failures are metrics'
+// business; the decision that follows is counted by Decided.
+func (a *Aggregator) StoreFailed(ratelimit.Key, error) {}
+
+func (a *Aggregator) add(k ratelimit.Key, c Counts) {
+	key, rule := a.keys().resolve(k)
+	s := slot{minute: minuteOf(a.opts.Now()), key: key}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.pending[s]
+	if e == nil {
+		if len(a.pending)+a.inflight >= a.opts.MaxPending {
+			a.dropped += c.Events()
+			a.droppedTotal.Add(c.Events())
+			return
+		}
+		e = &entry{}
+		a.pending[s] = e
+	}
+	e.rule = rule
+	e.c.Add(c)
+}
+
+// minuteOf returns the Unix seconds of the start of t's minute.
+func minuteOf(t time.Time) int64 {
+	sec := t.Unix()
+	return sec - mod(sec, 60)
+}
+
+// mod is the remainder of a/b rounded toward minus infinity, in [0, b).
+func mod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}
+
+// keyView maps observed keys to counted keys for one limits snapshot.
+type keyView struct {
+	cfg      *ratelimit.Config
+	rules    map[ratelimit.Key]string
+	channels map[string]bool
+}
+
+// keys returns the view of the snapshot in force, building it once per
+// snapshot (snapshots change only when ops edit the limits).
+func (a *Aggregator) keys() *keyView {
+	cfg := a.opts.Config()
+	if v := a.view.Load(); v != nil && v.cfg == cfg {
+		return v
+	}
+	v := &keyView{cfg: cfg, rules: map[ratelimit.Key]string{}, channels: map[string]bool{}}
+	if cfg != nil {
+		for k := range cfg.Rules {
+			v.rules[k] = configcenter.DescribeRule(cfg.Rule(k), true)
+			v.channels[k.Channel] = true
+		}
+	}
+	a.view.Store(v)
+	return v
+}
+
+func (v *keyView) resolve(k ratelimit.Key) (ratelimit.Key, string) {
+	if rule, ok := v.rules[k]; ok {
+		return k, rule
+	}
+	ch := Other
+	if v.channels[k.Channel] {
+		ch = k.Channel
+	}
+	return ratelimit.Key{BizType: Other, Channel: ch}, UnlimitedRule
+}
+
+// Pending returns a copy of the rows not yet flushed, sorted by minute and
+// key. It is for tests and diagnostics.
+func (a *Aggregator) Pending() []Row {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return rowsOf(a.pending)
+}
+
+func rowsOf(m map[slot]*entry) []Row {
+	rows := make([]Row, 0, len(m))
+	for s, e := range m {
+		rows = append(rows, Row{Minute: time.Unix(s.minute, 0).UTC(), Key: s.key, Rule: e.rule, Counts: e.c})
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if !a.Minute.Equal(b.Minute) {
+			return a.Minute.Before(b.Minute)
+		}
+		if a.Key.BizType != b.Key.BizType {
+			return a.Key.BizType < b.Key.BizType
+		}
+		return a.Key.Channel < b.Key.Channel
+	})
+	return rows
+}
+
+// Flush hands every pending row to the Store, sorted by minute and key (a
+// stable lock order for the database). If the Store fails, the rows go back
+// into the pending set, added to whatever arrived meanwhile, and are retried
+// by the next flush: nothing is lost while the cap holds. Flushes run one at
+// a time.
+func (a *Aggregator) Flush(ctx context.Context) error {
+	a.flushMu.Lock()
+	defer a.flushMu.Unlock()
+	a.mu.Lock()
+	batch := a.pending
+	a.pending = make(map[slot]*entry, len(batch))
+	a.inflight = len(batch)
+	dropped := a.dropped
+	a.dropped = 0
+	a.mu.Unlock()
+	if dropped > 0 {
+		a.log.Error("stats buffer full: limiter events were not counted", "droppedEvents", dropped, "maxPending", a.opts.MaxPending)
+	}
+	if len(batch) == 0 {
+		a.mu.Lock()
+		a.inflight = 0
+		a.mu.Unlock()
+		return nil
+	}
+	rows := rowsOf(batch)
+	err := a.opts.Store.Add(ctx, rows)
+	a.mu.Lock()
+	a.inflight = 0
+	if err != nil {
+		for s, e := range batch {
+			if cur := a.pending[s]; cur != nil {
+				cur.c.Add(e.c) // cur.rule is newer; keep it
+			} else {
+				a.pending[s] = e
+			}
+		}
+	}
+	held := len(a.pending)
+	a.mu.Unlock()
+	if err != nil {
+		a.failures.Add(1)
+		a.log.Warn("stats flush failed; counts kept for the next flush", "rows", len(rows), "pendingRows", held, "err", err)
+		return fmt.Errorf("stats: flush %d rows: %w", len(rows), err)
+	}
+	a.flushes.Add(1)
+	a.written.Add(int64(len(rows)))
+	a.log.Debug("stats flushed", "rows", len(rows))
+	return nil
+}
+
+// Run flushes every FlushInterval until ctx ends. It does not flush at the
+// end: call Drain once nothing observes decisions any more.
+func (a *Aggregator) Run(ctx context.Context) {
+	t := time.NewTicker(a.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fctx, cancel := context.WithTimeout(ctx, max(a.opts.FlushInterval, 10*time.Second))
+			_ = a.Flush(fctx) // logged and retried by the next tick
+			cancel()
+		}
+	}
+}
+
+// Drain flushes until nothing is pending, retrying failed flushes with
+// backoff until ctx ends. If ctx ends first, it logs at error level exactly
+// what is lost and returns the last error.
+func (a *Aggregator) Drain(ctx context.Context) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := a.Flush(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			var lost Counts
+			rows := a.Pending()
+			for _, r := range rows {
+				lost.Add(r.Counts)
+			}
+			a.log.Error("stats not flushed at shutdown; these counts are lost", "rows", len(rows),
+				"attempts", lost.Attempts, "admitted", lost.Admitted, "limited", lost.Limited, "released", lost.Released, "err", err)
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// Stats returns the Aggregator's own counters.
+func (a *Aggregator) Stats() AggregatorStats {
+	a.mu.Lock()
+	pending := len(a.pending) + a.inflight
+	a.mu.Unlock()
+	return AggregatorStats{
+		Pending: pending, Flushes: a.flushes.Load(), FlushFailures: a.failures.Load(),
+		RowsWritten: a.written.Load(), DroppedEvents: a.droppedTotal.Load(),
+	}
+}

@@ -1,0 +1,74 @@
+package stats
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Columns are the report's columns, in order: the CSV header and the JSON
+// field names.
+var Columns = []string{
+	"bizType", "channel", "bucket", "attempts", "admitted", "limited", "shadowLimited",
+	"degraded", "released", "nearCacheRefusals", "limitedRate", "peakUtilization",
+	"limit", "limitChanged", "limitChanges",
+}
+
+// fields returns the row's values in Columns order, as text. limitChanges
+// are joined with "; ".
+func (r ReportRow) fields() []string {
+	i := func(n int64) string { return strconv.FormatInt(n, 10) }
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+	return []string{
+		r.BizType, r.Channel, r.Bucket.UTC().Format(time.RFC3339), i(r.Attempts), i(r.Admitted), i(r.Limited),
+		i(r.ShadowLimited), i(r.Degraded), i(r.Released), i(r.NearCacheRefusals), f(r.LimitedRate),
+		f(r.PeakUtilization), r.Limit, strconv.FormatBool(r.LimitChanged), strings.Join(r.LimitChanges, "; "),
+	}
+}
+
+// WriteCSV writes the report as CSV (RFC 4180): a header row of Columns,
+// then one line per row, with the same values as the JSON form.
+func WriteCSV(w io.Writer, rep Report) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(Columns); err != nil {
+		return err
+	}
+	for _, r := range rep.Rows {
+		if err := cw.Write(r.fields()); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteTable writes the report as an aligned text table for terminals, with
+// a one-line summary first.
+func WriteTable(w io.Writer, rep Report) error {
+	if _, err := fmt.Fprintf(w, "channel limits from %s to %s by %s: %d rows\n\n",
+		rep.From.UTC().Format(time.RFC3339), rep.To.UTC().Format(time.RFC3339), rep.Granularity, len(rep.Rows)); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	cols := []string{"BUCKET", "BIZTYPE", "CHANNEL", "ATTEMPTS", "ADMITTED", "LIMITED", "SHADOW", "DEGRADED", "RELEASED", "NEARCACHE", "LIMITED%", "PEAK%", "LIMIT", "CHANGED", ""}
+	fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	pct := func(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) }
+	for _, r := range rep.Rows {
+		changed := ""
+		if r.LimitChanged {
+			changed = "yes"
+			if len(r.LimitChanges) > 0 {
+				changed += " (" + strings.Join(r.LimitChanges, "; ") + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n",
+			r.Bucket.UTC().Format(time.RFC3339), r.BizType, r.Channel, r.Attempts, r.Admitted, r.Limited,
+			r.ShadowLimited, r.Degraded, r.Released, r.NearCacheRefusals, pct(r.LimitedRate), pct(r.PeakUtilization),
+			r.Limit, changed)
+	}
+	return tw.Flush()
+}

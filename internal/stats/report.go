@@ -1,0 +1,212 @@
+package stats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"payserver/internal/configcenter"
+	"payserver/internal/ratelimit"
+)
+
+// Bucket is the summed counts of one key over one report bucket, as a
+// Reader returns them.
+type Bucket struct {
+	// Start is the bucket's start, in UTC.
+	Start time.Time
+	Key   ratelimit.Key
+	// Rule is the rule recorded with the bucket's last stored minute: the
+	// limit in force at its end.
+	Rule string
+	// RulesSeen is how many distinct rules the bucket's minutes recorded;
+	// more than one means the limit changed inside the bucket.
+	RulesSeen int
+	Counts
+}
+
+// Reader reads stored counts back. Buckets returns the buckets of q (its
+// From, To, BizType, Channel and Granularity) sorted by start, bizType and
+// channel; only buckets with stored rows appear.
+type Reader interface {
+	Buckets(ctx context.Context, q Query) ([]Bucket, error)
+}
+
+// ChangeLister lists applied limits changes in [from, to), oldest first, at
+// most limit of them. *repo.LimitHistory implements it.
+type ChangeLister interface {
+	List(ctx context.Context, from, to time.Time, limit int) ([]configcenter.Change, error)
+}
+
+// Flusher writes this instance's pending counts. *Aggregator implements it.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// Report is a channel-limit report, as GET /reports/channel-limits answers it.
+type Report struct {
+	From        time.Time   `json:"from"`
+	To          time.Time   `json:"to"`
+	Granularity Granularity `json:"granularity"`
+	Rows        []ReportRow `json:"rows"`
+}
+
+// ReportRow is one bucket of one key.
+type ReportRow struct {
+	BizType           string    `json:"bizType"`
+	Channel           string    `json:"channel"`
+	Bucket            time.Time `json:"bucket"`
+	Attempts          int64     `json:"attempts"`
+	Admitted          int64     `json:"admitted"`
+	Limited           int64     `json:"limited"`
+	ShadowLimited     int64     `json:"shadowLimited"`
+	Degraded          int64     `json:"degraded"`
+	Released          int64     `json:"released"`
+	NearCacheRefusals int64     `json:"nearCacheRefusals"`
+	// LimitedRate is Limited / Attempts, rounded to 4 decimals; 0 without
+	// attempts.
+	LimitedRate float64 `json:"limitedRate"`
+	// PeakUtilization is the highest occupancy / limit seen, rounded to 4
+	// decimals.
+	PeakUtilization float64 `json:"peakUtilization"`
+	// Limit is the rule in force at the end of the bucket, e.g. "100/1s".
+	Limit string `json:"limit"`
+	// LimitChanged says whether the key's rule changed inside the bucket:
+	// limit_config_history recorded a change, or the stored minutes carry
+	// different rules.
+	LimitChanged bool `json:"limitChanged"`
+	// LimitChanges lists the recorded changes in the bucket, "old -> new",
+	// oldest first, without repeats.
+	LimitChanges []string `json:"limitChanges"`
+}
+
+// maxChanges caps the history entries one report reads.
+const maxChanges = 10_000
+
+// changeLookback is how far before a report's start the history is read, to
+// find the document in force when it starts.
+const changeLookback = 7 * 24 * time.Hour
+
+// ReporterOptions wires a Reporter. Reader is required.
+type ReporterOptions struct {
+	Reader Reader
+	// History, when set, marks the buckets in which a key's limit changed.
+	History ChangeLister
+	// Flusher, when set, is flushed before each report, so the report
+	// includes every count this instance has observed. Counts other
+	// instances have not flushed yet (at most one flush interval old) are
+	// not included.
+	Flusher Flusher
+}
+
+// Reporter builds reports from stored counts.
+type Reporter struct {
+	opts ReporterOptions
+}
+
+// NewReporter returns a Reporter.
+func NewReporter(opts ReporterOptions) (*Reporter, error) {
+	if opts.Reader == nil {
+		return nil, errors.New("stats: nil reader")
+	}
+	return &Reporter{opts: opts}, nil
+}
+
+// Report flushes this instance's pending counts (when a Flusher is set),
+// then reads the buckets of q and marks limit changes.
+func (r *Reporter) Report(ctx context.Context, q Query) (Report, error) {
+	if r.opts.Flusher != nil {
+		if err := r.opts.Flusher.Flush(ctx); err != nil {
+			return Report{}, err
+		}
+	}
+	buckets, err := r.opts.Reader.Buckets(ctx, q)
+	if err != nil {
+		return Report{}, err
+	}
+	var changes map[changeSlot][]string
+	if r.opts.History != nil {
+		list, err := r.opts.History.List(ctx, q.From.Add(-changeLookback), q.To, maxChanges)
+		if err != nil {
+			return Report{}, fmt.Errorf("stats: limits history: %w", err)
+		}
+		changes = changesByBucket(list, q.From, q.Granularity)
+	}
+	rep := Report{From: q.From, To: q.To, Granularity: q.Granularity, Rows: make([]ReportRow, 0, len(buckets))}
+	for _, b := range buckets {
+		row := NewReportRow(b)
+		if cs := changes[changeSlot{start: b.Start.Unix(), key: b.Key}]; len(cs) > 0 {
+			row.LimitChanged, row.LimitChanges = true, cs
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	return rep, nil
+}
+
+// NewReportRow derives a report row from a bucket: rates, rounding, and
+// LimitChanged when the bucket saw more than one rule.
+func NewReportRow(b Bucket) ReportRow {
+	row := ReportRow{
+		BizType: b.Key.BizType, Channel: b.Key.Channel, Bucket: b.Start.UTC(),
+		Attempts: b.Attempts, Admitted: b.Admitted, Limited: b.Limited, ShadowLimited: b.ShadowLimited,
+		Degraded: b.Degraded, Released: b.Released, NearCacheRefusals: b.NearCacheRefusals,
+		PeakUtilization: round4(b.PeakUtilization), Limit: b.Rule,
+		LimitChanged: b.RulesSeen > 1, LimitChanges: []string{},
+	}
+	if b.Attempts > 0 {
+		row.LimitedRate = round4(float64(b.Limited) / float64(b.Attempts))
+	}
+	return row
+}
+
+func round4(f float64) float64 { return math.Round(f*10_000) / 10_000 }
+
+type changeSlot struct {
+	start int64
+	key   ratelimit.Key
+}
+
+// changesByBucket groups the history entries ("BIZ:CH: old -> new") at or
+// after from by bucket and key. Every instance records each document it
+// applies, also at its start ("absent -> rule" for every key), so an entry
+// whose document (md5) is the one recorded just before it is a re-application,
+// not a change, and is skipped; so are repeated entries within a bucket.
+func changesByBucket(list []configcenter.Change, from time.Time, g Granularity) map[changeSlot][]string {
+	step := g.Duration()
+	out := map[changeSlot][]string{}
+	prevMD5 := ""
+	for _, c := range list {
+		again := c.MD5 != "" && c.MD5 == prevMD5
+		prevMD5 = c.MD5
+		if again || c.At.Before(from) {
+			continue
+		}
+		start := c.At.UTC().Truncate(step).Unix()
+		for _, entry := range c.Keys {
+			ks, diff, ok := strings.Cut(entry, ": ")
+			if !ok {
+				continue
+			}
+			k, err := ratelimit.ParseKey(ks)
+			if err != nil {
+				continue
+			}
+			s := changeSlot{start: start, key: k}
+			if !containsString(out[s], diff) {
+				out[s] = append(out[s], diff)
+			}
+		}
+	}
+	return out
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
