@@ -5,7 +5,7 @@ SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 
-.PHONY: run build test unit race services services-stop integration vet bench bench-e2e fuzz check-limits clean
+.PHONY: run build test unit race services services-stop browser integration vet bench bench-e2e bench-nacos fuzz check-limits clean
 
 ## run: start payserver in the embedded default (SQLite, in-process Redis, configs/channel-limits.yaml)
 run:
@@ -18,7 +18,7 @@ build:
 
 ## test: vet, unit tests with the race detector, then integration tests on real MariaDB, Redis, Redis Cluster and Nacos
 ## (integration tests run payserver binaries built with -race, except latency tests; the test process itself runs without -race)
-test: vet services
+test: vet services browser
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /integration)
 	$(WITH_SERVICES) $(GO) test -count=1 -timeout 20m ./integration/
 
@@ -29,6 +29,10 @@ vet:
 ## services: install (if missing) and start MariaDB, Redis, Redis Cluster and r-nacos on loopback
 services:
 	$(SERVICES) start all
+
+## browser: Debian's chromium for the dashboard test (no browser downloads)
+browser:
+	scripts/install-chromium.sh
 
 services-stop:
 	$(SERVICES) stop all
