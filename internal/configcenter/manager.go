@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -63,6 +65,12 @@ type ManagerOptions struct {
 	History History // optional
 	Hooks   Hooks   // optional
 	Now     func() time.Time
+	// LastGoodPath, when set, is a file where every applied document is
+	// kept. At start it is applied first (source "last-good"), so that a
+	// restart while the source is unreachable, or while the source's own
+	// snapshot holds a refused document, still enforces the last good
+	// limits instead of none.
+	LastGoodPath string
 }
 
 // Manager validates each document a Source delivers and swaps good ones into
@@ -99,9 +107,47 @@ func NewManager(source Source, applier Applier, opts ManagerOptions) (*Manager, 
 	}, nil
 }
 
-// Run runs the source until ctx ends.
+// Run applies the last good document kept on disk (if any), then runs the
+// source until ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
+	m.loadLastGood(ctx)
 	return m.source.Run(ctx, func(d Document) { _ = m.Apply(ctx, d) })
+}
+
+// lastGoodSource names documents read back from ManagerOptions.LastGoodPath.
+const lastGoodSource = "last-good"
+
+func (m *Manager) loadLastGood(ctx context.Context) {
+	if m.opts.LastGoodPath == "" {
+		return
+	}
+	data, err := os.ReadFile(m.opts.LastGoodPath)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			m.log.Warn("could not read the last good limits", "path", m.opts.LastGoodPath, "err", err)
+		}
+		return
+	}
+	m.log.Info("applying the last good limits kept on disk until the source answers", "path", m.opts.LastGoodPath)
+	_ = m.Apply(ctx, Document{Content: data, Source: lastGoodSource, Name: m.opts.LastGoodPath})
+}
+
+// keepLastGood writes content atomically to LastGoodPath.
+func (m *Manager) keepLastGood(content []byte) {
+	if m.opts.LastGoodPath == "" {
+		return
+	}
+	tmp := m.opts.LastGoodPath + ".tmp"
+	err := os.MkdirAll(filepath.Dir(tmp), 0o750)
+	if err == nil {
+		err = os.WriteFile(tmp, content, 0o600)
+	}
+	if err == nil {
+		err = os.Rename(tmp, m.opts.LastGoodPath)
+	}
+	if err != nil {
+		m.log.Warn("could not keep the last good limits on disk", "path", m.opts.LastGoodPath, "err", err)
+	}
 }
 
 // Loaded is closed once the first good document is in force.
@@ -152,8 +198,15 @@ func (m *Manager) Apply(ctx context.Context, d Document) error {
 			"source", d.Source, "name", d.Name, "md5", d.MD5, "err", err, "inForceMD5", m.status.MD5)
 		return err
 	}
-	if m.status.Loaded && m.status.MD5 == d.MD5 && m.status.Source == d.Source {
+	if m.status.Loaded && m.status.MD5 == d.MD5 {
+		if m.status.Source != d.Source {
+			// The source confirmed what was read back from disk.
+			m.status.Source, m.status.Name = d.Source, d.Name
+		}
 		return nil
+	}
+	if d.Source != lastGoodSource {
+		m.keepLastGood(d.Content)
 	}
 	changed := Diff(m.current, cfg)
 	m.applier.SetConfig(cfg)
