@@ -112,6 +112,13 @@ func TestNacosLimits(t *testing.T) {
 		waitFor(t, "recovery after the bad pushes", 5*time.Second, func() bool { return limitsRule(t, a, key) == "3/1s" })
 	})
 	t.Run("started with Nacos unreachable, serves from the snapshot", func(t *testing.T) {
+		// A bad push first: the SDK's snapshot now holds a refused document,
+		// so only payserver's own last-good copy can restore 3/1s.
+		before := a.do(t, http.MethodGet, "/limits", nil, nil).JSON(t)["refusals"].(float64)
+		nacosPublish(t, addr, dataID, "limits:\n  still bad: 1\n")
+		waitFor(t, "the bad push to be refused", 5*time.Second, func() bool {
+			return a.do(t, http.MethodGet, "/limits", nil, nil).JSON(t)["refusals"].(float64) > before
+		})
 		a.stop()
 		c := nacosServer(t, freePort(t), dataID, dsn, dataDir)
 		if got := limitsRule(t, c, key); got != "3/1s" {
