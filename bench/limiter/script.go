@@ -1,0 +1,85 @@
+package main
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// checkScriptSource returns the Lua source of ratelimit's checkScript, read
+// from internal/ratelimit/lua.go with the Go parser. The variable is
+// unexported, so this is how redis-benchmark gets byte for byte the script
+// that RedisStore.Check runs; the SHA1 of the text is the one go-redis sends
+// with EVALSHA.
+func checkScriptSource(luaGo string) (string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, luaGo, nil, 0)
+	if err != nil {
+		return "", fmt.Errorf("parse %s: %w", luaGo, err)
+	}
+	var src string
+	ast.Inspect(f, func(n ast.Node) bool {
+		vs, ok := n.(*ast.ValueSpec)
+		if !ok || src != "" {
+			return src == ""
+		}
+		for i, name := range vs.Names {
+			if name.Name != "checkScript" || i >= len(vs.Values) {
+				continue
+			}
+			call, ok := vs.Values[i].(*ast.CallExpr)
+			if !ok || len(call.Args) != 1 {
+				continue
+			}
+			lit, ok := call.Args[0].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				continue
+			}
+			if s, err := strconv.Unquote(lit.Value); err == nil {
+				src = s
+			}
+		}
+		return false
+	})
+	if src == "" {
+		return "", errors.New("no `var checkScript = redis.NewScript(\"...\")` in " + luaGo)
+	}
+	return src, nil
+}
+
+func sha1Hex(s string) string {
+	h := sha1.Sum([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// findLuaGo looks for internal/ratelimit/lua.go in the current directory and
+// its parents (go run ./bench/limiter runs from the module root).
+func findLuaGo(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "internal", "ratelimit", "lua.go")
+		if _, err := os.Stat(p); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				return p, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("internal/ratelimit/lua.go not found above the working directory; pass -lua")
+		}
+		dir = parent
+	}
+}
