@@ -5,7 +5,8 @@ SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 
-.PHONY: run build test unit race services services-stop browser integration vet bench bench-e2e bench-nacos fuzz check-limits clean
+.PHONY: run build test unit race services services-stop browser integration vet bench bench-e2e bench-nacos fuzz schemathesis vulncheck check-limits clean
+FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, in-process Redis, configs/channel-limits.yaml)
 run:
@@ -21,6 +22,8 @@ build:
 test: vet services browser
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /integration)
 	$(WITH_SERVICES) $(GO) test -count=1 -timeout 20m ./integration/
+	FUZZTIME=5s scripts/fuzz.sh
+	scripts/govulncheck.sh
 
 vet:
 	$(GO) vet ./...
@@ -56,3 +59,15 @@ bench: services
 ## bench-nacos: publish-to-enforcement latency over 50 Nacos publishes, 2 instances (r-nacos)
 bench-nacos: services
 	$(WITH_SERVICES) PAYSERVER_IT_PUBLISHES=50 $(GO) test -count=1 -v -run TestNacosPropagation ./integration/ | grep -E 'PROPAGATION|^(ok|FAIL|---)'
+
+## fuzz: every go test -fuzz target for FUZZTIME each (default 30s); failing inputs go to testdata/fuzz
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+## schemathesis: schema-based API fuzzing of an embedded payserver against api/openapi.yaml (ST_MAX_EXAMPLES, default 50)
+schemathesis:
+	scripts/schemathesis.sh
+
+## vulncheck: govulncheck on ./... (skipped with a message when the vulnerability database is unreachable)
+vulncheck:
+	scripts/govulncheck.sh

@@ -68,7 +68,9 @@ type slogNacosLogger struct {
 	// credential matches "name": "value" / name=value pairs of
 	// credentials the SDK may print: the request bodies it logs on
 	// failures carry the access token in their headers, and the login
-	// form carries the password.
+	// form carries the password. It also matches the protobuf text form
+	// key:"accessToken" value:"…" of the gRPC request headers the SDK logs
+	// at debug level.
 	credential *regexp.Regexp
 
 	mu      sync.RWMutex
@@ -79,7 +81,7 @@ func newSlogNacosLogger(l *slog.Logger, min slog.Level) *slogNacosLogger {
 	return &slogNacosLogger{
 		l:          l,
 		min:        min,
-		credential: regexp.MustCompile(`(?i)("?(?:accessToken|password|secretKey|accessKey)"?\s*[:=]\s*"?)[^",&\s}]*`),
+		credential: regexp.MustCompile(`(?i)((?:key:\s*"(?:accessToken|password|secretKey|accessKey)"\s+value:\s*")|(?:"?(?:accessToken|password|secretKey|accessKey)"?\s*[:=]\s*"?))[^",&\s}]*`),
 	}
 }
 

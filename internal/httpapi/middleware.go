@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -41,14 +44,36 @@ func (h *handler) observe(c *gin.Context) {
 	h.opts.Observe(route, c.Writer.Status(), c.Request.Method, time.Since(start).Seconds())
 }
 
-// limitBody caps every request body at MaxBodyBytes.
+// limitBody caps every request body at MaxBodyBytes. An oversized body is
+// answered with "Connection: close": otherwise net/http, before sending the
+// answer, tries to read and discard up to 256 KiB of the unread body so
+// that the connection can be reused, and the refusal waits for a client
+// that never sends it (until ReadTimeout).
 func (h *handler) limitBody(c *gin.Context) {
 	if c.Request.ContentLength > MaxBodyBytes {
+		c.Header("Connection", "close")
 		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: fmt.Sprintf("must be at most %d bytes", MaxBodyBytes)}), "")
 		return
 	}
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+	c.Request.Body = &cappedBody{ReadCloser: http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes), c: c}
 	c.Next()
+}
+
+// cappedBody sets "Connection: close" once the cap is hit (a body without
+// Content-Length), before the handler answers. (http.MaxBytesReader does
+// that itself only on net/http's own ResponseWriter, not gin's.)
+type cappedBody struct {
+	io.ReadCloser
+	c *gin.Context
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var tooBig *http.MaxBytesError
+	if err != nil && errors.As(err, &tooBig) {
+		b.c.Header("Connection", "close")
+	}
+	return n, err
 }
 
 // requireAdmin guards admin routes: with a token configured, the request must
@@ -62,7 +87,10 @@ func (h *handler) requireAdmin(c *gin.Context) {
 		return
 	}
 	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(h.opts.AdminToken)) != 1 {
+	// subtle.ConstantTimeCompare returns at once when the lengths differ,
+	// which would tell the token's length; digests are always 32 bytes.
+	gotSum, wantSum := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(h.opts.AdminToken))
+	if subtle.ConstantTimeCompare(gotSum[:], wantSum[:]) != 1 || !ok {
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid admin bearer token is required"), "")
 	}

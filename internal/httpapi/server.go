@@ -58,6 +58,10 @@ func New(opts Options) (http.Handler, error) {
 	h := &handler{opts: opts, log: opts.Logger}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	// Route on the escaped path, so that an escaped slash stays inside its
+	// segment: GET /pay/a%2Fb is requestId "a/b" (400, malformed), not a
+	// path with one more segment (404 NOT_FOUND).
+	r.UseRawPath = true
 	r.ContextWithFallback = true
 	r.Use(h.recover, h.observe, h.limitBody)
 	r.NoRoute(func(c *gin.Context) {

@@ -1,0 +1,169 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/pay"
+)
+
+// What an admin route is reached from can only be loopback in the
+// integration tests (they run on this machine); these tests set the remote
+// address directly to cover every other source.
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:5555":        true,
+		"127.8.9.10:1":          true,
+		"[::1]:8080":            true,
+		"[::ffff:127.0.0.1]:80": true, // IPv4-mapped loopback
+		"127.0.0.1":             true, // no port
+		"10.0.0.7:1234":         false,
+		"192.168.1.20:80":       false,
+		"172.16.0.1:80":         false,
+		"8.8.8.8:53":            false,
+		"0.0.0.0:80":            false,
+		"[::]:80":               false,
+		"[2001:db8::1]:443":     false,
+		"[fe80::1%eth0]:80":     false, // zoned: not parsed as an IP, so refused
+		"[::ffff:10.0.0.7]:80":  false,
+		"localhost:80":          false, // RemoteAddr is always an IP; a name is refused
+		"":                      false,
+		"garbage":               false,
+		"127.0.0.1.evil.com:80": false,
+	} {
+		if got := isLoopback(addr); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+type noPay struct{}
+
+func (noPay) Pay(context.Context, pay.PayRequest) (*pay.Order, error) {
+	return nil, errors.New("unused")
+}
+func (noPay) Get(context.Context, string) (*pay.Order, error) { return nil, errors.New("unused") }
+
+type okHandler struct{}
+
+func (okHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }
+
+func newAdminHandler(t *testing.T, token string) http.Handler {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	h, err := New(Options{
+		Pay: noPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: token, Metrics: okHandler{},
+		Admin: []func(*gin.RouterGroup){func(g *gin.RouterGroup) {
+			g.GET("/reports/x", func(c *gin.Context) { c.String(http.StatusOK, "report") })
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func serveFrom(h http.Handler, remote, path string, header http.Header) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.RemoteAddr = remote
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func wantUnauthorized(t *testing.T, rec *httptest.ResponseRecorder, what string) {
+	t.Helper()
+	if rec.Code != http.StatusUnauthorized {
+		t.Fatalf("%s: status %d, want 401: %s", what, rec.Code, rec.Body)
+	}
+	var body struct {
+		Code    string         `json:"code"`
+		Message string         `json:"message"`
+		Details map[string]any `json:"details"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Code != "UNAUTHORIZED" || body.Message == "" || body.Details == nil {
+		t.Fatalf("%s: body %s is not an UNAUTHORIZED error (%v)", what, rec.Body, err)
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("%s: Content-Type %q", what, ct)
+	}
+}
+
+// TestAdminWithoutTokenIsLoopbackOnly: with no token configured, admin
+// routes answer loopback clients and refuse every other source, whatever
+// headers claim; the public routes answer everyone.
+func TestAdminWithoutTokenIsLoopbackOnly(t *testing.T) {
+	h := newAdminHandler(t, "")
+	for _, path := range []string{"/metrics", "/reports/x"} {
+		for _, remote := range []string{"127.0.0.1:40000", "[::1]:40000"} {
+			if rec := serveFrom(h, remote, path, nil); rec.Code != http.StatusOK {
+				t.Errorf("%s from %s: %d %s, want 200", path, remote, rec.Code, rec.Body)
+			}
+		}
+		for _, remote := range []string{"10.0.0.7:40000", "192.168.1.20:40000", "[2001:db8::1]:40000", "[::ffff:10.0.0.7]:1"} {
+			wantUnauthorized(t, serveFrom(h, remote, path, nil), path+" from "+remote)
+			// Forwarding headers are not trusted, and a token is no use
+			// when none is configured.
+			spoof := http.Header{
+				"X-Forwarded-For": {"127.0.0.1"}, "X-Real-Ip": {"127.0.0.1"}, "Forwarded": {"for=127.0.0.1"},
+				"Authorization": {"Bearer "},
+			}
+			wantUnauthorized(t, serveFrom(h, remote, path, spoof), path+" from "+remote+" with forwarding headers")
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if rec := serveFrom(h, "10.0.0.7:40000", path, nil); rec.Code != http.StatusOK {
+			t.Errorf("public %s from a remote client: %d, want 200", path, rec.Code)
+		}
+	}
+}
+
+// TestAdminTokenRequiredFromEverywhere: with a token configured, it is
+// required from loopback too, and only the exact token passes.
+func TestAdminTokenRequiredFromEverywhere(t *testing.T) {
+	const token = "tok-0123456789abcdef"
+	h := newAdminHandler(t, token)
+	bad := map[string]string{
+		"no header":              "",
+		"wrong, same length":     "Bearer tok-0123456789abcdeX",
+		"wrong, shorter":         "Bearer tok-0123",
+		"wrong, longer":          "Bearer " + token + "0",
+		"empty token":            "Bearer ",
+		"no scheme":              token,
+		"basic scheme":           "Basic " + token,
+		"scheme without space":   "Bearer" + token,
+		"token with space after": "Bearer " + token + " ",
+		"two spaces":             "Bearer  " + token,
+	}
+	for _, path := range []string{"/metrics", "/reports/x"} {
+		for _, remote := range []string{"127.0.0.1:40000", "10.0.0.7:40000"} {
+			for name, auth := range bad {
+				hdr := http.Header{}
+				if auth != "" {
+					hdr.Set("Authorization", auth)
+				}
+				rec := serveFrom(h, remote, path, hdr)
+				wantUnauthorized(t, rec, path+" from "+remote+", "+name)
+				if got := rec.Header().Get("WWW-Authenticate"); got != `Bearer realm="payserver-admin"` {
+					t.Errorf("%s: WWW-Authenticate %q", name, got)
+				}
+			}
+			rec := serveFrom(h, remote, path, http.Header{"Authorization": {"Bearer " + token}})
+			if rec.Code != http.StatusOK {
+				t.Errorf("%s from %s with the token: %d %s", path, remote, rec.Code, rec.Body)
+			}
+		}
+	}
+}

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# schemathesis.sh — schema-based API fuzzing: runs schemathesis (from PyPI)
+# against api/openapi.yaml on a running payserver. It must find no 5xx and no
+# answer that breaks the document.
+#
+# Usage: scripts/schemathesis.sh
+#
+# By default it builds payserver, starts it in the embedded mode (SQLite in a
+# temp data dir, in-process Redis, a temp limits file, admin token set) on a
+# random loopback port, runs schemathesis with every check, stops the server
+# and exits non-zero on any failure. The integration test
+# integration/TestSchemathesis runs the same script against a payserver on
+# real MariaDB and Redis by setting ST_BASE_URL and ST_TOKEN.
+#
+# Environment:
+#   ST_MAX_EXAMPLES   test cases per operation and phase (default 50; ~30 s)
+#   ST_SEED           hypothesis seed (default: random; printed, so a failure
+#                     can be replayed with the same seed)
+#   ST_BASE_URL       test this running server instead of starting one
+#   ST_TOKEN          its admin token (with ST_BASE_URL)
+#   ST_SERVER_LOG     its log file, checked for internal errors (optional)
+#   SCHEMATHESIS_VENV where schemathesis is installed (default
+#                     /tmp/payserver-schemathesis-venv; created if missing)
+#   SCHEMATHESIS_VERSION  pinned version (default 4.32.5)
+#
+# What is not a failure: a schema-valid request that payserver refuses for a
+# reason the schema cannot express. Two exist, and a hook allows exactly them
+# (any other 400 to schema-valid data still fails):
+#   POST /pay                    400 CHANNEL_NOT_SUPPORTED (a well-formed
+#                                channel code that is not configured)
+#   GET /reports/channel-limits  400 INVALID_REQUEST on `from`/`to` only (to
+#                                not after from, span over the granularity's
+#                                cap, a time before 1970)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+GO="${GO:-go}"
+VENV="${SCHEMATHESIS_VENV:-/tmp/payserver-schemathesis-venv}"
+VERSION="${SCHEMATHESIS_VERSION:-4.32.5}"
+MAX_EXAMPLES="${ST_MAX_EXAMPLES:-50}"
+SEED="${ST_SEED:-$((RANDOM * 32768 + RANDOM))}"
+
+log() { echo "schemathesis.sh: $*" >&2; }
+
+# ---------------------------------------------------------------- install
+install_schemathesis() {
+  if [[ -x "$VENV/bin/schemathesis" ]] &&
+    [[ "$("$VENV/bin/schemathesis" --version 2>/dev/null)" == *"version $VERSION"* ]]; then
+    return
+  fi
+  command -v python3 >/dev/null || { log "python3 not found"; exit 1; }
+  log "installing schemathesis==$VERSION into $VENV"
+  # A lock so that parallel runs (several test packages) install once.
+  mkdir -p "$(dirname "$VENV")"
+  exec 8>"$VENV.lock"
+  flock 8
+  if [[ ! -x "$VENV/bin/schemathesis" ]] ||
+    [[ "$("$VENV/bin/schemathesis" --version 2>/dev/null)" != *"version $VERSION"* ]]; then
+    [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$VERSION"
+  fi
+  flock -u 8
+  exec 8>&-
+}
+install_schemathesis
+
+WORK="$(mktemp -d /tmp/payserver-schemathesis.XXXXXX)"
+SERVER_PID=""
+cleanup() {
+  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$SERVER_PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# ---------------------------------------------------------------- server
+if [[ -n "${ST_BASE_URL:-}" ]]; then
+  BASE="$ST_BASE_URL"
+  TOKEN="${ST_TOKEN:-}"
+  SERVER_LOG="${ST_SERVER_LOG:-}"
+else
+  log "building payserver"
+  (cd "$ROOT" && "$GO" build -o "$WORK/payserver" ./cmd/payserver)
+  TOKEN="st-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  cat >"$WORK/limits.yaml" <<'EOF'
+window: 1s
+limits:
+  ONLINE_PAY:ALIPAY: 100
+  ONLINE_PAY:WECHAT: -1
+  ONLINE_PAY:UNIONPAY: 0
+  DEMO:ALIPAY: {limit: 2, window: 1s}
+  REFUND:ALIPAY:
+    - {limit: 20, window: 1s}
+    - {limit: 600, window: 1m}
+EOF
+  # Declines (200 FAILED) and timeouts (200 UNKNOWN). No simulated system
+  # errors: their 502 CHANNEL_ERROR is documented but is a 5xx that
+  # not_a_server_error would (rightly, for user input) flag.
+  cat >"$WORK/payserver.yaml" <<'EOF'
+channelTimeout: 300ms
+channels:
+  ALIPAY: {declineRate: 0.1, timeoutRate: 0.02}
+  WECHAT: {}
+  UNIONPAY: {declineRate: 0.5}
+EOF
+  SERVER_LOG="$WORK/payserver.log"
+  PAYSERVER_HTTP_ADDR=127.0.0.1:0 PAYSERVER_DATA_DIR="$WORK/data" PAYSERVER_CONFIG="$WORK/payserver.yaml" \
+    PAYSERVER_LIMITS_FILE="$WORK/limits.yaml" PAYSERVER_ADMIN_TOKEN="$TOKEN" PAYSERVER_LOG_LEVEL=info \
+    "$WORK/payserver" >"$SERVER_LOG" 2>&1 &
+  SERVER_PID=$!
+  addr=""
+  for _ in $(seq 1 200); do
+    addr="$(sed -n 's/.*msg="payserver listening" addr=\([0-9.:]*\).*/\1/p' "$SERVER_LOG" | head -1)"
+    [[ -n "$addr" ]] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$SERVER_LOG" >&2; log "payserver exited at start"; exit 1; }
+    sleep 0.1
+  done
+  [[ -n "$addr" ]] || { cat "$SERVER_LOG" >&2; log "payserver did not start in 20s"; exit 1; }
+  BASE="http://$addr"
+  log "payserver (embedded) on $BASE"
+fi
+
+# ---------------------------------------------------------------- config
+# The two refusals the schema cannot express (see the header) are let
+# through positive_data_acceptance for their operations only, and the hook
+# check below makes sure that every such 400 is one of them.
+# Dictionaries steer part of the generated data to values the server knows
+# (configured channels, limited bizTypes, a valid report span), so that the
+# answers past validation (200, 429, the report) are fuzzed too.
+cat >"$WORK/schemathesis.toml" <<'EOF'
+[dictionaries]
+channels = { values = ["ALIPAY", "WECHAT", "UNIONPAY"] }
+biztypes = { values = ["ONLINE_PAY", "DEMO", "REFUND"] }
+report-from = { values = ["2026-03-01T10:00:00Z", "2026-03-01T10:20:30+08:00", "1970-01-01T00:00:00Z"] }
+report-to = { values = ["2026-03-01T11:00:00Z", "2026-03-01T12:00:01.5Z", "2026-03-02T10:00:00Z"] }
+
+[parameters]
+"body.channel" = { dictionary = "channels", probability = 0.7 }
+"body.bizType" = { dictionary = "biztypes", probability = 0.5 }
+"query.from" = { dictionary = "report-from", probability = 0.6 }
+"query.to" = { dictionary = "report-to", probability = 0.6 }
+
+[[operations]]
+include-operation-id = ["pay", "getChannelLimitReport"]
+checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", 400, 401, 403, 404, 409, 429, "5xx"]
+EOF
+cat >"$WORK/hooks.py" <<'EOF'
+import schemathesis
+
+
+@schemathesis.check
+def payserver_semantic_refusals_only(ctx, response, case):
+    """A schema-valid request may be refused with 400 only for the reasons
+    the schema cannot express: an unconfigured channel on POST /pay, and the
+    from/to relation on the report."""
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or response.status_code != 400:
+        return None
+    label = case.operation.label
+    if label not in ("POST /pay", "GET /reports/channel-limits"):
+        return None
+    body = response.json()
+    if label == "POST /pay":
+        if body.get("code") != "CHANNEL_NOT_SUPPORTED":
+            raise AssertionError(f"schema-valid payment refused with {body.get('code')}: {body}")
+        return None
+    fields = {f.get("field") for f in body.get("details", {}).get("fields", [])}
+    if body.get("code") != "INVALID_REQUEST" or not fields or not fields <= {"from", "to"}:
+        raise AssertionError(f"schema-valid report query refused for {sorted(fields)}: {body}")
+    return None
+EOF
+
+# ---------------------------------------------------------------- run
+headers=()
+[[ -n "$TOKEN" ]] && headers=(-H "Authorization: Bearer $TOKEN")
+log "schemathesis $VERSION: --checks all, --max-examples $MAX_EXAMPLES, --seed $SEED against $BASE"
+status=0
+(cd "$WORK" && SCHEMATHESIS_HOOKS="$WORK/hooks.py" "$VENV/bin/schemathesis" --config-file "$WORK/schemathesis.toml" \
+  run "$ROOT/api/openapi.yaml" --url "$BASE" "${headers[@]}" \
+  --checks all --max-examples "$MAX_EXAMPLES" --seed "$SEED" \
+  --generation-database none --request-timeout 10 --no-color) || status=$?
+
+# The server must have logged no internal error and no panic.
+if [[ -n "${SERVER_LOG:-}" && -f "$SERVER_LOG" ]]; then
+  if grep -E 'level=ERROR|"level":"ERROR"|panic|DATA RACE' "$SERVER_LOG" >&2; then
+    log "payserver logged errors during the run (above)"
+    status=1
+  fi
+fi
+if ((status != 0)); then
+  log "FAILED (seed $SEED; rerun with ST_SEED=$SEED)"
+else
+  log "ok: no 5xx, no answer that breaks api/openapi.yaml"
+fi
+exit "$status"
