@@ -46,7 +46,7 @@ func (h *handler) postPay(c *gin.Context) {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		reason := "could not be read: " + err.Error()
+		reason := "could not be read in time or was cut short"
 		if errors.As(err, &tooBig) {
 			reason = fmt.Sprintf("must be at most %d bytes", MaxBodyBytes)
 		}
