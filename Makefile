@@ -71,3 +71,11 @@ schemathesis:
 ## vulncheck: govulncheck on ./... (skipped with a message when the vulnerability database is unreachable)
 vulncheck:
 	scripts/govulncheck.sh
+
+## bench-e2e: end-to-end POST /pay on real MariaDB and Redis, ratios side by side (about 3.5 minutes)
+bench-e2e: services
+	scripts/bench-e2e.sh
+
+## profile: CPU and allocation profiles of the admitted path under load
+profile: services
+	scripts/profile.sh

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sort"
@@ -45,6 +46,7 @@ type Main struct {
 	stats    statsWiring
 	server   *http.Server
 	listener net.Listener
+	pprof    *http.Server
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -74,6 +76,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	m.metrics = metrics.New()
+	if err := m.startPprof(); err != nil {
+		return err
+	}
 	if err := m.openDB(ctx); err != nil {
 		return err
 	}
@@ -83,7 +88,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openStats(bg); err != nil {
 		return err
 	}
-	store, err := ratelimit.NewRedisStore(m.redis, "")
+	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{AutoPipeline: m.cfg.RedisAutoPipeline})
 	if err != nil {
 		return err
 	}
@@ -238,9 +243,10 @@ func (m *Main) startLimits(ctx context.Context) error {
 		return err
 	}
 	mgr, err := configcenter.NewManager(src, applier, configcenter.ManagerOptions{
-		Logger:  m.log.With("component", "limits"),
-		History: history,
-		Hooks:   configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused},
+		Logger:       m.log.With("component", "limits"),
+		History:      history,
+		LastGoodPath: filepath.Join(m.cfg.DataDir, "limits", "last-good.yaml"),
+		Hooks:        configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused},
 	})
 	if err != nil {
 		return err
@@ -377,6 +383,10 @@ func (m *Main) Close() error {
 	if m.cancel != nil {
 		m.cancel()
 	}
+	if m.pprof != nil {
+		_ = m.pprof.Close()
+		m.pprof = nil
+	}
 	m.wg.Wait()
 	if err := m.drainStats(); err != nil {
 		errs = append(errs, err)
@@ -399,6 +409,28 @@ func (m *Main) Close() error {
 	}
 	m.log.Info("payserver stopped")
 	return errors.Join(errs...)
+}
+
+// startPprof serves net/http/pprof on its own loopback listener when
+// PAYSERVER_PPROF_ADDR is set (Validate refuses other hosts).
+func (m *Main) startPprof() error {
+	if m.cfg.PprofAddr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", m.cfg.PprofAddr)
+	if err != nil {
+		return fmt.Errorf("pprof listen %s: %w", m.cfg.PprofAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // also heap, allocs, goroutine, ...
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	m.pprof = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := m.pprof
+	m.goBackground(func() { _ = srv.Serve(ln) })
+	m.log.Warn("pprof listening; for profiling only", "addr", ln.Addr().String())
+	return nil
 }
 
 // instanceName identifies this process in shared tables: host and address.

@@ -80,16 +80,17 @@ type NacosConfig struct {
 // DefaultConfig is the embedded default: no external server needed.
 func DefaultConfig() Config {
 	return Config{
-		HTTPAddr:        "127.0.0.1:8080",
-		DataDir:         defaultDataDir(),
-		LimitsFile:      "configs/channel-limits.yaml",
-		LogLevel:        "info",
-		LogFormat:       "text",
-		Limiter:         LimiterConfig{Policy: "local", Timeout: 50 * time.Millisecond, InstanceCount: 1, NearCache: true},
-		Nacos:           NacosConfig{Group: "PAY_GROUP", DataID: "payserver-channel-limits"},
-		Stats:           StatsConfig{FlushInterval: 5 * time.Second},
-		ChannelTimeout:  5 * time.Second,
-		ShutdownTimeout: 15 * time.Second,
+		HTTPAddr:          "127.0.0.1:8080",
+		DataDir:           defaultDataDir(),
+		LimitsFile:        "configs/channel-limits.yaml",
+		LogLevel:          "info",
+		LogFormat:         "text",
+		RedisAutoPipeline: true,
+		Limiter:           LimiterConfig{Policy: "local", Timeout: 50 * time.Millisecond, InstanceCount: 1, NearCache: true},
+		Nacos:             NacosConfig{Group: "PAY_GROUP", DataID: "payserver-channel-limits"},
+		Stats:             StatsConfig{FlushInterval: 5 * time.Second},
+		ChannelTimeout:    5 * time.Second,
+		ShutdownTimeout:   15 * time.Second,
 		Channels: map[string]channel.SimulatorConfig{
 			"ALIPAY": {}, "WECHAT": {}, "UNIONPAY": {},
 		},

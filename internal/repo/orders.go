@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -48,23 +49,61 @@ func NewOrders(db *gorm.DB) (*Orders, error) {
 
 var _ pay.OrderStore = (*Orders)(nil)
 
+// Get, Create and Finish run on every payment. They send fixed SQL, the
+// statements gorm would build, straight to gorm's prepared-statement pool:
+// profiles of POST /pay showed gorm's per-call statement building,
+// reflection and trace logging at about a sixth of payserver's CPU. Errors
+// and slow statements still go to gorm's logger (see trace).
+const (
+	orderColumns = "order_no, request_id, request_hash, biz_type, channel, merchant_id, amount, currency, subject, " +
+		"status, channel_trade_no, failure_code, failure_message, created_at, updated_at"
+	getOrderSQL    = "SELECT " + orderColumns + " FROM orders WHERE request_id = ?"
+	createOrderSQL = "INSERT INTO orders (" + orderColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	finishOrderSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ? " +
+		"WHERE request_id = ? AND status IN (?, ?)"
+)
+
+// traceAfter is the age past which a hot-path statement is handed to gorm's
+// logger, which logs it if it passed its own slow threshold (200ms).
+const traceAfter = 100 * time.Millisecond
+
+// trace hands a failed or slow statement to gorm's logger, as gorm itself
+// would; fast successful ones skip it.
+func (s *Orders) trace(ctx context.Context, begin time.Time, query string, err error) {
+	if err != nil || time.Since(begin) > traceAfter {
+		s.db.Logger.Trace(ctx, begin, func() (string, int64) { return query, -1 }, err)
+	}
+}
+
 // Get implements pay.OrderStore.
 func (s *Orders) Get(ctx context.Context, requestID string) (*pay.Order, error) {
-	var row orderRow
-	err := s.db.WithContext(ctx).Where("request_id = ?", requestID).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	var r orderRow
+	begin := time.Now()
+	err := s.db.ConnPool.QueryRowContext(ctx, getOrderSQL, requestID).Scan(&r.OrderNo, &r.RequestID, &r.RequestHash,
+		&r.BizType, &r.Channel, &r.MerchantID, &r.Amount, &r.Currency, &r.Subject,
+		&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		s.trace(ctx, begin, getOrderSQL, nil)
 		return nil, pay.ErrOrderNotFound
 	}
+	s.trace(ctx, begin, getOrderSQL, err)
 	if err != nil {
 		return nil, fmt.Errorf("repo: get order: %w", err)
 	}
-	return row.order(), nil
+	return r.order(), nil
 }
 
 // Create implements pay.OrderStore.
 func (s *Orders) Create(ctx context.Context, o *pay.Order) error {
-	row := rowOf(o)
-	err := s.db.WithContext(ctx).Create(&row).Error
+	r := rowOf(o)
+	begin := time.Now()
+	_, err := s.db.ConnPool.ExecContext(ctx, createOrderSQL, r.OrderNo, r.RequestID, r.RequestHash,
+		r.BizType, r.Channel, r.MerchantID, r.Amount, r.Currency, r.Subject,
+		r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt)
+	s.trace(ctx, begin, createOrderSQL, err)
+	if t, ok := s.db.Dialector.(gorm.ErrorTranslator); ok && err != nil {
+		err = t.Translate(err)
+	}
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return pay.ErrDuplicateOrder
 	}
@@ -76,19 +115,18 @@ func (s *Orders) Create(ctx context.Context, o *pay.Order) error {
 
 // Finish implements pay.OrderStore.
 func (s *Orders) Finish(ctx context.Context, o *pay.Order) error {
-	res := s.db.WithContext(ctx).Model(&orderRow{}).
-		Where("request_id = ? AND status IN ?", o.RequestID, []string{string(pay.StatusProcessing), string(pay.StatusUnknown)}).
-		Updates(map[string]any{
-			"status":           string(o.Status),
-			"channel_trade_no": o.ChannelTradeNo,
-			"failure_code":     o.FailureCode,
-			"failure_message":  o.FailureMessage,
-			"updated_at":       o.UpdatedAt.UTC(),
-		})
-	if res.Error != nil {
-		return fmt.Errorf("repo: finish order: %w", res.Error)
+	begin := time.Now()
+	res, err := s.db.ConnPool.ExecContext(ctx, finishOrderSQL, string(o.Status), o.ChannelTradeNo, o.FailureCode,
+		o.FailureMessage, o.UpdatedAt.UTC(), o.RequestID, string(pay.StatusProcessing), string(pay.StatusUnknown))
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
 	}
-	if res.RowsAffected == 0 {
+	s.trace(ctx, begin, finishOrderSQL, err)
+	if err != nil {
+		return fmt.Errorf("repo: finish order: %w", err)
+	}
+	if n == 0 {
 		return pay.ErrOrderNotFound
 	}
 	return nil

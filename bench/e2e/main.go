@@ -1,0 +1,435 @@
+// Command e2e holds the Go parts of scripts/bench-e2e.sh (the HTTP load
+// itself is wrk with bench/e2e/pay.lua):
+//
+//	go run ./bench/e2e batching [-addr 127.0.0.1:16379] [-callers 64] [-duration 8s] [-rounds 4]
+//	go run ./bench/e2e zset [-addr 127.0.0.1:16379] [-sizes 0,100000,1000000] [-callers 64]
+//
+// batching measures limiter checks per second through payserver's Limiter
+// on a real Redis with callers concurrent goroutines, the RedisStore on the
+// plain go-redis client ("unbatched") side by side with the same store on
+// go-redis's autopipeliner ("batched"), interleaved in rounds so that both
+// see the same machine. Every check has a new member on a roomy key
+// (10,000,000 per 1s), so every check is one EVALSHA that admits. It prints
+// checks/s, p50/p99/p99.9 and a RATIO line. The run is bounded by duration
+// and by -max-checks.
+//
+// zset measures how a check's cost grows with the window's occupancy (the
+// sorted set's length, i.e. the limit in use): for each size it fills a
+// 1-hour window with that many members, then runs callers goroutines of
+// admitting checks for -duration, and prints checks/s, p99, Redis time per
+// EVALSHA (INFO commandstats) and Redis memory per member (MEMORY USAGE).
+// The filled keys are deleted at the end (UNLINK).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"payserver/internal/ratelimit"
+)
+
+func main() {
+	cmds := map[string]func([]string) error{"batching": batching, "zset": zsetSize}
+	if len(os.Args) < 2 || cmds[os.Args[1]] == nil {
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench/e2e batching|zset [flags]")
+		os.Exit(2)
+	}
+	if err := cmds[os.Args[1]](os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/e2e: FAIL:", err)
+		os.Exit(1)
+	}
+}
+
+type side struct {
+	name    string
+	lim     *ratelimit.Limiter
+	key     ratelimit.Key
+	checks  int64
+	elapsed time.Duration
+	lat     []time.Duration
+	errs    int64 // failed checks
+	other   int64 // checks not decided by Redis (breaker open) or refused
+}
+
+func batching(args []string) error {
+	fs := flag.NewFlagSet("batching", flag.ExitOnError)
+	addr := fs.String("addr", envOr("PAYSERVER_TEST_REDIS_ADDR", "127.0.0.1:16379"), "Redis address (loopback only)")
+	callers := fs.Int("callers", 64, "concurrent callers")
+	duration := fs.Duration("duration", 8*time.Second, "measured time per side, split over the rounds")
+	rounds := fs.Int("rounds", 4, "interleaved rounds (unbatched, batched, ...)")
+	maxChecks := fs.Int64("max-checks", 5_000_000, "upper bound on checks per round and side")
+	target := fs.Float64("target", 2.5, "ratio target batched/unbatched")
+	p99Max := fs.Duration("p99-max", 2*time.Millisecond, "batched p99 target")
+	only := fs.String("only", "", "run one side only: batched or unbatched (for profiling)")
+	flushDelay := fs.Duration("flush-delay", 0, "AutoPipelineOptions.MaxFlushDelay (0: go-redis default)")
+	coalesce := fs.Bool("coalesce", true, "also measure the coalescer prototype (bench/e2e/coalescer.go)")
+	batches := fs.Int("batches", 0, "AutoPipelineOptions.MaxConcurrentBatches, Unordered when > 1 (0: go-redis default)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
+	_ = fs.Parse(args)
+	if *callers < 1 || *rounds < 1 || *duration <= 0 {
+		return errors.New("need -callers >= 1, -rounds >= 1, -duration > 0")
+	}
+	client, err := dial(*addr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if *flushDelay > 0 || *batches > 0 {
+		o := redis.DefaultAutoPipelineOptions()
+		o.MaxFlushDelay = *flushDelay
+		if *batches > 1 {
+			o.MaxConcurrentBatches, o.Unordered = *batches, true
+		}
+		client.Options().AutoPipelineOptions = o
+	}
+	ctx := context.Background()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	mk := func(name string, batched bool, st ratelimit.Store) (*side, error) {
+		if st == nil {
+			var err error
+			st, err = ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: "payserver:bench-e2e:", AutoPipeline: batched})
+			if err != nil {
+				return nil, err
+			}
+		}
+		// A roomy timeout: a loaded machine should show up as latency here,
+		// not as degraded (local) decisions.
+		lim, err := ratelimit.New(st, ratelimit.Options{Timeout: time.Second})
+		if err != nil {
+			return nil, err
+		}
+		key := ratelimit.Key{BizType: "ROOMY" + strconv.Itoa(len(name)), Channel: "ALIPAY"}
+		cfg, err := ratelimit.ParseDocument([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 10000000, window: 1s}\n", key.BizType)))
+		if err != nil {
+			return nil, err
+		}
+		lim.SetConfig(cfg)
+		return &side{name: name, lim: lim, key: key}, nil
+	}
+	plain, err := mk("unbatched (plain client)", false, nil)
+	if err != nil {
+		return err
+	}
+	batched, err := mk("batched (AutoPipeline)", true, nil)
+	if err != nil {
+		return err
+	}
+	var coalesced *side
+	if *coalesce {
+		co := newCoalescer(client, "payserver:bench-e2e:", 256)
+		if err := exactSelfCheck(ctx, co); err != nil {
+			return err
+		}
+		if coalesced, err = mk("coalesced (1 script/batch)", false, co); err != nil {
+			return err
+		}
+	}
+	per := *duration / time.Duration(*rounds)
+	fmt.Printf("limiter checks through ratelimit.Limiter on Redis %s: %d callers, %d rounds of %v per side, interleaved\n", *addr, *callers, *rounds, per)
+	sides := []*side{plain, batched}
+	if coalesced != nil {
+		sides = append(sides, coalesced)
+	}
+	switch *only {
+	case "unbatched":
+		sides = sides[:1]
+	case "batched":
+		sides = sides[1:2]
+	case "coalesced":
+		sides = sides[2:]
+	}
+	for _, s := range sides { // warm-up: connections, script cache
+		measure(ctx, s, *callers, 300*time.Millisecond, *maxChecks, run+"w", false)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	for r := 0; r < *rounds; r++ {
+		for _, s := range sides {
+			measure(ctx, s, *callers, per, *maxChecks, run+strconv.Itoa(r), true)
+		}
+	}
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if len(sides) == 1 {
+		s := sides[0]
+		sort.Slice(s.lat, func(i, j int) bool { return s.lat[i] < s.lat[j] })
+		fmt.Printf("  %s: %.0f checks/s, p99 %.3f ms\n", s.name, s.rate(), ms(q(s.lat, 0.99)))
+		return nil
+	}
+	fmt.Printf("  %-26s %12s %9s %9s %9s %7s %9s\n", "", "checks/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "not-redis")
+	for _, s := range sides {
+		sort.Slice(s.lat, func(i, j int) bool { return s.lat[i] < s.lat[j] })
+		fmt.Printf("  %-26s %12.0f %9.3f %9.3f %9.3f %7d %9d\n", s.name, s.rate(), ms(q(s.lat, 0.50)), ms(q(s.lat, 0.99)), ms(q(s.lat, 0.999)), s.errs, s.other)
+	}
+	ratio := batched.rate() / plain.rate()
+	p99 := q(batched.lat, 0.99)
+	verdict := "PASS"
+	if ratio < *target || p99 >= *p99Max {
+		verdict = "MISS"
+	}
+	fmt.Printf("RATIO batched/unbatched limiter checks c=%d = %.2f (target >= %.1f, batched p99 %.3f ms < %.0f ms) %s\n",
+		*callers, ratio, *target, ms(p99), ms(*p99Max), verdict)
+	if coalesced != nil {
+		fmt.Printf("RATIO coalesced(prototype)/unbatched limiter checks c=%d = %.2f (reported; p99 %.3f ms)\n",
+			*callers, coalesced.rate()/plain.rate(), ms(q(coalesced.lat, 0.99)))
+	}
+	for _, s := range sides {
+		if s.errs > 0 {
+			return fmt.Errorf("%s: %d checks failed", s.name, s.errs)
+		}
+	}
+	return nil
+}
+
+// exactSelfCheck: 64 callers x 13 distinct members on a fresh key with
+// limit 100 must admit exactly 100 through the coalescer, and a member
+// already admitted must come back as an admitted duplicate in the full
+// window.
+func exactSelfCheck(ctx context.Context, co *coalescer) error {
+	k := ratelimit.Key{BizType: "EXACT" + strings.ToUpper(strconv.FormatInt(time.Now().UnixNano(), 36)), Channel: "ALIPAY"}
+	ws := []ratelimit.Window{{Limit: 100, Size: time.Minute}}
+	var admitted atomic.Int64
+	var mu sync.Mutex
+	var first error
+	var in []string
+	var wg sync.WaitGroup
+	for c := 0; c < 64; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < 13; i++ {
+				m := fmt.Sprintf("c%d-%d", c, i)
+				r, err := co.Check(ctx, k, ws, m)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				if err == nil && r.Allowed {
+					in = append(in, m)
+				}
+				mu.Unlock()
+				if err == nil && r.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	if first != nil {
+		return fmt.Errorf("coalescer self-check: %w", first)
+	}
+	if admitted.Load() != 100 {
+		return fmt.Errorf("coalescer self-check: admitted %d of 832 with limit 100, want exactly 100", admitted.Load())
+	}
+	r, err := co.Check(ctx, k, ws, in[0])
+	if err != nil || !r.Allowed || !r.Duplicate {
+		return fmt.Errorf("coalescer self-check: admitted member again: %+v %v, want an admitted duplicate", r, err)
+	}
+	if r, err := co.Check(ctx, k, ws, "new"); err != nil || r.Allowed || r.RetryAfter <= 0 {
+		return fmt.Errorf("coalescer self-check: new member in the full window: %+v %v, want refused with a retry-after", r, err)
+	}
+	return nil
+}
+
+// measure runs callers goroutines of Allow for d (at most maxChecks) and
+// adds to s when record is set.
+func measure(ctx context.Context, s *side, callers int, d time.Duration, maxChecks int64, tag string, record bool) {
+	var n, errs, other atomic.Int64
+	lats := make([][]time.Duration, callers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			member := tag + "-" + strconv.Itoa(c) + "-"
+			for i := 0; time.Now().Before(deadline) && n.Add(1) <= maxChecks; i++ {
+				t0 := time.Now()
+				dec, err := s.lim.Allow(ctx, s.key, member+strconv.Itoa(i))
+				lats[c] = append(lats[c], time.Since(t0))
+				switch {
+				case err != nil:
+					errs.Add(1)
+				case !dec.Allowed || dec.Source != ratelimit.SourceRedis:
+					other.Add(1)
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	if !record {
+		return
+	}
+	s.elapsed += time.Since(start)
+	for _, l := range lats {
+		s.checks += int64(len(l))
+		s.lat = append(s.lat, l...)
+	}
+	s.errs += errs.Load()
+	s.other += other.Load()
+}
+
+// dial connects with payserver's own client options (cmd/payserver/app.go),
+// to a loopback address only.
+func dial(addr string) (*redis.Client, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("-addr %s: loopback only", addr)
+	}
+	client := redis.NewClient(&redis.Options{
+		Addr: addr, DialTimeout: 250 * time.Millisecond, ReadTimeout: 500 * time.Millisecond,
+		WriteTimeout: 500 * time.Millisecond, ContextTimeoutEnabled: true, PoolSize: 128,
+		MinIdleConns: 8, PoolTimeout: 100 * time.Millisecond, MaxRetries: 2,
+	})
+	if err := client.Ping(context.Background()).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("redis %s: %w", addr, err)
+	}
+	return client, nil
+}
+
+func zsetSize(args []string) error {
+	fs := flag.NewFlagSet("zset", flag.ExitOnError)
+	addr := fs.String("addr", envOr("PAYSERVER_TEST_REDIS_ADDR", "127.0.0.1:16379"), "Redis address (loopback only)")
+	sizes := fs.String("sizes", "0,100000,1000000", "window occupancies to measure (at most 5,000,000)")
+	callers := fs.Int("callers", 64, "concurrent callers")
+	duration := fs.Duration("duration", 3*time.Second, "measured time per size")
+	_ = fs.Parse(args)
+	client, err := dial(*addr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	ctx := context.Background()
+	st, err := ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: "payserver:bench-e2e:"})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("limiter check cost vs window occupancy (1h window, every check admitted), %d callers, plain client, %v per size\n", *callers, *duration)
+	fmt.Printf("  %12s %10s %9s %12s %14s\n", "members", "checks/s", "p99 ms", "Redis us/check", "bytes/member")
+	var keys []string
+	defer func() {
+		if len(keys) > 0 {
+			client.Unlink(ctx, keys...)
+		}
+	}()
+	for _, f := range splitInts(*sizes) {
+		if f < 0 || f > 5_000_000 {
+			return fmt.Errorf("size %d outside [0, 5000000]", f)
+		}
+		biz := "ZSET" + strconv.FormatInt(f, 10)
+		key := ratelimit.Key{BizType: biz, Channel: "ALIPAY"}
+		w := ratelimit.Window{Limit: ratelimit.MaxLimit, Size: time.Hour}
+		rk := st.RedisKey(key, w)
+		keys = append(keys, rk)
+		client.Unlink(ctx, rk)
+		now, err := client.Time(ctx).Result()
+		if err != nil {
+			return err
+		}
+		score := float64(now.UnixMicro())
+		for i := int64(0); i < f; i += 10_000 {
+			zs := make([]redis.Z, 0, 10_000)
+			for j := i; j < min(f, i+10_000); j++ {
+				zs = append(zs, redis.Z{Score: score, Member: "fill-" + strconv.FormatInt(j, 10)})
+			}
+			if err := client.ZAdd(ctx, rk, zs...).Err(); err != nil {
+				return err
+			}
+		}
+		lim, err := ratelimit.New(st, ratelimit.Options{Timeout: time.Second})
+		if err != nil {
+			return err
+		}
+		cfg, err := ratelimit.ParseDocument([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: %d, window: 1h}\n", biz, ratelimit.MaxLimit)))
+		if err != nil {
+			return err
+		}
+		lim.SetConfig(cfg)
+		s := &side{name: biz, lim: lim, key: key}
+		measure(ctx, s, *callers, 300*time.Millisecond, 1_000_000, "zw", false)
+		if err := client.ConfigResetStat(ctx).Err(); err != nil {
+			return err
+		}
+		measure(ctx, s, *callers, *duration, 5_000_000, "zm", true)
+		us := evalshaUsec(ctx, client)
+		n, _ := client.ZCard(ctx, rk).Result()
+		mem, _ := client.MemoryUsage(ctx, rk, 0).Result()
+		sort.Slice(s.lat, func(i, j int) bool { return s.lat[i] < s.lat[j] })
+		fmt.Printf("  %12d %10.0f %9.3f %12.1f %14.1f\n", f, s.rate(), ms(q(s.lat, 0.99)), us, float64(mem)/float64(max(n, 1)))
+		if s.errs+s.other > 0 {
+			return fmt.Errorf("size %d: %d failed, %d not admitted by Redis", f, s.errs, s.other)
+		}
+	}
+	return nil
+}
+
+// evalshaUsec reads usec_per_call of EVALSHA from INFO commandstats.
+func evalshaUsec(ctx context.Context, c *redis.Client) float64 {
+	info, _ := c.Info(ctx, "commandstats").Result()
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+			for _, kv := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
+					f, _ := strconv.ParseFloat(v, 64)
+					return f
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func splitInts(s string) []int64 {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		if n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (s *side) rate() float64 { return float64(s.checks) / s.elapsed.Seconds() }
+
+func q(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# profile.sh — CPU and allocation profiles (pprof) of payserver's admitted
+# POST /pay path under load, on real MariaDB and Redis.
+#
+# Usage: scripts/profile.sh [BIZTYPE]   (default ROOMY: limited key with room;
+#                                        BENCH: unlimited; FULL: refused)
+#
+# Builds payserver, runs it on a fresh database (payserver_bench_profile)
+# with PAYSERVER_PPROF_ADDR on a loopback port of its own, drives POST /pay
+# with wrk (bench/e2e/pay.lua: a new requestId per request) at
+# PROFILE_CONCURRENCY (50) for PROFILE_SECONDS (10) after a 3 s warm-up, and
+# meanwhile takes a CPU profile and a delta allocation profile of the same
+# seconds. Writes bench/out/profile/{cpu,allocs}.pprof and top.txt (the
+# heaviest functions, flat and cumulative) and prints top.txt.
+# E2E_AUTOPIPELINE=true|false sets PAYSERVER_REDIS_AUTOPIPELINE.
+# Inspect further with: go tool pprof -http 127.0.0.1:0 bench/out/profile/cpu.pprof
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+GO="${GO:-go}"
+BIZ="${1:-ROOMY}"
+SECS="${PROFILE_SECONDS:-10}"
+C="${PROFILE_CONCURRENCY:-50}"
+HOST=127.0.0.1
+PORT="${PROFILE_PORT:-18095}"
+PPROF="$HOST:$((PORT + 1))"
+DB=payserver_bench_profile
+OUT=bench/out/profile
+
+die() { echo "profile.sh: FAIL: $*" >&2; exit 1; }
+command -v wrk >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null || die "apt-get install wrk failed"
+scripts/services.sh start mariadb redis >&2
+
+WORK="$(mktemp -d /tmp/payserver-profile.XXXXXX)"
+PID=""
+cleanup() {
+  [[ -n "$PID" ]] && { kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$GO" build -o "$WORK/payserver" ./cmd/payserver
+mariadb --no-defaults --protocol=tcp -h "$HOST" -P 13306 -upayserver -ppayserver \
+  -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+redis-cli -h "$HOST" -p 16379 --scan --pattern 'payserver:rl:{FULL:ALIPAY}:*' | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
+cat >"$WORK/limits.yaml" <<'EOF'
+window: 1s
+limits:
+  BENCH:ALIPAY: -1
+  ROOMY:ALIPAY: {limit: 10000000, window: 1s}
+  FULL:ALIPAY: {limit: 1, window: 1h}
+EOF
+printf 'channels:\n  ALIPAY: {}\n' >"$WORK/payserver.yaml"
+(
+  export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$PORT" PAYSERVER_PPROF_ADDR="$PPROF"
+  export PAYSERVER_DATA_DIR="$WORK/data" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
+  export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:13306)/$DB?parseTime=true&loc=UTC"
+  export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:16379" PAYSERVER_LOG_LEVEL=warn
+  export PAYSERVER_LIMITER_TIMEOUT=1s
+  if [[ -n "${E2E_AUTOPIPELINE:-}" ]]; then export PAYSERVER_REDIS_AUTOPIPELINE="$E2E_AUTOPIPELINE"; fi
+  exec "$WORK/payserver"
+) >"$WORK/payserver.log" 2>&1 &
+PID=$!
+for _ in $(seq 150); do
+  [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://$HOST:$PORT/readyz")" == 200 ]] && break
+  kill -0 "$PID" 2>/dev/null || { cat "$WORK/payserver.log" >&2; die "payserver exited"; }
+  sleep 0.1
+done
+if [[ "$BIZ" == FULL ]]; then
+  curl -s -o /dev/null -X POST "http://$HOST:$PORT/pay" -H 'Content-Type: application/json' \
+    -d '{"requestId":"profile-fill","bizType":"FULL","channel":"ALIPAY","merchantId":"M1","amount":1999,"currency":"CNY"}'
+fi
+
+mkdir -p "$OUT"
+timeout $((SECS + 30)) wrk -t2 -c"$C" -d$((SECS + 5))s --timeout 10s -s bench/e2e/pay.lua \
+  "http://$HOST:$PORT" -- "profile-$BIZ" pay "$BIZ" "prof$(date +%s)" >"$WORK/wrk.txt" 2>&1 &
+WRK=$!
+sleep 3
+curl -sf -o "$OUT/allocs.pprof" "http://$PPROF/debug/pprof/allocs?seconds=$SECS" &
+ALLOCS=$!
+curl -sf -o "$OUT/cpu.pprof" "http://$PPROF/debug/pprof/profile?seconds=$SECS" || die "CPU profile failed"
+wait "$ALLOCS" || die "allocation profile failed"
+wait "$WRK" || die "wrk failed: $(cat "$WORK/wrk.txt")"
+cp "$WORK/payserver" "$OUT/payserver.bin"
+
+{
+  echo "== payserver profile: POST /pay $BIZ:ALIPAY, wrk -c$C, ${SECS}s of a $((SECS + 5))s run, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  grep -v '^RESULT' "$WORK/wrk.txt" | sed -n '/run profile/,$p'
+  echo
+  echo "== CPU, cumulative (top 40)"
+  "$GO" tool pprof -top -cum -nodecount=40 "$OUT/payserver.bin" "$OUT/cpu.pprof" 2>/dev/null | sed -n '/flat%/,$p'
+  echo
+  echo "== CPU, flat (top 25)"
+  "$GO" tool pprof -top -nodecount=25 "$OUT/payserver.bin" "$OUT/cpu.pprof" 2>/dev/null | sed -n '/flat%/,$p'
+  echo
+  echo "== allocated bytes, cumulative (top 30)"
+  "$GO" tool pprof -top -cum -sample_index=alloc_space -nodecount=30 "$OUT/payserver.bin" "$OUT/allocs.pprof" 2>/dev/null | sed -n '/flat%/,$p'
+  echo
+  echo "== allocated objects, flat (top 20)"
+  "$GO" tool pprof -top -sample_index=alloc_objects -nodecount=20 "$OUT/payserver.bin" "$OUT/allocs.pprof" 2>/dev/null | sed -n '/flat%/,$p'
+} | tee "$OUT/top.txt"
+echo "profile.sh: profiles in $OUT (go tool pprof $OUT/payserver.bin $OUT/cpu.pprof)" >&2
