@@ -3,7 +3,6 @@ package repo_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,36 +13,19 @@ import (
 	"payserver/internal/testutil"
 )
 
-// openCases runs the same suite against every database payserver supports,
-// with migrations applied first.
+// openCases returns an order store on every supported database.
 func openCases() map[string]func(t *testing.T) *repo.Orders {
-	open := func(t *testing.T, opts repo.OpenOptions) *repo.Orders {
-		ctx := context.Background()
-		db, err := repo.Open(ctx, opts)
-		if err != nil {
-			t.Fatal(err)
+	out := map[string]func(t *testing.T) *repo.Orders{}
+	for name, open := range databases() {
+		out[name] = func(t *testing.T) *repo.Orders {
+			o, err := repo.NewOrders(open(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return o
 		}
-		t.Cleanup(func() { _ = repo.Close(db) })
-		if err := repo.Migrate(ctx, db, opts.Driver); err != nil {
-			t.Fatal(err)
-		}
-		if err := repo.Migrate(ctx, db, opts.Driver); err != nil {
-			t.Fatalf("second migrate is not a no-op: %v", err)
-		}
-		o, err := repo.NewOrders(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
 	}
-	return map[string]func(t *testing.T) *repo.Orders{
-		"mariadb": func(t *testing.T) *repo.Orders {
-			return open(t, repo.OpenOptions{Driver: repo.MySQL, DSN: testutil.MustFreshMySQL(t)})
-		},
-		"sqlite": func(t *testing.T) *repo.Orders {
-			return open(t, repo.OpenOptions{Driver: repo.SQLite, DSN: filepath.Join(t.TempDir(), "p.db")})
-		},
-	}
+	return out
 }
 
 func newOrder(requestID string) *pay.Order {

@@ -3,7 +3,6 @@ package repo_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -11,35 +10,21 @@ import (
 	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
 	"payserver/internal/stats"
-	"payserver/internal/testutil"
 )
 
 // statsCases opens a migrated, empty database of every supported kind.
 func statsCases() map[string]func(t *testing.T) *repo.ChannelStats {
-	open := func(t *testing.T, opts repo.OpenOptions) *repo.ChannelStats {
-		ctx := context.Background()
-		db, err := repo.Open(ctx, opts)
-		if err != nil {
-			t.Fatal(err)
+	out := map[string]func(t *testing.T) *repo.ChannelStats{}
+	for name, open := range databases() {
+		out[name] = func(t *testing.T) *repo.ChannelStats {
+			s, err := repo.NewChannelStats(open(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
 		}
-		t.Cleanup(func() { _ = repo.Close(db) })
-		if err := repo.Migrate(ctx, db, opts.Driver); err != nil {
-			t.Fatal(err)
-		}
-		s, err := repo.NewChannelStats(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
 	}
-	return map[string]func(t *testing.T) *repo.ChannelStats{
-		"mariadb": func(t *testing.T) *repo.ChannelStats {
-			return open(t, repo.OpenOptions{Driver: repo.MySQL, DSN: testutil.MustFreshMySQL(t)})
-		},
-		"sqlite": func(t *testing.T) *repo.ChannelStats {
-			return open(t, repo.OpenOptions{Driver: repo.SQLite, DSN: filepath.Join(t.TempDir(), "s.db")})
-		},
-	}
+	return out
 }
 
 var statsT0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
