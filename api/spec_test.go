@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
 	"payserver/internal/pay"
+	"payserver/internal/pay/paytest"
 	"payserver/internal/ratelimit"
 )
 
@@ -204,14 +204,9 @@ func TestCheckResponseHandBuilt(t *testing.T) {
 
 // --- The spec against the real HTTP layer and pay flow. ---
 
-// memStore is an in-memory pay.OrderStore. A requestId starting "dbdown-"
-// fails as if the database were down; one starting "panic-" panics.
-type memStore struct {
-	mu     sync.Mutex
-	orders map[string]pay.Order
-}
-
-func (s *memStore) fault(id string) error {
+// storeFault makes a requestId starting "dbdown-" fail as if the database
+// were down, and one starting "panic-" panic.
+func storeFault(id string) error {
 	if strings.HasPrefix(id, "panic-") {
 		panic("memStore: " + id)
 	}
@@ -220,42 +215,6 @@ func (s *memStore) fault(id string) error {
 	}
 	return nil
 }
-
-func (s *memStore) Get(_ context.Context, id string) (*pay.Order, error) {
-	if err := s.fault(id); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.orders[id]
-	if !ok {
-		return nil, pay.ErrOrderNotFound
-	}
-	return &o, nil
-}
-
-func (s *memStore) Create(_ context.Context, o *pay.Order) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.orders[o.RequestID]; ok {
-		return pay.ErrDuplicateOrder
-	}
-	s.orders[o.RequestID] = *o
-	return nil
-}
-
-func (s *memStore) Finish(_ context.Context, o *pay.Order) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.orders[o.RequestID]; !ok {
-		return pay.ErrOrderNotFound
-	}
-	s.orders[o.RequestID] = *o
-	return nil
-}
-
-func (s *memStore) MarkStaleUnknown(context.Context, time.Time) (int64, error) { return 0, nil }
-func (s *memStore) Ping(context.Context) error                                 { return nil }
 
 // fakeLimiter refuses bizType LIMITED and CLOSED, and is down for bizType
 // REDIS_DOWN.
@@ -340,17 +299,18 @@ func TestSpecMatchesServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &memStore{orders: map[string]pay.Order{}}
+	store := paytest.NewMemStore()
+	store.GetFault = storeFault
 	svc, err := pay.NewService(store, fakeLimiter{}, reg, pay.Options{ChannelTimeout: 50 * time.Millisecond, InFlightWait: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A PROCESSING order, as left by a request still in flight.
 	now := time.Now().UTC()
-	store.orders["inflight-1"] = pay.Order{OrderNo: "PS20261121232800a1b2c3d4e5f6", RequestID: "inflight-1",
+	_ = store.Create(context.Background(), &pay.Order{OrderNo: "PS20261121232800a1b2c3d4e5f6", RequestID: "inflight-1",
 		RequestHash: pay.PayRequest{BizType: "ONLINE_PAY", Channel: "ALIPAY", MerchantID: "M1", Amount: 1, Currency: "CNY"}.Hash(),
 		BizType:     "ONLINE_PAY", Channel: "ALIPAY", MerchantID: "M1", Amount: 1, Currency: "CNY",
-		Status: pay.StatusProcessing, CreatedAt: now, UpdatedAt: now}
+		Status: pay.StatusProcessing, CreatedAt: now, UpdatedAt: now})
 
 	reg2 := prometheus.NewRegistry()
 	reg2.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "payserver_test_total", Help: "test"}))

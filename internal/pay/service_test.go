@@ -3,63 +3,15 @@ package pay_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
 	"payserver/internal/pay"
+	"payserver/internal/pay/paytest"
 	"payserver/internal/ratelimit"
 )
-
-// memStore is an in-memory OrderStore whose Create or Finish can be made to
-// fail, for the flow's failure paths. Database behaviour itself is tested on
-// real MariaDB and SQLite in internal/repo.
-type memStore struct {
-	mu         sync.Mutex
-	orders     map[string]pay.Order
-	failCreate error
-	failFinish error
-}
-
-func newMemStore() *memStore { return &memStore{orders: map[string]pay.Order{}} }
-
-func (s *memStore) Get(_ context.Context, id string) (*pay.Order, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.orders[id]
-	if !ok {
-		return nil, pay.ErrOrderNotFound
-	}
-	return &o, nil
-}
-
-func (s *memStore) Create(_ context.Context, o *pay.Order) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failCreate != nil {
-		return s.failCreate
-	}
-	if _, dup := s.orders[o.RequestID]; dup {
-		return pay.ErrDuplicateOrder
-	}
-	s.orders[o.RequestID] = *o
-	return nil
-}
-
-func (s *memStore) Finish(_ context.Context, o *pay.Order) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failFinish != nil {
-		return s.failFinish
-	}
-	s.orders[o.RequestID] = *o
-	return nil
-}
-
-func (s *memStore) MarkStaleUnknown(context.Context, time.Time) (int64, error) { return 0, nil }
-func (s *memStore) Ping(context.Context) error                                 { return nil }
 
 func newFlow(t *testing.T, store pay.OrderStore, doc string) (*pay.Service, *ratelimit.Limiter, *channel.Simulator) {
 	t.Helper()
@@ -86,14 +38,14 @@ func req(id string) pay.PayRequest {
 }
 
 func TestClaimFailureReleasesTheSlot(t *testing.T) {
-	store := newMemStore()
+	store := paytest.NewMemStore()
 	svc, _, sim := newFlow(t, store, "limits:\n  B:ALIPAY: 1\n")
-	store.failCreate = errors.New("connection refused")
+	store.SetFailures(errors.New("connection refused"), nil)
 	_, err := svc.Pay(context.Background(), req("r1"))
 	if apperr.CodeOf(err) != apperr.DependencyUnavailable {
 		t.Fatalf("err = %v, want DEPENDENCY_UNAVAILABLE", err)
 	}
-	store.failCreate = nil
+	store.SetFailures(nil, nil)
 	if _, err := svc.Pay(context.Background(), req("r2")); err != nil {
 		t.Fatalf("the slot of the failed claim was not released: %v", err)
 	}
@@ -103,9 +55,9 @@ func TestClaimFailureReleasesTheSlot(t *testing.T) {
 }
 
 func TestUnrecordedOutcomeIsNotASuccess(t *testing.T) {
-	store := newMemStore()
+	store := paytest.NewMemStore()
 	svc, _, _ := newFlow(t, store, "limits:\n  B:ALIPAY: 5\n")
-	store.failFinish = errors.New("connection refused")
+	store.SetFailures(nil, errors.New("connection refused"))
 	o, err := svc.Pay(context.Background(), req("r1"))
 	if o != nil || apperr.CodeOf(err) != apperr.DependencyUnavailable {
 		t.Fatalf("got %v, %v; want no order and DEPENDENCY_UNAVAILABLE", o, err)
@@ -118,7 +70,7 @@ func TestUnrecordedOutcomeIsNotASuccess(t *testing.T) {
 }
 
 func TestDuplicateClaimDoesNotReleaseTheWinnersSlot(t *testing.T) {
-	store := newMemStore()
+	store := paytest.NewMemStore()
 	svc, lim, _ := newFlow(t, store, "limits:\n  B:ALIPAY: 1\n")
 	// Simulate the race: r1 is claimed by a concurrent request whose outcome
 	// is recorded a little later.
