@@ -173,12 +173,29 @@ func (m *Manager) Ready(context.Context) error {
 }
 
 // Apply validates d and, if good and new, puts it in force. It returns the
-// refusal error for a bad document and nil otherwise.
+// refusal error for a bad document and nil otherwise. The change is stored
+// in History after the lock is released, so a slow or unreachable database
+// never blocks GET /limits, /readyz or the next document.
 func (m *Manager) Apply(ctx context.Context, d Document) error {
 	if d.MD5 == "" {
 		sum := md5.Sum(d.Content)
 		d.MD5 = hex.EncodeToString(sum[:])
 	}
+	change, err := m.apply(d)
+	if err != nil || change == nil || m.opts.History == nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := m.opts.History.Record(hctx, *change); err != nil {
+		m.log.Warn("could not store the limits change in history", "md5", d.MD5, "err", err)
+	}
+	return nil
+}
+
+// apply validates and swaps under the lock; it returns the change to record
+// when d was applied.
+func (m *Manager) apply(d Document) (*Change, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var cfg *ratelimit.Config
@@ -196,14 +213,14 @@ func (m *Manager) Apply(ctx context.Context, d Document) error {
 		}
 		m.log.Warn("limits document refused; the last good limits stay in force",
 			"source", d.Source, "name", d.Name, "md5", d.MD5, "err", err, "inForceMD5", m.status.MD5)
-		return err
+		return nil, err
 	}
 	if m.status.Loaded && m.status.MD5 == d.MD5 {
 		if m.status.Source != d.Source {
 			// The source confirmed what was read back from disk.
 			m.status.Source, m.status.Name = d.Source, d.Name
 		}
-		return nil
+		return nil, nil
 	}
 	if d.Source != lastGoodSource {
 		m.keepLastGood(d.Content)
@@ -219,16 +236,10 @@ func (m *Manager) Apply(ctx context.Context, d Document) error {
 		m.opts.Hooks.Applied(d.Source)
 	}
 	m.log.Info("limits applied", "source", d.Source, "name", d.Name, "md5", d.MD5, "keys", len(cfg.Rules), "changed", changed)
-	if m.opts.History != nil {
-		c := Change{At: m.status.LoadedAt, Source: d.Source, Name: d.Name, MD5: d.MD5, Keys: changed}
-		if err := m.opts.History.Record(ctx, c); err != nil {
-			m.log.Warn("could not store the limits change in history", "md5", d.MD5, "err", err)
-		}
-	}
 	if first {
 		close(m.loaded)
 	}
-	return nil
+	return &Change{At: m.status.LoadedAt, Source: d.Source, Name: d.Name, MD5: d.MD5, Keys: changed}, nil
 }
 
 // Diff lists the keys whose rules differ between two snapshots, sorted, as

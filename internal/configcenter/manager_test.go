@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"payserver/internal/ratelimit"
 )
@@ -79,4 +80,43 @@ func TestManagerLastGoodSurvivesRestart(t *testing.T) {
 	if st := m2.Status(); !st.Loaded || st.Refusals != 1 {
 		t.Fatalf("status %+v", st)
 	}
+}
+
+// blockingHistory blocks Record until released, like an unreachable database.
+type blockingHistory struct{ release chan struct{} }
+
+func (h blockingHistory) Record(ctx context.Context, _ Change) error {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return ctx.Err()
+}
+
+// TestManagerHistoryDoesNotBlockStatus: while the history store hangs,
+// Status (GET /limits, /readyz) still answers and the new limits are in force.
+func TestManagerHistoryDoesNotBlockStatus(t *testing.T) {
+	h := blockingHistory{release: make(chan struct{})}
+	a := &captureApplier{}
+	m, _ := NewManager(chanSource{}, a, ManagerOptions{History: h})
+	done := make(chan struct{})
+	go func() {
+		_ = m.Apply(context.Background(), Document{Source: "nacos", Content: []byte("limits:\n  A:B: 9\n")})
+		close(done)
+	}()
+	<-m.Loaded()
+	st := make(chan Status, 1)
+	go func() { st <- m.Status() }()
+	select {
+	case s := <-st:
+		if !s.Loaded {
+			t.Fatalf("status %+v", s)
+		}
+	case <-done:
+		t.Fatal("Apply returned before the history store was released")
+	case <-time.After(2 * time.Second):
+		t.Fatal("Status blocked behind the history store")
+	}
+	close(h.release)
+	<-done
 }
