@@ -79,3 +79,7 @@ bench-e2e: services
 ## profile: CPU and allocation profiles of the admitted path under load
 profile: services
 	scripts/profile.sh
+
+## failover: 3 instances on a 3-master + 3-replica Redis Cluster, 60 s load, the key's master killed and failed over
+failover: services
+	$(WITH_SERVICES) PAYSERVER_IT_FAILOVER=1 $(GO) test -count=1 -v -run TestRedisClusterFailover -timeout 10m ./integration/

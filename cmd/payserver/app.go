@@ -192,7 +192,17 @@ func (m *Main) openRedis(ctx context.Context) error {
 	if len(addrs) > 1 {
 		opts.IsClusterMode = true
 	}
-	m.redis = redis.NewUniversalClient(opts)
+	if len(addrs) > 1 {
+		// go-redis re-reads slot ownership only after MOVED/ASK or when its
+		// copy is older than this (default 60 s). A dead master refuses
+		// connections, which triggers neither, so without a short interval
+		// payserver kept routing to it long after its replica took over.
+		copts := opts.Cluster()
+		copts.ClusterStateReloadInterval = time.Second
+		m.redis = redis.NewClusterClient(copts)
+	} else {
+		m.redis = redis.NewUniversalClient(opts)
+	}
 	return nil
 }
 
