@@ -3,32 +3,13 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/testutil"
 )
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // switchStore is a LocalStore that can be made to fail, counting calls.
 type switchStore struct {
@@ -56,9 +37,9 @@ func mustConfig(t *testing.T, doc string) *ratelimit.Config {
 	return cfg
 }
 
-func newTestLimiter(t *testing.T, doc string, opts ratelimit.Options) (*ratelimit.Limiter, *switchStore, *fakeClock) {
+func newTestLimiter(t *testing.T, doc string, opts ratelimit.Options) (*ratelimit.Limiter, *switchStore, *testutil.Clock) {
 	t.Helper()
-	clock := newFakeClock()
+	clock := testutil.NewClock(time.Unix(1_800_000_000, 0))
 	store := &switchStore{LocalStore: ratelimit.NewLocalStore(clock.Now)}
 	opts.Now = clock.Now
 	l, err := ratelimit.New(store, opts)

@@ -10,25 +10,8 @@ import (
 
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
+	"payserver/internal/testutil"
 )
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // memStore is a stats.Store that adds rows in memory, like the additive
 // upsert, and fails while fail is set.
@@ -90,13 +73,13 @@ var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 type harness struct {
 	agg   *stats.Aggregator
 	store *memStore
-	clock *fakeClock
+	clock *testutil.Clock
 	cfg   atomic.Pointer[ratelimit.Config]
 }
 
 func newHarness(t *testing.T, doc string, maxPending int) *harness {
 	t.Helper()
-	h := &harness{store: newMemStore(), clock: &fakeClock{t: t0.Add(5 * time.Second)}}
+	h := &harness{store: newMemStore(), clock: testutil.NewClock(t0.Add(5 * time.Second))}
 	if doc != "" {
 		h.cfg.Store(mustConfig(t, doc))
 	}
@@ -169,9 +152,9 @@ func TestAggregatorMinutesReleasesAndConfigChanges(t *testing.T) {
 	admit := ratelimit.Decision{Key: pay, Allowed: true, Limit: 10, Count: 2, Source: ratelimit.SourceRedis}
 	h.agg.Decided(admit, 0)
 	h.agg.Released(pay)
-	h.clock.Add(54*time.Second + 999*time.Millisecond) // 10:00:59.999: same minute
+	h.clock.Advance(54*time.Second + 999*time.Millisecond) // 10:00:59.999: same minute
 	h.agg.Decided(ratelimit.Decision{Key: pay, Allowed: true, Limit: 10, Count: 7, Source: ratelimit.SourceRedis}, 0)
-	h.clock.Add(time.Millisecond) // 10:01:00: next minute
+	h.clock.Advance(time.Millisecond) // 10:01:00: next minute
 	h.cfg.Store(mustConfig(t, "window: 1s\nlimits:\n  PAY:ALIPAY: 20\n"))
 	h.agg.Decided(admit, 0)
 	h.cfg.Store(nil) // no limits at all: everything is unconfigured
@@ -315,7 +298,7 @@ func TestAggregatorConcurrentFlushLosesNothing(t *testing.T) {
 			}
 			h.store.fail.Store(i%3 == 0) // every third flush fails
 			_ = h.agg.Flush(context.Background())
-			h.clock.Add(20 * time.Second)
+			h.clock.Advance(20 * time.Second)
 		}
 	}()
 	for w := 0; w < workers; w++ {
