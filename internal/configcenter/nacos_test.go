@@ -538,20 +538,26 @@ func TestNacosSourceConcurrentPublishes(t *testing.T) {
 	rec.check(t, nacosTestGroup+"/"+dataID)
 }
 
+// seedNacosSnapshot publishes a document, runs a source until it is
+// delivered, and stops it, leaving the SDK's snapshot in opts.CacheDir.
+func seedNacosSnapshot(t *testing.T) (opts NacosOptions, dataID, content string) {
+	t.Helper()
+	addr := nacosTestAddr(t)
+	dataID = nacosTestDataID(t)
+	content = "snapshot me " + dataID
+	nacosHTTPPublish(t, addr, dataID, content)
+	opts = nacosTestOptions(t, addr, dataID)
+	rec := &nacosRecorder{}
+	stop := runNacos(t, newTestNacosSource(t, opts), rec)
+	rec.waitLast(t, 3*time.Second, "document from the server", isContent(content))
+	stop()
+	return opts, dataID, content
+}
+
 // A restart during a Nacos outage delivers the snapshot a previous run left
 // in CacheDir within 3 s.
 func TestNacosSourceSnapshotWhenServerDown(t *testing.T) {
-	addr := nacosTestAddr(t)
-	dataID := nacosTestDataID(t)
-	content := "snapshot me " + dataID
-	nacosHTTPPublish(t, addr, dataID, content)
-
-	opts := nacosTestOptions(t, addr, dataID)
-	first := newTestNacosSource(t, opts)
-	rec1 := &nacosRecorder{}
-	stop1 := runNacos(t, first, rec1)
-	rec1.waitLast(t, 3*time.Second, "document from the server", isContent(content))
-	stop1()
+	opts, dataID, content := seedNacosSnapshot(t)
 
 	p := freeLoopbackPort(t, 1000)
 	opts.Addrs = []string{"127.0.0.1:" + strconv.Itoa(p)}
@@ -573,17 +579,7 @@ func TestNacosSourceSnapshotWhenServerDown(t *testing.T) {
 // login hangs on a black-holed HTTP port), Run still delivers the snapshot
 // within 3 s by reading it itself.
 func TestNacosSourceSnapshotWhenServerHangs(t *testing.T) {
-	addr := nacosTestAddr(t)
-	dataID := nacosTestDataID(t)
-	content := "snapshot me " + dataID
-	nacosHTTPPublish(t, addr, dataID, content)
-
-	opts := nacosTestOptions(t, addr, dataID)
-	first := newTestNacosSource(t, opts)
-	rec1 := &nacosRecorder{}
-	stop1 := runNacos(t, first, rec1)
-	rec1.waitLast(t, 3*time.Second, "document from the server", isContent(content))
-	stop1()
+	opts, dataID, content := seedNacosSnapshot(t)
 
 	// HTTP port black-holed, gRPC port (+1000) closed.
 	hole := blackHole(t)
