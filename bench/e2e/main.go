@@ -5,13 +5,15 @@
 //	go run ./bench/e2e zset [-addr 127.0.0.1:16379] [-sizes 0,100000,1000000] [-callers 64]
 //
 // batching measures limiter checks per second through payserver's Limiter
-// on a real Redis with callers concurrent goroutines, the RedisStore on the
-// plain go-redis client ("unbatched") side by side with the same store on
-// go-redis's autopipeliner ("batched"), interleaved in rounds so that both
-// see the same machine. Every check has a new member on a roomy key
-// (10,000,000 per 1s), so every check is one EVALSHA that admits. It prints
-// checks/s, p50/p99/p99.9 and a RATIO line. The run is bounded by duration
-// and by -max-checks.
+// on a real Redis with callers concurrent goroutines: the RedisStore with
+// one EVALSHA per check on the plain go-redis client ("unbatched"), side by
+// side with the store as payserver ships it ("batched": the coalescer, one
+// script call per batch of a key's concurrent checks, over go-redis's
+// autopipeliner) and with the autopipeliner alone (one EVALSHA per check,
+// pipelined), interleaved in rounds so that all see the same machine. Every
+// check has a new member on a roomy key (10,000,000 per 1s), so every check
+// admits. It prints checks/s, p50/p99/p99.9 and RATIO lines. The run is
+// bounded by duration and by -max-checks.
 //
 // zset measures how a check's cost grows with the window's occupancy (the
 // sorted set's length, i.e. the limit in use): for each size it fills a
@@ -75,7 +77,6 @@ func batching(args []string) error {
 	p99Max := fs.Duration("p99-max", 2*time.Millisecond, "batched p99 target")
 	only := fs.String("only", "", "run one side only: batched or unbatched (for profiling)")
 	flushDelay := fs.Duration("flush-delay", 0, "AutoPipelineOptions.MaxFlushDelay (0: go-redis default)")
-	coalesce := fs.Bool("coalesce", true, "also measure the coalescer prototype (bench/e2e/coalescer.go)")
 	batches := fs.Int("batches", 0, "AutoPipelineOptions.MaxConcurrentBatches, Unordered when > 1 (0: go-redis default)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
 	_ = fs.Parse(args)
@@ -97,13 +98,11 @@ func batching(args []string) error {
 	}
 	ctx := context.Background()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	mk := func(name string, batched bool, st ratelimit.Store) (*side, error) {
-		if st == nil {
-			var err error
-			st, err = ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: "payserver:bench-e2e:", AutoPipeline: batched})
-			if err != nil {
-				return nil, err
-			}
+	mk := func(name string, o ratelimit.RedisStoreOptions) (*side, error) {
+		o.Prefix = "payserver:bench-e2e:"
+		st, err := ratelimit.NewRedisStoreWithOptions(client, o)
+		if err != nil {
+			return nil, err
 		}
 		// A roomy timeout: a loaded machine should show up as latency here,
 		// not as degraded (local) decisions.
@@ -119,36 +118,29 @@ func batching(args []string) error {
 		lim.SetConfig(cfg)
 		return &side{name: name, lim: lim, key: key}, nil
 	}
-	plain, err := mk("unbatched (plain client)", false, nil)
+	plain, err := mk("unbatched (plain client)", ratelimit.RedisStoreOptions{})
 	if err != nil {
 		return err
 	}
-	batched, err := mk("batched (AutoPipeline)", true, nil)
+	// As payserver ships: PAYSERVER_LIMITER_COALESCE and
+	// PAYSERVER_REDIS_AUTOPIPELINE both on.
+	batched, err := mk("batched (as shipped)", ratelimit.RedisStoreOptions{Coalesce: true, AutoPipeline: true})
 	if err != nil {
 		return err
 	}
-	var coalesced *side
-	if *coalesce {
-		co := newCoalescer(client, "payserver:bench-e2e:", 256)
-		if err := exactSelfCheck(ctx, co); err != nil {
-			return err
-		}
-		if coalesced, err = mk("coalesced (1 script/batch)", false, co); err != nil {
-			return err
-		}
+	autopipe, err := mk("AutoPipeline only", ratelimit.RedisStoreOptions{AutoPipeline: true})
+	if err != nil {
+		return err
 	}
 	per := *duration / time.Duration(*rounds)
 	fmt.Printf("limiter checks through ratelimit.Limiter on Redis %s: %d callers, %d rounds of %v per side, interleaved\n", *addr, *callers, *rounds, per)
-	sides := []*side{plain, batched}
-	if coalesced != nil {
-		sides = append(sides, coalesced)
-	}
+	sides := []*side{plain, batched, autopipe}
 	switch *only {
 	case "unbatched":
 		sides = sides[:1]
 	case "batched":
 		sides = sides[1:2]
-	case "coalesced":
+	case "autopipeline":
 		sides = sides[2:]
 	}
 	for _, s := range sides { // warm-up: connections, script cache
@@ -191,64 +183,12 @@ func batching(args []string) error {
 	}
 	fmt.Printf("RATIO batched/unbatched limiter checks c=%d = %.2f (target >= %.1f, batched p99 %.3f ms < %.0f ms) %s\n",
 		*callers, ratio, *target, ms(p99), ms(*p99Max), verdict)
-	if coalesced != nil {
-		fmt.Printf("RATIO coalesced(prototype)/unbatched limiter checks c=%d = %.2f (reported; p99 %.3f ms)\n",
-			*callers, coalesced.rate()/plain.rate(), ms(q(coalesced.lat, 0.99)))
-	}
+	fmt.Printf("RATIO autopipeline-only/unbatched limiter checks c=%d = %.2f (reported; p99 %.3f ms)\n",
+		*callers, autopipe.rate()/plain.rate(), ms(q(autopipe.lat, 0.99)))
 	for _, s := range sides {
 		if s.errs > 0 {
 			return fmt.Errorf("%s: %d checks failed", s.name, s.errs)
 		}
-	}
-	return nil
-}
-
-// exactSelfCheck: 64 callers x 13 distinct members on a fresh key with
-// limit 100 must admit exactly 100 through the coalescer, and a member
-// already admitted must come back as an admitted duplicate in the full
-// window.
-func exactSelfCheck(ctx context.Context, co *coalescer) error {
-	k := ratelimit.Key{BizType: "EXACT" + strings.ToUpper(strconv.FormatInt(time.Now().UnixNano(), 36)), Channel: "ALIPAY"}
-	ws := []ratelimit.Window{{Limit: 100, Size: time.Minute}}
-	var admitted atomic.Int64
-	var mu sync.Mutex
-	var first error
-	var in []string
-	var wg sync.WaitGroup
-	for c := 0; c < 64; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			for i := 0; i < 13; i++ {
-				m := fmt.Sprintf("c%d-%d", c, i)
-				r, err := co.Check(ctx, k, ws, m)
-				mu.Lock()
-				if err != nil && first == nil {
-					first = err
-				}
-				if err == nil && r.Allowed {
-					in = append(in, m)
-				}
-				mu.Unlock()
-				if err == nil && r.Allowed {
-					admitted.Add(1)
-				}
-			}
-		}(c)
-	}
-	wg.Wait()
-	if first != nil {
-		return fmt.Errorf("coalescer self-check: %w", first)
-	}
-	if admitted.Load() != 100 {
-		return fmt.Errorf("coalescer self-check: admitted %d of 832 with limit 100, want exactly 100", admitted.Load())
-	}
-	r, err := co.Check(ctx, k, ws, in[0])
-	if err != nil || !r.Allowed || !r.Duplicate {
-		return fmt.Errorf("coalescer self-check: admitted member again: %+v %v, want an admitted duplicate", r, err)
-	}
-	if r, err := co.Check(ctx, k, ws, "new"); err != nil || r.Allowed || r.RetryAfter <= 0 {
-		return fmt.Errorf("coalescer self-check: new member in the full window: %+v %v, want refused with a retry-after", r, err)
 	}
 	return nil
 }

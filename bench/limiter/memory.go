@@ -98,11 +98,15 @@ func (b *bench) allocs() error {
 		keys []string
 		fn   func(ctx context.Context, m string) error
 	}{
-		{"go-redis floor: client.EvalSha(sha, keys, member, ttl, limit, size) + Int64Slice", []string{redisKey}, func(ctx context.Context, m string) error {
-			return b.client.EvalSha(ctx, b.sha, rawKeys, m, int64(1000), int64(openLimit), int64(1_000_000)).Err()
+		{"go-redis floor: client.EvalSha(sha, keys, ttl, limit, size, member) + Int64Slice", []string{redisKey}, func(ctx context.Context, m string) error {
+			return b.client.EvalSha(ctx, b.sha, rawKeys, int64(1000), int64(openLimit), int64(1_000_000), m).Err()
 		}},
-		{"payserver RedisStore.Check", []string{redisKey}, func(ctx context.Context, m string) error {
+		{"payserver RedisStore.Check unbatched", []string{redisKey}, func(ctx context.Context, m string) error {
 			_, err := b.store.Check(ctx, openKey, wOpen, m)
+			return err
+		}},
+		{"payserver RedisStore.Check as shipped (coalesced; serial here, so batches of 1)", []string{redisKey}, func(ctx context.Context, m string) error {
+			_, err := b.co.Check(ctx, openKey, wOpen, m)
 			return err
 		}},
 		{"payserver Limiter.Allow, open (Redis call)", []string{b.store.RedisKey(limOpen, wOpen[0])}, func(ctx context.Context, m string) error {

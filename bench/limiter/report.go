@@ -142,15 +142,22 @@ func printRatios(rows []result, rounds map[string][]result) {
 		name, num, den string
 		target         float64 // 0: informational
 	}
+	// The targets are judged on payserver as shipped (co-*: coalesced);
+	// the unbatched store's ratios are printed beside them.
 	ratios := []ratio{
-		{"payserver/redis-benchmark-evalsha", "store-open", "rb-open", 0.9},
-		{"payserver/redis_rate-allown", "store-open", "rr-open", 1.2},
-		{"payserver/naive-3cmd", "store-open", "naive-open", 2.0},
-		{"saturated payserver/redis-benchmark-evalsha", "store-full", "rb-full", 0},
-		{"saturated payserver/redis_rate-allown", "store-full", "rr-full", 0},
-		{"saturated payserver/naive-3cmd", "store-full", "naive-full", 0},
-		{"saturated limiter-near-cache/store", "limiter-full", "store-full", 0},
-		{"open limiter/store", "limiter-open", "store-open", 0},
+		{"payserver/redis-benchmark-evalsha", "co-open", "rb-open", 0.9},
+		{"payserver/redis_rate-allown", "co-open", "rr-open", 1.2},
+		{"payserver/naive-3cmd", "co-open", "naive-open", 2.0},
+		{"unbatched payserver/redis-benchmark-evalsha", "store-open", "rb-open", 0},
+		{"unbatched payserver/redis_rate-allown", "store-open", "rr-open", 0},
+		{"unbatched payserver/naive-3cmd", "store-open", "naive-open", 0},
+		{"coalesced/unbatched", "co-open", "store-open", 0},
+		{"saturated payserver/redis-benchmark-evalsha", "co-full", "rb-full", 0},
+		{"saturated payserver/redis_rate-allown", "co-full", "rr-full", 0},
+		{"saturated payserver/naive-3cmd", "co-full", "naive-full", 0},
+		{"saturated unbatched payserver/redis-benchmark-evalsha", "store-full", "rb-full", 0},
+		{"saturated limiter-near-cache/store", "limiter-full", "co-full", 0},
+		{"open limiter/store", "limiter-open", "co-open", 0},
 	}
 	for _, q := range ratios {
 		num, ok1 := find(rows, q.num)
@@ -196,7 +203,7 @@ func printRatios(rows []result, rounds map[string][]result) {
 // (Redis CPU + client CPU) per check. CPU per check moves much less with
 // outside load than throughput does.
 func printCPUModel(rows []result) {
-	for _, q := range [][2]string{{"store-open", "rb-open"}, {"store-open", "rr-open"}, {"store-open", "naive-open"}} {
+	for _, q := range [][2]string{{"co-open", "rb-open"}, {"co-open", "rr-open"}, {"co-open", "naive-open"}, {"store-open", "rb-open"}} {
 		num, ok1 := find(rows, q[0])
 		den, ok2 := find(rows, q[1])
 		if !ok1 || !ok2 {
@@ -208,25 +215,39 @@ func printCPUModel(rows []result) {
 	}
 }
 
+// printServerCPU prints Redis command time per check (INFO commandstats:
+// EVALSHA usec / checks). For the unbatched store that is usec_per_call;
+// for the coalesced store one call decides a whole batch, so it is
+// usec_per_call / batch size, and the line shows both.
 func printServerCPU(rows []result, lua ref) {
 	const target = 6.0
-	for _, c := range []struct{ id, label string }{
-		{"store-open", "payserver open"},
-		{"store-full", "payserver saturated"},
+	for _, c := range []struct {
+		id, label string
+		judged    bool
+	}{
+		{"co-open", "payserver open, as shipped (coalesced)", true},
+		{"co-full", "payserver saturated, as shipped (coalesced)", true},
+		{"store-open", "payserver open, unbatched", false},
+		{"store-full", "payserver saturated, unbatched", false},
 	} {
 		r, ok := find(rows, c.id)
 		if !ok || math.IsNaN(r.evalshaPerCall) {
 			continue
 		}
-		verdict := "PASS"
-		if r.evalshaPerCall > target {
-			verdict = "MISS"
+		verdict := "(reported)"
+		if c.judged {
+			verdict = "PASS"
+			if r.cmdUsPerCheck > target {
+				verdict = "MISS"
+			}
+			verdict = fmt.Sprintf("(target <= %.0f) %s", target, verdict)
 		}
 		rel := ""
 		if lua.bare > 0 {
-			rel = fmt.Sprintf(" = %.1f x a bare EVALSHA of `return 1` here", r.evalshaPerCall/lua.bare)
+			rel = fmt.Sprintf("; a bare EVALSHA of `return 1` costs %.2f µs here", lua.bare)
 		}
-		fmt.Printf("CPU   %s: Redis cmdstat_evalsha usec_per_call = %.2f µs (target <= %.0f) %s%s\n", c.label, r.evalshaPerCall, target, verdict, rel)
+		fmt.Printf("CPU   %s: Redis command time per check = %.2f µs %s (usec_per_call %.2f µs, %.3f calls per check%s)\n",
+			c.label, r.cmdUsPerCheck, verdict, r.evalshaPerCall, r.callsPerCheck, rel)
 	}
 	for _, id := range []string{"rb-open", "rb-full", "rr-open", "rr-full"} {
 		if r, ok := find(rows, id); ok && !math.IsNaN(r.evalshaPerCall) {

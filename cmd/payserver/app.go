@@ -88,7 +88,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openStats(bg); err != nil {
 		return err
 	}
-	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{AutoPipeline: m.cfg.RedisAutoPipeline})
+	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{
+		AutoPipeline: m.cfg.RedisAutoPipeline,
+		Coalesce:     m.cfg.Limiter.Coalesce,
+		MaxBatch:     m.cfg.Limiter.MaxBatch,
+	})
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,11 @@ type LimiterConfig struct {
 	InstanceCount int           `yaml:"instanceCount"` // PAYSERVER_INSTANCE_COUNT
 	LocalShare    float64       `yaml:"localShare"`    // PAYSERVER_LIMITER_LOCAL_SHARE (overrides 1/instanceCount)
 	NearCache     bool          `yaml:"nearCache"`     // PAYSERVER_LIMITER_NEAR_CACHE
+	// Coalesce sends the concurrent checks of one key to Redis as one
+	// script call (ratelimit.RedisStoreOptions.Coalesce).
+	Coalesce bool `yaml:"coalesce"` // PAYSERVER_LIMITER_COALESCE
+	// MaxBatch bounds the checks in one coalesced call; 0 means 128.
+	MaxBatch int `yaml:"maxBatch"` // PAYSERVER_LIMITER_MAX_BATCH
 	// Unconfigured applies before any limits document loaded: allow
 	// (every key unlimited) or deny (503 for every payment).
 	Unconfigured string `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
@@ -86,7 +91,7 @@ func DefaultConfig() Config {
 		LogLevel:          "info",
 		LogFormat:         "text",
 		RedisAutoPipeline: true,
-		Limiter:           LimiterConfig{Policy: "local", Timeout: 50 * time.Millisecond, InstanceCount: 1, NearCache: true},
+		Limiter:           LimiterConfig{Policy: "local", Timeout: 50 * time.Millisecond, InstanceCount: 1, NearCache: true, Coalesce: true},
 		Nacos:             NacosConfig{Group: "PAY_GROUP", DataID: "payserver-channel-limits"},
 		Stats:             StatsConfig{FlushInterval: 5 * time.Second},
 		ChannelTimeout:    5 * time.Second,
@@ -194,6 +199,14 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		cfg.Limiter.LocalShare = f
 	}
 	boolean("PAYSERVER_LIMITER_NEAR_CACHE", &cfg.Limiter.NearCache)
+	boolean("PAYSERVER_LIMITER_COALESCE", &cfg.Limiter.Coalesce)
+	if v := getenv("PAYSERVER_LIMITER_MAX_BATCH"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("PAYSERVER_LIMITER_MAX_BATCH: %q is not a whole number", v))
+		}
+		cfg.Limiter.MaxBatch = n
+	}
 	str("PAYSERVER_LIMITS_DEFAULT_POLICY", &cfg.Limiter.Unconfigured)
 	list("PAYSERVER_NACOS_ADDR", &cfg.Nacos.Addrs)
 	str("PAYSERVER_NACOS_NAMESPACE", &cfg.Nacos.Namespace)
@@ -245,6 +258,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limiter.InstanceCount < 1 {
 		errs = append(errs, errors.New("PAYSERVER_INSTANCE_COUNT must be at least 1"))
+	}
+	if c.Limiter.MaxBatch < 0 || c.Limiter.MaxBatch > 1000 {
+		errs = append(errs, errors.New("PAYSERVER_LIMITER_MAX_BATCH must be in [0, 1000] (0 = 128)"))
 	}
 	if c.Limiter.LocalShare < 0 || c.Limiter.LocalShare > 1 {
 		errs = append(errs, errors.New("PAYSERVER_LIMITER_LOCAL_SHARE must be in (0, 1]"))

@@ -44,6 +44,22 @@ func storeCases() []storeCase {
 			flush: func(t *testing.T) { miniClient.ScriptFlush(context.Background()) },
 		},
 		{
+			name: "redis-coalesce",
+			store: func(t *testing.T) ratelimit.Store {
+				realClient = testutil.MustRedis(t)
+				return mustStoreWith(t, realClient, ratelimit.RedisStoreOptions{Coalesce: true})
+			},
+			flush: func(t *testing.T) { realClient.ScriptFlush(context.Background()) },
+		},
+		{
+			name: "embedded-coalesce",
+			store: func(t *testing.T) ratelimit.Store {
+				_, miniClient = testutil.MustMiniredis(t)
+				return mustStoreWith(t, miniClient, ratelimit.RedisStoreOptions{Coalesce: true})
+			},
+			flush: func(t *testing.T) { miniClient.ScriptFlush(context.Background()) },
+		},
+		{
 			name:  "local",
 			store: func(t *testing.T) ratelimit.Store { return ratelimit.NewLocalStore(nil) },
 		},
