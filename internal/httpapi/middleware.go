@@ -86,7 +86,7 @@ func (h *handler) requireAdmin(c *gin.Context) {
 		}
 		return
 	}
-	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	got, ok := bearerToken(c.GetHeader("Authorization"))
 	// subtle.ConstantTimeCompare returns at once when the lengths differ,
 	// which would tell the token's length; digests are always 32 bytes.
 	gotSum, wantSum := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(h.opts.AdminToken))
@@ -94,6 +94,17 @@ func (h *handler) requireAdmin(c *gin.Context) {
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid admin bearer token is required"), "")
 	}
+}
+
+// bearerToken returns the token of an "Authorization: Bearer <token>"
+// header. The scheme is case-insensitive (RFC 9110, 11.1); exactly one space
+// separates it from the token.
+func bearerToken(h string) (string, bool) {
+	const scheme = "bearer "
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	return h[len(scheme):], true
 }
 
 func isLoopback(remoteAddr string) bool {

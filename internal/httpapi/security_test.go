@@ -146,6 +146,7 @@ func TestAdminTokenRequiredFromEverywhere(t *testing.T) {
 		"scheme without space":   "Bearer" + token,
 		"token with space after": "Bearer " + token + " ",
 		"two spaces":             "Bearer  " + token,
+		"lowercase, wrong token": "bearer tok-0123456789abcdeX",
 	}
 	for _, path := range []string{"/metrics", "/reports/x"} {
 		for _, remote := range []string{"127.0.0.1:40000", "10.0.0.7:40000"} {
@@ -160,9 +161,12 @@ func TestAdminTokenRequiredFromEverywhere(t *testing.T) {
 					t.Errorf("%s: WWW-Authenticate %q", name, got)
 				}
 			}
-			rec := serveFrom(h, remote, path, http.Header{"Authorization": {"Bearer " + token}})
-			if rec.Code != http.StatusOK {
-				t.Errorf("%s from %s with the token: %d %s", path, remote, rec.Code, rec.Body)
+			// The scheme is case-insensitive (RFC 9110, 11.1).
+			for _, scheme := range []string{"Bearer ", "bearer ", "BEARER "} {
+				rec := serveFrom(h, remote, path, http.Header{"Authorization": {scheme + token}})
+				if rec.Code != http.StatusOK {
+					t.Errorf("%s from %s with the token (%q): %d %s", path, remote, scheme, rec.Code, rec.Body)
+				}
 			}
 		}
 	}
