@@ -36,7 +36,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = #KEYS
 local first = 2 * n + 2
-local limits, sizes, counts, base, present, wait, add = {}, {}, {}, {}, {}, {}, {}
+local limits, sizes, counts, base, present, wait, add, nadd = {}, {}, {}, {}, {}, {}, {}, {}
 for i = 1, n do
   limits[i] = tonumber(ARGV[2 * i])
   sizes[i] = tonumber(ARGV[2 * i + 1])
@@ -48,7 +48,7 @@ for i = 1, n do
   else
     present[i] = {}
   end
-  add[i] = {}
+  add[i], nadd[i] = {'NX'}, 1
 end
 -- retry returns how long until window i, full, has room: until the member
 -- of rank count-limit leaves. Members added by this call rank after every
@@ -65,7 +65,7 @@ local function retry(i)
   end
   return wait[i]
 end
-local out, seen = {}, {}
+local out, o, seen = {}, 0, {}
 for j = 1, #ARGV - first + 1 do
   local member = ARGV[first + j - 1]
   local bind, longest, dupfull = 0, 0, 0
@@ -81,7 +81,6 @@ for j = 1, #ARGV - first + 1 do
       end
     end
   end
-  local o = #out
   if dupfull > 0 then
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, counts[dupfull], dupfull, 0, 1
   elseif bind > 0 then
@@ -93,9 +92,8 @@ for j = 1, #ARGV - first + 1 do
         dup = 1
       else
         counts[i] = counts[i] + 1
-        local a = add[i]
-        a[#a + 1] = now
-        a[#a + 1] = member
+        local a, na = add[i], nadd[i]
+        a[na + 1], a[na + 2], nadd[i] = now, member, na + 2
       end
       local left = limits[i] - counts[i]
       if room < 0 or left < room then
@@ -105,10 +103,11 @@ for j = 1, #ARGV - first + 1 do
     seen[member] = true
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, count, bind, 0, dup
   end
+  o = o + 5
 end
 for i = 1, n do
-  if #add[i] > 0 then
-    redis.call('ZADD', KEYS[i], 'NX', unpack(add[i]))
+  if nadd[i] > 1 then
+    redis.call('ZADD', KEYS[i], unpack(add[i]))
     redis.call('PEXPIRE', KEYS[i], ARGV[1])
   end
 end
