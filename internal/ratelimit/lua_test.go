@@ -34,8 +34,14 @@ func TestCheckScriptBatchEqualsSingles(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(1, 2))
 			ctx := context.Background()
-			for round := 0; round < 40; round++ {
+			for round := 0; round < 80; round++ {
 				ws := []Window{{Limit: int64(1 + rng.IntN(8)), Size: 10 * time.Second}, {Limit: int64(1 + rng.IntN(12)), Size: time.Minute}}
+				if round%2 == 1 {
+					// Roomy: no window can fill within the call (the
+					// script's add-first path), or only the second can.
+					ws[0].Limit += 40
+					ws[1].Limit += int64(40 * rng.IntN(2))
+				}
 				single, batch := Key{BizType: testutil.UniqueName("S"), Channel: "X"}, Key{BizType: testutil.UniqueName("B"), Channel: "X"}
 				// Some members already in the windows before the batch.
 				for i := range rng.IntN(4) {
