@@ -3,6 +3,15 @@
 // members are requestIds and whose scores are Redis time, checked and updated
 // by one atomic Lua call. When Redis fails, a circuit breaker and a
 // configurable policy keep the limiter answering in microseconds.
+//
+// Under the default policy (local), the instance enforces the same windows
+// in process while Redis fails, each limit scaled to its share. So that a
+// failover inside a window does not start from zero, every admission Redis
+// makes is mirrored into those in-process windows (this instance's own, the
+// newest limit × share of each window); and so that the return to Redis
+// does not start from what Redis alone holds, the admissions decided in
+// process are taken off the limits asked of Redis until they leave their
+// windows.
 package ratelimit
 
 import (
@@ -21,7 +30,8 @@ type Policy string
 // The degraded-mode policies.
 const (
 	// PolicyLocal enforces the same windows in process, each limit scaled to
-	// this instance's share. It is the default.
+	// this instance's share, starting from this instance's own admissions
+	// that Redis made in those windows. It is the default.
 	PolicyLocal Policy = "local"
 	// PolicyAllow admits everything while Redis fails.
 	PolicyAllow Policy = "allow"
@@ -100,7 +110,11 @@ type Options struct {
 	// Policy applies while the store fails. Default PolicyLocal.
 	Policy Policy
 	// LocalShare is the fraction of each limit this instance enforces under
-	// PolicyLocal, in (0, 1]: 1/instance count. Default 1.
+	// PolicyLocal, in (0, 1]: 1/instance count. Default 1. It also bounds
+	// what the instance mirrors of its own Redis admissions (the newest
+	// limit × share of each window), and after a failover the admissions
+	// all instances made in process are estimated as this instance's own
+	// divided by its share.
 	LocalShare float64
 	// DisableNearCache turns off remembering full windows locally.
 	DisableNearCache bool
@@ -192,10 +206,20 @@ func New(store Store, opts Options) (*Limiter, error) {
 }
 
 // SetConfig swaps in a new limits snapshot for every later check and forgets
-// what the near-cache knew under the old one.
+// what the near-cache knew under the old one. The in-process windows keep
+// what they hold, as Redis does: a new limit applies to the admissions
+// already made. Windows whose size no rule has any more are forgotten.
 func (l *Limiter) SetConfig(c *Config) {
 	l.cfg.Store(c)
 	l.full.Clear()
+	l.local.retain(func(k Key, size time.Duration) bool {
+		for _, w := range c.Rule(k).Windows {
+			if w.Size == size {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // Config returns the snapshot in force, or nil before the first SetConfig.
@@ -218,18 +242,25 @@ func (l *Limiter) Allow(ctx context.Context, key Key, member string) (Decision, 
 		return Decision{Key: key}, fmt.Errorf("%w: no limits loaded yet", ErrUnavailable)
 	}
 	rule := cfg.Rule(key)
-	d, err := l.decide(ctx, key, rule, member, start)
+	var end time.Time
+	d, err := l.decide(ctx, key, rule, member, start, &end)
 	if err != nil {
 		return d, err
 	}
 	if !d.Allowed && rule.Shadow {
 		d.Allowed, d.Shadow = true, true
 	}
-	l.opts.Observer.Decided(d, l.opts.Now().Sub(start))
+	if end.IsZero() {
+		end = l.opts.Now()
+	}
+	l.opts.Observer.Decided(d, end.Sub(start))
 	return d, nil
 }
 
-func (l *Limiter) decide(ctx context.Context, key Key, rule Rule, member string, now time.Time) (Decision, error) {
+// decide takes the decision for Allow. When the store answered, it sets *end
+// to the time read right after the answer (one clock read serves the mirror
+// and the elapsed time).
+func (l *Limiter) decide(ctx context.Context, key Key, rule Rule, member string, now time.Time, end *time.Time) (Decision, error) {
 	if rule.IsUnlimited() {
 		return Decision{Key: key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}, nil
 	}
@@ -250,14 +281,32 @@ func (l *Limiter) decide(ctx context.Context, key Key, rule Rule, member string,
 		}
 	}
 	if l.breaker.allow() {
+		windows, owed := rule.Windows, []int64(nil)
+		if l.tracksLocal(rule) && l.local.mayHaveUnshared(now) {
+			var refused *Decision
+			if windows, owed, refused = l.owed(key, rule, now); refused != nil {
+				l.breaker.abandon()
+				return *refused, nil
+			}
+		}
 		cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-		res, err := l.store.Check(cctx, key, rule.Windows, member)
+		res, err := l.store.Check(cctx, key, windows, member)
 		cancel()
 		if err == nil {
+			*end = l.opts.Now()
 			if l.breaker.success() {
 				l.log.Warn("limiter store answers again; back to shared windows", "key", key.String())
 			}
 			d := decision(key, rule, res, SourceRedis)
+			if owed != nil {
+				d.Count += owed[res.Window]
+				d.Remaining = max(d.Limit-d.Count, 0)
+			}
+			if d.Allowed && l.tracksLocal(rule) {
+				// Stamped after the answer: Redis admitted no later, so the
+				// mirrored entry leaves its window no earlier than Redis's.
+				l.local.mirror(key, rule.Windows, l.opts.LocalShare, member, *end, res.Duplicate)
+			}
 			if !d.Allowed && !l.opts.DisableNearCache && !rule.Shadow {
 				l.full.Store(key, nearEntry{until: now.Add(d.RetryAfter), limit: d.Limit, window: d.Window, count: d.Count})
 			}
@@ -272,10 +321,10 @@ func (l *Limiter) decide(ctx context.Context, key Key, rule Rule, member string,
 			l.log.Warn("limiter store failing; degraded decisions until it answers", "policy", string(l.opts.Policy), "key", key.String(), "err", err)
 		}
 	}
-	return l.degraded(ctx, key, rule, member)
+	return l.degraded(key, rule, member)
 }
 
-func (l *Limiter) degraded(ctx context.Context, key Key, rule Rule, member string) (Decision, error) {
+func (l *Limiter) degraded(key Key, rule Rule, member string) (Decision, error) {
 	l.log.Debug("degraded limiter decision", "policy", string(l.opts.Policy), "key", key.String())
 	switch l.opts.Policy {
 	case PolicyAllow:
@@ -285,19 +334,58 @@ func (l *Limiter) degraded(ctx context.Context, key Key, rule Rule, member strin
 		return Decision{Key: key}, ErrUnavailable
 	}
 	scaled := l.scaled(rule.Windows)
-	res, err := l.local.Check(ctx, key, scaled, member)
-	if err != nil {
-		return Decision{Key: key}, err
-	}
+	res := l.local.check(key, scaled, member, l.opts.Now(), !rule.Shadow)
 	return decision(key, Rule{Windows: scaled}, res, SourceLocal), nil
 }
 
-// scaled returns the windows with each limit cut to this instance's share,
-// rounded down so that the instances together never exceed the limit.
+// tracksLocal reports whether the in-process windows of rule must follow
+// what Redis admits: only under PolicyLocal, the one policy that reads them,
+// and not for shadow rules, which admit everything anyway. (Unlimited and
+// closed rules never reach the store.)
+func (l *Limiter) tracksLocal(rule Rule) bool {
+	return l.opts.Policy == PolicyLocal && !rule.Shadow
+}
+
+// owed is for the first checks on Redis after a failover, while admissions
+// decided in process are still inside their windows: Redis does not hold
+// them. It returns the windows to ask Redis with, each limit lowered by the
+// admissions that all instances are estimated to have made in process and
+// that are still in the window, this instance's own divided by its share
+// (the instances fail over together under balanced load: the assumption
+// of the share itself), and those estimates. When an estimate alone fills
+// a window, refused is the refusal, decided without asking Redis.
+func (l *Limiter) owed(key Key, rule Rule, now time.Time) (windows []Window, owed []int64, refused *Decision) {
+	counts, waits := l.local.unshared(key, rule.Windows, now)
+	some := false
+	for _, c := range counts {
+		some = some || c > 0
+	}
+	if !some {
+		return rule.Windows, nil, nil
+	}
+	windows = make([]Window, len(rule.Windows))
+	for i, w := range rule.Windows {
+		o := int64(float64(counts[i])/l.opts.LocalShare + 0.5)
+		counts[i] = o
+		windows[i] = Window{Limit: w.Limit - o, Size: w.Size}
+		if o >= w.Limit && (refused == nil || waits[i] > refused.RetryAfter) {
+			refused = &Decision{Key: key, Limit: w.Limit, Window: w.Size, Count: o, RetryAfter: waits[i], Source: SourceNearCache}
+		}
+	}
+	return windows, counts, refused
+}
+
+// scaleLimit cuts limit to share, rounded down so that the instances
+// together never exceed the limit.
+func scaleLimit(limit int64, share float64) int64 {
+	return int64(float64(limit) * share)
+}
+
+// scaled returns the windows with each limit cut to this instance's share.
 func (l *Limiter) scaled(ws []Window) []Window {
 	out := make([]Window, len(ws))
 	for i, w := range ws {
-		out[i] = Window{Limit: int64(float64(w.Limit) * l.opts.LocalShare), Size: w.Size}
+		out[i] = Window{Limit: scaleLimit(w.Limit, l.opts.LocalShare), Size: w.Size}
 	}
 	return out
 }
@@ -326,7 +414,7 @@ func (l *Limiter) Release(ctx context.Context, key Key, member string) error {
 	if rule.IsUnlimited() || rule.IsClosed() {
 		return nil
 	}
-	_ = l.local.Release(ctx, key, l.scaled(rule.Windows), member)
+	_ = l.local.Release(ctx, key, rule.Windows, member)
 	l.full.Delete(key)
 	l.opts.Observer.Released(key)
 	if !l.breaker.allow() {
