@@ -96,6 +96,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	wctx, cancel := context.WithTimeout(bg, 2*time.Second)
+	if err := store.Warm(wctx); err != nil {
+		m.log.Warn("limiter scripts not loaded at start; checks degrade until Redis answers", "err", err)
+	}
+	cancel()
 	m.limiter, err = ratelimit.New(store, ratelimit.Options{
 		Timeout:          m.cfg.Limiter.Timeout,
 		Policy:           ratelimit.Policy(m.cfg.Limiter.Policy),

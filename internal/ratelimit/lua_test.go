@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,4 +139,48 @@ func mustSingle(t *testing.T, s *RedisStore, k Key, ws []Window, m string) Store
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestWarmLoadsScriptsOnEveryMaster: after SCRIPT FLUSH, Warm puts the
+// scripts on every node that holds keys (each Cluster master), so the first
+// checks need no NOSCRIPT round trip.
+func TestWarmLoadsScriptsOnEveryMaster(t *testing.T) {
+	ctx := context.Background()
+	hashes := []string{checkScript.Hash(), releaseScript.Hash(), usageScript.Hash()}
+	t.Run("redis", func(t *testing.T) {
+		c := testutil.MustRedis(t)
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := NewRedisStore(c, "test:rl:")
+		if err := s.Warm(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.ScriptExists(ctx, hashes...).Result()
+		if err != nil || !got[0] || !got[1] || !got[2] {
+			t.Fatalf("SCRIPT EXISTS after Warm = %v, %v; want all loaded", got, err)
+		}
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := testutil.MustCluster(t)
+		if err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.ScriptFlush(ctx).Err() }); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := NewRedisStore(c, "test:rl:")
+		if err := s.Warm(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var masters atomic.Int32 // ForEachMaster runs concurrently
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			got, err := m.ScriptExists(ctx, hashes...).Result()
+			if err != nil || !got[0] || !got[1] || !got[2] {
+				return fmt.Errorf("master %s: SCRIPT EXISTS = %v, %v", m.Options().Addr, got, err)
+			}
+			masters.Add(1)
+			return nil
+		})
+		if err != nil || masters.Load() < 3 {
+			t.Fatalf("after Warm: %v (%d masters)", err, masters.Load())
+		}
+	})
 }

@@ -251,6 +251,28 @@ func (s *RedisStore) Usage(ctx context.Context, k Key, windows []Window) ([]int6
 	return usageScript.Run(ctx, s.client, s.keys(k, windows), args...).Int64Slice()
 }
 
+// Warm loads the limiter's scripts on every node that can hold a key (each
+// master of a Cluster), which also opens a connection to each. Called before
+// the first check, it spares the first checks after a start a connection
+// set-up and a NOSCRIPT round trip, which on a loaded machine can outlast
+// the check's deadline and send a fresh instance, with no history, into
+// degraded decisions. An error is worth a warning, not a refusal to start:
+// the limiter degrades and recovers on its own.
+func (s *RedisStore) Warm(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, sc := range []*redis.Script{checkScript, releaseScript, usageScript} {
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return fmt.Errorf("ratelimit: load scripts: %w", err)
+			}
+		}
+		return nil
+	}
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	}
+	return load(ctx, s.client)
+}
+
 // Ping implements Store.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	return s.client.Ping(ctx).Err()
