@@ -309,6 +309,13 @@ func TestExactAcrossProcesses(t *testing.T) {
 				if d := s.metric(t, "payserver_limiter_degraded_total"); d != 0 {
 					t.Fatalf("instance %d took %v degraded decisions; the test must run on Redis", i, d)
 				}
+				// Coalescing is on by default: every Redis decision went
+				// through it, in no more calls than checks.
+				calls, checks := s.metric(t, "payserver_limiter_redis_calls_total"), s.metric(t, "payserver_limiter_redis_checks_total")
+				if checks == 0 || calls == 0 || calls > checks {
+					t.Fatalf("instance %d: coalescer sent %v calls for %v checks", i, calls, checks)
+				}
+				t.Logf("instance %d: %v checks in %v Redis calls", i, checks, calls)
 			}
 		})
 	}

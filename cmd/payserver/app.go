@@ -96,6 +96,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if m.cfg.Limiter.Coalesce {
+		m.metrics.WatchCoalescer(store.CoalesceStats)
+	}
 	wctx, cancel := context.WithTimeout(bg, 2*time.Second)
 	if err := store.Warm(wctx); err != nil {
 		m.log.Warn("limiter scripts not loaded at start; checks degrade until Redis answers", "err", err)

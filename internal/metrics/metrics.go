@@ -79,6 +79,22 @@ func New() *Metrics {
 	return m
 }
 
+// WatchCoalescer exports the coalescer's totals: script calls sent and the
+// checks they decided (their ratio is the mean batch size). stats is
+// (*ratelimit.RedisStore).CoalesceStats.
+func (m *Metrics) WatchCoalescer(stats func() (calls, checks uint64)) {
+	m.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "payserver_limiter_redis_calls_total",
+			Help: "Limiter script calls sent to Redis by the coalescer (one per batch of a key's concurrent checks).",
+		}, func() float64 { c, _ := stats(); return float64(c) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "payserver_limiter_redis_checks_total",
+			Help: "Limiter checks decided by those calls; checks ÷ calls is the mean batch size.",
+		}, func() float64 { _, n := stats(); return float64(n) }),
+	)
+}
+
 // SetKeys makes the keys of cfg the label values that are kept.
 func (m *Metrics) SetKeys(cfg *ratelimit.Config) {
 	known := make(map[ratelimit.Key]bool, len(cfg.Rules))
