@@ -122,7 +122,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openChannels(); err != nil {
 		return err
 	}
-	orders, err := repo.NewOrders(m.db)
+	orders, err := repo.NewOrdersWithOptions(m.db, repo.OrdersOptions{
+		GroupCommit: m.cfg.DBGroupCommit, BatchGets: m.cfg.DBBatchReads, MaxBatch: m.cfg.DBMaxBatch,
+	})
 	if err != nil {
 		return err
 	}

@@ -37,14 +37,31 @@ func (orderRow) TableName() string { return "orders" }
 // Orders implements pay.OrderStore on gorm.
 type Orders struct {
 	db *gorm.DB
+	// group is nil unless OrdersOptions turned on group commit or batched
+	// reads (see orders_batch.go).
+	group *orderGroups
 }
 
-// NewOrders returns the order store on db.
+// NewOrders returns the order store on db with the default OrdersOptions
+// (DefaultOrdersOptions).
 func NewOrders(db *gorm.DB) (*Orders, error) {
+	return NewOrdersWithOptions(db, DefaultOrdersOptions())
+}
+
+// NewOrdersWithOptions returns the order store on db.
+func NewOrdersWithOptions(db *gorm.DB, opts OrdersOptions) (*Orders, error) {
 	if db == nil {
 		return nil, errors.New("repo: nil db")
 	}
-	return &Orders{db: db}, nil
+	s := &Orders{db: db}
+	if opts.GroupCommit || opts.BatchGets {
+		g, err := newOrderGroups(s, opts)
+		if err != nil {
+			return nil, err
+		}
+		s.group = g
+	}
+	return s, nil
 }
 
 var _ pay.OrderStore = (*Orders)(nil)
@@ -75,13 +92,34 @@ func (s *Orders) trace(ctx context.Context, begin time.Time, query string, err e
 	}
 }
 
+// translate maps a driver error to gorm's (gorm.ErrDuplicatedKey), as gorm
+// itself would.
+func (s *Orders) translate(err error) error {
+	if t, ok := s.db.Dialector.(gorm.ErrorTranslator); ok && err != nil {
+		return t.Translate(err)
+	}
+	return err
+}
+
 // Get implements pay.OrderStore.
 func (s *Orders) Get(ctx context.Context, requestID string) (*pay.Order, error) {
+	if s.group != nil && s.group.gets != nil {
+		return s.group.gets.do(ctx, requestID)
+	}
+	return s.getOne(ctx, requestID)
+}
+
+// getOne is Get as one statement of its own.
+func (s *Orders) getOne(ctx context.Context, requestID string) (*pay.Order, error) {
 	var r orderRow
 	begin := time.Now()
-	err := s.db.ConnPool.QueryRowContext(ctx, getOrderSQL, requestID).Scan(&r.OrderNo, &r.RequestID, &r.RequestHash,
-		&r.BizType, &r.Channel, &r.MerchantID, &r.Amount, &r.Currency, &r.Subject,
-		&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt)
+	// Not QueryRowContext: gorm's prepared-statement pool answers it with an
+	// empty sql.Row when the statement cannot be prepared (database down or
+	// closed), and Scan on that panics.
+	rows, err := s.db.ConnPool.QueryContext(ctx, getOrderSQL, requestID)
+	if err == nil {
+		err = scanOne(rows, &r)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		s.trace(ctx, begin, getOrderSQL, nil)
 		return nil, pay.ErrOrderNotFound
@@ -93,17 +131,48 @@ func (s *Orders) Get(ctx context.Context, requestID string) (*pay.Order, error) 
 	return r.order(), nil
 }
 
-// Create implements pay.OrderStore.
+// scanOne scans the first row of rows into r, or returns sql.ErrNoRows, and
+// closes rows.
+func scanOne(rows *sql.Rows, r *orderRow) error {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := r.scan(rows); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// scan reads one row of orderColumns.
+func (r *orderRow) scan(rows *sql.Rows) error {
+	return rows.Scan(&r.OrderNo, &r.RequestID, &r.RequestHash,
+		&r.BizType, &r.Channel, &r.MerchantID, &r.Amount, &r.Currency, &r.Subject,
+		&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt)
+}
+
+// Create implements pay.OrderStore. It returns nil only once the row is
+// committed, with group commit too.
 func (s *Orders) Create(ctx context.Context, o *pay.Order) error {
 	r := rowOf(o)
+	if s.group != nil && s.group.creates != nil {
+		_, err := s.group.creates.do(ctx, r)
+		return err
+	}
+	return s.createOne(ctx, r)
+}
+
+// createOne is Create as one single-row autocommit INSERT.
+func (s *Orders) createOne(ctx context.Context, r orderRow) error {
 	begin := time.Now()
 	_, err := s.db.ConnPool.ExecContext(ctx, createOrderSQL, r.OrderNo, r.RequestID, r.RequestHash,
 		r.BizType, r.Channel, r.MerchantID, r.Amount, r.Currency, r.Subject,
 		r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt)
 	s.trace(ctx, begin, createOrderSQL, err)
-	if t, ok := s.db.Dialector.(gorm.ErrorTranslator); ok && err != nil {
-		err = t.Translate(err)
-	}
+	err = s.translate(err)
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return pay.ErrDuplicateOrder
 	}
@@ -115,9 +184,31 @@ func (s *Orders) Create(ctx context.Context, o *pay.Order) error {
 
 // Finish implements pay.OrderStore.
 func (s *Orders) Finish(ctx context.Context, o *pay.Order) error {
+	f := outcomeOf(o)
+	if s.group != nil && s.group.finishes != nil {
+		_, err := s.group.finishes.do(ctx, f)
+		return err
+	}
+	return s.finishOne(ctx, f)
+}
+
+// outcome is what Finish writes, copied from the order when Finish is
+// called.
+type outcome struct {
+	RequestID, Status, ChannelTradeNo, FailureCode, FailureMessage string
+	UpdatedAt                                                      time.Time
+}
+
+func outcomeOf(o *pay.Order) outcome {
+	return outcome{RequestID: o.RequestID, Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
+		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage, UpdatedAt: o.UpdatedAt.UTC()}
+}
+
+// finishOne is Finish as one autocommit UPDATE.
+func (s *Orders) finishOne(ctx context.Context, f outcome) error {
 	begin := time.Now()
-	res, err := s.db.ConnPool.ExecContext(ctx, finishOrderSQL, string(o.Status), o.ChannelTradeNo, o.FailureCode,
-		o.FailureMessage, o.UpdatedAt.UTC(), o.RequestID, string(pay.StatusProcessing), string(pay.StatusUnknown))
+	res, err := s.db.ConnPool.ExecContext(ctx, finishOrderSQL, f.Status, f.ChannelTradeNo, f.FailureCode,
+		f.FailureMessage, f.UpdatedAt, f.RequestID, string(pay.StatusProcessing), string(pay.StatusUnknown))
 	var n int64
 	if err == nil {
 		n, err = res.RowsAffected()

@@ -13,7 +13,9 @@ import (
 	"payserver/internal/testutil"
 )
 
-// openCases returns an order store on every supported database.
+// openCases returns an order store on every supported database: with the
+// default options (NewOrders), with every call batched (group commit and
+// batched reads), and with every call a statement of its own.
 func openCases() map[string]func(t *testing.T) *repo.Orders {
 	out := map[string]func(t *testing.T) *repo.Orders{}
 	for name, open := range databases() {
@@ -23,6 +25,15 @@ func openCases() map[string]func(t *testing.T) *repo.Orders {
 				t.Fatal(err)
 			}
 			return o
+		}
+		for variant, opts := range map[string]repo.OrdersOptions{"grouped": groupedOptions, "single": {}} {
+			out[name+"/"+variant] = func(t *testing.T) *repo.Orders {
+				o, err := repo.NewOrdersWithOptions(open(t), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return o
+			}
 		}
 	}
 	return out

@@ -1,0 +1,633 @@
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+
+	"payserver/internal/pay"
+)
+
+// Group commit: concurrent calls of one kind share one round trip.
+//
+//   - Create: the rows of concurrent calls go out as one multi-row INSERT.
+//     It runs in autocommit, so it is one transaction: every row of the
+//     batch is committed, or none is. A caller gets nil only after that
+//     commit.
+//   - Finish: one UPDATE … SET col = CASE request_id WHEN … END … WHERE
+//     request_id IN (…) AND status IN ('PROCESSING','UNKNOWN'), inside a
+//     transaction. It commits only when it changed exactly one row per
+//     call. Otherwise it rolls back and every call runs alone, so each one
+//     gets exactly the answer its own UPDATE gives (ErrOrderNotFound when
+//     no row was changed).
+//   - Get (OrdersOptions.BatchGets): one SELECT … WHERE request_id IN (…).
+//
+// There is no timer and no linger. A call that finds its kind idle is sent
+// at once, alone, with the single-row statement, in the caller's goroutine.
+// Calls that arrive while a statement of their kind is in flight queue up,
+// and when it returns they all go out together (at most MaxBatch), from a
+// goroutine that runs until the queue is empty. So there is at most one
+// statement of each kind in flight per Orders, and batches grow with load.
+//
+// Failures:
+//   - A batched INSERT refused by the database (a duplicate key, or any other
+//     error the server answered with: nothing of it was committed) is
+//     retried row by row, each call with its own context, in queue order. So
+//     of concurrent duplicates, the first queued wins and the others get
+//     pay.ErrDuplicateOrder, as with single statements.
+//   - Any other error (connection lost, database closed, context ended) fails
+//     every call of the batch with that error.
+//   - A call whose context ends while it is queued leaves the queue and its
+//     row is never written. One whose context ends while its batch is in
+//     flight returns the context's error at once, as database/sql does; like
+//     a single statement cut off mid-flight, its row may or may not have been
+//     committed. The batch itself is cancelled only when every one of its
+//     callers has gone.
+//
+// Statement texts are bucketed so that few prepared statements exist per
+// connection: an INSERT batch takes the largest of createSizes that fits,
+// leaving the rest queued; UPDATE and SELECT batches are padded to the next
+// power of two by repeating their last request_id, which changes nothing.
+
+// OrdersOptions tunes the order store.
+type OrdersOptions struct {
+	// GroupCommit coalesces concurrent Create calls into one multi-row
+	// INSERT and concurrent Finish calls into one UPDATE in one transaction.
+	GroupCommit bool
+	// BatchGets coalesces concurrent Get calls into one SELECT … IN (…).
+	BatchGets bool
+	// MaxBatch bounds the calls sent in one statement; 0 or more than 64
+	// means 64.
+	MaxBatch int
+}
+
+// DefaultOrdersOptions is what NewOrders uses: group commit and batched
+// reads on. docs/PERFORMANCE.md ("End-to-end") has the measurements.
+func DefaultOrdersOptions() OrdersOptions {
+	return OrdersOptions{GroupCommit: true, BatchGets: true, MaxBatch: maxBatch}
+}
+
+// maxBatch is the largest batch and the default OrdersOptions.MaxBatch.
+const maxBatch = 64
+
+// createSizes are the row counts a batched INSERT is prepared for.
+var createSizes = []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}
+
+// createFit is how many of n queued creates one INSERT takes.
+func createFit(n int) int {
+	fit := 1
+	for _, k := range createSizes {
+		if k <= n {
+			fit = k
+		}
+	}
+	return fit
+}
+
+// padded is the parameter count, a power of two, that n request ids are
+// padded to.
+func padded(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+// GroupStats counts the work of one kind of call under group commit.
+type GroupStats struct {
+	Calls    int64 // calls that reached the database, alone or in a batch
+	Batches  int64 // statements (or transactions) that served two or more calls
+	Batched  int64 // calls served by those
+	Retried  int64 // calls retried alone after their batch was refused
+	Canceled int64 // calls that left the queue because their context ended
+}
+
+// OrdersStats is GroupStats for each kind of call.
+type OrdersStats struct {
+	Create, Finish, Get GroupStats
+}
+
+// Stats reports what group commit did so far (all zero when it is off).
+func (s *Orders) Stats() OrdersStats {
+	var out OrdersStats
+	if g := s.group; g != nil {
+		if g.creates != nil {
+			out.Create = g.creates.stats.snapshot()
+		}
+		if g.finishes != nil {
+			out.Finish = g.finishes.stats.snapshot()
+		}
+		if g.gets != nil {
+			out.Get = g.gets.stats.snapshot()
+		}
+	}
+	return out
+}
+
+// orderGroups holds the batchers of one Orders.
+type orderGroups struct {
+	s        *Orders
+	sqlDB    *sql.DB
+	creates  *batcher[orderRow, struct{}]
+	finishes *batcher[outcome, struct{}]
+	gets     *batcher[string, *pay.Order]
+
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt
+}
+
+func newOrderGroups(s *Orders, opts OrdersOptions) (*orderGroups, error) {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("repo: group commit: %w", err)
+	}
+	limit := opts.MaxBatch
+	if limit <= 0 || limit > maxBatch {
+		limit = maxBatch
+	}
+	g := &orderGroups{s: s, sqlDB: sqlDB, stmts: map[string]*sql.Stmt{}}
+	if opts.GroupCommit {
+		g.creates = &batcher[orderRow, struct{}]{
+			max: limit, fit: createFit,
+			one: func(ctx context.Context, r orderRow) (struct{}, error) {
+				return struct{}{}, s.createOne(ctx, r)
+			},
+			many: g.createMany,
+		}
+		g.finishes = &batcher[outcome, struct{}]{
+			max: limit,
+			one: func(ctx context.Context, f outcome) (struct{}, error) {
+				return struct{}{}, s.finishOne(ctx, f)
+			},
+			many: g.finishMany,
+		}
+	}
+	if opts.BatchGets {
+		g.gets = &batcher[string, *pay.Order]{max: limit, one: s.getOne, many: g.getMany}
+	}
+	return g, nil
+}
+
+// stmt returns the prepared statement for query, preparing it on first use.
+// database/sql prepares it again on each connection that runs it.
+func (g *orderGroups) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	g.mu.Lock()
+	st := g.stmts[query]
+	g.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	st, err := g.sqlDB.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if old := g.stmts[query]; old != nil {
+		_ = st.Close()
+		return old, nil
+	}
+	g.stmts[query] = st
+	return st, nil
+}
+
+// refused reports whether the database answered err to a statement: the
+// statement was rejected as a whole (in autocommit, or before the commit of
+// a transaction that is then rolled back), so nothing of it is committed and
+// its calls can safely be retried one by one. Lost connections, closed
+// pools and ended contexts are not refusals: a statement may have been
+// committed without its answer arriving.
+func (g *orderGroups) refused(err error) bool {
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) || errors.Is(g.s.translate(err), gorm.ErrDuplicatedKey)
+}
+
+var (
+	insertSQLs sync.Map // row count -> INSERT text
+	finishSQLs sync.Map // padded count -> UPDATE text
+	getSQLs    sync.Map // padded count -> SELECT text
+)
+
+func cachedSQL(m *sync.Map, n int, build func(int) string) string {
+	if q, ok := m.Load(n); ok {
+		return q.(string)
+	}
+	q, _ := m.LoadOrStore(n, build(n))
+	return q.(string)
+}
+
+func insertSQL(n int) string {
+	return cachedSQL(&insertSQLs, n, func(n int) string {
+		row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+		return "INSERT INTO orders (" + orderColumns + ") VALUES " + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+	})
+}
+
+// finishColumns are the columns Finish sets, in the order of outcome.value.
+var finishColumns = []string{"status", "channel_trade_no", "failure_code", "failure_message", "updated_at"}
+
+// value is the value of finishColumns[col].
+func (f *outcome) value(col int) any {
+	switch col {
+	case 0:
+		return f.Status
+	case 1:
+		return f.ChannelTradeNo
+	case 2:
+		return f.FailureCode
+	case 3:
+		return f.FailureMessage
+	default:
+		return f.UpdatedAt
+	}
+}
+
+// finishSQL is the batched Finish for n (padded) outcomes. Each column is set
+// by a CASE on request_id. ELSE keeps the column as it is, so a row the
+// CASE does not match (which the IN list prevents) is left untouched rather
+// than written with NULL. Assignments do not read status, so MySQL's
+// left-to-right evaluation of SET does not matter.
+func finishSQL(n int) string {
+	return cachedSQL(&finishSQLs, n, func(n int) string {
+		var b strings.Builder
+		b.WriteString("UPDATE orders SET ")
+		for i, col := range finishColumns {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(col + " = CASE request_id")
+			b.WriteString(strings.Repeat(" WHEN ? THEN ?", n))
+			b.WriteString(" ELSE " + col + " END")
+		}
+		b.WriteString(" WHERE request_id IN (" + placeholders(n) + ") AND status IN (?, ?)")
+		return b.String()
+	})
+}
+
+func getSQL(n int) string {
+	return cachedSQL(&getSQLs, n, func(n int) string {
+		return "SELECT " + orderColumns + " FROM orders WHERE request_id IN (" + placeholders(n) + ")"
+	})
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// createMany inserts the rows of two or more Create calls in one statement.
+func (g *orderGroups) createMany(ctx context.Context, calls []*call[orderRow, struct{}]) {
+	query := insertSQL(len(calls))
+	args := make([]any, 0, 15*len(calls))
+	for _, c := range calls {
+		r := &c.arg
+		args = append(args, r.OrderNo, r.RequestID, r.RequestHash, r.BizType, r.Channel, r.MerchantID, r.Amount,
+			r.Currency, r.Subject, r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt)
+	}
+	begin := time.Now()
+	st, err := g.stmt(ctx, query)
+	if err == nil {
+		_, err = st.ExecContext(ctx, args...)
+	}
+	g.s.trace(ctx, begin, query, err)
+	switch {
+	case err == nil:
+	case g.refused(err):
+		g.creates.stats.retried.Add(int64(len(calls)))
+		for _, c := range calls {
+			c.err = g.s.createOne(c.ctx, c.arg)
+		}
+	default:
+		for _, c := range calls {
+			c.err = fmt.Errorf("repo: create order: %w", err)
+		}
+	}
+}
+
+// finishMany records the outcomes of two or more Finish calls in one
+// transaction, or, when that does not change exactly one row per call, one
+// by one.
+func (g *orderGroups) finishMany(ctx context.Context, calls []*call[outcome, struct{}]) {
+	n := len(calls)
+	p := padded(n)
+	query := finishSQL(p)
+	args := make([]any, 0, 11*p+2)
+	for col := range finishColumns {
+		for i := 0; i < n; i++ {
+			f := &calls[i].arg
+			args = append(args, f.RequestID, f.value(col))
+		}
+		// Padding: the last WHEN again, which never matches first.
+		last := args[len(args)-2:]
+		for i := n; i < p; i++ {
+			args = append(args, last...)
+		}
+	}
+	for i := 0; i < p; i++ {
+		args = append(args, args[2*min(i, n-1)]) // request_id IN (…), padded
+	}
+	args = append(args, string(pay.StatusProcessing), string(pay.StatusUnknown))
+
+	begin := time.Now()
+	committed, retry, err := g.finishTx(ctx, query, args, int64(n))
+	g.s.trace(ctx, begin, query, err)
+	switch {
+	case committed:
+	case retry:
+		// Not every call changed a row, or the database refused the UPDATE;
+		// the transaction was rolled back. Each call gets its own answer.
+		g.finishes.stats.retried.Add(int64(n))
+		for _, c := range calls {
+			c.err = g.s.finishOne(c.ctx, c.arg)
+		}
+	default:
+		for _, c := range calls {
+			c.err = fmt.Errorf("repo: finish order: %w", err)
+		}
+	}
+}
+
+// finishTx runs the batched UPDATE in a transaction and commits it only if
+// it changed want rows (committed). retry reports a clean rollback: the
+// UPDATE changed fewer rows, or the database refused it (see refused), and
+// the rollback succeeded, so nothing of it is committed. Otherwise err says
+// what failed; after a failed commit or rollback the UPDATE may or may not
+// be committed.
+func (g *orderGroups) finishTx(ctx context.Context, query string, args []any, want int64) (committed, retry bool, err error) {
+	st, err := g.stmt(ctx, query)
+	if err != nil {
+		return false, g.refused(err), err
+	}
+	tx, err := g.sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return false, g.refused(err), err
+	}
+	res, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	var got int64
+	if err == nil {
+		got, err = res.RowsAffected()
+	}
+	if err == nil && got == want {
+		if err := tx.Commit(); err != nil {
+			return false, false, fmt.Errorf("commit: %w", err)
+		}
+		return true, false, nil
+	}
+	if rerr := tx.Rollback(); rerr != nil {
+		if err == nil {
+			err = fmt.Errorf("rollback: %w", rerr)
+		}
+		return false, false, err
+	}
+	return false, err == nil || g.refused(err), err
+}
+
+// getMany reads the orders of two or more Get calls in one SELECT.
+func (g *orderGroups) getMany(ctx context.Context, calls []*call[string, *pay.Order]) {
+	n := len(calls)
+	p := padded(n)
+	query := getSQL(p)
+	args := make([]any, p)
+	for i := range args {
+		if i < n {
+			args[i] = calls[i].arg
+		} else {
+			args[i] = args[n-1]
+		}
+	}
+	begin := time.Now()
+	found, err := g.queryOrders(ctx, query, args)
+	g.s.trace(ctx, begin, query, err)
+	for _, c := range calls {
+		switch r, ok := found[c.arg]; {
+		case err != nil:
+			c.err = fmt.Errorf("repo: get order: %w", err)
+		case !ok:
+			c.err = pay.ErrOrderNotFound
+		default:
+			c.res = r.order()
+		}
+	}
+}
+
+func (g *orderGroups) queryOrders(ctx context.Context, query string, args []any) (map[string]orderRow, error) {
+	st, err := g.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	found := map[string]orderRow{}
+	for rows.Next() {
+		var r orderRow
+		if err := r.scan(rows); err != nil {
+			return nil, err
+		}
+		found[r.RequestID] = r
+	}
+	return found, rows.Err()
+}
+
+// batcher coalesces concurrent calls of one kind; see the top of this file.
+type batcher[A, R any] struct {
+	max int
+	// fit says how many of n queued calls one statement takes (nil: all n).
+	fit func(n int) int
+	// one serves a call alone; many serves two or more, setting each call's
+	// res and err.
+	one  func(ctx context.Context, a A) (R, error)
+	many func(ctx context.Context, calls []*call[A, R])
+
+	// flushHook, if set (tests), runs at the start of every flush with its
+	// size.
+	flushHook func(n int)
+
+	stats batchStats
+
+	mu    sync.Mutex
+	busy  bool // a flush is running
+	queue []*call[A, R]
+}
+
+type call[A, R any] struct {
+	ctx   context.Context
+	arg   A
+	res   R
+	err   error
+	done  chan struct{} // closed once res and err are set
+	taken bool          // guarded by batcher.mu: in a flush, or completed
+}
+
+type batchStats struct {
+	calls, batches, batched, retried, canceled atomic.Int64
+}
+
+func (s *batchStats) snapshot() GroupStats {
+	return GroupStats{Calls: s.calls.Load(), Batches: s.batches.Load(), Batched: s.batched.Load(),
+		Retried: s.retried.Load(), Canceled: s.canceled.Load()}
+}
+
+// do runs one call: at once if no flush of this kind is in flight, else in
+// the next batch.
+func (b *batcher[A, R]) do(ctx context.Context, a A) (R, error) {
+	var zero R
+	b.mu.Lock()
+	if !b.busy {
+		b.busy = true
+		b.mu.Unlock()
+		defer b.next() // even if one panics, so the batcher is never left busy
+		if b.flushHook != nil {
+			b.flushHook(1)
+		}
+		b.stats.calls.Add(1)
+		return b.one(ctx, a)
+	}
+	c := &call[A, R]{ctx: ctx, arg: a, done: make(chan struct{})}
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	if !c.taken {
+		for i, q := range b.queue {
+			if q == c {
+				b.queue = append(b.queue[:i], b.queue[i+1:]...)
+				break
+			}
+		}
+		b.mu.Unlock()
+		b.stats.canceled.Add(1)
+		return zero, ctx.Err()
+	}
+	b.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.res, c.err
+	default:
+		return zero, ctx.Err()
+	}
+}
+
+// next runs after a flush by a caller: it hands whatever queued meanwhile
+// to a flushing goroutine, or marks the batcher idle.
+func (b *batcher[A, R]) next() {
+	b.mu.Lock()
+	batch := b.takeLocked()
+	if batch == nil {
+		b.busy = false
+	}
+	b.mu.Unlock()
+	if batch != nil {
+		go b.loop(batch)
+	}
+}
+
+// loop flushes batches until the queue is empty.
+func (b *batcher[A, R]) loop(batch []*call[A, R]) {
+	for batch != nil {
+		b.flush(batch)
+		b.mu.Lock()
+		batch = b.takeLocked()
+		if batch == nil {
+			b.busy = false
+		}
+		b.mu.Unlock()
+	}
+}
+
+// takeLocked removes the next batch from the queue, or returns nil. Calls
+// whose context has ended are completed with its error instead.
+func (b *batcher[A, R]) takeLocked() []*call[A, R] {
+	if len(b.queue) == 0 {
+		return nil
+	}
+	var batch, rest []*call[A, R]
+	for _, c := range b.queue {
+		if len(batch) == b.max {
+			rest = append(rest, c)
+			continue
+		}
+		if err := c.ctx.Err(); err != nil {
+			c.err, c.taken = err, true
+			close(c.done)
+			b.stats.canceled.Add(1)
+			continue
+		}
+		batch = append(batch, c)
+	}
+	if b.fit != nil && len(batch) > 0 {
+		if n := b.fit(len(batch)); n < len(batch) {
+			rest = append(append([]*call[A, R](nil), batch[n:]...), rest...)
+			batch = batch[:n]
+		}
+	}
+	clear(b.queue)
+	b.queue = append(b.queue[:0], rest...)
+	if len(batch) == 0 {
+		return nil
+	}
+	for _, c := range batch {
+		c.taken = true
+	}
+	return batch
+}
+
+// flush serves one batch and completes its calls.
+func (b *batcher[A, R]) flush(batch []*call[A, R]) {
+	if b.flushHook != nil {
+		b.flushHook(len(batch))
+	}
+	b.stats.calls.Add(int64(len(batch)))
+	if len(batch) == 1 {
+		c := batch[0]
+		c.res, c.err = b.one(c.ctx, c.arg)
+		close(c.done)
+		return
+	}
+	b.stats.batches.Add(1)
+	b.stats.batched.Add(int64(len(batch)))
+	ctx, release := batchContext(batch)
+	b.many(ctx, batch)
+	release()
+	for _, c := range batch {
+		close(c.done)
+	}
+}
+
+// batchContext is the context a batch runs under: the first caller's values,
+// cancelled once every caller's context has ended, so that one caller
+// leaving never cuts off the others' statement.
+func batchContext[A, R any](batch []*call[A, R]) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	var live atomic.Int64
+	live.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, c := range batch {
+		stops[i] = context.AfterFunc(c.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
