@@ -128,6 +128,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.metrics.WatchOrderBatches(func() map[string][2]int64 {
+		st := orders.Stats()
+		return map[string][2]int64{
+			"create": {st.Create.Calls, st.Create.Batched},
+			"finish": {st.Finish.Calls, st.Finish.Batched},
+			"get":    {st.Get.Calls, st.Get.Batched},
+		}
+	})
+	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads)
 	svc, err := pay.NewService(orders, m.limiter, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     m.cfg.OrderStaleAfter,

@@ -99,6 +99,8 @@ func DefaultConfig() Config {
 		LimitsFile:      "configs/channel-limits.yaml",
 		LogLevel:        "info",
 		LogFormat:       "text",
+		DBGroupCommit:   true,
+		DBBatchReads:    true,
 		Limiter:         LimiterConfig{Policy: "local", Timeout: 50 * time.Millisecond, InstanceCount: 1, NearCache: true, Coalesce: true},
 		Nacos:           NacosConfig{Group: "PAY_GROUP", DataID: "payserver-channel-limits"},
 		Stats:           StatsConfig{FlushInterval: 5 * time.Second},

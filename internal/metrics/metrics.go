@@ -95,6 +95,37 @@ func (m *Metrics) WatchCoalescer(stats func() (calls, checks uint64)) {
 	)
 }
 
+// WatchOrderBatches exports what group commit did per kind of order
+// statement (create, finish, get): calls that reached the database, and
+// how many of them shared a statement. stats returns, per kind, calls and
+// batched calls.
+func (m *Metrics) WatchOrderBatches(stats func() map[string][2]int64) {
+	calls := prometheus.NewDesc("payserver_db_order_calls_total",
+		"Order store calls that reached the database, by kind (create, finish, get).", []string{"kind"}, nil)
+	batched := prometheus.NewDesc("payserver_db_order_batched_calls_total",
+		"Of those, the calls that shared a statement with others (group commit).", []string{"kind"}, nil)
+	m.Registry.MustRegister(collectorFunc{descs: []*prometheus.Desc{calls, batched}, collect: func(ch chan<- prometheus.Metric) {
+		for kind, v := range stats() {
+			ch <- prometheus.MustNewConstMetric(calls, prometheus.CounterValue, float64(v[0]), kind)
+			ch <- prometheus.MustNewConstMetric(batched, prometheus.CounterValue, float64(v[1]), kind)
+		}
+	}})
+}
+
+// collectorFunc is a prometheus.Collector from a function.
+type collectorFunc struct {
+	descs   []*prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
 // SetKeys makes the keys of cfg the label values that are kept.
 func (m *Metrics) SetKeys(cfg *ratelimit.Config) {
 	known := make(map[ratelimit.Key]bool, len(cfg.Rules))
