@@ -10,12 +10,12 @@
 #   3. builds payserver and runs three instances on a fresh database
 #      (payserver_bench_e2e), zero-latency simulator channels, log level warn:
 #      A with the near-cache on (the default), B with it off, C with the
-#      near-cache on and limiter checks on the plain Redis client (no
-#      AutoPipeline);
+#      near-cache on and no batching at all (PAYSERVER_LIMITER_COALESCE,
+#      PAYSERVER_DB_GROUP_COMMIT and PAYSERVER_DB_BATCH_READS false);
 #   4. for each concurrency (50 and 200), runs wrk for E2E_DURATION each:
 #        unlimited  POST /pay, BENCH:ALIPAY = -1 (no Redis call)     on A
 #        roomy      POST /pay, ROOMY:ALIPAY = 10,000,000 per 1s       on A
-#        roomy-noautopipeline  the same                              on C
+#        roomy-nobatching  the same                                  on C
 #        mysqlslap  single-row autocommit INSERT into an orders-shaped table,
 #                   same MariaDB, same concurrency (not wrk)
 #        mysqlslap-3stmt  the flow's own statements per payment: SELECT by
@@ -25,14 +25,14 @@
 #        full-redis      POST /pay, FULL:ALIPAY, near-cache off            on B
 #      every POST with a requestId of its own; one table per run;
 #   5. prints the RATIO lines, then limiter checks/s at 64 callers, plain
-#      client vs AutoPipeline vs the coalescer prototype (bench/e2e batching).
+#      client vs the coalescer as shipped vs AutoPipeline (bench/e2e batching).
 # Output is also written to bench/out/e2e.txt. A ratio under target prints
 # MISS and does not fail the run; an error (a server down, a wrong status)
 # does.
 #
 # Knobs: E2E_DURATION (10s), E2E_CONCURRENCY ("50 200"), E2E_THREADS (2),
 # E2E_BATCHING (1; 0 skips step 5), E2E_AUTOPIPELINE (unset = payserver's
-# default; true/false sets PAYSERVER_REDIS_AUTOPIPELINE for A and B),
+# default, off; true/false sets PAYSERVER_REDIS_AUTOPIPELINE on A, B and C),
 # E2E_PORT (18090: A; B and C are E2E_PORT+1 and +2).
 set -euo pipefail
 
@@ -95,9 +95,9 @@ channels:
   ALIPAY: {}
 EOF
 
-# start_server NAME PORT NEARCACHE [AUTOPIPELINE]
+# start_server NAME PORT NEARCACHE [BATCHING]
 start_server() {
-  local name="$1" port="$2" nc="$3" ap="${4:-${E2E_AUTOPIPELINE:-}}"
+  local name="$1" port="$2" nc="$3" batching="${4:-true}" ap="${E2E_AUTOPIPELINE:-}"
   (
     export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$port"
     export PAYSERVER_DATA_DIR="$WORK/data-$name" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
@@ -108,6 +108,9 @@ start_server() {
     # decisions: this measures throughput, not the outage policy.
     export PAYSERVER_LIMITER_TIMEOUT=1s
     if [[ -n "$ap" ]]; then export PAYSERVER_REDIS_AUTOPIPELINE="$ap"; fi
+    if [[ "$batching" == false ]]; then
+      export PAYSERVER_LIMITER_COALESCE=false PAYSERVER_DB_GROUP_COMMIT=false PAYSERVER_DB_BATCH_READS=false
+    fi
     exec "$WORK/payserver"
   ) >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
@@ -122,7 +125,7 @@ start_server() {
 }
 start_server a "$PORT_A" true # A must migrate before B starts
 start_server b "$PORT_B" false
-start_server c "$PORT_C" true false
+start_server c "$PORT_C" true false # no batching
 
 # Fill FULL:ALIPAY (1 per hour) with one admitted payment.
 code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$HOST:$PORT_A/pay" -H 'Content-Type: application/json' \
@@ -220,7 +223,7 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
 {
   echo "== payserver end to end: $(nproc) CPUs, $(date -u +%FT%TZ), wrk -t$THREADS, $DURATION per run"
   echo "   $(mariadb --version | sed 's/,.*//'); $(redis-server --version | cut -d' ' -f1-3); $("$GO" version | cut -d' ' -f3); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
-  echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off (autopipeline ${E2E_AUTOPIPELINE:-default}), C :$PORT_C near-cache on, autopipeline off; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching (autopipeline ${E2E_AUTOPIPELINE:-default} on all); load average $(cut -d' ' -f1-3 /proc/loadavg)"
   for c in $CONCURRENCY; do
     echo
     echo "== concurrency $c"
@@ -228,8 +231,8 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
     expect_only "unlimited-c$c" 200
     wrk_run "roomy-c$c" "$PORT_A" pay ROOMY "$c"
     expect_only "roomy-c$c" 200
-    wrk_run "roomy-noautopipeline-c$c" "$PORT_C" pay ROOMY "$c"
-    expect_only "roomy-noautopipeline-c$c" 200
+    wrk_run "roomy-nobatching-c$c" "$PORT_C" pay ROOMY "$c"
+    expect_only "roomy-nobatching-c$c" 200
     slap "mysqlslap-c$c" "$c" 1 "$SLAP_QUERY" "inserts"
     slap "mysqlslap-3stmt-c$c" "$c" 3 "$SLAP_MIX" "payments"
     wrk_run "healthz-c$c" "$PORT_A" get BENCH "$c"
@@ -246,7 +249,7 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
     ratio "limiter-overhead roomy/unlimited c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "unlimited-c$c" ok_rps)" 0.9
     ratio "rejection 429(near-cache)/healthz c=$c" "$(per "full-nearcache-c$c" s429)" "$(field "healthz-c$c" ok_rps)" 0.8
     ratio "rejection 429(near-cache off)/429(near-cache on) c=$c" "$(per "full-redis-c$c" s429)" "$(per "full-nearcache-c$c" s429)" ""
-    ratio "roomy autopipeline/plain client c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "roomy-noautopipeline-c$c" ok_rps)" ""
+    ratio "roomy batching (coalescer + group commit)/none c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "roomy-nobatching-c$c" ok_rps)" ""
     ratio "unlimited/mysqlslap c=$c" "$(field "unlimited-c$c" ok_rps)" "$(field "mysqlslap-c$c" rps)" ""
     ratio "admitted/mysqlslap-3stmt (the flow's own SELECT+INSERT+UPDATE) c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "mysqlslap-3stmt-c$c" rps)" ""
     ratio "mysqlslap-3stmt/mysqlslap (the statement mix's own ceiling) c=$c" "$(field "mysqlslap-3stmt-c$c" rps)" "$(field "mysqlslap-c$c" rps)" ""
@@ -257,7 +260,7 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
   done
   if [[ "${E2E_BATCHING:-1}" != 0 ]]; then
     echo
-    echo "== limiter batching (go-redis AutoPipeline), 64 callers"
+    echo "== limiter batching (coalescer as shipped, AutoPipeline), 64 callers"
     "$WORK/e2e" batching -addr "$HOST:16379" -callers 64 -duration 6s -rounds 6
   fi
   echo

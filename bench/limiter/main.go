@@ -145,8 +145,8 @@ type bench struct {
 	port   string
 	client *redis.Client
 	store  *ratelimit.RedisStore
-	// co is the store as payserver ships it: coalesced checks, through the
-	// autopipeliner (PAYSERVER_LIMITER_COALESCE, PAYSERVER_REDIS_AUTOPIPELINE).
+	// co is the store as payserver ships it: coalesced checks on the plain
+	// client (PAYSERVER_LIMITER_COALESCE on, PAYSERVER_REDIS_AUTOPIPELINE off).
 	co    *ratelimit.RedisStore
 	naive *ratelimittest.NaiveStore
 	rr    *redis_rate.Limiter
@@ -226,7 +226,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	co, err := ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: benchPrefix, Coalesce: true, AutoPipeline: true})
+	co, err := ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: benchPrefix, Coalesce: true})
 	if err != nil {
 		return err
 	}

@@ -105,7 +105,7 @@ func (b *bench) allocs() error {
 			_, err := b.store.Check(ctx, openKey, wOpen, m)
 			return err
 		}},
-		{"payserver RedisStore.Check as shipped (coalesced; serial here, so batches of 1)", []string{redisKey}, func(ctx context.Context, m string) error {
+		{"payserver RedisStore.Check as shipped (coalesced; serial, so one member per call)", []string{redisKey}, func(ctx context.Context, m string) error {
 			_, err := b.co.Check(ctx, openKey, wOpen, m)
 			return err
 		}},
