@@ -834,6 +834,15 @@ func TestOversizedBodies(t *testing.T) {
 				}
 				req, _ := http.NewRequest(http.MethodPost, s.base+"/pay", rd)
 				resp, err := httpClient.Do(req)
+				if err != nil && size > 1<<20 && errors.Is(err, syscall.ECONNRESET) {
+					// Megabytes still being written after the refusal: the
+					// server closes with unread data, TCP resets, and a
+					// loaded client may see the reset before it has read the
+					// answer that was sent first. Smaller bodies fit the
+					// socket buffers and must get the answer.
+					t.Logf("%d bytes (chunked %v): connection reset after the refusal (accepted above 1 MiB)", size, chunked)
+					continue
+				}
 				if err != nil {
 					t.Fatalf("%d: %d bytes (chunked %v): %v", i, size, chunked, err)
 				}
