@@ -58,6 +58,9 @@ type queue struct {
 	buf  []localEntry
 	head int // index in buf of the oldest entry
 	n    int
+	// idx counts the entries of each member, so that has and remove do not
+	// walk the queue: mirrored windows hold up to limit × share entries.
+	idx map[string]int32
 }
 
 // NewLocalStore returns an empty LocalStore reading time from now (time.Now
@@ -77,10 +80,21 @@ func (q *queue) len() int { return q.n }
 // get returns the i-th oldest entry.
 func (q *queue) get(i int) localEntry { return q.buf[(q.head+i)&(len(q.buf)-1)] }
 
+// unindex forgets one entry of member in idx.
+func (q *queue) unindex(member string) {
+	if c := q.idx[member]; c > 1 {
+		q.idx[member] = c - 1
+	} else {
+		delete(q.idx, member)
+	}
+}
+
 // drop forgets the k oldest entries.
 func (q *queue) drop(k int) {
 	for i := 0; i < k; i++ {
-		q.buf[(q.head+i)&(len(q.buf)-1)] = localEntry{}
+		j := (q.head + i) & (len(q.buf) - 1)
+		q.unindex(q.buf[j].member)
+		q.buf[j] = localEntry{}
 	}
 	q.head = (q.head + k) & (len(q.buf) - 1)
 	q.n -= k
@@ -115,19 +129,20 @@ func (q *queue) push(e localEntry) {
 	}
 	q.buf[(q.head+q.n)&(len(q.buf)-1)] = e
 	q.n++
+	if q.idx == nil {
+		q.idx = map[string]int32{}
+	}
+	q.idx[e.member]++
 }
 
-func (q *queue) has(member string) bool {
-	for i := 0; i < q.n; i++ {
-		if q.get(i).member == member {
-			return true
-		}
-	}
-	return false
-}
+func (q *queue) has(member string) bool { return q.idx[member] > 0 }
 
 // remove deletes every entry of member.
 func (q *queue) remove(member string) {
+	if q.idx[member] == 0 {
+		return
+	}
+	delete(q.idx, member)
 	kept := 0
 	for i := 0; i < q.n; i++ {
 		if e := q.get(i); e.member != member {

@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -337,5 +338,33 @@ func TestMirrorAllocatesNothing(t *testing.T) {
 	}
 	if local, allow := allocs(ratelimit.PolicyLocal), allocs(ratelimit.PolicyAllow); local > allow {
 		t.Fatalf("Allow allocates %v per admission under policy local, %v under allow: the mirror allocates", local, allow)
+	}
+}
+
+// TestLocalWindowsLarge: a mirrored window holds up to limit × share entries
+// even while Redis is healthy; duplicates and Release stay exact on a
+// 200,000-entry window. (Membership is indexed: with the former walk of the
+// queue under the store's one lock, this test took 63 s instead of 1 s.)
+func TestLocalWindowsLarge(t *testing.T) {
+	s := ratelimit.NewLocalStore(nil)
+	k := ratelimit.Key{BizType: "BIG", Channel: "ALIPAY"}
+	ws := []ratelimit.Window{{Limit: 200_000, Size: time.Hour}}
+	for i := range 200_000 {
+		s.Check(context.Background(), k, ws, fmt.Sprint("m", i))
+	}
+	for i := range 2_000 {
+		if err := s.Release(context.Background(), k, ws, fmt.Sprint("absent", i)); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := s.Check(context.Background(), k, ws, fmt.Sprint("m", i)); !r.Allowed || !r.Duplicate {
+			t.Fatalf("m%d: %+v, want an admitted duplicate", i, r)
+		}
+	}
+	if err := s.Release(context.Background(), k, ws, "m7"); err != nil {
+		t.Fatal(err)
+	}
+	// Released, m7 is new again, and its slot is free again.
+	if r, _ := s.Check(context.Background(), k, ws, "m7"); r.Duplicate || !r.Allowed || r.Count != 200_000 {
+		t.Fatalf("m7 after its release: %+v, want admitted anew into the freed slot", r)
 	}
 }
