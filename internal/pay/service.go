@@ -179,13 +179,31 @@ func (s *Service) finish(ctx context.Context, o *Order) error {
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err = s.orders.Finish(fctx, o)
 		cancel()
-		if err == nil || errors.Is(err, ErrOrderNotFound) {
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, ErrOrderNotFound) {
+			if attempt > 0 && s.recorded(ctx, o) {
+				// An earlier attempt that timed out on our side was
+				// committed after all (a batched statement outlives its
+				// callers' deadlines): the outcome is recorded.
+				return nil
+			}
 			return err
 		}
 	}
 	s.log.Error("could not record a channel outcome; the order stays PROCESSING until swept to UNKNOWN",
 		"requestId", o.RequestID, "orderNo", o.OrderNo, "status", string(o.Status), "err", err)
 	return err
+}
+
+// recorded reports whether the stored order already holds o's outcome.
+func (s *Service) recorded(ctx context.Context, o *Order) bool {
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	got, err := s.orders.Get(gctx, o.RequestID)
+	return err == nil && got.Status == o.Status && got.ChannelTradeNo == o.ChannelTradeNo &&
+		got.FailureCode == o.FailureCode && got.FailureMessage == o.FailureMessage
 }
 
 // outcome turns a finished order into the answer: the order, or the same

@@ -90,3 +90,39 @@ func TestDuplicateClaimDoesNotReleaseTheWinnersSlot(t *testing.T) {
 		t.Fatal("the winner's slot was released by the duplicate")
 	}
 }
+
+// lateCommitStore commits the first Finish but answers it with a deadline
+// error, as a batched statement that outlived its caller's deadline does.
+type lateCommitStore struct {
+	*paytest.MemStore
+	finishes int
+}
+
+func (s *lateCommitStore) Finish(ctx context.Context, o *pay.Order) error {
+	s.finishes++
+	err := s.MemStore.Finish(ctx, o)
+	if s.finishes == 1 && err == nil {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// TestOutcomeCommittedLateIsASuccess: the retry of an outcome whose first
+// attempt was committed after its caller gave up finds nothing to update;
+// the flow must see that the stored outcome is its own and answer it, not
+// report the payment as unrecorded.
+func TestOutcomeCommittedLateIsASuccess(t *testing.T) {
+	store := &lateCommitStore{MemStore: paytest.NewMemStore()}
+	svc, _, sim := newFlow(t, store, "limits:\n  B:ALIPAY: 5\n")
+	o, err := svc.Pay(context.Background(), req("r1"))
+	if err != nil || o.Status != pay.StatusSucceeded {
+		t.Fatalf("got %v, %v; want the SUCCEEDED order", o, err)
+	}
+	if store.finishes != 2 || sim.Calls() != 1 {
+		t.Fatalf("finishes %d, channel calls %d; want 2 and 1", store.finishes, sim.Calls())
+	}
+	got, err := svc.Get(context.Background(), "r1")
+	if err != nil || got.Status != pay.StatusSucceeded {
+		t.Fatalf("stored %v, %v", got, err)
+	}
+}

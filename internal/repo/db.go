@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/glebarez/sqlite"
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/pressly/goose/v3"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
@@ -59,7 +60,15 @@ func Open(ctx context.Context, opts OpenOptions) (*gorm.DB, error) {
 	maxConns := opts.MaxOpenConns
 	switch opts.Driver {
 	case MySQL:
-		dial = mysql.Open(opts.DSN)
+		// Rows affected must count the rows an UPDATE matched, as SQLite
+		// does, not only those whose values changed: recording the same
+		// outcome twice (a retry after a late commit) is not "not found".
+		dcfg, err := mysqldriver.ParseDSN(opts.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("repo: mysql DSN: %w", err)
+		}
+		dcfg.ClientFoundRows = true
+		dial = mysql.Open(dcfg.FormatDSN())
 		if maxConns <= 0 {
 			maxConns = 64
 		}

@@ -609,11 +609,16 @@ func (b *batcher[A, R]) flush(batch []*call[A, R]) {
 	}
 }
 
+// batchTimeout bounds one batched statement, whatever its callers' contexts
+// say: only one statement of a kind is in flight per instance, so one stuck
+// on a dead connection must not hold every later call of that kind.
+const batchTimeout = 10 * time.Second
+
 // batchContext is the context a batch runs under: the first caller's values,
 // cancelled once every caller's context has ended, so that one caller
-// leaving never cuts off the others' statement.
+// leaving never cuts off the others' statement, and at batchTimeout.
 func batchContext[A, R any](batch []*call[A, R]) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), batchTimeout)
 	var live atomic.Int64
 	live.Store(int64(len(batch)))
 	stops := make([]func() bool, len(batch))

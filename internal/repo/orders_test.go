@@ -125,6 +125,19 @@ func TestOrderStoreSuite(t *testing.T) {
 					t.Fatalf("finishing a SUCCEEDED order: %v, want ErrOrderNotFound", err)
 				}
 			})
+			t.Run("recording the same UNKNOWN outcome twice is not 'not found'", func(t *testing.T) {
+				// MariaDB counts changed rows unless the connection asks for
+				// matched rows (clientFoundRows, set by Open), SQLite matched.
+				o := newOrder("r-unk2")
+				_ = s.Create(ctx, o)
+				o.Status, o.FailureCode, o.UpdatedAt = pay.StatusUnknown, "CHANNEL_TIMEOUT", o.UpdatedAt.Add(time.Second)
+				if err := s.Finish(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Finish(ctx, o); err != nil {
+					t.Fatalf("the same outcome again: %v, want nil", err)
+				}
+			})
 			t.Run("stale processing orders become unknown", func(t *testing.T) {
 				old := newOrder("r-stale")
 				old.UpdatedAt = time.Now().Add(-time.Hour).UTC()

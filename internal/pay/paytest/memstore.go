@@ -72,7 +72,9 @@ func (s *MemStore) Finish(_ context.Context, o *pay.Order) error {
 	if s.FailFinish != nil {
 		return s.FailFinish
 	}
-	if _, ok := s.orders[o.RequestID]; !ok {
+	// As the SQL stores: only an order still PROCESSING or UNKNOWN takes
+	// an outcome.
+	if cur, ok := s.orders[o.RequestID]; !ok || (cur.Status != pay.StatusProcessing && cur.Status != pay.StatusUnknown) {
 		return pay.ErrOrderNotFound
 	}
 	s.orders[o.RequestID] = *o
