@@ -22,7 +22,9 @@ const noDeadline = 5 * time.Second
 // call is in flight queue; when the call returns, one sender goroutine sends
 // the queue as one call, and again for what queued meanwhile, until the
 // queue is empty. A key's calls never overlap, so arrival order is decision
-// order.
+// order, except that checks whose windows differ from the batch's (limits
+// changed meanwhile) wait for a later call. Exactness never depends on the
+// order: each call is one atomic script.
 type coalescer struct {
 	s   *RedisStore
 	max int
