@@ -121,7 +121,14 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		Amount: req.Amount, Currency: req.Currency, Subject: req.Subject,
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
 	}
-	if err := s.orders.Create(ctx, o); err != nil {
+	// The claim is detached from the caller's cancellation, as the channel
+	// call is: a client leaving mid-claim must not leave a committed claim
+	// behind an error (a batched INSERT outlives any one caller), with the
+	// slot released and the channel never called.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	err = s.orders.Create(cctx, o)
+	cancel()
+	if err != nil {
 		if errors.Is(err, ErrDuplicateOrder) {
 			// A concurrent duplicate won the claim. It holds the same limiter
 			// member (the requestId), so there is no slot of ours to release.
@@ -132,6 +139,9 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	}
 	return s.callChannel(ctx, ch, o)
 }
+
+// claimTimeout bounds the claim insert.
+const claimTimeout = 5 * time.Second
 
 // callChannel calls the channel once and records the outcome. It is detached
 // from the caller's cancellation: a started payment always gets recorded.

@@ -126,3 +126,32 @@ func TestOutcomeCommittedLateIsASuccess(t *testing.T) {
 		t.Fatalf("stored %v, %v", got, err)
 	}
 }
+
+// slowClaimStore takes a while to claim and honours its context, as a
+// database statement does.
+type slowClaimStore struct{ *paytest.MemStore }
+
+func (s slowClaimStore) Create(ctx context.Context, o *pay.Order) error {
+	select {
+	case <-time.After(50 * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.MemStore.Create(ctx, o)
+}
+
+// TestClientLeavingMidClaimStillPays: the claim is detached from the
+// caller's cancellation like the channel call, so a client that leaves
+// while its claim is being written does not leave the claim half-decided:
+// the payment goes through and is recorded.
+func TestClientLeavingMidClaimStillPays(t *testing.T) {
+	store := slowClaimStore{paytest.NewMemStore()}
+	svc, _, sim := newFlow(t, store, "limits:\n  B:ALIPAY: 5\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(10*time.Millisecond, cancel)
+	_, _ = svc.Pay(ctx, req("r1"))
+	got, err := svc.Get(context.Background(), "r1")
+	if err != nil || got.Status != pay.StatusSucceeded || sim.Calls() != 1 {
+		t.Fatalf("stored %v, %v after %d channel calls; want SUCCEEDED after 1", got, err, sim.Calls())
+	}
+}
