@@ -145,8 +145,8 @@ func TestRedisClusterFailover(t *testing.T) {
 		"PAYSERVER_REDIS_ADDRS":    strings.Join(addrs, ","),
 		"PAYSERVER_INSTANCE_COUNT": "3",
 	}
-	// PAYSERVER_IT_FAILOVER_AUTOPIPELINE=false compares against the plain
-	// client path (the default is the service's default, autopipeline on).
+	// PAYSERVER_IT_FAILOVER_AUTOPIPELINE=true|false sets the service's
+	// PAYSERVER_REDIS_AUTOPIPELINE (unset: the service's default, off).
 	if v := os.Getenv("PAYSERVER_IT_FAILOVER_AUTOPIPELINE"); v != "" {
 		env["PAYSERVER_REDIS_AUTOPIPELINE"] = v
 	}
