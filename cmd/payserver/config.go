@@ -179,6 +179,16 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 			*dst = b
 		}
 	}
+	integer := func(name string, dst *int) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q is not a whole number", name, v))
+				return
+			}
+			*dst = n
+		}
+	}
 	str("PAYSERVER_HTTP_ADDR", &cfg.HTTPAddr)
 	str("PAYSERVER_DATA_DIR", &cfg.DataDir)
 	str("PAYSERVER_LIMITS_FILE", &cfg.LimitsFile)
@@ -186,13 +196,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	boolean("PAYSERVER_AUTO_MIGRATE", &cfg.AutoMigrate)
 	boolean("PAYSERVER_DB_GROUP_COMMIT", &cfg.DBGroupCommit)
 	boolean("PAYSERVER_DB_BATCH_READS", &cfg.DBBatchReads)
-	if v := getenv("PAYSERVER_DB_MAX_BATCH"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("PAYSERVER_DB_MAX_BATCH: %q is not a whole number", v))
-		}
-		cfg.DBMaxBatch = n
-	}
+	integer("PAYSERVER_DB_MAX_BATCH", &cfg.DBMaxBatch)
 	list("PAYSERVER_REDIS_ADDR", &cfg.RedisAddrs)
 	list("PAYSERVER_REDIS_ADDRS", &cfg.RedisAddrs)
 	str("PAYSERVER_REDIS_PASSWORD", &cfg.RedisPassword)
@@ -203,13 +207,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	str("PAYSERVER_LOG_FORMAT", &cfg.LogFormat)
 	str("PAYSERVER_LIMITER_POLICY", &cfg.Limiter.Policy)
 	dur("PAYSERVER_LIMITER_TIMEOUT", &cfg.Limiter.Timeout)
-	if v := getenv("PAYSERVER_INSTANCE_COUNT"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("PAYSERVER_INSTANCE_COUNT: %q is not a whole number", v))
-		}
-		cfg.Limiter.InstanceCount = n
-	}
+	integer("PAYSERVER_INSTANCE_COUNT", &cfg.Limiter.InstanceCount)
 	if v := getenv("PAYSERVER_LIMITER_LOCAL_SHARE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
@@ -219,13 +217,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	}
 	boolean("PAYSERVER_LIMITER_NEAR_CACHE", &cfg.Limiter.NearCache)
 	boolean("PAYSERVER_LIMITER_COALESCE", &cfg.Limiter.Coalesce)
-	if v := getenv("PAYSERVER_LIMITER_MAX_BATCH"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("PAYSERVER_LIMITER_MAX_BATCH: %q is not a whole number", v))
-		}
-		cfg.Limiter.MaxBatch = n
-	}
+	integer("PAYSERVER_LIMITER_MAX_BATCH", &cfg.Limiter.MaxBatch)
 	str("PAYSERVER_LIMITS_DEFAULT_POLICY", &cfg.Limiter.Unconfigured)
 	list("PAYSERVER_NACOS_ADDR", &cfg.Nacos.Addrs)
 	str("PAYSERVER_NACOS_NAMESPACE", &cfg.Nacos.Namespace)
