@@ -4,61 +4,48 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"payserver/internal/batch"
 )
 
 // defaultMaxBatch bounds one coalesced call when RedisStoreOptions.MaxBatch
 // is zero.
 const defaultMaxBatch = 128
 
-// noDeadline bounds a coalesced call none of whose callers set a deadline.
-const noDeadline = 5 * time.Second
+// batchTimeout bounds one coalesced call; its callers' own deadlines (the
+// limiter's 50 ms) end it sooner once they have all left.
+const batchTimeout = 5 * time.Second
 
 // coalescer groups the concurrent checks of one key into single script
-// calls. The check that finds its key idle is sent at once, by its own
-// goroutine and under its own context, exactly as without coalescing, so an
-// uncontended check costs nothing extra. Checks of that key arriving while a
-// call is in flight queue; when the call returns, one sender goroutine sends
-// the queue as one call, and again for what queued meanwhile, until the
-// queue is empty. A key's calls never overlap, so arrival order is decision
-// order, except that checks whose windows differ from the batch's (limits
-// changed meanwhile) wait for a later call. Exactness never depends on the
-// order: each call is one atomic script.
+// calls, with one batch.Batcher per key: the check that finds its key idle
+// is sent at once, by its own goroutine and under its own context, exactly
+// as without coalescing; checks of that key arriving while a call is in
+// flight queue and go together in the next call. A key's calls never
+// overlap, so arrival order is decision order, except that checks whose
+// windows differ from the batch's (limits changed meanwhile) wait for a
+// later call. Exactness never depends on the order: each call is one atomic
+// script.
 type coalescer struct {
 	s   *RedisStore
 	max int
-
-	// calls and checks count the script calls sent and the checks they
-	// decided (CoalesceStats).
-	calls, checks atomic.Uint64
-
-	mu sync.Mutex
-	// queues holds one entry per key that has been checked. Only keys
-	// with limits reach the store, so this is bounded by the limits
-	// document.
-	queues map[Key]*checkQueue
+	// keys maps each key checked to its *batch.Batcher. Only keys with
+	// limits reach the store, so this is bounded by the limits documents.
+	keys sync.Map
 }
 
-type checkQueue struct {
-	pending []*pendingCheck
-	busy    bool // a call for this key is in flight
-}
-
-type pendingCheck struct {
-	ctx     context.Context
+type checkArg struct {
 	windows []Window
 	member  string
-	done    chan struct{}
-	res     StoreResult
-	err     error
 }
+
+type keyBatcher = batch.Batcher[checkArg, StoreResult]
 
 func newCoalescer(s *RedisStore, maxBatch int) *coalescer {
 	if maxBatch <= 0 {
 		maxBatch = defaultMaxBatch
 	}
-	return &coalescer{s: s, max: maxBatch, queues: map[Key]*checkQueue{}}
+	return &coalescer{s: s, max: maxBatch}
 }
 
 // check decides one check: at once if its key is idle, else with the next
@@ -66,121 +53,56 @@ func newCoalescer(s *RedisStore, maxBatch int) *coalescer {
 // (and, if admitted, recorded) by a call already on its way, as with a plain
 // client whose reply came too late.
 func (c *coalescer) check(ctx context.Context, k Key, windows []Window, member string) (StoreResult, error) {
-	c.mu.Lock()
-	q := c.queues[k]
-	if q == nil {
-		q = &checkQueue{}
-		c.queues[k] = q
+	b, ok := c.keys.Load(k)
+	if !ok {
+		b, _ = c.keys.LoadOrStore(k, c.newBatcher(k))
 	}
-	if !q.busy {
-		q.busy = true
-		c.mu.Unlock()
-		res, err := c.s.checkOne(ctx, k, windows, member)
-		c.calls.Add(1)
-		c.checks.Add(1)
-		c.handOff(k, q)
-		return res, err
-	}
-	p := &pendingCheck{ctx: ctx, windows: windows, member: member, done: make(chan struct{})}
-	q.pending = append(q.pending, p)
-	c.mu.Unlock()
-	select {
-	case <-p.done:
-		return p.res, p.err
-	case <-ctx.Done():
-		return StoreResult{}, ctx.Err()
+	return b.(*keyBatcher).Do(ctx, checkArg{windows: windows, member: member})
+}
+
+func (c *coalescer) newBatcher(k Key) *keyBatcher {
+	return &keyBatcher{
+		Max:     c.max,
+		Timeout: batchTimeout,
+		// One call serves one set of windows.
+		Fit: func(calls []*batch.Call[checkArg, StoreResult]) int {
+			for i, call := range calls {
+				if !slices.Equal(call.Arg.windows, calls[0].Arg.windows) {
+					return i
+				}
+			}
+			return len(calls)
+		},
+		One: func(ctx context.Context, a checkArg) (StoreResult, error) {
+			return c.s.checkOne(ctx, k, a.windows, a.member)
+		},
+		Many: func(ctx context.Context, calls []*batch.Call[checkArg, StoreResult]) {
+			windows := calls[0].Arg.windows
+			members := make([]string, len(calls))
+			for i, call := range calls {
+				members[i] = call.Arg.member
+			}
+			res, err := c.s.runCheck(ctx, c.s.keys(k, windows), checkArgs(windows, members...))
+			out := make([]StoreResult, len(calls))
+			if err == nil {
+				err = parseCheckReply(res, len(windows), out)
+			}
+			for i, call := range calls {
+				call.Res, call.Err = out[i], err
+			}
+		},
 	}
 }
 
-// handOff ends a call for q: the key goes idle, or a sender takes over the
-// checks that queued meanwhile.
-func (c *coalescer) handOff(k Key, q *checkQueue) {
-	c.mu.Lock()
-	if len(q.pending) == 0 {
-		q.busy = false
-		c.mu.Unlock()
-		return
-	}
-	c.mu.Unlock()
-	go c.send(k, q)
-}
-
-// send runs the key's queued checks, a batch per call, until none is left.
-func (c *coalescer) send(k Key, q *checkQueue) {
-	var batch []*pendingCheck
-	for {
-		c.mu.Lock()
-		batch = c.take(q, batch[:0])
-		if len(batch) == 0 && len(q.pending) == 0 {
-			q.busy = false
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
-		if len(batch) > 0 {
-			c.run(k, batch)
-		}
-	}
-}
-
-// take moves into batch, in arrival order, up to c.max queued checks that
-// share the first one's windows; the others (a limits change in between)
-// wait for the next call. Checks whose caller already left are dropped.
-// c.mu is held.
-func (c *coalescer) take(q *checkQueue, batch []*pendingCheck) []*pendingCheck {
-	rest := q.pending[:0]
-	var windows []Window
-	for _, p := range q.pending {
-		switch {
-		case p.ctx.Err() != nil:
-			p.err = p.ctx.Err()
-			close(p.done)
-		case len(batch) < c.max && (windows == nil || slices.Equal(p.windows, windows)):
-			windows = p.windows
-			batch = append(batch, p)
-		default:
-			rest = append(rest, p)
-		}
-	}
-	clear(q.pending[len(rest):])
-	q.pending = rest
-	return batch
-}
-
-// run sends one batch as one script call and hands each caller its result.
-// A batch of several runs until the latest of its callers' deadlines: it is
-// not tied to any one caller's cancellation.
-func (c *coalescer) run(k Key, batch []*pendingCheck) {
-	c.calls.Add(1)
-	c.checks.Add(uint64(len(batch)))
-	if len(batch) == 1 {
-		p := batch[0]
-		p.res, p.err = c.s.checkOne(p.ctx, k, p.windows, p.member)
-		close(p.done)
-		return
-	}
-	windows := batch[0].windows
-	members := make([]string, len(batch))
-	var deadline time.Time
-	for i, p := range batch {
-		members[i] = p.member
-		d, ok := p.ctx.Deadline()
-		if !ok {
-			d = time.Now().Add(noDeadline)
-		}
-		if d.After(deadline) {
-			deadline = d
-		}
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	res, err := c.s.runCheck(ctx, c.s.keys(k, windows), checkArgs(windows, members...))
-	cancel()
-	out := make([]StoreResult, len(batch))
-	if err == nil {
-		err = parseCheckReply(res, len(windows), out)
-	}
-	for i, p := range batch {
-		p.res, p.err = out[i], err
-		close(p.done)
-	}
+// stats returns the script calls sent and the checks they decided, over all
+// keys.
+func (c *coalescer) stats() (calls, checks uint64) {
+	c.keys.Range(func(_, b any) bool {
+		st := b.(*keyBatcher).Stats()
+		// A batch of n checks is one call; a check served alone is one.
+		calls += uint64(st.Calls - st.Batched + st.Batches)
+		checks += uint64(st.Calls)
+		return true
+	})
+	return calls, checks
 }

@@ -150,7 +150,7 @@ func (s *RedisStore) CoalesceStats() (calls, checks uint64) {
 	if s.co == nil {
 		return 0, 0
 	}
-	return s.co.calls.Load(), s.co.checks.Load()
+	return s.co.stats()
 }
 
 // checkOne checks one member in one script call.

@@ -6,11 +6,11 @@ package repo
 func SetFlushHook(s *Orders, kind string, f func(n int)) {
 	switch kind {
 	case "create":
-		s.group.creates.flushHook = f
+		s.group.creates.FlushHook = f
 	case "finish":
-		s.group.finishes.flushHook = f
+		s.group.finishes.FlushHook = f
 	case "get":
-		s.group.gets.flushHook = f
+		s.group.gets.FlushHook = f
 	default:
 		panic("unknown kind " + kind)
 	}
@@ -20,17 +20,11 @@ func SetFlushHook(s *Orders, kind string, f func(n int)) {
 func Queued(s *Orders, kind string) int {
 	switch kind {
 	case "create":
-		return s.group.creates.queued()
+		return s.group.creates.Queued()
 	case "finish":
-		return s.group.finishes.queued()
+		return s.group.finishes.Queued()
 	case "get":
-		return s.group.gets.queued()
+		return s.group.gets.Queued()
 	}
 	panic("unknown kind " + kind)
-}
-
-func (b *batcher[A, R]) queued() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue)
 }

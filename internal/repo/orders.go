@@ -104,7 +104,7 @@ func (s *Orders) translate(err error) error {
 // Get implements pay.OrderStore.
 func (s *Orders) Get(ctx context.Context, requestID string) (*pay.Order, error) {
 	if s.group != nil && s.group.gets != nil {
-		return s.group.gets.do(ctx, requestID)
+		return s.group.gets.Do(ctx, requestID)
 	}
 	return s.getOne(ctx, requestID)
 }
@@ -159,7 +159,7 @@ func (r *orderRow) scan(rows *sql.Rows) error {
 func (s *Orders) Create(ctx context.Context, o *pay.Order) error {
 	r := rowOf(o)
 	if s.group != nil && s.group.creates != nil {
-		_, err := s.group.creates.do(ctx, r)
+		_, err := s.group.creates.Do(ctx, r)
 		return err
 	}
 	return s.createOne(ctx, r)
@@ -186,7 +186,7 @@ func (s *Orders) createOne(ctx context.Context, r orderRow) error {
 func (s *Orders) Finish(ctx context.Context, o *pay.Order) error {
 	f := outcomeOf(o)
 	if s.group != nil && s.group.finishes != nil {
-		_, err := s.group.finishes.do(ctx, f)
+		_, err := s.group.finishes.Do(ctx, f)
 		return err
 	}
 	return s.finishOne(ctx, f)

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
+	"payserver/internal/batch"
 	"payserver/internal/pay"
 )
 
@@ -116,18 +116,22 @@ type OrdersStats struct {
 	Create, Finish, Get GroupStats
 }
 
+func groupStats(st batch.Stats) GroupStats {
+	return GroupStats{Calls: st.Calls, Batches: st.Batches, Batched: st.Batched, Retried: st.Retried, Canceled: st.Canceled}
+}
+
 // Stats reports what group commit did so far (all zero when it is off).
 func (s *Orders) Stats() OrdersStats {
 	var out OrdersStats
 	if g := s.group; g != nil {
 		if g.creates != nil {
-			out.Create = g.creates.stats.snapshot()
+			out.Create = groupStats(g.creates.Stats())
 		}
 		if g.finishes != nil {
-			out.Finish = g.finishes.stats.snapshot()
+			out.Finish = groupStats(g.finishes.Stats())
 		}
 		if g.gets != nil {
-			out.Get = g.gets.stats.snapshot()
+			out.Get = groupStats(g.gets.Stats())
 		}
 	}
 	return out
@@ -137,9 +141,9 @@ func (s *Orders) Stats() OrdersStats {
 type orderGroups struct {
 	s        *Orders
 	sqlDB    *sql.DB
-	creates  *batcher[orderRow, struct{}]
-	finishes *batcher[outcome, struct{}]
-	gets     *batcher[string, *pay.Order]
+	creates  *batch.Batcher[orderRow, struct{}]
+	finishes *batch.Batcher[outcome, struct{}]
+	gets     *batch.Batcher[string, *pay.Order]
 
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
@@ -156,23 +160,23 @@ func newOrderGroups(s *Orders, opts OrdersOptions) (*orderGroups, error) {
 	}
 	g := &orderGroups{s: s, sqlDB: sqlDB, stmts: map[string]*sql.Stmt{}}
 	if opts.GroupCommit {
-		g.creates = &batcher[orderRow, struct{}]{
-			max: limit, fit: createFit,
-			one: func(ctx context.Context, r orderRow) (struct{}, error) {
+		g.creates = &batch.Batcher[orderRow, struct{}]{
+			Max: limit, Fit: func(calls []*batch.Call[orderRow, struct{}]) int { return createFit(len(calls)) },
+			One: func(ctx context.Context, r orderRow) (struct{}, error) {
 				return struct{}{}, s.createOne(ctx, r)
 			},
-			many: g.createMany,
+			Many: g.createMany,
 		}
-		g.finishes = &batcher[outcome, struct{}]{
-			max: limit,
-			one: func(ctx context.Context, f outcome) (struct{}, error) {
+		g.finishes = &batch.Batcher[outcome, struct{}]{
+			Max: limit,
+			One: func(ctx context.Context, f outcome) (struct{}, error) {
 				return struct{}{}, s.finishOne(ctx, f)
 			},
-			many: g.finishMany,
+			Many: g.finishMany,
 		}
 	}
 	if opts.BatchGets {
-		g.gets = &batcher[string, *pay.Order]{max: limit, one: s.getOne, many: g.getMany}
+		g.gets = &batch.Batcher[string, *pay.Order]{Max: limit, One: s.getOne, Many: g.getMany}
 	}
 	return g, nil
 }
@@ -284,11 +288,11 @@ func placeholders(n int) string {
 }
 
 // createMany inserts the rows of two or more Create calls in one statement.
-func (g *orderGroups) createMany(ctx context.Context, calls []*call[orderRow, struct{}]) {
+func (g *orderGroups) createMany(ctx context.Context, calls []*batch.Call[orderRow, struct{}]) {
 	query := insertSQL(len(calls))
 	args := make([]any, 0, 15*len(calls))
 	for _, c := range calls {
-		r := &c.arg
+		r := &c.Arg
 		args = append(args, r.OrderNo, r.RequestID, r.RequestHash, r.BizType, r.Channel, r.MerchantID, r.Amount,
 			r.Currency, r.Subject, r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt)
 	}
@@ -301,13 +305,13 @@ func (g *orderGroups) createMany(ctx context.Context, calls []*call[orderRow, st
 	switch {
 	case err == nil:
 	case g.refused(err):
-		g.creates.stats.retried.Add(int64(len(calls)))
+		g.creates.AddRetried(len(calls))
 		for _, c := range calls {
-			c.err = g.s.createOne(c.ctx, c.arg)
+			c.Err = g.s.createOne(c.Ctx, c.Arg)
 		}
 	default:
 		for _, c := range calls {
-			c.err = fmt.Errorf("repo: create order: %w", err)
+			c.Err = fmt.Errorf("repo: create order: %w", err)
 		}
 	}
 }
@@ -315,14 +319,14 @@ func (g *orderGroups) createMany(ctx context.Context, calls []*call[orderRow, st
 // finishMany records the outcomes of two or more Finish calls in one
 // transaction, or, when that does not change exactly one row per call, one
 // by one.
-func (g *orderGroups) finishMany(ctx context.Context, calls []*call[outcome, struct{}]) {
+func (g *orderGroups) finishMany(ctx context.Context, calls []*batch.Call[outcome, struct{}]) {
 	n := len(calls)
 	p := padded(n)
 	query := finishSQL(p)
 	args := make([]any, 0, 11*p+2)
 	for col := range finishColumns {
 		for i := 0; i < n; i++ {
-			f := &calls[i].arg
+			f := &calls[i].Arg
 			args = append(args, f.RequestID, f.value(col))
 		}
 		// Padding: the last WHEN again, which never matches first.
@@ -344,13 +348,13 @@ func (g *orderGroups) finishMany(ctx context.Context, calls []*call[outcome, str
 	case retry:
 		// Not every call changed a row, or the database refused the UPDATE;
 		// the transaction was rolled back. Each call gets its own answer.
-		g.finishes.stats.retried.Add(int64(n))
+		g.finishes.AddRetried(n)
 		for _, c := range calls {
-			c.err = g.s.finishOne(c.ctx, c.arg)
+			c.Err = g.s.finishOne(c.Ctx, c.Arg)
 		}
 	default:
 		for _, c := range calls {
-			c.err = fmt.Errorf("repo: finish order: %w", err)
+			c.Err = fmt.Errorf("repo: finish order: %w", err)
 		}
 	}
 }
@@ -391,14 +395,14 @@ func (g *orderGroups) finishTx(ctx context.Context, query string, args []any, wa
 }
 
 // getMany reads the orders of two or more Get calls in one SELECT.
-func (g *orderGroups) getMany(ctx context.Context, calls []*call[string, *pay.Order]) {
+func (g *orderGroups) getMany(ctx context.Context, calls []*batch.Call[string, *pay.Order]) {
 	n := len(calls)
 	p := padded(n)
 	query := getSQL(p)
 	args := make([]any, p)
 	for i := range args {
 		if i < n {
-			args[i] = calls[i].arg
+			args[i] = calls[i].Arg
 		} else {
 			args[i] = args[n-1]
 		}
@@ -407,13 +411,13 @@ func (g *orderGroups) getMany(ctx context.Context, calls []*call[string, *pay.Or
 	found, err := g.queryOrders(ctx, query, args)
 	g.s.trace(ctx, begin, query, err)
 	for _, c := range calls {
-		switch r, ok := found[c.arg]; {
+		switch r, ok := found[c.Arg]; {
 		case err != nil:
-			c.err = fmt.Errorf("repo: get order: %w", err)
+			c.Err = fmt.Errorf("repo: get order: %w", err)
 		case !ok:
-			c.err = pay.ErrOrderNotFound
+			c.Err = pay.ErrOrderNotFound
 		default:
-			c.res = r.order()
+			c.Res = r.order()
 		}
 	}
 }
@@ -439,200 +443,3 @@ func (g *orderGroups) queryOrders(ctx context.Context, query string, args []any)
 	return found, rows.Err()
 }
 
-// batcher coalesces concurrent calls of one kind; see the top of this file.
-type batcher[A, R any] struct {
-	max int
-	// fit says how many of n queued calls one statement takes (nil: all n).
-	fit func(n int) int
-	// one serves a call alone; many serves two or more, setting each call's
-	// res and err.
-	one  func(ctx context.Context, a A) (R, error)
-	many func(ctx context.Context, calls []*call[A, R])
-
-	// flushHook, if set (tests), runs at the start of every flush with its
-	// size.
-	flushHook func(n int)
-
-	stats batchStats
-
-	mu    sync.Mutex
-	busy  bool // a flush is running
-	queue []*call[A, R]
-}
-
-type call[A, R any] struct {
-	ctx   context.Context
-	arg   A
-	res   R
-	err   error
-	done  chan struct{} // closed once res and err are set
-	taken bool          // guarded by batcher.mu: in a flush, or completed
-}
-
-type batchStats struct {
-	calls, batches, batched, retried, canceled atomic.Int64
-}
-
-func (s *batchStats) snapshot() GroupStats {
-	return GroupStats{Calls: s.calls.Load(), Batches: s.batches.Load(), Batched: s.batched.Load(),
-		Retried: s.retried.Load(), Canceled: s.canceled.Load()}
-}
-
-// do runs one call: at once if no flush of this kind is in flight, else in
-// the next batch.
-func (b *batcher[A, R]) do(ctx context.Context, a A) (R, error) {
-	var zero R
-	b.mu.Lock()
-	if !b.busy {
-		b.busy = true
-		b.mu.Unlock()
-		defer b.next() // even if one panics, so the batcher is never left busy
-		if b.flushHook != nil {
-			b.flushHook(1)
-		}
-		b.stats.calls.Add(1)
-		return b.one(ctx, a)
-	}
-	c := &call[A, R]{ctx: ctx, arg: a, done: make(chan struct{})}
-	b.queue = append(b.queue, c)
-	b.mu.Unlock()
-
-	select {
-	case <-c.done:
-		return c.res, c.err
-	case <-ctx.Done():
-	}
-	b.mu.Lock()
-	if !c.taken {
-		for i, q := range b.queue {
-			if q == c {
-				b.queue = append(b.queue[:i], b.queue[i+1:]...)
-				break
-			}
-		}
-		b.mu.Unlock()
-		b.stats.canceled.Add(1)
-		return zero, ctx.Err()
-	}
-	b.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.res, c.err
-	default:
-		return zero, ctx.Err()
-	}
-}
-
-// next runs after a flush by a caller: it hands whatever queued meanwhile
-// to a flushing goroutine, or marks the batcher idle.
-func (b *batcher[A, R]) next() {
-	b.mu.Lock()
-	batch := b.takeLocked()
-	if batch == nil {
-		b.busy = false
-	}
-	b.mu.Unlock()
-	if batch != nil {
-		go b.loop(batch)
-	}
-}
-
-// loop flushes batches until the queue is empty.
-func (b *batcher[A, R]) loop(batch []*call[A, R]) {
-	for batch != nil {
-		b.flush(batch)
-		b.mu.Lock()
-		batch = b.takeLocked()
-		if batch == nil {
-			b.busy = false
-		}
-		b.mu.Unlock()
-	}
-}
-
-// takeLocked removes the next batch from the queue, or returns nil. Calls
-// whose context has ended are completed with its error instead.
-func (b *batcher[A, R]) takeLocked() []*call[A, R] {
-	if len(b.queue) == 0 {
-		return nil
-	}
-	var batch, rest []*call[A, R]
-	for _, c := range b.queue {
-		if len(batch) == b.max {
-			rest = append(rest, c)
-			continue
-		}
-		if err := c.ctx.Err(); err != nil {
-			c.err, c.taken = err, true
-			close(c.done)
-			b.stats.canceled.Add(1)
-			continue
-		}
-		batch = append(batch, c)
-	}
-	if b.fit != nil && len(batch) > 0 {
-		if n := b.fit(len(batch)); n < len(batch) {
-			rest = append(append([]*call[A, R](nil), batch[n:]...), rest...)
-			batch = batch[:n]
-		}
-	}
-	clear(b.queue)
-	b.queue = append(b.queue[:0], rest...)
-	if len(batch) == 0 {
-		return nil
-	}
-	for _, c := range batch {
-		c.taken = true
-	}
-	return batch
-}
-
-// flush serves one batch and completes its calls.
-func (b *batcher[A, R]) flush(batch []*call[A, R]) {
-	if b.flushHook != nil {
-		b.flushHook(len(batch))
-	}
-	b.stats.calls.Add(int64(len(batch)))
-	if len(batch) == 1 {
-		c := batch[0]
-		c.res, c.err = b.one(c.ctx, c.arg)
-		close(c.done)
-		return
-	}
-	b.stats.batches.Add(1)
-	b.stats.batched.Add(int64(len(batch)))
-	ctx, release := batchContext(batch)
-	b.many(ctx, batch)
-	release()
-	for _, c := range batch {
-		close(c.done)
-	}
-}
-
-// batchTimeout bounds one batched statement, whatever its callers' contexts
-// say: only one statement of a kind is in flight per instance, so one stuck
-// on a dead connection must not hold every later call of that kind.
-const batchTimeout = 10 * time.Second
-
-// batchContext is the context a batch runs under: the first caller's values,
-// cancelled once every caller's context has ended, so that one caller
-// leaving never cuts off the others' statement, and at batchTimeout.
-func batchContext[A, R any](batch []*call[A, R]) (context.Context, func()) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), batchTimeout)
-	var live atomic.Int64
-	live.Store(int64(len(batch)))
-	stops := make([]func() bool, len(batch))
-	for i, c := range batch {
-		stops[i] = context.AfterFunc(c.ctx, func() {
-			if live.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
-}
