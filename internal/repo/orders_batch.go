@@ -442,4 +442,3 @@ func (g *orderGroups) queryOrders(ctx context.Context, query string, args []any)
 	}
 	return found, rows.Err()
 }
-
