@@ -394,6 +394,10 @@ func TestSecretsNeverLogged(t *testing.T) {
 			s.pay(t, payBody(fmt.Sprintf("sec-r-%d", i), biz, "ALIPAY"))
 		}
 		s.do(t, http.MethodGet, "/readyz", nil, nil)
+		// The failure path must have run, or the grep below proves nothing.
+		if n := s.metric(t, "payserver_limiter_redis_errors_total"); n == 0 {
+			t.Fatal("no Redis error counted with a wrong Redis password")
+		}
 		s.stop()
 		logs := s.logs()
 		if !strings.Contains(logs, "WRONGPASS") && !strings.Contains(logs, "NOAUTH") && !strings.Contains(logs, "invalid password") {

@@ -126,9 +126,9 @@ func TestBatchedStoreSameAnswers(t *testing.T) {
 				t.Fatalf("step %d (%s): batched %+v, plain %+v", i, m, got, want)
 			}
 		}
-		up, _ := plain.Usage(context.Background(), kp, ws)
-		ub, _ := batched.Usage(context.Background(), kb, ws)
-		if fmt.Sprint(up) != fmt.Sprint(ub) {
+		up, err1 := plain.Usage(context.Background(), kp, ws)
+		ub, err2 := batched.Usage(context.Background(), kb, ws)
+		if err1 != nil || err2 != nil || len(up) != len(ws) || fmt.Sprint(up) != fmt.Sprint(ub) {
 			t.Fatalf("usage: batched %v, plain %v", ub, up)
 		}
 	})

@@ -83,9 +83,9 @@ func TestCheckScriptBatchEqualsSingles(t *testing.T) {
 							round, ws, members, i, members[i], got[i], want[i])
 					}
 				}
-				us, _ := s.Usage(ctx, single, ws)
-				ub, _ := s.Usage(ctx, batch, ws)
-				if fmt.Sprint(us) != fmt.Sprint(ub) {
+				us, err1 := s.Usage(ctx, single, ws)
+				ub, err2 := s.Usage(ctx, batch, ws)
+				if err1 != nil || err2 != nil || len(us) != 2 || fmt.Sprint(us) != fmt.Sprint(ub) {
 					t.Fatalf("round %d: usage batched %v, single %v", round, ub, us)
 				}
 			}

@@ -418,7 +418,7 @@ func TestGroupCommit(t *testing.T) {
 						t.Fatalf("get %s: %v, want ErrOrderNotFound", id, errs[i])
 					}
 				}
-				if got[1*3] == got[len(ids)-1] {
+				if ids[1*3] != ids[len(ids)-2] || got[1*3] == got[len(ids)-2] { // get-1, asked twice
 					t.Fatal("two callers share one *pay.Order")
 				}
 			})
