@@ -173,6 +173,8 @@ func TestSIGKILLRestartRetries(t *testing.T) {
 	s := startServer(t, serverOptions{DSN: dsn, Fast: true, Config: "channels:\n  ALIPAY: {latency: 100ms}\n",
 		Env: map[string]string{"PAYSERVER_ORDER_STALE_AFTER": "2s", "PAYSERVER_CHANNEL_TIMEOUT": "500ms"}})
 	got := signalUnderLoad(s, "kill", syscall.SIGKILL)
+	// What the killed process left: orders whose channel call may have run.
+	atKill := dbOrders(t, dsn)
 	s.start()
 	// Retry every requestId the client ever sent, twice.
 	for round := 0; round < 2; round++ {
@@ -201,6 +203,31 @@ func TestSIGKILLRestartRetries(t *testing.T) {
 	if d := s.metric(t, "payserver_simulator_duplicate_calls_total"); d != 0 {
 		t.Errorf("the restarted instance called the channel again for %v requestIds", d)
 	}
+	// The simulator's memory died with the process, so the duplicate
+	// counter above cannot see a repeat of a call made before the kill.
+	// Count instead: the restarted instance may call the channel only for
+	// requestIds that had no order at the kill; an order claimed before it
+	// (channel maybe called) must never be paid again, and one left
+	// PROCESSING must end UNKNOWN, never succeeded.
+	fresh := 0
+	for id := range got.status {
+		if _, ok := atKill[id]; !ok {
+			fresh++
+		}
+	}
+	if calls := s.metric(t, "payserver_simulator_calls_total"); calls > float64(fresh) {
+		t.Errorf("the restarted instance made %v channel calls for %d requestIds that had no order at the kill", calls, fresh)
+	}
+	stuck := 0
+	for id, st := range atKill {
+		if st == "PROCESSING" {
+			stuck++
+			if orders[id] != "UNKNOWN" {
+				t.Errorf("%s was PROCESSING at the kill and is now %s, want UNKNOWN", id, orders[id])
+			}
+		}
+	}
+	t.Logf("%d orders at the kill (%d PROCESSING), %d requestIds new after it", len(atKill), stuck, fresh)
 }
 
 // dbQuery returns the first column of every row of query.
