@@ -30,15 +30,7 @@ func TestDatabaseOutage(t *testing.T) {
 		t.Fatalf("before: %d %s", r.Status, r.Body)
 	}
 	p.Down()
-	for i := 1; i <= 10; i++ {
-		r := s.pay(t, payBody(fmt.Sprintf("db-%d", i), biz, "ALIPAY"))
-		if r.Status != 503 || r.JSON(t)["code"] != "DEPENDENCY_UNAVAILABLE" {
-			t.Fatalf("request %d with the database down: %d %s, want 503 DEPENDENCY_UNAVAILABLE", i, r.Status, r.Body)
-		}
-	}
-	if r := s.do(t, "GET", "/readyz", nil, nil); r.Status != 503 || !strings.Contains(string(r.Body), "database") {
-		t.Fatalf("readyz: %d %s, want 503 naming the database", r.Status, r.Body)
-	}
+	wantDependencyDown(t, s, biz, "db", 10, "database")
 	// No slot is held for the refused requests: only db-0 is in the window.
 	rdb := testutil.MustRedis(t)
 	members, err := rdb.ZRange(context.Background(), "payserver:rl:{"+biz+":ALIPAY}:60000", 0, -1).Result()
@@ -56,5 +48,20 @@ func TestDatabaseOutage(t *testing.T) {
 		if r := s.do(t, "GET", fmt.Sprintf("/pay/db-%d", i), nil, nil); r.Status != 404 {
 			t.Fatalf("db-%d left an order behind: %d %s", i, r.Status, r.Body)
 		}
+	}
+}
+
+// wantDependencyDown sends n payments (requestIds prefix-1..n) and wants each
+// answered 503 DEPENDENCY_UNAVAILABLE, and /readyz answering 503 naming dep.
+func wantDependencyDown(t *testing.T, s *server, biz, prefix string, n int, dep string) {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		r := s.pay(t, payBody(fmt.Sprintf("%s-%d", prefix, i), biz, "ALIPAY"))
+		if r.Status != 503 || r.JSON(t)["code"] != "DEPENDENCY_UNAVAILABLE" {
+			t.Fatalf("request %d with %s down: %d %s, want 503 DEPENDENCY_UNAVAILABLE", i, dep, r.Status, r.Body)
+		}
+	}
+	if r := s.do(t, "GET", "/readyz", nil, nil); r.Status != 503 || !strings.Contains(string(r.Body), dep) {
+		t.Fatalf("readyz with %s down: %d %s, want 503 naming %s", dep, r.Status, r.Body, dep)
 	}
 }

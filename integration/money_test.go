@@ -18,24 +18,13 @@ import (
 // dbOrders returns requestId -> status of every order in the database.
 func dbOrders(t testing.TB, dsn string) map[string]string {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query("SELECT request_id, status FROM orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	out := map[string]string{}
-	for rows.Next() {
+	dbScan(t, dsn, "SELECT request_id, status FROM orders", func(scan func(...any) error) error {
 		var id, st string
-		if err := rows.Scan(&id, &st); err != nil {
-			t.Fatal(err)
-		}
+		err := scan(&id, &st)
 		out[id] = st
-	}
+		return err
+	})
 	return out
 }
 
@@ -233,6 +222,19 @@ func TestSIGKILLRestartRetries(t *testing.T) {
 // dbQuery returns the first column of every row of query.
 func dbQuery(t testing.TB, dsn, query string) []string {
 	t.Helper()
+	var out []string
+	dbScan(t, dsn, query, func(scan func(...any) error) error {
+		var v string
+		err := scan(&v)
+		out = append(out, v)
+		return err
+	})
+	return out
+}
+
+// dbScan runs query on the database of dsn and calls row for every row.
+func dbScan(t testing.TB, dsn, query string, row func(scan func(...any) error) error) {
+	t.Helper()
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -243,15 +245,14 @@ func dbQuery(t testing.TB, dsn, query string) []string {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []string
 	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
+		if err := row(rows.Scan); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, v)
 	}
-	return out
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func envInt(name string) int {

@@ -211,15 +211,7 @@ func TestRedisOutageDenyPolicy(t *testing.T) {
 		t.Fatalf("before the outage: %d %s", got.Status, got.Body)
 	}
 	r.stop()
-	for i := 1; i <= 20; i++ {
-		got := s.pay(t, payBody(fmt.Sprintf("deny-%d", i), biz, "ALIPAY"))
-		if got.Status != 503 || got.JSON(t)["code"] != "DEPENDENCY_UNAVAILABLE" {
-			t.Fatalf("request %d during the outage: %d %s, want 503 DEPENDENCY_UNAVAILABLE", i, got.Status, got.Body)
-		}
-	}
-	if got := s.do(t, "GET", "/readyz", nil, nil); got.Status != 503 || !strings.Contains(string(got.Body), "redis") {
-		t.Fatalf("readyz during the outage: %d %s, want 503 naming redis", got.Status, got.Body)
-	}
+	wantDependencyDown(t, s, biz, "deny", 20, "redis")
 	r.start()
 	waitFor(t, "service to resume after Redis returned", 5*time.Second, func() bool {
 		return s.pay(t, payBody(fmt.Sprintf("deny-after-%d", time.Now().UnixNano()), biz, "ALIPAY")).Status == 200

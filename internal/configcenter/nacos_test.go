@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"payserver/internal/testutil"
 )
 
 // Integration tests against a real r-nacos server. The address comes from
@@ -34,19 +36,10 @@ import (
 
 const nacosTestGroup = "PAY_TEST"
 
-func nacosTestCI() bool { return os.Getenv("CI") == "true" }
-
 // nacosTestAddr returns the test server address or skips (fails under CI).
 func nacosTestAddr(t testing.TB) string {
 	t.Helper()
-	addr := os.Getenv("PAYSERVER_TEST_NACOS_ADDR")
-	if addr == "" {
-		if nacosTestCI() {
-			t.Fatal("PAYSERVER_TEST_NACOS_ADDR is not set (start r-nacos with scripts/services.sh)")
-		}
-		t.Skip("PAYSERVER_TEST_NACOS_ADDR not set; start r-nacos with scripts/services.sh")
-	}
-	return addr
+	return testutil.Env(t, "PAYSERVER_TEST_NACOS_ADDR")
 }
 
 // nacosTestLogger writes to stderr (not t.Log: the SDK logger is a process
@@ -662,7 +655,7 @@ func rnacosBinary(t testing.TB) string {
 			return b
 		}
 	}
-	if nacosTestCI() {
+	if testutil.CI() {
 		t.Fatal("rnacos binary not found (set PAYSERVER_TEST_RNACOS_BIN or install it)")
 	}
 	t.Skip("rnacos binary not found; set PAYSERVER_TEST_RNACOS_BIN")

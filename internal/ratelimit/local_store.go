@@ -173,10 +173,8 @@ func (s *LocalStore) key(k Key) *localKey {
 
 // set returns the window of size, creating it.
 func (lk *localKey) set(size time.Duration) *localSet {
-	for _, set := range lk.sets {
-		if set.size == size {
-			return set
-		}
+	if set := lk.find(size); set != nil {
+		return set
 	}
 	set := &localSet{size: size}
 	lk.sets = append(lk.sets, set)
