@@ -145,11 +145,6 @@ func TestRedisClusterFailover(t *testing.T) {
 		"PAYSERVER_REDIS_ADDRS":    strings.Join(addrs, ","),
 		"PAYSERVER_INSTANCE_COUNT": "3",
 	}
-	// PAYSERVER_IT_FAILOVER_AUTOPIPELINE=true|false sets the service's
-	// PAYSERVER_REDIS_AUTOPIPELINE (unset: the service's default, off).
-	if v := os.Getenv("PAYSERVER_IT_FAILOVER_AUTOPIPELINE"); v != "" {
-		env["PAYSERVER_REDIS_AUTOPIPELINE"] = v
-	}
 	var servers []*server
 	for i := 0; i < 3; i++ {
 		servers = append(servers, startServer(t, serverOptions{Limits: limits, DSN: dsn, Fast: true, Env: env}))

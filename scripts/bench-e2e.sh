@@ -25,14 +25,13 @@
 #        full-redis      POST /pay, FULL:ALIPAY, near-cache off            on B
 #      every POST with a requestId of its own; one table per run;
 #   5. prints the RATIO lines, then limiter checks/s at 64 callers, plain
-#      client vs the coalescer as shipped vs AutoPipeline (bench/e2e batching).
+#      client vs the coalescer as shipped (bench/e2e batching).
 # Output is also written to bench/out/e2e.txt. A ratio under target prints
 # MISS and does not fail the run; an error (a server down, a wrong status)
 # does.
 #
 # Knobs: E2E_DURATION (10s), E2E_CONCURRENCY ("50 200"), E2E_THREADS (2),
-# E2E_BATCHING (1; 0 skips step 5), E2E_AUTOPIPELINE (unset = payserver's
-# default, off; true/false sets PAYSERVER_REDIS_AUTOPIPELINE on A, B and C),
+# E2E_BATCHING (1; 0 skips step 5),
 # E2E_PORT (18090: A; B and C are E2E_PORT+1 and +2).
 set -euo pipefail
 
@@ -97,7 +96,7 @@ EOF
 
 # start_server NAME PORT NEARCACHE [BATCHING]
 start_server() {
-  local name="$1" port="$2" nc="$3" batching="${4:-true}" ap="${E2E_AUTOPIPELINE:-}"
+  local name="$1" port="$2" nc="$3" batching="${4:-true}"
   (
     export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$port"
     export PAYSERVER_DATA_DIR="$WORK/data-$name" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
@@ -107,7 +106,6 @@ start_server() {
     # A loaded machine should show as latency, not as degraded (local)
     # decisions: this measures throughput, not the outage policy.
     export PAYSERVER_LIMITER_TIMEOUT=1s
-    if [[ -n "$ap" ]]; then export PAYSERVER_REDIS_AUTOPIPELINE="$ap"; fi
     if [[ "$batching" == false ]]; then
       export PAYSERVER_LIMITER_COALESCE=false PAYSERVER_DB_GROUP_COMMIT=false PAYSERVER_DB_BATCH_READS=false
     fi
@@ -223,7 +221,7 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
 {
   echo "== payserver end to end: $(nproc) CPUs, $(date -u +%FT%TZ), wrk -t$THREADS, $DURATION per run"
   echo "   $(mariadb --version | sed 's/,.*//'); $(redis-server --version | cut -d' ' -f1-3); $("$GO" version | cut -d' ' -f3); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
-  echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching (autopipeline ${E2E_AUTOPIPELINE:-default} on all); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   for c in $CONCURRENCY; do
     echo
     echo "== concurrency $c"
@@ -260,7 +258,7 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
   done
   if [[ "${E2E_BATCHING:-1}" != 0 ]]; then
     echo
-    echo "== limiter batching (coalescer as shipped, AutoPipeline), 64 callers"
+    echo "== limiter batching (coalescer as shipped), 64 callers"
     "$WORK/e2e" batching -addr "$HOST:16379" -callers 64 -duration 6s -rounds 6
   fi
   echo

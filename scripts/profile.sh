@@ -12,7 +12,6 @@
 # meanwhile takes a CPU profile and a delta allocation profile of the same
 # seconds. Writes bench/out/profile/{cpu,allocs}.pprof and top.txt (the
 # heaviest functions, flat and cumulative) and prints top.txt.
-# E2E_AUTOPIPELINE=true|false sets PAYSERVER_REDIS_AUTOPIPELINE.
 # Inspect further with: go tool pprof -http 127.0.0.1:0 bench/out/profile/cpu.pprof
 set -euo pipefail
 
@@ -57,7 +56,6 @@ printf 'channels:\n  ALIPAY: {}\n' >"$WORK/payserver.yaml"
   export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:13306)/$DB?parseTime=true&loc=UTC"
   export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:16379" PAYSERVER_LOG_LEVEL=warn
   export PAYSERVER_LIMITER_TIMEOUT=1s
-  if [[ -n "${E2E_AUTOPIPELINE:-}" ]]; then export PAYSERVER_REDIS_AUTOPIPELINE="$E2E_AUTOPIPELINE"; fi
   exec "$WORK/payserver"
 ) >"$WORK/payserver.log" 2>&1 &
 PID=$!

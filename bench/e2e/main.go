@@ -8,9 +8,7 @@
 // on a real Redis with callers concurrent goroutines: the RedisStore with
 // one EVALSHA per check on the plain go-redis client ("unbatched"), side by
 // side with the store as payserver ships it ("batched": the coalescer, one
-// script call per batch of a key's concurrent checks, on the plain client),
-// with go-redis's autopipeliner alone (one EVALSHA per check, pipelined) and
-// with both, interleaved in rounds so that all see the same machine. Every
+// script call per batch of a key's concurrent checks), interleaved in rounds so that all see the same machine. Every
 // check has a new member on a roomy key (10,000,000 per 1s), so every check
 // admits. It prints checks/s, p50/p99/p99.9 and RATIO lines. The run is
 // bounded by duration and by -max-checks.
@@ -76,8 +74,6 @@ func batching(args []string) error {
 	target := fs.Float64("target", 2.5, "ratio target batched/unbatched")
 	p99Max := fs.Duration("p99-max", 2*time.Millisecond, "batched p99 target")
 	only := fs.String("only", "", "run one side only: batched or unbatched (for profiling)")
-	flushDelay := fs.Duration("flush-delay", 0, "AutoPipelineOptions.MaxFlushDelay (0: go-redis default)")
-	batches := fs.Int("batches", 0, "AutoPipelineOptions.MaxConcurrentBatches, Unordered when > 1 (0: go-redis default)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
 	_ = fs.Parse(args)
 	if *callers < 1 || *rounds < 1 || *duration <= 0 {
@@ -88,14 +84,6 @@ func batching(args []string) error {
 		return err
 	}
 	defer client.Close()
-	if *flushDelay > 0 || *batches > 0 {
-		o := redis.DefaultAutoPipelineOptions()
-		o.MaxFlushDelay = *flushDelay
-		if *batches > 1 {
-			o.MaxConcurrentBatches, o.Unordered = *batches, true
-		}
-		client.Options().AutoPipelineOptions = o
-	}
 	ctx := context.Background()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	mk := func(name string, o ratelimit.RedisStoreOptions) (*side, error) {
@@ -122,32 +110,19 @@ func batching(args []string) error {
 	if err != nil {
 		return err
 	}
-	// As payserver ships: PAYSERVER_LIMITER_COALESCE on,
-	// PAYSERVER_REDIS_AUTOPIPELINE off.
+	// As payserver ships: PAYSERVER_LIMITER_COALESCE on.
 	batched, err := mk("batched (as shipped)", ratelimit.RedisStoreOptions{Coalesce: true})
-	if err != nil {
-		return err
-	}
-	autopipe, err := mk("AutoPipeline only", ratelimit.RedisStoreOptions{AutoPipeline: true})
-	if err != nil {
-		return err
-	}
-	coAP, err := mk("coalesce + AutoPipeline", ratelimit.RedisStoreOptions{Coalesce: true, AutoPipeline: true})
 	if err != nil {
 		return err
 	}
 	per := *duration / time.Duration(*rounds)
 	fmt.Printf("limiter checks through ratelimit.Limiter on Redis %s: %d callers, %d rounds of %v per side, interleaved\n", *addr, *callers, *rounds, per)
-	sides := []*side{plain, batched, autopipe, coAP}
+	sides := []*side{plain, batched}
 	switch *only {
 	case "unbatched":
 		sides = sides[:1]
 	case "batched":
-		sides = sides[1:2]
-	case "autopipeline":
-		sides = sides[2:3]
-	case "coalesce+autopipeline":
-		sides = sides[3:]
+		sides = sides[1:]
 	}
 	for _, s := range sides { // warm-up: connections, script cache
 		measure(ctx, s, *callers, 300*time.Millisecond, *maxChecks, run+"w", false)
@@ -189,10 +164,6 @@ func batching(args []string) error {
 	}
 	fmt.Printf("RATIO batched/unbatched limiter checks c=%d = %.2f (target >= %.1f, batched p99 %.3f ms < %.0f ms) %s\n",
 		*callers, ratio, *target, ms(p99), ms(*p99Max), verdict)
-	fmt.Printf("RATIO autopipeline-only/unbatched limiter checks c=%d = %.2f (reported; p99 %.3f ms)\n",
-		*callers, autopipe.rate()/plain.rate(), ms(q(autopipe.lat, 0.99)))
-	fmt.Printf("RATIO coalesce+autopipeline/unbatched limiter checks c=%d = %.2f (reported; p99 %.3f ms)\n",
-		*callers, coAP.rate()/plain.rate(), ms(q(coAP.lat, 0.99)))
 	for _, s := range sides {
 		if s.errs > 0 {
 			return fmt.Errorf("%s: %d checks failed", s.name, s.errs)

@@ -145,8 +145,8 @@ type bench struct {
 	port   string
 	client *redis.Client
 	store  *ratelimit.RedisStore
-	// co is the store as payserver ships it: coalesced checks on the plain
-	// client (PAYSERVER_LIMITER_COALESCE on, PAYSERVER_REDIS_AUTOPIPELINE off).
+	// co is the store as payserver ships it: coalesced checks
+	// (PAYSERVER_LIMITER_COALESCE on).
 	co    *ratelimit.RedisStore
 	naive *ratelimittest.NaiveStore
 	rr    *redis_rate.Limiter

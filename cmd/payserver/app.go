@@ -89,9 +89,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{
-		AutoPipeline: m.cfg.RedisAutoPipeline,
-		Coalesce:     m.cfg.Limiter.Coalesce,
-		MaxBatch:     m.cfg.Limiter.MaxBatch,
+		Coalesce: m.cfg.Limiter.Coalesce,
+		MaxBatch: m.cfg.Limiter.MaxBatch,
 	})
 	if err != nil {
 		return err

@@ -39,11 +39,6 @@ type Config struct {
 	// Cluster. Empty means the embedded Redis-protocol server.
 	RedisAddrs    []string `yaml:"redisAddrs"`    // PAYSERVER_REDIS_ADDR, PAYSERVER_REDIS_ADDRS
 	RedisPassword string   `yaml:"redisPassword"` // PAYSERVER_REDIS_PASSWORD
-	// RedisAutoPipeline sends limiter script calls through go-redis's
-	// autopipeliner, which puts concurrent calls into shared pipelines. Off
-	// by default: the limiter's own coalescing (Limiter.Coalesce) batches
-	// better, and measured slower with the autopipeliner under it.
-	RedisAutoPipeline bool `yaml:"redisAutoPipeline"` // PAYSERVER_REDIS_AUTOPIPELINE
 	// PprofAddr, when set, serves net/http/pprof on this loopback address
 	// (a listener of its own, never the API's). Empty means off.
 	PprofAddr  string `yaml:"pprofAddr"`  // PAYSERVER_PPROF_ADDR
@@ -200,7 +195,6 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	list("PAYSERVER_REDIS_ADDR", &cfg.RedisAddrs)
 	list("PAYSERVER_REDIS_ADDRS", &cfg.RedisAddrs)
 	str("PAYSERVER_REDIS_PASSWORD", &cfg.RedisPassword)
-	boolean("PAYSERVER_REDIS_AUTOPIPELINE", &cfg.RedisAutoPipeline)
 	str("PAYSERVER_PPROF_ADDR", &cfg.PprofAddr)
 	str("PAYSERVER_ADMIN_TOKEN", &cfg.AdminToken)
 	str("PAYSERVER_LOG_LEVEL", &cfg.LogLevel)

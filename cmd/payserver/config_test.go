@@ -100,7 +100,7 @@ func TestCheckLimitsCommand(t *testing.T) {
 
 // TestBatchingDefaults: the shipped defaults, with a YAML file that does not
 // name them and with none: limiter coalescing and database group commit on,
-// the autopipeliner off; each can be switched by env.
+// each can be switched off by env.
 func TestBatchingDefaults(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	if err := os.WriteFile(path, []byte("channels:\n  ALIPAY: {}\n"), 0o600); err != nil {
@@ -111,18 +111,18 @@ func TestBatchingDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !cfg.Limiter.Coalesce || !cfg.DBGroupCommit || !cfg.DBBatchReads || cfg.RedisAutoPipeline {
-			t.Fatalf("%v: coalesce %v, group commit %v, batch reads %v, autopipeline %v; want on, on, on, off",
-				env, cfg.Limiter.Coalesce, cfg.DBGroupCommit, cfg.DBBatchReads, cfg.RedisAutoPipeline)
+		if !cfg.Limiter.Coalesce || !cfg.DBGroupCommit || !cfg.DBBatchReads {
+			t.Fatalf("%v: coalesce %v, group commit %v, batch reads %v; want all on",
+				env, cfg.Limiter.Coalesce, cfg.DBGroupCommit, cfg.DBBatchReads)
 		}
 	}
 	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": path,
 		"PAYSERVER_LIMITER_COALESCE": "false", "PAYSERVER_DB_GROUP_COMMIT": "false",
-		"PAYSERVER_DB_BATCH_READS": "false", "PAYSERVER_REDIS_AUTOPIPELINE": "true", "PAYSERVER_DB_MAX_BATCH": "16"}))
+		"PAYSERVER_DB_BATCH_READS": "false", "PAYSERVER_DB_MAX_BATCH": "16"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Limiter.Coalesce || cfg.DBGroupCommit || cfg.DBBatchReads || !cfg.RedisAutoPipeline || cfg.DBMaxBatch != 16 {
+	if cfg.Limiter.Coalesce || cfg.DBGroupCommit || cfg.DBBatchReads || cfg.DBMaxBatch != 16 {
 		t.Fatalf("env not applied: %+v", cfg)
 	}
 }

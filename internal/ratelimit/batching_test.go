@@ -14,7 +14,7 @@ import (
 	"payserver/internal/testutil"
 )
 
-// batchedClients are the backends the autopipelined store is checked on.
+// batchedClients are the backends the store is checked on, both ways.
 func batchedClients() map[string]func(t *testing.T) redis.UniversalClient {
 	return map[string]func(t *testing.T) redis.UniversalClient{
 		"redis":   func(t *testing.T) redis.UniversalClient { return testutil.MustRedis(t) },
@@ -26,13 +26,11 @@ func batchedClients() map[string]func(t *testing.T) redis.UniversalClient {
 	}
 }
 
-// batchings are the batched ways a RedisStore can send checks: go-redis's
-// autopipeliner (one EVALSHA per check, pipelined), the coalescer (one
-// script call per batch of one key's checks), and both.
+// batchings are the ways a RedisStore can send checks: one script call per
+// check ("plain"), or one per batch of one key's concurrent checks.
 var batchings = map[string]ratelimit.RedisStoreOptions{
-	"autopipeline":          {AutoPipeline: true},
-	"coalesce":              {Coalesce: true},
-	"coalesce+autopipeline": {Coalesce: true, AutoPipeline: true},
+	"plain":    {},
+	"coalesce": {Coalesce: true},
 }
 
 func mustStoreWith(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStoreOptions) *ratelimit.RedisStore {
@@ -177,8 +175,7 @@ func testHonoursDeadline(t *testing.T, o ratelimit.RedisStoreOptions) {
 			t.Cleanup(func() { conn.Close() }) // hold it open, never answer
 		}
 	}()
-	// Short read timeout and no retries: Close waits for the stuck batch.
-	// Deadlines honoured on the plain client as in cmd/payserver.
+	// Short read timeout, no retries, deadlines honoured as in cmd/payserver.
 	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ReadTimeout: 300 * time.Millisecond, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true, Protocol: 2})
 	t.Cleanup(func() { c.Close() })
 	s := mustStoreWith(t, c, o)
@@ -188,8 +185,8 @@ func testHonoursDeadline(t *testing.T, o ratelimit.RedisStoreOptions) {
 		_, err := s.Check(ctx, newKey(), []ratelimit.Window{{Limit: 5, Size: time.Second}}, "a")
 		el := time.Since(start)
 		cancel()
-		// The plain client turns the deadline into the socket's read
-		// deadline (a net timeout); the autopipelined wait ends on ctx.
+		// The client turns the deadline into the socket's read deadline
+		// (a net timeout), or the wait ends on ctx.
 		var ne net.Error
 		if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
 			t.Fatalf("check %d: err %v, want a deadline or timeout error", i, err)

@@ -47,9 +47,6 @@ type Store interface {
 type RedisStore struct {
 	client redis.UniversalClient
 	prefix string
-	// ap, when set, carries Check: the client's shared deferred
-	// autopipeliner (see RedisStoreOptions.AutoPipeline).
-	ap *redis.AutoPipeliner
 	// co, when set, coalesces concurrent checks of one key into one call
 	// (see RedisStoreOptions.Coalesce).
 	co *coalescer
@@ -60,28 +57,13 @@ type RedisStore struct {
 type RedisStoreOptions struct {
 	// Prefix starts every key. Empty means DefaultKeyPrefix.
 	Prefix string
-	// AutoPipeline sends each Check through the client's shared deferred
-	// autopipeliner (go-redis AsyncAutoPipeline, experimental in go-redis;
-	// its options come from the client's AutoPipelineOptions), which
-	// coalesces the checks of concurrent callers into pipelines: fewer round
-	// trips and system calls per check under load, still one EVALSHA per
-	// check, so the same atomicity. The caller's deadline is honoured while
-	// waiting for the reply; a check that timed out may still run on Redis
-	// later, as on a plain client whose reply was late. A batch that fails
-	// on a dropped connection is resent whole: the script is idempotent per
-	// member, so a check that ran twice is counted once (its answer then
-	// says Duplicate). NOSCRIPT falls back to EVAL on the plain client.
-	// Release, Usage and Ping always use the plain client. Closing the
-	// client stops the autopipeliner.
-	AutoPipeline bool
 	// Coalesce sends the checks of one key that arrive while a call for that
 	// key is in flight to Redis together, as ONE script call that decides
 	// them in arrival order exactly as that many single calls at the same
 	// instant would (see checkScript): same atomicity and exactness, a
 	// fraction of the Redis work and round trips per check under
 	// concurrency. An idle key's check is sent at once, so it adds no
-	// latency when there is no concurrency. With AutoPipeline too, the
-	// batched calls of different keys share pipelines.
+	// latency when there is no concurrency.
 	Coalesce bool
 	// MaxBatch bounds the checks in one coalesced call. Zero means 128.
 	MaxBatch int
@@ -101,13 +83,6 @@ func NewRedisStoreWithOptions(client redis.UniversalClient, opts RedisStoreOptio
 	s := &RedisStore{client: client, prefix: opts.Prefix}
 	if s.prefix == "" {
 		s.prefix = DefaultKeyPrefix
-	}
-	if opts.AutoPipeline {
-		ap, err := client.AsyncAutoPipeline()
-		if err != nil {
-			return nil, fmt.Errorf("ratelimit: autopipeline: %w", err)
-		}
-		s.ap = ap
 	}
 	if opts.Coalesce {
 		s.co = newCoalescer(s, opts.MaxBatch)
@@ -201,34 +176,10 @@ func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 	return nil
 }
 
-// runCheck runs checkScript: on the plain client with Script.Run (EVALSHA,
-// EVAL after NOSCRIPT), or submitted to the autopipeliner and awaited under
-// ctx, with the same NOSCRIPT fallback.
+// runCheck runs checkScript with Script.Run: EVALSHA, and EVAL after
+// NOSCRIPT.
 func (s *RedisStore) runCheck(ctx context.Context, keys []string, args []any) ([]int64, error) {
-	if s.ap == nil {
-		return checkScript.Run(ctx, s.client, keys, args...).Int64Slice()
-	}
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, "evalsha", checkScript.Hash(), len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
-	}
-	cmdArgs = append(cmdArgs, args...)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
-	cmd.SetFirstKeyPos(3) // Cluster routing by KEYS[1]
-	err := s.ap.Submit(ctx, cmd).WaitContext(ctx)
-	switch {
-	case err != nil && err == ctx.Err():
-		// Abandoned wait: the batch may still fill cmd in, so leave it be.
-		return nil, err
-	case isNoScript(err):
-		return checkScript.Eval(ctx, s.client, keys, args...).Int64Slice()
-	}
-	return cmd.Int64Slice()
-}
-
-func isNoScript(err error) bool {
-	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+	return checkScript.Run(ctx, s.client, keys, args...).Int64Slice()
 }
 
 // Release implements Store.
