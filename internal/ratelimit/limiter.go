@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,8 +144,9 @@ type Limiter struct {
 	breaker *breaker
 	log     *slog.Logger
 
-	cfg  atomic.Pointer[Config]
-	full sync.Map // Key -> nearEntry: windows known full until an instant
+	cfg   atomic.Pointer[Config]
+	full  sync.Map      // Key -> nearEntry: windows known full until an instant
+	share atomic.Uint64 // math.Float64bits of the local share in force
 }
 
 type nearEntry struct {
@@ -196,14 +198,31 @@ func New(store Store, opts Options) (*Limiter, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	return &Limiter{
+	l := &Limiter{
 		store:   store,
 		local:   NewLocalStore(opts.Now),
 		opts:    opts,
 		breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.Now),
 		log:     opts.Logger,
-	}, nil
+	}
+	l.share.Store(math.Float64bits(opts.LocalShare))
+	return l, nil
 }
+
+// SetLocalShare changes the fraction of each limit this instance enforces
+// under PolicyLocal, for instance when the live instance count changes. It
+// applies to the next decision; share must be in (0, 1].
+func (l *Limiter) SetLocalShare(share float64) error {
+	if !(share > 0 && share <= 1) {
+		return fmt.Errorf("ratelimit: local share %v outside (0, 1]", share)
+	}
+	l.share.Store(math.Float64bits(share))
+	return nil
+}
+
+// LocalShare returns the fraction of each limit this instance enforces under
+// PolicyLocal.
+func (l *Limiter) LocalShare() float64 { return math.Float64frombits(l.share.Load()) }
 
 // SetConfig swaps in a new limits snapshot for every later check and forgets
 // what the near-cache knew under the old one. The in-process windows keep
@@ -305,7 +324,7 @@ func (l *Limiter) decide(ctx context.Context, key Key, rule Rule, member string,
 			if d.Allowed && l.tracksLocal(rule) {
 				// Stamped after the answer: Redis admitted no later, so the
 				// mirrored entry leaves its window no earlier than Redis's.
-				l.local.mirror(key, rule.Windows, l.opts.LocalShare, member, *end, res.Duplicate)
+				l.local.mirror(key, rule.Windows, l.LocalShare(), member, *end, res.Duplicate)
 			}
 			if !d.Allowed && !l.opts.DisableNearCache && !rule.Shadow {
 				l.full.Store(key, nearEntry{until: now.Add(d.RetryAfter), limit: d.Limit, window: d.Window, count: d.Count})
@@ -365,7 +384,7 @@ func (l *Limiter) owed(key Key, rule Rule, now time.Time) (windows []Window, owe
 	}
 	windows = make([]Window, len(rule.Windows))
 	for i, w := range rule.Windows {
-		o := int64(float64(counts[i])/l.opts.LocalShare + 0.5)
+		o := int64(float64(counts[i])/l.LocalShare() + 0.5)
 		counts[i] = o
 		windows[i] = Window{Limit: w.Limit - o, Size: w.Size}
 		if o >= w.Limit && (refused == nil || waits[i] > refused.RetryAfter) {
@@ -383,9 +402,10 @@ func scaleLimit(limit int64, share float64) int64 {
 
 // scaled returns the windows with each limit cut to this instance's share.
 func (l *Limiter) scaled(ws []Window) []Window {
+	share := l.LocalShare()
 	out := make([]Window, len(ws))
 	for i, w := range ws {
-		out[i] = Window{Limit: scaleLimit(w.Limit, l.opts.LocalShare), Size: w.Size}
+		out[i] = Window{Limit: scaleLimit(w.Limit, share), Size: w.Size}
 	}
 	return out
 }
