@@ -750,7 +750,7 @@ func (b *bench) rbRun(id, name, channel string, rule ratelimit.Rule) func() (res
 			return []string{"-h", b.host, "-p", b.port, "-c", strconv.Itoa(b.o.conc), "-n", strconv.Itoa(n),
 				"-r", strconv.Itoa(rbRandRange), "-P", "1", "--csv",
 				"EVALSHA", b.sha, "1", key,
-				strconv.FormatInt(w.Size.Milliseconds(), 10), strconv.FormatInt(w.Limit, 10), strconv.FormatInt(w.Size.Microseconds(), 10),
+				strconv.FormatInt(w.Size.Milliseconds(), 10), "0", strconv.FormatInt(w.Limit, 10), strconv.FormatInt(w.Size.Microseconds(), 10),
 				"m-__rand_int__"}
 		}
 		calN := max(b.o.conc*50, 5000)

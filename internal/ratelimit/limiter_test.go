@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +19,9 @@ type switchStore struct {
 	calls   atomic.Int64
 }
 
-var errDown = errors.New("store down")
+// errDown is what a client gets from a Redis that is down: the connection
+// is refused, so the script provably never ran.
+var errDown = &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 
 func (s *switchStore) Check(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window, m string) (ratelimit.StoreResult, error) {
 	s.calls.Add(1)

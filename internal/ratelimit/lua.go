@@ -10,15 +10,16 @@ import "github.com/redis/go-redis/v9"
 //
 //	KEYS[i]              sorted set of window i; member = requestId, score = admit time (µs)
 //	ARGV[1]              TTL in ms for every key: the longest window
-//	ARGV[2i], ARGV[2i+1] limit and size (µs) of window i
-//	ARGV[2n+2...]        the members (requestIds), in arrival order; n = #KEYS
+//	ARGV[2]              0: read the time from Redis TIME (always, in production);
+//	                     else the time in µs (tests drive time through it)
+//	ARGV[2i+1], ARGV[2i+2] limit and size (µs) of window i
+//	ARGV[2n+3...]        the members (requestIds), in arrival order; n = #KEYS
 //
-// A window holds the admissions with score in (now-size, now]. A member is
-// admitted only if every window holds fewer than its limit; then it is added
-// to every window. A member that is already in a full window was admitted
-// before and is admitted again without a second count, so client or network
-// retries never double-count; the same holds for a member that appears twice
-// in one call. Refused members are not recorded.
+// The rules are Model's (model.go): a window holds the admissions with score
+// in (now-size, now]; a member is admitted only if every window has room or
+// already holds it, and is then added to every window that does not hold it.
+// A member already held is not counted again (client or network retries,
+// or the same member twice in one call); refused members are not recorded.
 //
 // The Redis work is per call, not per member: TIME once; per window one
 // ZREMRANGEBYSCORE, ZCARD and ZMSCORE (which members are already in), at
@@ -27,19 +28,22 @@ import "github.com/redis/go-redis/v9"
 // call carrying a batch of members (RedisStoreOptions.Coalesce) costs Redis
 // little more than a call for one.
 //
-// Returns 5 integers per member: {allowed, count, window index (1-based),
-// retry-after µs, duplicate}, where count is the occupancy of the binding
-// window: the window that refused with the longest wait, or the admitted
-// window with the least room left.
+// Returns 4+n integers per member: {allowed, window index (1-based),
+// retry-after µs, duplicate, count of window 1, …, count of window n}. The
+// binding window is the refusing window with the longest wait, or, when
+// admitted, the window with the least room left.
 var checkScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(ARGV[2])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local n = #KEYS
-local first = 2 * n + 2
+local first = 2 * n + 3
 local limits, sizes, counts, base, present, wait, add, nadd = {}, {}, {}, {}, {}, {}, {}, {}
 for i = 1, n do
-  limits[i] = tonumber(ARGV[2 * i])
-  sizes[i] = tonumber(ARGV[2 * i + 1])
+  limits[i] = tonumber(ARGV[2 * i + 1])
+  sizes[i] = tonumber(ARGV[2 * i + 2])
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - sizes[i])
   counts[i] = redis.call('ZCARD', KEYS[i])
   base[i] = counts[i]
@@ -68,42 +72,39 @@ end
 local out, o, seen = {}, 0, {}
 for j = 1, #ARGV - first + 1 do
   local member = ARGV[first + j - 1]
-  local bind, longest, dupfull = 0, 0, 0
+  local bind, longest, dup = 0, 0, 0
   for i = 1, n do
-    if counts[i] >= limits[i] then
-      if present[i][j] or seen[member] then
-        dupfull = i
-        break
-      end
+    if present[i][j] or seen[member] then
+      dup = 1
+    elseif counts[i] >= limits[i] then
       local w = retry(i)
       if bind == 0 or w > longest then
         bind, longest = i, w
       end
     end
   end
-  if dupfull > 0 then
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, counts[dupfull], dupfull, 0, 1
-  elseif bind > 0 then
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, counts[bind], bind, longest, 0
+  if bind > 0 then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, bind, longest, 0
   else
-    local dup, room, count = 0, -1, 0
+    local room = -1
     for i = 1, n do
-      if present[i][j] or seen[member] then
-        dup = 1
-      else
+      if not (present[i][j] or seen[member]) then
         counts[i] = counts[i] + 1
         local a, na = add[i], nadd[i]
         a[na + 1], a[na + 2], nadd[i] = now, member, na + 2
       end
       local left = limits[i] - counts[i]
       if room < 0 or left < room then
-        room, bind, count = left, i, counts[i]
+        room, bind = left, i
       end
     end
     seen[member] = true
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, count, bind, 0, dup
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, bind, 0, dup
   end
-  o = o + 5
+  for i = 1, n do
+    out[o + 4 + i] = counts[i]
+  end
+  o = o + 4 + n
 end
 for i = 1, n do
   if nadd[i] > 1 then
@@ -124,13 +125,17 @@ return removed
 `)
 
 // usageScript counts, without changing anything, the members in each window
-// of one key. ARGV[i] is the size (µs) of window i. Returns the counts.
+// of one key. ARGV[1] is the time as for checkScript (0: Redis TIME);
+// ARGV[i+1] is the size (µs) of window i. Returns the counts.
 var usageScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local out = {}
 for i = 1, #KEYS do
-  out[i] = redis.call('ZCOUNT', KEYS[i], now - tonumber(ARGV[i]) + 1, '+inf')
+  out[i] = redis.call('ZCOUNT', KEYS[i], now - tonumber(ARGV[i + 1]) + 1, '+inf')
 end
 return out
 `)

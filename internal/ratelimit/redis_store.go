@@ -18,6 +18,9 @@ type StoreResult struct {
 	Allowed bool
 	// Count is the occupancy of the binding window after the check.
 	Count int64
+	// Counts is the occupancy of every window after the check, in the order
+	// of the windows asked.
+	Counts []int64
 	// Window is the index in Rule.Windows of the binding window.
 	Window int
 	// RetryAfter is how long until the binding window has room; zero when
@@ -141,10 +144,17 @@ func (s *RedisStore) checkOne(ctx context.Context, k Key, windows []Window, memb
 	return out[0], nil
 }
 
-// checkArgs returns checkScript's ARGV for members of one key.
+// checkArgs returns checkScript's ARGV for members of one key, with the time
+// read from Redis.
 func checkArgs(windows []Window, members ...string) []any {
-	args := make([]any, 0, 1+2*len(windows)+len(members))
-	args = append(args, windows[len(windows)-1].Size.Milliseconds())
+	return checkArgsAt(0, windows, members...)
+}
+
+// checkArgsAt is checkArgs with the time: 0 for Redis TIME (production), or
+// µs since the epoch (property tests drive time through it).
+func checkArgsAt(nowMicros int64, windows []Window, members ...string) []any {
+	args := make([]any, 0, 2+2*len(windows)+len(members))
+	args = append(args, windows[len(windows)-1].Size.Milliseconds(), nowMicros)
 	for _, w := range windows {
 		args = append(args, w.Limit, w.Size.Microseconds())
 	}
@@ -155,22 +165,25 @@ func checkArgs(windows []Window, members ...string) []any {
 }
 
 // parseCheckReply fills out, one result per member, from checkScript's
-// reply of 5 integers per member.
+// reply of 4+windows integers per member.
 func parseCheckReply(res []int64, windows int, out []StoreResult) error {
-	if len(res) != 5*len(out) {
+	per := 4 + windows
+	if len(res) != per*len(out) {
 		return fmt.Errorf("ratelimit: script replied %d values for %d checks", len(res), len(out))
 	}
 	for i := range out {
-		r := res[5*i : 5*i+5]
-		if r[2] < 1 || int(r[2]) > windows {
+		r := res[per*i : per*(i+1)]
+		if r[1] < 1 || int(r[1]) > windows {
 			return fmt.Errorf("ratelimit: unexpected script reply %v", r)
 		}
+		counts := r[4:per:per]
 		out[i] = StoreResult{
 			Allowed:    r[0] == 1,
-			Count:      r[1],
-			Window:     int(r[2]) - 1,
-			RetryAfter: time.Duration(r[3]) * time.Microsecond,
-			Duplicate:  r[4] == 1,
+			Window:     int(r[1]) - 1,
+			Count:      counts[r[1]-1],
+			Counts:     counts,
+			RetryAfter: time.Duration(r[2]) * time.Microsecond,
+			Duplicate:  r[3] == 1,
 		}
 	}
 	return nil
@@ -195,9 +208,15 @@ func (s *RedisStore) Usage(ctx context.Context, k Key, windows []Window) ([]int6
 	if len(windows) == 0 {
 		return nil, nil
 	}
-	args := make([]any, len(windows))
+	return s.usageAt(ctx, 0, k, windows)
+}
+
+// usageAt is Usage at a time: 0 for Redis TIME, else µs since the epoch.
+func (s *RedisStore) usageAt(ctx context.Context, nowMicros int64, k Key, windows []Window) ([]int64, error) {
+	args := make([]any, 1+len(windows))
+	args[0] = nowMicros
 	for i, w := range windows {
-		args[i] = w.Size.Microseconds()
+		args[i+1] = w.Size.Microseconds()
 	}
 	return usageScript.Run(ctx, s.client, s.keys(k, windows), args...).Int64Slice()
 }

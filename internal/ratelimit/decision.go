@@ -1,0 +1,94 @@
+package ratelimit
+
+import "time"
+
+// Source says what decided a Decision.
+type Source string
+
+// Decision sources.
+const (
+	SourceUnlimited Source = "unlimited"  // no limit: no store was asked
+	SourceClosed    Source = "closed"     // a window with limit 0
+	SourceRedis     Source = "redis"      // the shared store
+	SourceNearCache Source = "near_cache" // remembered full window, no store call
+	SourceLocal     Source = "local"      // degraded: in-process windows
+	SourceFailOpen  Source = "fail_open"  // degraded: policy allow
+)
+
+// Decision is the outcome of one check. Being limited is a normal result,
+// not an error.
+type Decision struct {
+	Key     Key
+	Allowed bool
+	// Limit and Window describe the binding window: the one that refused, or
+	// the admitted window with the least room left. Limit is Unlimited for an
+	// unlimited key.
+	Limit  int64
+	Window time.Duration
+	// Count is the binding window's occupancy after the check; Remaining is
+	// what is left of its limit.
+	Count     int64
+	Remaining int64
+	// Windows is every window of the rule with its occupancy after the
+	// check, when the store reported it (Redis and in-process decisions);
+	// nil otherwise.
+	Windows []WindowUsage
+	// RetryAfter is how long until every refusing window has room; zero
+	// when allowed, and zero for a closed key (it has no reopening time).
+	RetryAfter time.Duration
+	Source     Source
+	// Shadow is true when the rule refused but the key is in shadow mode, so
+	// the request was admitted anyway.
+	Shadow bool
+	// Duplicate is true when the requestId was already in a window.
+	Duplicate bool
+}
+
+// WindowUsage is one window of a rule and how many admissions it holds.
+type WindowUsage struct {
+	Window
+	Count int64
+}
+
+// Closed reports whether the key refuses everything (a window with limit 0).
+func (d Decision) Closed() bool { return d.Source == SourceClosed }
+
+// Degraded reports whether the decision was taken without the shared store.
+func (d Decision) Degraded() bool { return d.Source == SourceLocal || d.Source == SourceFailOpen }
+
+// Observer receives every decision, for metrics and reports. It is called on
+// the request path and must not block.
+type Observer interface {
+	Decided(d Decision, elapsed time.Duration)
+	Released(k Key)
+	StoreFailed(k Key, err error)
+}
+
+// decision turns a store's answer for rule into a Decision.
+func decision(key Key, rule Rule, res StoreResult, src Source) Decision {
+	w := rule.Windows[res.Window]
+	d := Decision{
+		Key:        key,
+		Allowed:    res.Allowed,
+		Limit:      w.Limit,
+		Window:     w.Size,
+		Count:      res.Count,
+		Remaining:  max(w.Limit-res.Count, 0),
+		RetryAfter: res.RetryAfter,
+		Source:     src,
+		Duplicate:  res.Duplicate,
+	}
+	if len(res.Counts) == len(rule.Windows) {
+		d.Windows = make([]WindowUsage, len(rule.Windows))
+		for i, w := range rule.Windows {
+			d.Windows[i] = WindowUsage{Window: w, Count: res.Counts[i]}
+		}
+	}
+	return d
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Decided(Decision, time.Duration) {}
+func (nopObserver) Released(Key)                    {}
+func (nopObserver) StoreFailed(Key, error)          {}

@@ -1,0 +1,180 @@
+package ratelimit_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"payserver/internal/ratelimit"
+	"payserver/internal/testutil"
+)
+
+// lateStore decides every check on a shared store (standing in for Redis,
+// which other instances also use) and then, for the calls that fail() picks,
+// loses the answer: the caller sees a timeout although the store decided.
+type lateStore struct {
+	shared ratelimit.Store
+	calls  atomic.Int64
+	fail   func(call int64) bool
+}
+
+func (s *lateStore) Check(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window, m string) (ratelimit.StoreResult, error) {
+	n := s.calls.Add(1)
+	res, err := s.shared.Check(ctx, k, ws, m)
+	if err == nil && s.fail(n) {
+		return ratelimit.StoreResult{}, context.DeadlineExceeded
+	}
+	return res, err
+}
+
+func (s *lateStore) Release(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window, m string) error {
+	return s.shared.Release(ctx, k, ws, m)
+}
+
+func (s *lateStore) Usage(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window) ([]int64, error) {
+	return s.shared.Usage(ctx, k, ws)
+}
+
+func (s *lateStore) Ping(context.Context) error { return nil }
+
+const lateDoc = "limits:\n  A:B: [{limit: 2, window: 1m}]\n"
+
+// TestLateRedisAnswerIsRetriedNotDecidedLocally: a check whose answer was
+// lost after Redis admitted it is asked again with the same member, and the
+// retry finds it admitted (a duplicate, counted once).
+func TestLateRedisAnswerIsRetriedNotDecidedLocally(t *testing.T) {
+	shared := ratelimit.NewLocalStore(nil)
+	store := &lateStore{shared: shared, fail: func(n int64) bool { return n == 1 }}
+	l, err := ratelimit.New(store, ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(mustConfig(t, lateDoc))
+	d := mustAllow(t, l, keyAB, "a")
+	if !d.Allowed || d.Source != ratelimit.SourceRedis || !d.Duplicate || d.Count != 1 {
+		t.Fatalf("got %+v, want admitted by Redis on the retry, as a duplicate, count 1", d)
+	}
+	if got := store.calls.Load(); got != 2 {
+		t.Fatalf("store calls = %d, want 2 (the lost answer and the retry)", got)
+	}
+}
+
+// TestLateRedisRefusalNeverBecomesALocalAdmission: other instances filled
+// the key on Redis; this instance's check is refused by Redis but both
+// answers are lost. Deciding it in process would admit it (this instance's
+// own windows are empty): one over the limit. It must be refused under
+// policy local, and fail under deny.
+func TestLateRedisRefusalNeverBecomesALocalAdmission(t *testing.T) {
+	for _, p := range []ratelimit.Policy{ratelimit.PolicyLocal, ratelimit.PolicyDeny} {
+		t.Run(string(p), func(t *testing.T) {
+			shared := ratelimit.NewLocalStore(nil)
+			other, _ := ratelimit.New(shared, ratelimit.Options{})
+			other.SetConfig(mustConfig(t, lateDoc))
+			mustAllow(t, other, keyAB, "x")
+			mustAllow(t, other, keyAB, "y")
+
+			store := &lateStore{shared: shared, fail: func(int64) bool { return true }}
+			l, _ := ratelimit.New(store, ratelimit.Options{Policy: p})
+			l.SetConfig(mustConfig(t, lateDoc))
+			d, err := l.Allow(context.Background(), keyAB, "z")
+			if p == ratelimit.PolicyDeny {
+				if err == nil {
+					t.Fatalf("got %+v, nil error; want ErrUnavailable", d)
+				}
+				return
+			}
+			if err != nil || d.Allowed {
+				t.Fatalf("got %+v, %v; want refused (the key is full on Redis)", d, err)
+			}
+			if u, _ := shared.Usage(context.Background(), keyAB, mustConfig(t, lateDoc).Rule(keyAB).Windows); u[0] != 2 {
+				t.Fatalf("Redis holds %v, want 2", u)
+			}
+		})
+	}
+}
+
+// gateStore holds one Check between the store's decision and its answer
+// until released, so that a limits change can land in between.
+type gateStore struct {
+	ratelimit.Store
+	hold    atomic.Bool
+	decided chan struct{}
+	release chan struct{}
+}
+
+func (s *gateStore) Check(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window, m string) (ratelimit.StoreResult, error) {
+	res, err := s.Store.Check(ctx, k, ws, m)
+	if s.hold.CompareAndSwap(true, false) {
+		s.decided <- struct{}{}
+		<-s.release
+	}
+	return res, err
+}
+
+// TestRefusalInFlightAcrossLimitsChange: a refusal decided under the old
+// limits that lands after a raised limit was applied must neither refuse
+// that request nor, through the near-cache, the ones after it.
+func TestRefusalInFlightAcrossLimitsChange(t *testing.T) {
+	store := &gateStore{Store: ratelimit.NewLocalStore(nil), decided: make(chan struct{}), release: make(chan struct{})}
+	l, _ := ratelimit.New(store, ratelimit.Options{Timeout: time.Minute})
+	l.SetConfig(mustConfig(t, "limits:\n  A:B: [{limit: 1, window: 1h}]\n"))
+	mustAllow(t, l, keyAB, "first")
+
+	store.hold.Store(true)
+	var wg sync.WaitGroup
+	var inFlight ratelimit.Decision
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		inFlight = mustAllow(t, l, keyAB, "in-flight")
+	}()
+	<-store.decided // refused under limit 1, answer not yet back
+	l.SetConfig(mustConfig(t, "limits:\n  A:B: [{limit: 100, window: 1h}]\n"))
+	close(store.release)
+	wg.Wait()
+	if !inFlight.Allowed {
+		t.Fatalf("in-flight check: %+v, want admitted under the raised limit", inFlight)
+	}
+	if d := mustAllow(t, l, keyAB, "after"); !d.Allowed || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("check after the raise: %+v, want admitted by the store", d)
+	}
+}
+
+// TestRefusalsRaceRaisedLimit: callers hammer a full key (filling the
+// near-cache) while the limit is raised; every check that starts after
+// SetConfig returned is decided under the raised limit: the first 99 new
+// members are admitted.
+func TestRefusalsRaceRaisedLimit(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		l, _ := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+		l.SetConfig(mustConfig(t, "limits:\n  A:B: [{limit: 1, window: 1h}]\n"))
+		mustAllow(t, l, keyAB, "first")
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_, _ = l.Allow(context.Background(), keyAB, testutil.UniqueName("R"))
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		l.SetConfig(mustConfig(t, "limits:\n  A:B: [{limit: 1000000, window: 1h}]\n"))
+		if d := mustAllow(t, l, keyAB, "after-raise"); !d.Allowed {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("round %d: check after the raise: %+v, want admitted", round, d)
+		}
+		close(stop)
+		wg.Wait()
+	}
+}
