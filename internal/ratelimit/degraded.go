@@ -123,26 +123,28 @@ func neverReachedRedis(err error) bool {
 // admission, so under PolicyLocal it is refused, not decided in process;
 // the client may retry (with the same requestId it is never counted twice).
 func (l *Limiter) unknownOutcome(key Key, rule Rule) (Decision, error) {
-	switch l.opts.Policy {
-	case PolicyAllow:
-		w := rule.Windows[0]
-		return Decision{Key: key, Allowed: true, Limit: w.Limit, Window: w.Size, Source: SourceFailOpen}, nil
-	case PolicyDeny:
-		return Decision{Key: key}, ErrUnavailable
+	if l.opts.Policy != PolicyLocal {
+		return l.allowOrDeny(key, rule)
 	}
 	w := rule.Windows[0]
 	return Decision{Key: key, Limit: w.Limit, Window: w.Size, RetryAfter: l.opts.BreakerCooldown, Source: SourceLocal}, nil
 }
 
+// allowOrDeny is the answer of PolicyAllow (admit) and PolicyDeny
+// (ErrUnavailable) without the store.
+func (l *Limiter) allowOrDeny(key Key, rule Rule) (Decision, error) {
+	if l.opts.Policy == PolicyDeny {
+		return Decision{Key: key}, ErrUnavailable
+	}
+	w := rule.Windows[0]
+	return Decision{Key: key, Allowed: true, Limit: w.Limit, Window: w.Size, Source: SourceFailOpen}, nil
+}
+
 // decideDegraded decides without the shared store, by policy.
 func (l *Limiter) decideDegraded(key Key, rule Rule, member string) (Decision, error) {
 	l.log.Debug("degraded limiter decision", "policy", string(l.opts.Policy), "key", key.String())
-	switch l.opts.Policy {
-	case PolicyAllow:
-		w := rule.Windows[0]
-		return Decision{Key: key, Allowed: true, Limit: w.Limit, Window: w.Size, Source: SourceFailOpen}, nil
-	case PolicyDeny:
-		return Decision{Key: key}, ErrUnavailable
+	if l.opts.Policy != PolicyLocal {
+		return l.allowOrDeny(key, rule)
 	}
 	scaled := l.scaled(rule.Windows)
 	var res StoreResult
