@@ -131,7 +131,7 @@ included.
 `
 
 // reportCmd runs `payserver report`.
-func reportCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func reportCmd(args []string, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	from := fs.String("from", "", "")
@@ -172,7 +172,7 @@ func reportCmd(args []string, getenv func(string) string, stdout, stderr io.Writ
 		printFieldErrors(stderr, err)
 		return 2
 	}
-	cfg, err := LoadConfig(getenv)
+	cfg, err := LoadConfig(environ)
 	if err != nil {
 		fmt.Fprintf(stderr, "payserver report: %v\n", err)
 		return 2
