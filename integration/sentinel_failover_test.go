@@ -17,11 +17,12 @@ import (
 	"payserver/internal/testutil"
 )
 
-// sentinelMaster asks the sentinels which address is the master now.
-func sentinelMaster(sentinels []string, name string) (string, error) {
+// sentinelMaster asks the sentinels (password: their requirepass) which
+// address is the master now.
+func sentinelMaster(sentinels []string, password, name string) (string, error) {
 	var last error
 	for _, a := range sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: a, DialTimeout: 300 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: a, Password: password, DialTimeout: 300 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		hp, err := sc.GetMasterAddrByName(ctx, name).Result()
 		cancel()
@@ -51,7 +52,8 @@ func commandCalls(c *redis.Client, cmd string) int64 {
 }
 
 // TestRedisSentinelFailover runs two payserver instances on Redis through
-// Sentinel (PAYSERVER_REDIS_MODE=sentinel), SIGKILLs the master under load
+// Sentinel (PAYSERVER_REDIS_MODE=sentinel; the sentinels require a password,
+// PAYSERVER_REDIS_SENTINEL_PASSWORD), SIGKILLs the master under load
 // and lets the sentinels promote the replica. It checks: no 5xx under the
 // local policy; every instance decides on Redis again within 5 s of the
 // promotion (the figure is logged); the limits hold by Redis's own
@@ -65,6 +67,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 	script := testutil.Env(t, "PAYSERVER_TEST_SERVICES_SCRIPT")
 	sentinels := strings.Split(testutil.Env(t, "PAYSERVER_TEST_REDIS_SENTINELS"), ",")
 	masterName := testutil.Env(t, "PAYSERVER_TEST_REDIS_SENTINEL_MASTER")
+	sentinelPassword := testutil.Env(t, "PAYSERVER_TEST_REDIS_SENTINEL_PASSWORD")
 	services(t, script, nil, "start", "sentinel") // idempotent; waits for master, replica and sentinels linked
 	const (
 		seconds   = 30
@@ -72,7 +75,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 		perMinute = 1000 // binds from about +20 s
 		workers   = 12   // one request per 60 ms each: about 200/s, 4x the 1 s limit
 	)
-	master, err := sentinelMaster(sentinels, masterName)
+	master, err := sentinelMaster(sentinels, sentinelPassword, masterName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +108,8 @@ func TestRedisSentinelFailover(t *testing.T) {
 	env := map[string]string{
 		"PAYSERVER_REDIS_ADDR": "", "PAYSERVER_REDIS_MODE": "sentinel",
 		"PAYSERVER_REDIS_SENTINELS": strings.Join(sentinels, ","), "PAYSERVER_REDIS_MASTER": masterName,
-		"PAYSERVER_INSTANCE_COUNT": "2", "PAYSERVER_LIMITER_POLICY": "local",
+		"PAYSERVER_REDIS_SENTINEL_PASSWORD": sentinelPassword,
+		"PAYSERVER_INSTANCE_COUNT":          "2", "PAYSERVER_LIMITER_POLICY": "local",
 	}
 	servers := []*server{
 		startServer(t, serverOptions{Limits: limits, DSN: dsn, Fast: true, Env: env}),
@@ -147,7 +151,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 	defer stopLoad()
 
 	// Redis's record of its admissions, read through Sentinel every 2 s.
-	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: masterName, SentinelAddrs: sentinels,
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: masterName, SentinelAddrs: sentinels, SentinelPassword: sentinelPassword,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, MaxRetries: 2})
 	defer fc.Close()
 	rs, err := ratelimit.NewRedisStore(fc, "")
@@ -203,7 +207,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 	t.Logf("SIGKILLed master %s at +%v", master, killAt.Sub(start).Round(time.Millisecond))
 	var newMaster string
 	waitFor(t, "the sentinels to promote the replica", 30*time.Second, func() bool {
-		m, err := sentinelMaster(sentinels, masterName)
+		m, err := sentinelMaster(sentinels, sentinelPassword, masterName)
 		newMaster = m
 		return err == nil && m != master
 	})

@@ -25,7 +25,8 @@
 #                                      17001..17006, 3 masters + 1 replica each. If the running cluster
 #                                      has a different shape than asked for, it is wiped and re-created.
 #   sentinel Redis Sentinel            data 127.0.0.1:16400 (first master), 16401 (replica); sentinels
-#                                      127.0.0.1:16410..16412, master name payserver-master, quorum 2
+#                                      127.0.0.1:16410..16412 (password payserver-sentinel), master
+#                                      name payserver-master, quorum 2
 #   redis-tls TLS-only Redis           127.0.0.1:16480 (port 0), client certs required, ACL user
 #                                      payserver/payserver-tls, default user off; CA in $STATE/tls
 #   mariadb-tls second MariaDB         127.0.0.1:13307 with TLS on; user payserver REQUIRE SSL
@@ -706,6 +707,9 @@ SENTINEL_DIR="$STATE/sentinel"
 SENTINEL_MASTER_NAME=payserver-master
 SENTINEL_DATA_PORTS="16400 16401"
 SENTINEL_PORTS="16410 16411 16412"
+# The sentinels require this password (requirepass, and sentinel-pass between themselves), so
+# that payserver's PAYSERVER_REDIS_SENTINEL_PASSWORD is exercised; the data nodes have none.
+SENTINEL_PASSWORD=payserver-sentinel
 
 ensure_sentinel_bin() {
   command -v redis-sentinel >/dev/null 2>&1 && return 0
@@ -716,8 +720,10 @@ ensure_sentinel_bin() {
 sentinel_cli() { # sentinel_cli PORT ARGS...
   local p="$1"
   shift
-  redis-cli -h "$HOST" -p "$p" "$@" 2>/dev/null | tr -d '\r'
+  redis-cli -h "$HOST" -p "$p" --pass "$SENTINEL_PASSWORD" --no-auth-warning "$@" 2>/dev/null | tr -d '\r'
 }
+
+sentinel_ping() { [[ "$(sentinel_cli "$1" ping)" == PONG ]]; }
 
 # sentinel_current_master: HOST:PORT of the master as the first answering sentinel sees it.
 sentinel_current_master() {
@@ -745,7 +751,7 @@ start_sentinel_proc() { # start_sentinel_proc PORT
   local p="$1" dir="$SENTINEL_DIR/$p"
   local conf="$dir/sentinel.conf" pidfile="$dir/sentinel.pid" logfile="$LOGS/sentinel-$p.log"
   mkdir -p "$dir"
-  if pid_alive "$(read_pid "$pidfile")" && redis_ping "$p"; then return 0; fi
+  if pid_alive "$(read_pid "$pidfile")" && sentinel_ping "$p"; then return 0; fi
   port_listening "$p" && die_with_log "sentinel-$p: port $p is in use by another process" ""
   # The sentinel rewrites its config (known replicas, sentinels, epoch): write it only once.
   if [[ ! -f "$conf" ]]; then
@@ -761,12 +767,15 @@ sentinel failover-timeout $SENTINEL_MASTER_NAME 5000
 sentinel parallel-syncs $SENTINEL_MASTER_NAME 1
 CONF
   fi
+  if ! grep -q '^requirepass' "$conf"; then
+    printf 'requirepass "%s"\nsentinel sentinel-pass "%s"\n' "$SENTINEL_PASSWORD" "$SENTINEL_PASSWORD" >>"$conf"
+  fi
   rm -f "$pidfile"
   : >>"$logfile"
   redis-sentinel "$conf" --daemonize yes --pidfile "$pidfile" --logfile "$logfile" \
     </dev/null >>"$logfile" 2>&1 9>&- || die_with_log "sentinel-$p: redis-sentinel failed to start" "$logfile"
   local deadline=$((SECONDS + 30))
-  until redis_ping "$p"; do
+  until sentinel_ping "$p"; do
     ((SECONDS < deadline)) || die_with_log "sentinel-$p: not answering PING" "$logfile"
     sleep 0.05
   done
@@ -841,8 +850,11 @@ start_sentinel_node() { # start_sentinel_node PORT
 
 status_sentinel() {
   local p
-  for p in $SENTINEL_DATA_PORTS $SENTINEL_PORTS; do
+  for p in $SENTINEL_DATA_PORTS; do
     if redis_ping "$p"; then log "sentinel-node $HOST:$p up"; else log "sentinel-node $HOST:$p down"; fi
+  done
+  for p in $SENTINEL_PORTS; do
+    if sentinel_ping "$p"; then log "sentinel-node $HOST:$p up (sentinel)"; else log "sentinel-node $HOST:$p down (sentinel)"; fi
   done
   log "sentinel master: $(sentinel_current_master || echo unknown)"
 }
@@ -989,6 +1001,7 @@ print_env_opsconfig() {
   cat <<EOV
 export PAYSERVER_TEST_REDIS_SENTINELS='$(sentinel_addrs)'
 export PAYSERVER_TEST_REDIS_SENTINEL_MASTER='$SENTINEL_MASTER_NAME'
+export PAYSERVER_TEST_REDIS_SENTINEL_PASSWORD='$SENTINEL_PASSWORD'
 export PAYSERVER_TEST_REDIS_SENTINEL_DATA_ADDRS='$(for p in $SENTINEL_DATA_PORTS; do echo "$HOST:$p"; done | paste -sd, -)'
 export PAYSERVER_TEST_TLS_DIR='$TLS_DIR'
 export PAYSERVER_TEST_REDIS_TLS_ADDR='$HOST:$REDIS_TLS_PORT'
