@@ -347,7 +347,10 @@ start_mariadb() {
     : >>"$logfile"
     # TLS offered (never required) from the next start on: see the tls section.
     local mysql_ssl_args=()
-    ensure_tls_material && mysql_ssl_args=(--ssl-ca="$TLS_DIR/ca.crt" --ssl-cert="$TLS_DIR/server.crt" --ssl-key="$TLS_DIR/server.key")
+    # (In a subshell: without the material the shared server still starts, without TLS.)
+    if (ensure_tls_material); then
+      mysql_ssl_args=(--ssl-ca="$TLS_DIR/ca.crt" --ssl-cert="$TLS_DIR/server.crt" --ssl-key="$TLS_DIR/server.key")
+    fi
     # --no-defaults: ignore /etc/mysql/*; everything the tests rely on is set here.
     launch "$MYSQL_DIR/launch.pid" "$logfile" \
       mariadbd --no-defaults --user=root \
