@@ -128,7 +128,7 @@ listener_pid() { # listener_pid PORT -> pid of OUR kind of server listening on P
   [[ -n "$pid" ]] || return 0
   comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
   case "$comm" in
-    redis-server | mariadbd | mysqld | rnacos) echo "$pid" ;;
+    redis-server | redis-sentinel | mariadbd | mysqld | rnacos) echo "$pid" ;;
   esac
 }
 

@@ -121,9 +121,15 @@ func testToolingVar(name string) bool {
 		name == "PAYSERVER_SERVICES_DIR"
 }
 
-// nameEnvInError adds the variable's name after each key path the decoder
+// nameEnvInError makes the decoder's message one line, calls its "invalid
+// keys" unknown, and adds the variable's name after each key path it
 // complains about, when that variable was set.
 func nameEnvInError(msg string, vars map[string]string) string {
+	msg = strings.TrimPrefix(msg, "decoding failed due to the following error(s):")
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", " ; ")), " ")
+	msg = strings.TrimPrefix(strings.ReplaceAll(msg, "; ;", ";"), "; ")
+	msg = strings.ReplaceAll(msg, "'' has invalid keys:", "unknown keys:")
+	msg = strings.ReplaceAll(msg, "has invalid keys:", "has unknown keys:")
 	for name, key := range envKeys {
 		if key != "" && vars[name] != "" {
 			msg = strings.ReplaceAll(msg, "'"+key+"'", "'"+key+"' ("+name+")")

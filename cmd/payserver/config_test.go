@@ -279,3 +279,20 @@ func TestEnvKeysDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownYAMLKeyNamed: an unknown YAML key, at any depth, refuses the
+// start with the key's name.
+func TestUnknownYAMLKeyNamed(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"htpAddr: x\n", "unknown keys: htpAddr"},
+		{"limiter:\n  polcy: deny\n", "polcy"},
+		{"channels:\n  ALIPAY: {latncy: 5ms}\n", "latncy"},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			_, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, c.yaml)}))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
