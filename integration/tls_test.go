@@ -173,8 +173,8 @@ func freshTLSDatabase(t *testing.T, f tlsFiles) string {
 	return cfg.FormatDSN()
 }
 
-// TestMySQLTLS: payserver serves payments on a MariaDB whose user requires
-// TLS, through PAYSERVER_MYSQL_TLS_*; without them the server refuses the
+// TestMySQLTLS: `payserver migrate` and the server run on a MariaDB whose
+// user requires TLS, through PAYSERVER_MYSQL_TLS_*; without them the server refuses the
 // login, and with the wrong CA the start fails naming TLS and the CA.
 func TestMySQLTLS(t *testing.T) {
 	f := mustTLSFiles(t)
@@ -183,6 +183,17 @@ func TestMySQLTLS(t *testing.T) {
 		"PAYSERVER_MYSQL_TLS_CA": f.ca, "PAYSERVER_MYSQL_TLS_CERT": f.cert, "PAYSERVER_MYSQL_TLS_KEY": f.key,
 	}
 
+	t.Run("migrate over TLS", func(t *testing.T) {
+		cmd := exec.Command(fastBinary, "migrate")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "PAYSERVER_CONFIG=/dev/null",
+			"PAYSERVER_DATA_DIR=" + t.TempDir(), "PAYSERVER_MYSQL_DSN=" + dsn}
+		for k, v := range tlsEnv {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("payserver migrate over TLS: %v\n%s", err, out)
+		}
+	})
 	t.Run("serves over TLS", func(t *testing.T) {
 		s := startServer(t, serverOptions{DSN: dsn, Env: tlsEnv})
 		if r := s.pay(t, payBody(testutil.UniqueName("tls-pay"), "ONLINE_PAY", "ALIPAY")); r.Status != 200 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
 
 	"payserver/internal/repo"
 )
@@ -22,33 +24,53 @@ import (
 const mysqlTLSName = "payserver"
 
 func (m *Main) openDB(ctx context.Context) error {
-	opts := repo.OpenOptions{Driver: repo.MySQL, DSN: m.cfg.MySQLDSN, Logger: m.log.With("component", "db")}
-	migrate := m.cfg.AutoMigrate
-	if m.cfg.MySQLDSN == "" {
-		opts.Driver, opts.DSN, migrate = repo.SQLite, filepath.Join(m.cfg.DataDir, "payserver.db"), true
-	}
-	if m.cfg.MySQLTLS.On() && opts.Driver == repo.MySQL {
-		dsn, err := mysqlTLSDSN(m.cfg.MySQLDSN, m.cfg.MySQLTLS)
-		if err != nil {
-			return err
-		}
-		opts.DSN = dsn
+	opts, err := dbOpenOptions(m.cfg, m.log.With("component", "db"))
+	if err != nil {
+		return err
 	}
 	m.log.Info("database backend", "driver", string(opts.Driver), "tls", m.cfg.MySQLTLS.On())
-	db, err := repo.Open(ctx, opts)
+	db, err := openDatabase(ctx, m.cfg, opts)
 	if err != nil {
-		if terr := tlsTrustError(err, "mysql", "PAYSERVER_MYSQL_TLS", m.cfg.MySQLTLS); terr != nil {
-			return terr
-		}
 		return err
 	}
 	m.db = db
-	if migrate {
+	if m.cfg.AutoMigrate || opts.Driver == repo.SQLite {
 		if err := repo.Migrate(ctx, db, opts.Driver); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// dbOpenOptions says how to open the configured database: MySQL (over TLS
+// when PAYSERVER_MYSQL_TLS_* is set), or the embedded SQLite file in the
+// data dir. Serving, `migrate` and `report` all open it this way.
+func dbOpenOptions(cfg Config, log *slog.Logger) (repo.OpenOptions, error) {
+	if cfg.MySQLDSN == "" {
+		return repo.OpenOptions{Driver: repo.SQLite, DSN: filepath.Join(cfg.DataDir, "payserver.db"), Logger: log}, nil
+	}
+	opts := repo.OpenOptions{Driver: repo.MySQL, DSN: cfg.MySQLDSN, Logger: log}
+	if cfg.MySQLTLS.On() {
+		dsn, err := mysqlTLSDSN(cfg.MySQLDSN, cfg.MySQLTLS)
+		if err != nil {
+			return repo.OpenOptions{}, err
+		}
+		opts.DSN = dsn
+	}
+	return opts, nil
+}
+
+// openDatabase opens opts; a server certificate the configured CA does not
+// vouch for is reported as such, naming the setting.
+func openDatabase(ctx context.Context, cfg Config, opts repo.OpenOptions) (*gorm.DB, error) {
+	db, err := repo.Open(ctx, opts)
+	if err != nil {
+		if terr := tlsTrustError(err, "mysql", "PAYSERVER_MYSQL_TLS", cfg.MySQLTLS); terr != nil {
+			return nil, terr
+		}
+		return nil, err
+	}
+	return db, nil
 }
 
 // mysqlTLSDSN registers the TLS config of files with the driver and returns
