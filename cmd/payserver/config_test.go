@@ -92,9 +92,11 @@ func TestConfigLogValueHidesSecrets(t *testing.T) {
 	cfg.MySQLDSN = "app:Pa55word!@tcp(127.0.0.1:3306)/payserver"
 	cfg.RedisPassword, cfg.AdminToken = "redis-secret", "admin-secret"
 	cfg.Nacos.Username, cfg.Nacos.Password = "nacos", "nacos-secret"
+	cfg.RedisMode, cfg.RedisSentinels, cfg.RedisMaster = RedisSentinel, []string{"s:1"}, "m"
+	cfg.RedisSentinelUsername, cfg.RedisSentinelPassword = "sentinel-user", "sentinel-secret"
 	var buf bytes.Buffer
 	slog.New(slog.NewTextHandler(&buf, nil)).Info("start", "config", cfg)
-	for _, secret := range []string{"Pa55word!", "redis-secret", "admin-secret", "nacos-secret"} {
+	for _, secret := range []string{"Pa55word!", "redis-secret", "admin-secret", "nacos-secret", "sentinel-secret"} {
 		if strings.Contains(buf.String(), secret) {
 			t.Fatalf("log contains %q: %s", secret, buf.String())
 		}
