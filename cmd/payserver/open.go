@@ -118,7 +118,8 @@ func (m *Main) openRedis(ctx context.Context) error {
 			return fmt.Errorf("embedded redis: %w", err)
 		}
 		m.mini = mini
-		opts.Addrs, opts.TLSConfig = []string{mini.Addr()}, nil
+		// In process: no TLS, no users.
+		opts.Addrs, opts.TLSConfig, opts.Username, opts.Password = []string{mini.Addr()}, nil, "", ""
 		m.log.Info("redis backend", "mode", mode, "addr", mini.Addr())
 		// The embedded server expires keys only when told time passed.
 		m.goBackground(func() { tickEmbeddedRedis(ctx, mini) })
