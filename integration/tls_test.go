@@ -220,8 +220,8 @@ func TestMySQLTLS(t *testing.T) {
 
 // TestRedisModeRefusesClusterNodeAsStandalone: one address of a Redis
 // Cluster node is never used as a standalone server, whether the mode is
-// inferred (PAYSERVER_REDIS_MODE unset) or set to standalone: the start is
-// refused with the fix.
+// inferred (PAYSERVER_REDIS_MODE unset) or set to standalone, nor a
+// standalone server as a Cluster: the start is refused with the fix.
 func TestRedisModeRefusesClusterNodeAsStandalone(t *testing.T) {
 	port := strings.TrimPrefix(freePort(t), "127.0.0.1:")
 	dir := t.TempDir()
@@ -243,4 +243,11 @@ func TestRedisModeRefusesClusterNodeAsStandalone(t *testing.T) {
 			}
 		})
 	}
+	// The reverse: a standalone server named as a Cluster.
+	t.Run("cluster mode on a standalone server", func(t *testing.T) {
+		out := startMustFail(t, map[string]string{"PAYSERVER_REDIS_ADDR": testutil.RedisAddr(t), "PAYSERVER_REDIS_MODE": "cluster"})
+		if !strings.Contains(out, "is not a Cluster node") || !strings.Contains(out, "PAYSERVER_REDIS_MODE=standalone") {
+			t.Errorf("start-up output does not say the address is not a Cluster node and how to fix it:\n%s", out)
+		}
+	})
 }
