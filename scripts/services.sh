@@ -3,16 +3,17 @@
 # payserver tests use, on loopback only, with all state outside the work tree.
 #
 # Usage:
-#   scripts/services.sh start   [redis|mariadb|nacos|cluster|all]...   (default all)
-#   scripts/services.sh stop    [redis|mariadb|nacos|cluster|all]...   (default all)
-#   scripts/services.sh restart [redis|mariadb|nacos|cluster|all]...
-#   scripts/services.sh kill    [redis|mariadb|nacos|cluster|all]...   (SIGKILL: crash injection)
+#   scripts/services.sh start   [SERVICE|all]...   (default all)
+#   scripts/services.sh stop    [SERVICE|all]...   (default all)
+#   scripts/services.sh restart [SERVICE|all]...
+#   scripts/services.sh kill    [SERVICE|all]...   (SIGKILL: crash injection)
+#   SERVICE: redis mariadb nacos cluster sentinel redis-tls mariadb-tls
 #   scripts/services.sh status
 #   scripts/services.sh env        # prints `export VAR=value` lines: eval "$(scripts/services.sh env)"
 #
 #   A single Redis Cluster node can be addressed as cluster-node:PORT
 #   (e.g. `stop cluster-node:17002`, `kill cluster-node:17002`, `start cluster-node:17002`),
-#   for failover tests.
+#   for failover tests; likewise one Sentinel-managed server or sentinel as sentinel-node:PORT.
 #
 # Services (all bound to 127.0.0.1 only):
 #   redis    redis-server standalone   127.0.0.1:16379  (no persistence, protected-mode yes)
@@ -23,6 +24,13 @@
 #   cluster  Redis Cluster             127.0.0.1:17001..17003 (3 masters). CLUSTER_REPLICAS=1 gives
 #                                      17001..17006, 3 masters + 1 replica each. If the running cluster
 #                                      has a different shape than asked for, it is wiped and re-created.
+#   sentinel Redis Sentinel            data 127.0.0.1:16400 (first master), 16401 (replica); sentinels
+#                                      127.0.0.1:16410..16412 (password payserver-sentinel), master
+#                                      name payserver-master, quorum 2
+#   redis-tls TLS-only Redis           127.0.0.1:16480 (port 0), client certs required, ACL user
+#                                      payserver/payserver-tls, default user off; CA in $STATE/tls
+#   mariadb-tls second MariaDB         127.0.0.1:13307 with TLS on; user payserver REQUIRE SSL
+#   (throwaway CA, wrong CA, server and client certs: openssl, $STATE/tls, made once)
 #
 # Environment knobs:
 #   PAYSERVER_SERVICES_DIR   state dir (data, logs, pid files); default /tmp/payserver-services
@@ -120,7 +128,7 @@ listener_pid() { # listener_pid PORT -> pid of OUR kind of server listening on P
   [[ -n "$pid" ]] || return 0
   comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
   case "$comm" in
-    redis-server | mariadbd | mysqld | rnacos) echo "$pid" ;;
+    redis-server | redis-sentinel | mariadbd | mysqld | rnacos) echo "$pid" ;;
   esac
 }
 
@@ -337,6 +345,12 @@ start_mariadb() {
     fi
     rm -f "$MYSQL_PID" "$MYSQL_SOCK"
     : >>"$logfile"
+    # TLS offered (never required) from the next start on: see the tls section.
+    local mysql_ssl_args=()
+    # (In a subshell: without the material the shared server still starts, without TLS.)
+    if (ensure_tls_material); then
+      mysql_ssl_args=(--ssl-ca="$TLS_DIR/ca.crt" --ssl-cert="$TLS_DIR/server.crt" --ssl-key="$TLS_DIR/server.key")
+    fi
     # --no-defaults: ignore /etc/mysql/*; everything the tests rely on is set here.
     launch "$MYSQL_DIR/launch.pid" "$logfile" \
       mariadbd --no-defaults --user=root \
@@ -346,7 +360,8 @@ start_mariadb() {
       --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
       --default-time-zone=+00:00 \
       --max-connections=500 \
-      --innodb-buffer-pool-size=128M --innodb-flush-log-at-trx-commit=2
+      --innodb-buffer-pool-size=128M --innodb-flush-log-at-trx-commit=2 \
+      "${mysql_ssl_args[@]}"
   fi
   local deadline=$((SECONDS + 60))
   until mysql_alive; do
@@ -685,6 +700,320 @@ status_cluster() {
   done
 }
 
+# ---------------------------------------------------------------- redis sentinel (opsconfig)
+# A master, one replica and three sentinels, own ports, state under $STATE/sentinel. Only the
+# Sentinel failover test uses (and SIGKILLs) these: nothing else points at them.
+# `sentinel-node:PORT` addresses one of them; a data node started alone joins as a replica of
+# the master the sentinels currently name, so a killed master comes back as a replica.
+
+SENTINEL_DIR="$STATE/sentinel"
+SENTINEL_MASTER_NAME=payserver-master
+SENTINEL_DATA_PORTS="16400 16401"
+SENTINEL_PORTS="16410 16411 16412"
+# The sentinels require this password (requirepass, and sentinel-pass between themselves), so
+# that payserver's PAYSERVER_REDIS_SENTINEL_PASSWORD is exercised; the data nodes have none.
+SENTINEL_PASSWORD=payserver-sentinel
+
+ensure_sentinel_bin() {
+  command -v redis-sentinel >/dev/null 2>&1 && return 0
+  ensure_redis_bin
+  apt_install redis-sentinel
+}
+
+sentinel_cli() { # sentinel_cli PORT ARGS...
+  local p="$1"
+  shift
+  redis-cli -h "$HOST" -p "$p" --pass "$SENTINEL_PASSWORD" --no-auth-warning "$@" 2>/dev/null | tr -d '\r'
+}
+
+sentinel_ping() { [[ "$(sentinel_cli "$1" ping)" == PONG ]]; }
+
+# sentinel_current_master: HOST:PORT of the master as the first answering sentinel sees it.
+sentinel_current_master() {
+  local p out
+  for p in $SENTINEL_PORTS; do
+    out="$(sentinel_cli "$p" sentinel get-master-addr-by-name "$SENTINEL_MASTER_NAME" | paste -sd: -)"
+    if [[ -n "$out" && "$out" == *:* ]]; then
+      echo "$out"
+      return 0
+    fi
+  done
+  return 1
+}
+
+start_sentinel_data_node() { # start_sentinel_data_node PORT [MASTER_HOST:PORT]
+  local p="$1" master="${2:-}"
+  local args=()
+  if [[ -n "$master" && "$master" != "$HOST:$p" ]]; then
+    args=(--replicaof "${master%:*}" "${master#*:}")
+  fi
+  start_redis_node "sentinel-$p" "$p" "$SENTINEL_DIR/$p" "${args[@]}"
+}
+
+start_sentinel_proc() { # start_sentinel_proc PORT
+  local p="$1" dir="$SENTINEL_DIR/$p"
+  local conf="$dir/sentinel.conf" pidfile="$dir/sentinel.pid" logfile="$LOGS/sentinel-$p.log"
+  mkdir -p "$dir"
+  if pid_alive "$(read_pid "$pidfile")" && sentinel_ping "$p"; then return 0; fi
+  port_listening "$p" && die_with_log "sentinel-$p: port $p is in use by another process" ""
+  # The sentinel rewrites its config (known replicas, sentinels, epoch): write it only once.
+  if [[ ! -f "$conf" ]]; then
+    cat >"$conf" <<CONF
+bind $HOST
+port $p
+protected-mode yes
+dir $dir
+sentinel resolve-hostnames no
+sentinel monitor $SENTINEL_MASTER_NAME $HOST ${SENTINEL_DATA_PORTS%% *} 2
+sentinel down-after-milliseconds $SENTINEL_MASTER_NAME 1000
+sentinel failover-timeout $SENTINEL_MASTER_NAME 5000
+sentinel parallel-syncs $SENTINEL_MASTER_NAME 1
+CONF
+  fi
+  if ! grep -q '^requirepass' "$conf"; then
+    printf 'requirepass "%s"\nsentinel sentinel-pass "%s"\n' "$SENTINEL_PASSWORD" "$SENTINEL_PASSWORD" >>"$conf"
+  fi
+  rm -f "$pidfile"
+  : >>"$logfile"
+  redis-sentinel "$conf" --daemonize yes --pidfile "$pidfile" --logfile "$logfile" \
+    </dev/null >>"$logfile" 2>&1 9>&- || die_with_log "sentinel-$p: redis-sentinel failed to start" "$logfile"
+  local deadline=$((SECONDS + 30))
+  until sentinel_ping "$p"; do
+    ((SECONDS < deadline)) || die_with_log "sentinel-$p: not answering PING" "$logfile"
+    sleep 0.05
+  done
+}
+
+sentinel_healthy() { # every sentinel sees the master, its replica and the two other sentinels
+  local p master
+  master="$(sentinel_current_master)" || return 1
+  for p in $SENTINEL_PORTS; do
+    local m
+    m="$(sentinel_cli "$p" sentinel master "$SENTINEL_MASTER_NAME" | paste -sd' ' -)"
+    [[ " $m " == *" num-slaves 1 "* && " $m " == *" num-other-sentinels 2 "* && " $m " == *" flags master "* ]] || return 1
+  done
+  redis-cli -h "${master%:*}" -p "${master#*:}" info replication 2>/dev/null | tr -d '\r' | grep -q '^connected_slaves:1' || return 1
+}
+
+start_sentinel() {
+  ensure_sentinel_bin
+  mkdir -p "$SENTINEL_DIR"
+  local master p first="${SENTINEL_DATA_PORTS%% *}"
+  # Sentinels first if any has a config: they know who the master is now.
+  for p in $SENTINEL_PORTS; do
+    [[ -f "$SENTINEL_DIR/$p/sentinel.conf" ]] && start_sentinel_proc "$p"
+  done
+  master="$(sentinel_current_master || echo "$HOST:$first")"
+  if ! redis_ping "${master#*:}"; then
+    # The named master is down: if another data node is up, the sentinels will promote it;
+    # with none up (a fresh start, or all stopped), start the named master first.
+    start_sentinel_data_node "${master#*:}"
+  fi
+  for p in $SENTINEL_DATA_PORTS; do
+    [[ "$HOST:$p" == "$master" ]] && start_sentinel_data_node "$p" || start_sentinel_data_node "$p" "$master"
+  done
+  for p in $SENTINEL_PORTS; do start_sentinel_proc "$p"; done
+  local deadline=$((SECONDS + 60))
+  until sentinel_healthy; do
+    ((SECONDS < deadline)) || die_with_log "sentinel: master/replica/sentinels not all linked after 60s" "$LOGS/sentinel-${SENTINEL_PORTS%% *}.log"
+    sleep 0.2
+  done
+  log "sentinel master $SENTINEL_MASTER_NAME at $(sentinel_current_master), sentinels $(sentinel_addrs) up"
+}
+
+sentinel_addrs() { for p in $SENTINEL_PORTS; do echo "$HOST:$p"; done | paste -sd, -; }
+
+stop_sentinel_node() { # stop_sentinel_node SIGNAL PORT
+  local sig="$1" p="$2" pidfile
+  pidfile="$SENTINEL_DIR/$p/redis.pid"
+  [[ -f "$SENTINEL_DIR/$p/sentinel.pid" ]] && pidfile="$SENTINEL_DIR/$p/sentinel.pid"
+  stop_pid "sentinel-node" "$pidfile" "$p" 10 "$sig"
+}
+
+stop_sentinel() {
+  local p
+  for p in $SENTINEL_PORTS $SENTINEL_DATA_PORTS; do
+    if [[ -f "$SENTINEL_DIR/$p/redis.pid" || -f "$SENTINEL_DIR/$p/sentinel.pid" ]] || port_listening "$p"; then
+      stop_sentinel_node "${1:-TERM}" "$p" >/dev/null
+    fi
+  done
+  log "sentinel $(sentinel_addrs) and data nodes down"
+}
+
+start_sentinel_node() { # start_sentinel_node PORT
+  local p="$1"
+  ensure_sentinel_bin
+  if grep -qw "$p" <<<"$SENTINEL_PORTS"; then
+    start_sentinel_proc "$p"
+  else
+    start_sentinel_data_node "$p" "$(sentinel_current_master || true)"
+  fi
+  log "sentinel-node $HOST:$p up"
+}
+
+status_sentinel() {
+  local p
+  for p in $SENTINEL_DATA_PORTS; do
+    if redis_ping "$p"; then log "sentinel-node $HOST:$p up"; else log "sentinel-node $HOST:$p down"; fi
+  done
+  for p in $SENTINEL_PORTS; do
+    if sentinel_ping "$p"; then log "sentinel-node $HOST:$p up (sentinel)"; else log "sentinel-node $HOST:$p down (sentinel)"; fi
+  done
+  log "sentinel master: $(sentinel_current_master || echo unknown)"
+}
+
+# ---------------------------------------------------------------- tls material + redis-tls + mariadb-tls (opsconfig)
+# A throwaway CA (and a second, unrelated "wrong" CA for negative tests) made by openssl under
+# $STATE/tls, with a server certificate for 127.0.0.1/localhost and a client certificate.
+
+TLS_DIR="$STATE/tls"
+REDIS_TLS_PORT=16480
+REDIS_TLS_USER=payserver
+REDIS_TLS_PASSWORD=payserver-tls
+MYSQL_TLS_PORT=13307
+MYSQL_TLS_DIR="$STATE/mariadb-tls"
+
+ensure_tls_material() {
+  [[ -f "$TLS_DIR/done" ]] && return 0
+  command -v openssl >/dev/null 2>&1 || apt_install openssl
+  rm -rf "$TLS_DIR"
+  mkdir -p "$TLS_DIR"
+  local l="$LOGS/tls-gen.log" d="$TLS_DIR"
+  {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=payserver test CA" \
+      -keyout "$d/ca.key" -out "$d/ca.crt"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=some other CA" \
+      -keyout "$d/wrong-ca.key" -out "$d/wrong-ca.crt"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$d/server.key" -out "$d/server.csr"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$d/server.ext"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+      -days 3650 -extfile "$d/server.ext" -out "$d/server.crt"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=payserver" -keyout "$d/client.key" -out "$d/client.csr"
+    printf 'extendedKeyUsage=clientAuth\n' >"$d/client.ext"
+    openssl x509 -req -in "$d/client.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+      -days 3650 -extfile "$d/client.ext" -out "$d/client.crt"
+  } >"$l" 2>&1 || die_with_log "tls: openssl failed" "$l"
+  chmod 600 "$d"/*.key
+  touch "$d/done"
+}
+
+redis_tls_cli() {
+  redis-cli --tls --cacert "$TLS_DIR/ca.crt" --cert "$TLS_DIR/client.crt" --key "$TLS_DIR/client.key" \
+    -h "$HOST" -p "$REDIS_TLS_PORT" --user "$REDIS_TLS_USER" --pass "$REDIS_TLS_PASSWORD" --no-auth-warning "$@" 2>/dev/null
+}
+
+redis_tls_ping() { [[ "$(redis_tls_cli ping | tr -d '\r')" == PONG ]]; }
+
+# TLS only (port 0), client certificates required, the default user off and one ACL user.
+start_redis_tls() {
+  ensure_redis_bin
+  ensure_tls_material
+  local dir="$STATE/redis-tls" logfile="$LOGS/redis-tls.log"
+  local pidfile="$dir/redis.pid"
+  mkdir -p "$dir"
+  if pid_alive "$(read_pid "$pidfile")" && redis_tls_ping; then
+    log "redis-tls $HOST:$REDIS_TLS_PORT up"
+    return 0
+  fi
+  port_listening "$REDIS_TLS_PORT" && die_with_log "redis-tls: port $REDIS_TLS_PORT is in use by another process" ""
+  rm -f "$pidfile"
+  : >>"$logfile"
+  redis-server --bind "$HOST" --port 0 --tls-port "$REDIS_TLS_PORT" --protected-mode yes \
+    --tls-cert-file "$TLS_DIR/server.crt" --tls-key-file "$TLS_DIR/server.key" \
+    --tls-ca-cert-file "$TLS_DIR/ca.crt" --tls-auth-clients yes \
+    --user default off --user "$REDIS_TLS_USER" on ">$REDIS_TLS_PASSWORD" '~*' '&*' +@all \
+    --save "" --appendonly no --dir "$dir" \
+    --daemonize yes --pidfile "$pidfile" --logfile "$logfile" </dev/null >>"$logfile" 2>&1 9>&- ||
+    die_with_log "redis-tls: redis-server failed to start" "$logfile"
+  local deadline=$((SECONDS + 30))
+  until redis_tls_ping; do
+    ((SECONDS < deadline)) || die_with_log "redis-tls: not answering PING over TLS on $HOST:$REDIS_TLS_PORT" "$logfile"
+    sleep 0.05
+  done
+  log "redis-tls $HOST:$REDIS_TLS_PORT up"
+}
+
+stop_redis_tls() { stop_pid redis-tls "$STATE/redis-tls/redis.pid" "$REDIS_TLS_PORT" 10 "${1:-TERM}"; }
+
+status_redis_tls() {
+  if redis_tls_ping; then log "redis-tls $HOST:$REDIS_TLS_PORT up"; else log "redis-tls $HOST:$REDIS_TLS_PORT down"; fi
+}
+
+# A second MariaDB with TLS on, its own data dir and port, for the MySQL TLS test; the user
+# payserver must connect over TLS (REQUIRE SSL).
+mysql_tls_sock() { echo "$MYSQL_TLS_DIR/mariadbd.sock"; }
+
+mysql_tls_alive() {
+  mariadb-admin --no-defaults --protocol=socket --socket="$(mysql_tls_sock)" -uroot --connect-timeout=2 ping >/dev/null 2>&1
+}
+
+start_mariadb_tls() {
+  ensure_mariadb_bin
+  ensure_tls_material
+  local data="$MYSQL_TLS_DIR/data" pidfile="$MYSQL_TLS_DIR/mariadbd.pid" logfile="$LOGS/mariadb-tls.log"
+  mkdir -p "$MYSQL_TLS_DIR"
+  if pid_alive "$(read_pid "$pidfile")" && mysql_tls_alive; then
+    log "mariadb-tls $HOST:$MYSQL_TLS_PORT up"
+    return 0
+  fi
+  if ! pid_alive "$(read_pid "$MYSQL_TLS_DIR/launch.pid")"; then
+    port_listening "$MYSQL_TLS_PORT" && die_with_log "mariadb-tls: port $MYSQL_TLS_PORT is in use by another process" ""
+    if [[ ! -f "$data/.payserver-initialized" ]]; then
+      rm -rf "$data"
+      mkdir -p "$data"
+      mariadb-install-db --no-defaults --user=root --datadir="$data" \
+        --auth-root-authentication-method=normal --skip-test-db >"$LOGS/mariadb-tls-install-db.log" 2>&1 9>&- ||
+        die_with_log "mariadb-tls: mariadb-install-db failed" "$LOGS/mariadb-tls-install-db.log"
+      touch "$data/.payserver-initialized"
+    fi
+    rm -f "$pidfile" "$(mysql_tls_sock)"
+    : >>"$logfile"
+    launch "$MYSQL_TLS_DIR/launch.pid" "$logfile" \
+      mariadbd --no-defaults --user=root --datadir="$data" --socket="$(mysql_tls_sock)" --pid-file="$pidfile" \
+      --port="$MYSQL_TLS_PORT" --bind-address="$HOST" --skip-name-resolve --log-error="$logfile" \
+      --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci --default-time-zone=+00:00 \
+      --innodb-buffer-pool-size=32M --innodb-flush-log-at-trx-commit=2 \
+      --ssl-ca="$TLS_DIR/ca.crt" --ssl-cert="$TLS_DIR/server.crt" --ssl-key="$TLS_DIR/server.key"
+  fi
+  local deadline=$((SECONDS + 60))
+  until mysql_tls_alive; do
+    ((SECONDS < deadline)) || die_with_log "mariadb-tls: not accepting connections after 60s" "$logfile"
+    sleep 0.2
+  done
+  sed -e "s/IDENTIFIED BY 'payserver'/IDENTIFIED BY 'payserver' REQUIRE SSL/" <(mysql_setup_sql) |
+    mariadb --no-defaults --protocol=socket --socket="$(mysql_tls_sock)" -uroot >>"$logfile" 2>&1 ||
+    die_with_log "mariadb-tls: creating db/user failed" "$logfile"
+  # Users created before REQUIRE SSL was added keep it this way too.
+  echo "ALTER USER 'payserver'@'127.0.0.1' REQUIRE SSL; ALTER USER 'payserver'@'localhost' REQUIRE SSL;" |
+    mariadb --no-defaults --protocol=socket --socket="$(mysql_tls_sock)" -uroot >>"$logfile" 2>&1 || true
+  log "mariadb-tls $HOST:$MYSQL_TLS_PORT up"
+}
+
+stop_mariadb_tls() {
+  local pidfile="$MYSQL_TLS_DIR/mariadbd.pid"
+  [[ -s "$pidfile" ]] || pidfile="$MYSQL_TLS_DIR/launch.pid"
+  stop_pid mariadb-tls "$pidfile" "$MYSQL_TLS_PORT" 60 "${1:-TERM}"
+  rm -f "$MYSQL_TLS_DIR/mariadbd.pid" "$MYSQL_TLS_DIR/launch.pid"
+}
+
+status_mariadb_tls() {
+  if mysql_tls_alive; then log "mariadb-tls $HOST:$MYSQL_TLS_PORT up"; else log "mariadb-tls $HOST:$MYSQL_TLS_PORT down"; fi
+}
+
+print_env_opsconfig() {
+  cat <<EOV
+export PAYSERVER_TEST_REDIS_SENTINELS='$(sentinel_addrs)'
+export PAYSERVER_TEST_REDIS_SENTINEL_MASTER='$SENTINEL_MASTER_NAME'
+export PAYSERVER_TEST_REDIS_SENTINEL_PASSWORD='$SENTINEL_PASSWORD'
+export PAYSERVER_TEST_REDIS_SENTINEL_DATA_ADDRS='$(for p in $SENTINEL_DATA_PORTS; do echo "$HOST:$p"; done | paste -sd, -)'
+export PAYSERVER_TEST_TLS_DIR='$TLS_DIR'
+export PAYSERVER_TEST_REDIS_TLS_ADDR='$HOST:$REDIS_TLS_PORT'
+export PAYSERVER_TEST_REDIS_TLS_USERNAME='$REDIS_TLS_USER'
+export PAYSERVER_TEST_REDIS_TLS_PASSWORD='$REDIS_TLS_PASSWORD'
+export PAYSERVER_TEST_MYSQL_TLS_DSN='payserver:payserver@tcp($HOST:$MYSQL_TLS_PORT)/payserver?parseTime=true&loc=UTC&multiStatements=true'
+EOV
+}
+
 # ---------------------------------------------------------------- env
 
 print_env() {
@@ -699,6 +1028,7 @@ export PAYSERVER_TEST_MYSQL_ADMIN_DSN='payserver:payserver@tcp($HOST:$MYSQL_PORT
 export PAYSERVER_TEST_NACOS_ADDR='$HOST:$NACOS_HTTP_PORT'
 export PAYSERVER_TEST_REDIS_CLUSTER_ADDRS='$(cluster_ports "$r" | sed "s/^/$HOST:/" | paste -sd, -)'
 EOF
+  print_env_opsconfig
 }
 
 # ---------------------------------------------------------------- dispatch
@@ -708,12 +1038,14 @@ expand_targets() { # expand_targets ARGS... -> one target per line, in start ord
   if (($# == 0)); then set -- all; fi
   for t in "$@"; do
     case "$t" in
-      all) printf '%s\n' redis mariadb nacos cluster ;;
+      all) printf '%s\n' redis mariadb nacos cluster sentinel redis-tls mariadb-tls ;;
       redis | mariadb | nacos | cluster) echo "$t" ;;
+      sentinel | redis-tls | mariadb-tls) echo "$t" ;;
+      sentinel-node:[0-9]*) echo "$t" ;;
       mysql) echo mariadb ;;
       redis-cluster) echo cluster ;;
       cluster-node:[0-9]*) echo "$t" ;;
-      *) err "unknown service '$t' (redis|mariadb|nacos|cluster|all|cluster-node:PORT)"; exit 2 ;;
+      *) err "unknown service '$t' (redis|mariadb|nacos|cluster|sentinel|redis-tls|mariadb-tls|all|cluster-node:PORT|sentinel-node:PORT)"; exit 2 ;;
     esac
   done
 }
@@ -728,7 +1060,8 @@ do_start() {
         start_cluster_node "${t#cluster-node:}"
         log "cluster-node $HOST:${t#cluster-node:} up"
         ;;
-      *) "start_$t" ;;
+      sentinel-node:*) start_sentinel_node "${t#sentinel-node:}" ;;
+      *) "start_${t//-/_}" ;;
     esac
   done
 }
@@ -744,7 +1077,8 @@ do_stop() { # do_stop SIGNAL TARGETS...
         local p="${t#cluster-node:}"
         stop_pid "cluster-node" "$CLUSTER_DIR/$p/redis.pid" "$p" 10 "$sig"
         ;;
-      *) "stop_$t" "$sig" ;;
+      sentinel-node:*) stop_sentinel_node "$sig" "${t#sentinel-node:}" ;;
+      *) "stop_${t//-/_}" "$sig" ;;
     esac
   done
 }
@@ -765,6 +1099,7 @@ main() {
     status)
       command -v redis-cli >/dev/null 2>&1 || { err "redis-cli not installed (run start)"; }
       status_redis; status_mariadb; status_nacos; status_cluster
+      status_sentinel; status_redis_tls; status_mariadb_tls
       ;;
     env) print_env ;;
     -h | --help | help) usage ;;

@@ -3,31 +3,31 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"payserver/internal/channel"
 	"payserver/internal/ratelimit"
 )
 
-// Config is every setting of payserver. It is read from a YAML file
-// (PAYSERVER_CONFIG, default configs/payserver.yaml when present), then the
-// PAYSERVER_* environment variables, which win.
+// Config is every setting of payserver, decoded once into typed values by
+// LoadConfig (config_load.go): the YAML file (PAYSERVER_CONFIG, default
+// configs/payserver.yaml when present), then the PAYSERVER_* environment
+// variables (config_env.go), which win. The yaml tags are the YAML keys.
 type Config struct {
 	HTTPAddr   string `yaml:"httpAddr"`   // PAYSERVER_HTTP_ADDR
 	DataDir    string `yaml:"dataDir"`    // PAYSERVER_DATA_DIR
 	LimitsFile string `yaml:"limitsFile"` // PAYSERVER_LIMITS_FILE
 	// MySQLDSN selects MySQL/MariaDB; empty means embedded SQLite in DataDir.
-	MySQLDSN    string `yaml:"mysqlDsn"`    // PAYSERVER_MYSQL_DSN
-	AutoMigrate bool   `yaml:"autoMigrate"` // PAYSERVER_AUTO_MIGRATE
+	MySQLDSN string `yaml:"mysqlDsn"` // PAYSERVER_MYSQL_DSN
+	// MySQLTLS, when on, connects to MySQL over TLS verified against its CA
+	// (a driver TLS config registered by openDB).
+	MySQLTLS    TLSFiles `yaml:"mysqlTls"`    // PAYSERVER_MYSQL_TLS_*
+	AutoMigrate bool     `yaml:"autoMigrate"` // PAYSERVER_AUTO_MIGRATE
 	// DBGroupCommit sends concurrent order claims as one multi-row INSERT
 	// and concurrent outcomes as one UPDATE (repo.OrdersOptions).
 	DBGroupCommit bool `yaml:"dbGroupCommit"` // PAYSERVER_DB_GROUP_COMMIT
@@ -35,16 +35,33 @@ type Config struct {
 	DBBatchReads bool `yaml:"dbBatchReads"` // PAYSERVER_DB_BATCH_READS
 	// DBMaxBatch bounds one batched statement; 0 means 64, the most.
 	DBMaxBatch int `yaml:"dbMaxBatch"` // PAYSERVER_DB_MAX_BATCH
-	// RedisAddrs selects Redis: one address is standalone, several a
-	// Cluster. Empty means the embedded Redis-protocol server.
-	RedisAddrs    []string `yaml:"redisAddrs"`    // PAYSERVER_REDIS_ADDR, PAYSERVER_REDIS_ADDRS
-	RedisPassword string   `yaml:"redisPassword"` // PAYSERVER_REDIS_PASSWORD
+
+	// RedisMode says how RedisAddrs are read; empty infers it (see
+	// RedisMode). Sentinel mode reads RedisSentinels and RedisMaster instead.
+	RedisMode RedisMode `yaml:"redisMode"` // PAYSERVER_REDIS_MODE
+	// RedisAddrs are the standalone server or the Cluster seed nodes. Empty
+	// (and no mode) means the embedded Redis-protocol server.
+	RedisAddrs []string `yaml:"redisAddrs"` // PAYSERVER_REDIS_ADDR, PAYSERVER_REDIS_ADDRS
+	// RedisUsername is the ACL user; empty means the default user.
+	RedisUsername string `yaml:"redisUsername"` // PAYSERVER_REDIS_USERNAME
+	RedisPassword string `yaml:"redisPassword"` // PAYSERVER_REDIS_PASSWORD
+	// RedisSentinels are the sentinels' host:port (sentinel mode).
+	RedisSentinels []string `yaml:"redisSentinels"` // PAYSERVER_REDIS_SENTINELS
+	// RedisMaster is the master name the sentinels monitor (sentinel mode).
+	RedisMaster string `yaml:"redisMaster"` // PAYSERVER_REDIS_MASTER
+	// RedisSentinelUsername and RedisSentinelPassword authenticate to the
+	// sentinels themselves (their requirepass / ACL), when they need it.
+	RedisSentinelUsername string `yaml:"redisSentinelUsername"` // PAYSERVER_REDIS_SENTINEL_USERNAME
+	RedisSentinelPassword string `yaml:"redisSentinelPassword"` // PAYSERVER_REDIS_SENTINEL_PASSWORD
+	// RedisTLS, when on, speaks TLS to every Redis server (and sentinel).
+	RedisTLS TLSFiles `yaml:"redisTls"` // PAYSERVER_REDIS_TLS_*
+
 	// PprofAddr, when set, serves net/http/pprof on this loopback address
 	// (a listener of its own, never the API's). Empty means off.
-	PprofAddr  string `yaml:"pprofAddr"`  // PAYSERVER_PPROF_ADDR
-	AdminToken string `yaml:"adminToken"` // PAYSERVER_ADMIN_TOKEN
-	LogLevel   string `yaml:"logLevel"`   // PAYSERVER_LOG_LEVEL: debug, info, warn, error
-	LogFormat  string `yaml:"logFormat"`  // PAYSERVER_LOG_FORMAT: text, json
+	PprofAddr  string     `yaml:"pprofAddr"`  // PAYSERVER_PPROF_ADDR
+	AdminToken string     `yaml:"adminToken"` // PAYSERVER_ADMIN_TOKEN
+	LogLevel   slog.Level `yaml:"logLevel"`   // PAYSERVER_LOG_LEVEL: debug, info, warn, error
+	LogFormat  LogFormat  `yaml:"logFormat"`  // PAYSERVER_LOG_FORMAT: text, json
 
 	Limiter LimiterConfig `yaml:"limiter"`
 	Nacos   NacosConfig   `yaml:"nacos"`
@@ -57,23 +74,28 @@ type Config struct {
 	// channelTimeout + 1m.
 	OrderStaleAfter time.Duration                      `yaml:"orderStaleAfter"` // PAYSERVER_ORDER_STALE_AFTER
 	Channels        map[string]channel.SimulatorConfig `yaml:"channels"`
+
+	// UnknownEnv lists the PAYSERVER_* variables set in the environment
+	// that payserver does not know (typos, or settings of another version);
+	// Run warns about each. Not a setting.
+	UnknownEnv []string `yaml:"-"`
 }
 
 // LimiterConfig tunes the channel limiter.
 type LimiterConfig struct {
-	Policy        string        `yaml:"policy"`        // PAYSERVER_LIMITER_POLICY: local, allow, deny
-	Timeout       time.Duration `yaml:"timeout"`       // PAYSERVER_LIMITER_TIMEOUT
-	InstanceCount int           `yaml:"instanceCount"` // PAYSERVER_INSTANCE_COUNT
-	LocalShare    float64       `yaml:"localShare"`    // PAYSERVER_LIMITER_LOCAL_SHARE (overrides 1/instanceCount)
-	NearCache     bool          `yaml:"nearCache"`     // PAYSERVER_LIMITER_NEAR_CACHE
+	Policy        ratelimit.Policy `yaml:"policy"`        // PAYSERVER_LIMITER_POLICY: local, allow, deny
+	Timeout       time.Duration    `yaml:"timeout"`       // PAYSERVER_LIMITER_TIMEOUT
+	InstanceCount int              `yaml:"instanceCount"` // PAYSERVER_INSTANCE_COUNT
+	LocalShare    float64          `yaml:"localShare"`    // PAYSERVER_LIMITER_LOCAL_SHARE (overrides 1/instanceCount)
+	NearCache     bool             `yaml:"nearCache"`     // PAYSERVER_LIMITER_NEAR_CACHE
 	// Coalesce sends the concurrent checks of one key to Redis as one
 	// script call (ratelimit.RedisStoreOptions.Coalesce).
 	Coalesce bool `yaml:"coalesce"` // PAYSERVER_LIMITER_COALESCE
 	// MaxBatch bounds the checks in one coalesced call; 0 means 128.
 	MaxBatch int `yaml:"maxBatch"` // PAYSERVER_LIMITER_MAX_BATCH
 	// Unconfigured applies before any limits document loaded: allow
-	// (every key unlimited) or deny (503 for every payment).
-	Unconfigured string `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
+	// (every key unlimited) or deny (503 for every payment); empty = allow.
+	Unconfigured ratelimit.Policy `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
 }
 
 // NacosConfig selects Nacos as the limits source when Addrs is set.
@@ -92,11 +114,11 @@ func DefaultConfig() Config {
 		HTTPAddr:        "127.0.0.1:8080",
 		DataDir:         defaultDataDir(),
 		LimitsFile:      "configs/channel-limits.yaml",
-		LogLevel:        "info",
-		LogFormat:       "text",
+		LogLevel:        slog.LevelInfo,
+		LogFormat:       LogText,
 		DBGroupCommit:   true,
 		DBBatchReads:    true,
-		Limiter:         LimiterConfig{Policy: "local", Timeout: 50 * time.Millisecond, InstanceCount: 1, NearCache: true, Coalesce: true},
+		Limiter:         LimiterConfig{Policy: ratelimit.PolicyLocal, Timeout: 50 * time.Millisecond, InstanceCount: 1, NearCache: true, Coalesce: true},
 		Nacos:           NacosConfig{Group: "PAY_GROUP", DataID: "payserver-channel-limits"},
 		Stats:           StatsConfig{FlushInterval: 5 * time.Second},
 		ChannelTimeout:  5 * time.Second,
@@ -117,133 +139,8 @@ func defaultDataDir() string {
 	return filepath.Join(os.TempDir(), "payserver")
 }
 
-// LoadConfig reads the YAML file (if any) and the environment.
-func LoadConfig(getenv func(string) string) (Config, error) {
-	cfg := DefaultConfig()
-	path := getenv("PAYSERVER_CONFIG")
-	explicit := path != ""
-	if !explicit {
-		path = "configs/payserver.yaml"
-	}
-	data, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		dec := yaml.NewDecoder(strings.NewReader(string(data)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-			return Config{}, fmt.Errorf("config %s: %w", path, err)
-		}
-	case explicit || !errors.Is(err, os.ErrNotExist):
-		return Config{}, fmt.Errorf("config %s: %w", path, err)
-	}
-	if err := applyEnv(&cfg, getenv); err != nil {
-		return Config{}, err
-	}
-	return cfg, cfg.Validate()
-}
-
-func applyEnv(cfg *Config, getenv func(string) string) error {
-	str := func(name string, dst *string) {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
-	}
-	list := func(name string, dst *[]string) {
-		if v := getenv(name); v != "" {
-			*dst = splitList(v)
-		}
-	}
-	var errs []error
-	dur := func(name string, dst *time.Duration) {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not a duration", name, v))
-				return
-			}
-			*dst = d
-		}
-	}
-	boolean := func(name string, dst *bool) {
-		if v := getenv(name); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not true or false", name, v))
-				return
-			}
-			*dst = b
-		}
-	}
-	integer := func(name string, dst *int) {
-		if v := getenv(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not a whole number", name, v))
-				return
-			}
-			*dst = n
-		}
-	}
-	str("PAYSERVER_HTTP_ADDR", &cfg.HTTPAddr)
-	str("PAYSERVER_DATA_DIR", &cfg.DataDir)
-	str("PAYSERVER_LIMITS_FILE", &cfg.LimitsFile)
-	str("PAYSERVER_MYSQL_DSN", &cfg.MySQLDSN)
-	boolean("PAYSERVER_AUTO_MIGRATE", &cfg.AutoMigrate)
-	boolean("PAYSERVER_DB_GROUP_COMMIT", &cfg.DBGroupCommit)
-	boolean("PAYSERVER_DB_BATCH_READS", &cfg.DBBatchReads)
-	integer("PAYSERVER_DB_MAX_BATCH", &cfg.DBMaxBatch)
-	list("PAYSERVER_REDIS_ADDR", &cfg.RedisAddrs)
-	list("PAYSERVER_REDIS_ADDRS", &cfg.RedisAddrs)
-	str("PAYSERVER_REDIS_PASSWORD", &cfg.RedisPassword)
-	str("PAYSERVER_PPROF_ADDR", &cfg.PprofAddr)
-	str("PAYSERVER_ADMIN_TOKEN", &cfg.AdminToken)
-	str("PAYSERVER_LOG_LEVEL", &cfg.LogLevel)
-	str("PAYSERVER_LOG_FORMAT", &cfg.LogFormat)
-	str("PAYSERVER_LIMITER_POLICY", &cfg.Limiter.Policy)
-	dur("PAYSERVER_LIMITER_TIMEOUT", &cfg.Limiter.Timeout)
-	integer("PAYSERVER_INSTANCE_COUNT", &cfg.Limiter.InstanceCount)
-	if v := getenv("PAYSERVER_LIMITER_LOCAL_SHARE"); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("PAYSERVER_LIMITER_LOCAL_SHARE: %q is not a number", v))
-		}
-		cfg.Limiter.LocalShare = f
-	}
-	boolean("PAYSERVER_LIMITER_NEAR_CACHE", &cfg.Limiter.NearCache)
-	boolean("PAYSERVER_LIMITER_COALESCE", &cfg.Limiter.Coalesce)
-	integer("PAYSERVER_LIMITER_MAX_BATCH", &cfg.Limiter.MaxBatch)
-	str("PAYSERVER_LIMITS_DEFAULT_POLICY", &cfg.Limiter.Unconfigured)
-	list("PAYSERVER_NACOS_ADDR", &cfg.Nacos.Addrs)
-	str("PAYSERVER_NACOS_NAMESPACE", &cfg.Nacos.Namespace)
-	str("PAYSERVER_NACOS_GROUP", &cfg.Nacos.Group)
-	str("PAYSERVER_NACOS_DATA_ID", &cfg.Nacos.DataID)
-	str("PAYSERVER_NACOS_USERNAME", &cfg.Nacos.Username)
-	str("PAYSERVER_NACOS_PASSWORD", &cfg.Nacos.Password)
-	dur("PAYSERVER_CHANNEL_TIMEOUT", &cfg.ChannelTimeout)
-	dur("PAYSERVER_SHUTDOWN_TIMEOUT", &cfg.ShutdownTimeout)
-	dur("PAYSERVER_ORDER_STALE_AFTER", &cfg.OrderStaleAfter)
-	dur("PAYSERVER_STATS_FLUSH_INTERVAL", &cfg.Stats.FlushInterval)
-	if v := getenv("PAYSERVER_CHANNELS"); v != "" {
-		chs := map[string]channel.SimulatorConfig{}
-		for _, code := range splitList(v) {
-			chs[code] = cfg.Channels[code]
-		}
-		cfg.Channels = chs
-	}
-	return errors.Join(errs...)
-}
-
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// Validate checks the settings that have no safe default.
+// Validate checks what the types cannot: settings that depend on each
+// other, and ranges.
 func (c Config) Validate() error {
 	var errs []error
 	if c.HTTPAddr == "" {
@@ -255,11 +152,8 @@ func (c Config) Validate() error {
 	if len(c.Nacos.Addrs) == 0 && c.LimitsFile == "" {
 		errs = append(errs, errors.New("neither a limits file nor a Nacos address is set"))
 	}
-	if _, err := ratelimit.ParsePolicy(c.Limiter.Policy); err != nil {
-		errs = append(errs, err)
-	}
-	if u := c.Limiter.Unconfigured; u != "" && u != "allow" && u != "deny" {
-		errs = append(errs, fmt.Errorf("PAYSERVER_LIMITS_DEFAULT_POLICY %q: want allow or deny", u))
+	if c.Limiter.Unconfigured == ratelimit.PolicyLocal {
+		errs = append(errs, errors.New("PAYSERVER_LIMITS_DEFAULT_POLICY \"local\": want allow or deny"))
 	}
 	if c.Limiter.InstanceCount < 1 {
 		errs = append(errs, errors.New("PAYSERVER_INSTANCE_COUNT must be at least 1"))
@@ -290,13 +184,61 @@ func (c Config) Validate() error {
 	if c.PprofAddr != "" && !isLoopback(c.PprofAddr) {
 		errs = append(errs, fmt.Errorf("PAYSERVER_PPROF_ADDR %q: must be a loopback host:port", c.PprofAddr))
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
-		errs = append(errs, err)
-	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
-		errs = append(errs, fmt.Errorf("log format %q: want text or json", c.LogFormat))
+	errs = append(errs, c.validateRedis())
+	errs = append(errs, c.RedisTLS.validate("PAYSERVER_REDIS_TLS"))
+	errs = append(errs, c.MySQLTLS.validate("PAYSERVER_MYSQL_TLS"))
+	if c.MySQLTLS.On() && c.MySQLDSN == "" {
+		errs = append(errs, errors.New("PAYSERVER_MYSQL_TLS_* is set but PAYSERVER_MYSQL_DSN is not (SQLite has no TLS)"))
 	}
 	return errors.Join(errs...)
+}
+
+// validateRedis checks that the addresses fit the mode.
+func (c Config) validateRedis() error {
+	switch c.RedisMode {
+	case RedisSentinel:
+		var errs []error
+		if len(c.RedisSentinels) == 0 {
+			errs = append(errs, errors.New("PAYSERVER_REDIS_MODE=sentinel needs PAYSERVER_REDIS_SENTINELS (comma list of sentinel host:port)"))
+		}
+		if c.RedisMaster == "" {
+			errs = append(errs, errors.New("PAYSERVER_REDIS_MODE=sentinel needs PAYSERVER_REDIS_MASTER (the master name the sentinels monitor)"))
+		}
+		if len(c.RedisAddrs) > 0 {
+			errs = append(errs, errors.New("PAYSERVER_REDIS_MODE=sentinel takes the master from the sentinels: unset PAYSERVER_REDIS_ADDR(S)"))
+		}
+		return errors.Join(errs...)
+	case RedisStandalone:
+		if len(c.RedisAddrs) != 1 {
+			return fmt.Errorf("PAYSERVER_REDIS_MODE=standalone needs exactly one address in PAYSERVER_REDIS_ADDR, got %d", len(c.RedisAddrs))
+		}
+	case RedisCluster:
+		if len(c.RedisAddrs) == 0 {
+			return errors.New("PAYSERVER_REDIS_MODE=cluster needs seed addresses in PAYSERVER_REDIS_ADDRS")
+		}
+	}
+	if len(c.RedisSentinels) > 0 || c.RedisMaster != "" {
+		return errors.New("PAYSERVER_REDIS_SENTINELS / PAYSERVER_REDIS_MASTER are set but PAYSERVER_REDIS_MODE is not sentinel")
+	}
+	return nil
+}
+
+// EffectiveRedisMode is the mode payserver runs Redis in: the configured
+// one, or, when unset, inferred as before the mode existed (no address:
+// embedded; one: standalone; several: cluster). Inferred is true in the
+// last two cases; openRedis then checks the server agrees, so that one seed
+// address of a Cluster is never used as a standalone server.
+func (c Config) EffectiveRedisMode() (mode RedisMode, inferred bool) {
+	switch {
+	case c.RedisMode != "":
+		return c.RedisMode, false
+	case len(c.RedisAddrs) == 0:
+		return RedisEmbedded, false
+	case len(c.RedisAddrs) == 1:
+		return RedisStandalone, true
+	default:
+		return RedisCluster, true
+	}
 }
 
 // isLoopback reports whether addr is host:port with a loopback IP host.
@@ -317,13 +259,26 @@ func (c Config) LocalShare() float64 {
 
 // LogValue keeps secrets out of logs.
 func (c Config) LogValue() slog.Value {
-	redis := "embedded"
-	if len(c.RedisAddrs) > 0 {
-		redis = strings.Join(c.RedisAddrs, ",")
+	mode, _ := c.EffectiveRedisMode()
+	redis := string(mode)
+	switch {
+	case mode == RedisSentinel:
+		redis += " " + c.RedisMaster + "@" + strings.Join(c.RedisSentinels, ",")
+	case len(c.RedisAddrs) > 0:
+		redis += " " + strings.Join(c.RedisAddrs, ",")
+	}
+	if c.RedisTLS.On() {
+		redis += " tls"
+	}
+	if c.RedisUsername != "" {
+		redis += " user " + c.RedisUsername
 	}
 	db := "sqlite " + filepath.Join(c.DataDir, "payserver.db")
 	if c.MySQLDSN != "" {
 		db = "mysql " + redactDSN(c.MySQLDSN)
+		if c.MySQLTLS.On() {
+			db += " tls"
+		}
 	}
 	limits := "file " + c.LimitsFile
 	if len(c.Nacos.Addrs) > 0 {
@@ -332,7 +287,7 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("httpAddr", c.HTTPAddr), slog.String("dataDir", c.DataDir),
 		slog.String("db", db), slog.String("redis", redis), slog.String("limits", limits),
-		slog.String("policy", c.Limiter.Policy), slog.Bool("adminToken", c.AdminToken != ""),
+		slog.String("policy", string(c.Limiter.Policy)), slog.Bool("adminToken", c.AdminToken != ""),
 	)
 }
 
@@ -347,12 +302,4 @@ func redactDSN(dsn string) string {
 		return user + ":***" + dsn[at:]
 	}
 	return dsn
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
-	}
-	return l, nil
 }

@@ -2,15 +2,27 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"payserver/internal/ratelimit"
 )
 
-func envFrom(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+// envFrom turns a map into an environment list, as os.Environ returns.
+func envFrom(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
 
 func TestLoadConfigEnvWinsOverYAML(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.yaml")
@@ -26,7 +38,7 @@ func TestLoadConfigEnvWinsOverYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTPAddr != "127.0.0.1:9100" || cfg.Limiter.Policy != "deny" || cfg.Limiter.Timeout != 80*time.Millisecond {
+	if cfg.HTTPAddr != "127.0.0.1:9100" || cfg.Limiter.Policy != ratelimit.PolicyDeny || cfg.Limiter.Timeout != 80*time.Millisecond {
 		t.Fatalf("got %+v", cfg)
 	}
 	if len(cfg.RedisAddrs) != 3 || cfg.LocalShare() != 0.25 {
@@ -36,13 +48,27 @@ func TestLoadConfigEnvWinsOverYAML(t *testing.T) {
 
 func TestLoadConfigRefusesBadValues(t *testing.T) {
 	for name, env := range map[string]map[string]string{
-		"unknown yaml field": {"PAYSERVER_CONFIG": writeTemp(t, "htpAddr: x\n")},
-		"bad policy":         {"PAYSERVER_LIMITER_POLICY": "maybe"},
-		"bad duration":       {"PAYSERVER_CHANNEL_TIMEOUT": "soon"},
-		"bad bool":           {"PAYSERVER_AUTO_MIGRATE": "yes please"},
-		"zero instances":     {"PAYSERVER_INSTANCE_COUNT": "0"},
-		"bad channel code":   {"PAYSERVER_CHANNELS": "alipay"},
-		"missing config":     {"PAYSERVER_CONFIG": "/nonexistent/p.yaml"},
+		"unknown yaml field":  {"PAYSERVER_CONFIG": writeTemp(t, "htpAddr: x\n")},
+		"bad policy":          {"PAYSERVER_LIMITER_POLICY": "maybe"},
+		"bad duration":        {"PAYSERVER_CHANNEL_TIMEOUT": "soon"},
+		"bad bool":            {"PAYSERVER_AUTO_MIGRATE": "yes please"},
+		"zero instances":      {"PAYSERVER_INSTANCE_COUNT": "0"},
+		"bad channel code":    {"PAYSERVER_CHANNELS": "alipay"},
+		"missing config":      {"PAYSERVER_CONFIG": "/nonexistent/p.yaml"},
+		"unknown nested yaml": {"PAYSERVER_CONFIG": writeTemp(t, "limiter:\n  polcy: deny\n")},
+		"bad redis mode":      {"PAYSERVER_REDIS_MODE": "replicated", "PAYSERVER_REDIS_ADDR": "a:1"},
+		"bad log format":      {"PAYSERVER_LOG_FORMAT": "xml"},
+		"bad log level":       {"PAYSERVER_LOG_LEVEL": "loud"},
+		"bad yaml policy":     {"PAYSERVER_CONFIG": writeTemp(t, "limiter:\n  policy: maybe\n")},
+		"local default":       {"PAYSERVER_LIMITS_DEFAULT_POLICY": "local"},
+		"sentinel no master":  {"PAYSERVER_REDIS_MODE": "sentinel", "PAYSERVER_REDIS_SENTINELS": "a:1"},
+		"sentinel no list":    {"PAYSERVER_REDIS_MODE": "sentinel", "PAYSERVER_REDIS_MASTER": "m"},
+		"sentinel and addr":   {"PAYSERVER_REDIS_MODE": "sentinel", "PAYSERVER_REDIS_MASTER": "m", "PAYSERVER_REDIS_SENTINELS": "a:1", "PAYSERVER_REDIS_ADDR": "b:2"},
+		"sentinels no mode":   {"PAYSERVER_REDIS_SENTINELS": "a:1", "PAYSERVER_REDIS_MASTER": "m"},
+		"standalone two":      {"PAYSERVER_REDIS_MODE": "standalone", "PAYSERVER_REDIS_ADDRS": "a:1,b:2"},
+		"cluster none":        {"PAYSERVER_REDIS_MODE": "cluster"},
+		"tls cert no key":     {"PAYSERVER_REDIS_TLS_CERT": "/x.crt"},
+		"mysql tls sqlite":    {"PAYSERVER_MYSQL_TLS_CA": "/ca.crt"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := LoadConfig(envFrom(env)); err == nil {
@@ -66,9 +92,11 @@ func TestConfigLogValueHidesSecrets(t *testing.T) {
 	cfg.MySQLDSN = "app:Pa55word!@tcp(127.0.0.1:3306)/payserver"
 	cfg.RedisPassword, cfg.AdminToken = "redis-secret", "admin-secret"
 	cfg.Nacos.Username, cfg.Nacos.Password = "nacos", "nacos-secret"
+	cfg.RedisMode, cfg.RedisSentinels, cfg.RedisMaster = RedisSentinel, []string{"s:1"}, "m"
+	cfg.RedisSentinelUsername, cfg.RedisSentinelPassword = "sentinel-user", "sentinel-secret"
 	var buf bytes.Buffer
 	slog.New(slog.NewTextHandler(&buf, nil)).Info("start", "config", cfg)
-	for _, secret := range []string{"Pa55word!", "redis-secret", "admin-secret", "nacos-secret"} {
+	for _, secret := range []string{"Pa55word!", "redis-secret", "admin-secret", "nacos-secret", "sentinel-secret"} {
 		if strings.Contains(buf.String(), secret) {
 			t.Fatalf("log contains %q: %s", secret, buf.String())
 		}
@@ -124,5 +152,149 @@ func TestBatchingDefaults(t *testing.T) {
 	}
 	if cfg.Limiter.Coalesce || cfg.DBGroupCommit || cfg.DBBatchReads || cfg.DBMaxBatch != 16 {
 		t.Fatalf("env not applied: %+v", cfg)
+	}
+}
+
+// TestLoadConfigTypedValues: modes, policies, levels and durations come out
+// of LoadConfig as their types, from YAML and from env alike.
+func TestLoadConfigTypedValues(t *testing.T) {
+	path := writeTemp(t, "redisMode: sentinel\nredisSentinels: [\"s1:1\", \"s2:2\"]\nredisMaster: mymaster\nlogLevel: warn\n"+
+		"redisTls: {ca: /ca.pem, serverName: redis.internal}\nlimiter: {unconfigured: deny}\n")
+	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": path, "PAYSERVER_LOG_FORMAT": "json",
+		"PAYSERVER_REDIS_SENTINELS": "s3:3, s4:4", "PAYSERVER_REDIS_SENTINEL_PASSWORD": "sp"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, inferred := cfg.EffectiveRedisMode()
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"mode", mode, RedisSentinel},
+		{"inferred", inferred, false},
+		{"sentinels (env wins)", cfg.RedisSentinels, []string{"s3:3", "s4:4"}},
+		{"master", cfg.RedisMaster, "mymaster"},
+		{"sentinel password", cfg.RedisSentinelPassword, "sp"},
+		{"log level", cfg.LogLevel, slog.LevelWarn},
+		{"log format", cfg.LogFormat, LogJSON},
+		{"tls on", cfg.RedisTLS.On(), true},
+		{"tls server name", cfg.RedisTLS.ServerName, "redis.internal"},
+		{"unconfigured", cfg.Limiter.Unconfigured, ratelimit.PolicyDeny},
+		{"policy default", cfg.Limiter.Policy, ratelimit.PolicyLocal},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !reflectEqual(c.got, c.want) {
+				t.Errorf("got %#v, want %#v", c.got, c.want)
+			}
+		})
+	}
+}
+
+func reflectEqual(a, b any) bool {
+	if as, ok := a.([]string); ok {
+		bs, _ := b.([]string)
+		return slices.Equal(as, bs)
+	}
+	return a == b
+}
+
+// TestRedisModeInference: without PAYSERVER_REDIS_MODE the mode is inferred
+// as before it existed, and says so (openRedis then checks it).
+func TestRedisModeInference(t *testing.T) {
+	for _, c := range []struct {
+		env          map[string]string
+		want         RedisMode
+		wantInferred bool
+	}{
+		{map[string]string{}, RedisEmbedded, false},
+		{map[string]string{"PAYSERVER_REDIS_ADDR": "a:1"}, RedisStandalone, true},
+		{map[string]string{"PAYSERVER_REDIS_ADDRS": "a:1,b:2"}, RedisCluster, true},
+		{map[string]string{"PAYSERVER_REDIS_ADDR": "a:1", "PAYSERVER_REDIS_MODE": "cluster"}, RedisCluster, false},
+		{map[string]string{"PAYSERVER_REDIS_ADDR": "a:1", "PAYSERVER_REDIS_ADDRS": "b:2,c:3"}, RedisCluster, true},
+		{map[string]string{"PAYSERVER_REDIS_ADDR": "", "PAYSERVER_REDIS_ADDRS": "b:2"}, RedisStandalone, true},
+	} {
+		t.Run(fmt.Sprint(c.env), func(t *testing.T) {
+			env := map[string]string{"PAYSERVER_CONFIG": "/dev/null"}
+			for k, v := range c.env {
+				env[k] = v
+			}
+			cfg, err := LoadConfig(envFrom(env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, inferred := cfg.EffectiveRedisMode()
+			if got != c.want || inferred != c.wantInferred {
+				t.Errorf("got %s (inferred %v), want %s (inferred %v)", got, inferred, c.want, c.wantInferred)
+			}
+		})
+	}
+}
+
+// TestUnknownEnvReported: a misspelt PAYSERVER_* variable is reported (Run
+// warns), the test tooling's variables are not, and the start goes on.
+func TestUnknownEnvReported(t *testing.T) {
+	cfg, err := LoadConfig(envFrom(map[string]string{
+		"PAYSERVER_CONFIG":          "/dev/null",
+		"PAYSERVER_LIMITER_POLCY":   "deny",
+		"PAYSERVER_REDIS_ADRR":      "x:1",
+		"PAYSERVER_TEST_REDIS_ADDR": "127.0.0.1:1",
+		"PAYSERVER_IT_FAILOVER":     "1",
+		"PAYSERVER_SERVICES_DIR":    "/tmp/x",
+		"OTHER_VAR":                 "1",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"PAYSERVER_LIMITER_POLCY", "PAYSERVER_REDIS_ADRR"}; !slices.Equal(cfg.UnknownEnv, want) {
+		t.Fatalf("got unknown %v, want %v", cfg.UnknownEnv, want)
+	}
+}
+
+// TestBadEnvValueNamesVariable: a value the decoder refuses is reported
+// with the variable's name.
+func TestBadEnvValueNamesVariable(t *testing.T) {
+	_, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": "/dev/null", "PAYSERVER_LIMITER_TIMEOUT": "soon"}))
+	if err == nil || !strings.Contains(err.Error(), "PAYSERVER_LIMITER_TIMEOUT") {
+		t.Fatalf("got %v, want an error naming PAYSERVER_LIMITER_TIMEOUT", err)
+	}
+}
+
+// TestEnvKeysDocumented: every variable payserver reads is in
+// docs/CONFIGURATION.md, and every PAYSERVER_* name there is read.
+func TestEnvKeysDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/CONFIGURATION.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, n := range regexp.MustCompile("`(PAYSERVER_[A-Z0-9_]+)`").FindAllStringSubmatch(string(doc), -1) {
+		documented[n[1]] = true
+	}
+	for name := range envKeys {
+		if !documented[name] {
+			t.Errorf("%s is read but not in docs/CONFIGURATION.md", name)
+		}
+	}
+	for name := range documented {
+		if _, ok := envKeys[name]; !ok && !testToolingVar(name) {
+			t.Errorf("docs/CONFIGURATION.md lists %s, which payserver does not read", name)
+		}
+	}
+}
+
+// TestUnknownYAMLKeyNamed: an unknown YAML key, at any depth, refuses the
+// start with the key's name.
+func TestUnknownYAMLKeyNamed(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"htpAddr: x\n", "unknown keys: htpAddr"},
+		{"limiter:\n  polcy: deny\n", "polcy"},
+		{"channels:\n  ALIPAY: {latncy: 5ms}\n", "latncy"},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			_, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, c.yaml)}))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+		})
 	}
 }

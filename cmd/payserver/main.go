@@ -20,10 +20,11 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// run executes one command; environ is the environment as os.Environ.
+func run(args []string, environ []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
@@ -32,7 +33,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case "check-limits":
 		return checkLimits(args, stdout, stderr)
 	case "report":
-		return reportCmd(args, getenv, stdout, stderr)
+		return reportCmd(args, environ, stdout, stderr)
 	case "serve", "migrate":
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, "usage: payserver [serve | migrate | check-limits FILE | report --from TIME ...]")
@@ -41,7 +42,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "payserver: unknown command %q\nusage: payserver [serve | migrate | check-limits FILE | report --from TIME ...]\n", cmd)
 		return 2
 	}
-	cfg, err := LoadConfig(getenv)
+	cfg, err := LoadConfig(environ)
 	if err != nil {
 		fmt.Fprintf(stderr, "payserver: %v\n", err)
 		return 2
@@ -76,9 +77,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
-	level, _ := parseLevel(cfg.LogLevel)
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == LogJSON {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 
 	"payserver/internal/repo"
 )
 
 // migrateOnly applies the migrations of the configured database and exits.
 func migrateOnly(ctx context.Context, cfg Config, log *slog.Logger) error {
-	opts := repo.OpenOptions{Driver: repo.MySQL, DSN: cfg.MySQLDSN, Logger: log}
-	if cfg.MySQLDSN == "" {
-		opts.Driver, opts.DSN = repo.SQLite, filepath.Join(cfg.DataDir, "payserver.db")
+	opts, err := dbOpenOptions(cfg, log)
+	if err != nil {
+		return err
 	}
-	db, err := repo.Open(ctx, opts)
+	db, err := openDatabase(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -131,7 +130,7 @@ included.
 `
 
 // reportCmd runs `payserver report`.
-func reportCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func reportCmd(args []string, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	from := fs.String("from", "", "")
@@ -172,7 +171,7 @@ func reportCmd(args []string, getenv func(string) string, stdout, stderr io.Writ
 		printFieldErrors(stderr, err)
 		return 2
 	}
-	cfg, err := LoadConfig(getenv)
+	cfg, err := LoadConfig(environ)
 	if err != nil {
 		fmt.Fprintf(stderr, "payserver report: %v\n", err)
 		return 2
@@ -180,15 +179,18 @@ func reportCmd(args []string, getenv func(string) string, stdout, stderr io.Writ
 	log := newLogger(cfg, stderr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	opts := repo.OpenOptions{Driver: repo.MySQL, DSN: cfg.MySQLDSN, Logger: log.With("component", "db")}
-	if cfg.MySQLDSN == "" {
-		opts.Driver, opts.DSN = repo.SQLite, filepath.Join(cfg.DataDir, "payserver.db")
+	opts, err := dbOpenOptions(cfg, log.With("component", "db"))
+	if err != nil {
+		fmt.Fprintf(stderr, "payserver report: %v\n", err)
+		return 2
+	}
+	if opts.Driver == repo.SQLite {
 		if _, err := os.Stat(opts.DSN); err != nil {
 			fmt.Fprintf(stderr, "payserver report: no embedded database at %s (set PAYSERVER_DATA_DIR, or PAYSERVER_MYSQL_DSN for MySQL)\n", opts.DSN)
 			return 1
 		}
 	}
-	db, err := repo.Open(ctx, opts)
+	db, err := openDatabase(ctx, cfg, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "payserver report: %v\n", err)
 		return 1

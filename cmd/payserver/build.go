@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"payserver/internal/channel"
+	"payserver/internal/configcenter"
+	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
+	"payserver/internal/repo"
+)
+
+// This file builds the services on top of the opened backends: the limiter,
+// the limits source, the channels and the payment service.
+
+// buildLimiter makes the Redis store (scripts loaded before the first
+// check) and the limiter around it.
+func (m *Main) buildLimiter(ctx context.Context) error {
+	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{
+		Coalesce: m.cfg.Limiter.Coalesce,
+		MaxBatch: m.cfg.Limiter.MaxBatch,
+	})
+	if err != nil {
+		return err
+	}
+	if m.cfg.Limiter.Coalesce {
+		m.metrics.WatchCoalescer(store.CoalesceStats)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := store.Warm(wctx); err != nil {
+		m.log.Warn("limiter scripts not loaded at start; checks degrade until Redis answers", "err", err)
+	}
+	cancel()
+	m.limiter, err = ratelimit.New(store, ratelimit.Options{
+		Timeout:          m.cfg.Limiter.Timeout,
+		Policy:           m.cfg.Limiter.Policy,
+		LocalShare:       m.cfg.LocalShare(),
+		DisableNearCache: !m.cfg.Limiter.NearCache,
+		Unconfigured:     m.cfg.Limiter.Unconfigured,
+		Logger:           m.log.With("component", "limiter"),
+		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg),
+	})
+	return err
+}
+
+// buildPay makes the order store and the payment service, and starts the
+// sweeper of stale orders.
+func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
+	orders, err := repo.NewOrdersWithOptions(m.db, repo.OrdersOptions{
+		GroupCommit: m.cfg.DBGroupCommit, BatchGets: m.cfg.DBBatchReads, MaxBatch: m.cfg.DBMaxBatch,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.metrics.WatchOrderBatches(func() map[string][2]int64 {
+		st := orders.Stats()
+		return map[string][2]int64{
+			"create": {st.Create.Calls, st.Create.Batched},
+			"finish": {st.Finish.Calls, st.Finish.Batched},
+			"get":    {st.Get.Calls, st.Get.Batched},
+		}
+	})
+	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads)
+	svc, err := pay.NewService(orders, m.limiter, m.channels, pay.Options{
+		ChannelTimeout: m.cfg.ChannelTimeout,
+		StaleAfter:     m.cfg.OrderStaleAfter,
+		Logger:         m.log.With("component", "pay"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	sweep := 30 * time.Second
+	if m.cfg.OrderStaleAfter > 0 {
+		sweep = min(sweep, max(m.cfg.OrderStaleAfter/2, 100*time.Millisecond))
+	}
+	m.goBackground(func() { svc.RunSweeper(ctx, sweep) })
+	return svc, nil
+}
+
+// startLimits picks the limits source (Nacos when an address is set, else
+// the watched file), starts it, and waits briefly for the first document.
+func (m *Main) startLimits(ctx context.Context) error {
+	var src configcenter.Source
+	if len(m.cfg.Nacos.Addrs) > 0 {
+		ns, err := configcenter.NewNacosSource(configcenter.NacosOptions{
+			Addrs: m.cfg.Nacos.Addrs, Namespace: m.cfg.Nacos.Namespace,
+			Group: m.cfg.Nacos.Group, DataID: m.cfg.Nacos.DataID,
+			Username: m.cfg.Nacos.Username, Password: m.cfg.Nacos.Password,
+			CacheDir: filepath.Join(m.cfg.DataDir, "nacos", "cache"),
+			LogDir:   filepath.Join(m.cfg.DataDir, "nacos", "log"),
+			Logger:   m.log.With("component", "nacos"), LogLevel: m.cfg.LogLevel,
+		})
+		if err != nil {
+			return err
+		}
+		src = ns
+	} else {
+		fs, err := configcenter.NewFileSource(m.cfg.LimitsFile, configcenter.FileOptions{Logger: m.log.With("component", "limits-file")})
+		if err != nil {
+			return err
+		}
+		src = fs
+	}
+	applier := applierFunc(func(c *ratelimit.Config) {
+		m.metrics.SetKeys(c)
+		m.limiter.SetConfig(c)
+	})
+	history, err := repo.NewLimitHistory(m.db, instanceName(m.cfg.HTTPAddr))
+	if err != nil {
+		return err
+	}
+	mgr, err := configcenter.NewManager(src, applier, configcenter.ManagerOptions{
+		Logger:       m.log.With("component", "limits"),
+		History:      history,
+		LastGoodPath: filepath.Join(m.cfg.DataDir, "limits", "last-good.yaml"),
+		Hooks:        configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused},
+	})
+	if err != nil {
+		return err
+	}
+	m.manager = mgr
+	m.log.Info("limits source", "source", src.Describe())
+	m.goBackground(func() {
+		if err := mgr.Run(ctx); err != nil {
+			m.log.Error("limits source stopped", "err", err)
+		}
+	})
+	select {
+	case <-mgr.Loaded():
+	case <-time.After(3 * time.Second):
+		policy := "every key is unlimited"
+		if m.cfg.Limiter.Unconfigured == ratelimit.PolicyDeny {
+			policy = "every payment is refused with 503"
+		}
+		m.log.Warn("no limits loaded after 3s (no document, no server, no snapshot); until a valid document arrives "+policy,
+			"source", src.Describe(), "defaultPolicy", m.cfg.Limiter.Unconfigured)
+	}
+	return nil
+}
+
+type applierFunc func(*ratelimit.Config)
+
+func (f applierFunc) SetConfig(c *ratelimit.Config) { f(c) }
+
+func (m *Main) openChannels() error {
+	codes := make([]string, 0, len(m.cfg.Channels))
+	for code := range m.cfg.Channels {
+		codes = append(codes, code)
+	}
+	sort.Strings(codes)
+	chs := make([]channel.Channel, 0, len(codes))
+	for _, code := range codes {
+		sim, err := channel.NewSimulator(code, m.cfg.Channels[code])
+		if err != nil {
+			return err
+		}
+		chs = append(chs, sim)
+	}
+	reg, err := channel.NewRegistry(chs...)
+	if err != nil {
+		return err
+	}
+	m.channels = reg
+	for _, ch := range chs {
+		sim := ch.(*channel.Simulator)
+		labels := prometheus.Labels{"channel": sim.Code()}
+		m.metrics.Registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "payserver_simulator_calls_total", Help: "Payments the channel simulator was asked to make.", ConstLabels: labels,
+			}, func() float64 { return float64(sim.Calls()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "payserver_simulator_duplicate_calls_total", Help: "Simulator calls that repeated a requestId it had already paid (must stay 0).", ConstLabels: labels,
+			}, func() float64 { return float64(sim.Duplicates()) }),
+		)
+	}
+	m.log.Info("channels", "simulators", codes)
+	return nil
+}

@@ -1,0 +1,63 @@
+package main
+
+// envKeys maps every PAYSERVER_* variable payserver reads to its YAML key
+// path in Config. An empty path marks a variable read outside the decoding
+// (PAYSERVER_CONFIG names the file; PAYSERVER_CHANNELS replaces the channel
+// map). docs/CONFIGURATION.md lists the same names; TestEnvKeysDocumented
+// keeps the two in step.
+var envKeys = map[string]string{
+	"PAYSERVER_CONFIG":                  "",
+	"PAYSERVER_CHANNELS":                "",
+	"PAYSERVER_HTTP_ADDR":               "httpAddr",
+	"PAYSERVER_DATA_DIR":                "dataDir",
+	"PAYSERVER_LIMITS_FILE":             "limitsFile",
+	"PAYSERVER_MYSQL_DSN":               "mysqlDsn",
+	"PAYSERVER_MYSQL_TLS":               "mysqlTls.enabled",
+	"PAYSERVER_MYSQL_TLS_CA":            "mysqlTls.ca",
+	"PAYSERVER_MYSQL_TLS_CERT":          "mysqlTls.cert",
+	"PAYSERVER_MYSQL_TLS_KEY":           "mysqlTls.key",
+	"PAYSERVER_MYSQL_TLS_SERVER_NAME":   "mysqlTls.serverName",
+	"PAYSERVER_AUTO_MIGRATE":            "autoMigrate",
+	"PAYSERVER_DB_GROUP_COMMIT":         "dbGroupCommit",
+	"PAYSERVER_DB_BATCH_READS":          "dbBatchReads",
+	"PAYSERVER_DB_MAX_BATCH":            "dbMaxBatch",
+	"PAYSERVER_REDIS_MODE":              "redisMode",
+	"PAYSERVER_REDIS_ADDR":              "redisAddrs",
+	"PAYSERVER_REDIS_ADDRS":             "redisAddrs",
+	"PAYSERVER_REDIS_USERNAME":          "redisUsername",
+	"PAYSERVER_REDIS_PASSWORD":          "redisPassword",
+	"PAYSERVER_REDIS_SENTINELS":         "redisSentinels",
+	"PAYSERVER_REDIS_MASTER":            "redisMaster",
+	"PAYSERVER_REDIS_SENTINEL_USERNAME": "redisSentinelUsername",
+	"PAYSERVER_REDIS_SENTINEL_PASSWORD": "redisSentinelPassword",
+	"PAYSERVER_REDIS_TLS":               "redisTls.enabled",
+	"PAYSERVER_REDIS_TLS_CA":            "redisTls.ca",
+	"PAYSERVER_REDIS_TLS_CERT":          "redisTls.cert",
+	"PAYSERVER_REDIS_TLS_KEY":           "redisTls.key",
+	"PAYSERVER_REDIS_TLS_SERVER_NAME":   "redisTls.serverName",
+	"PAYSERVER_PPROF_ADDR":              "pprofAddr",
+	"PAYSERVER_ADMIN_TOKEN":             "adminToken",
+	"PAYSERVER_LOG_LEVEL":               "logLevel",
+	"PAYSERVER_LOG_FORMAT":              "logFormat",
+	"PAYSERVER_LIMITER_POLICY":          "limiter.policy",
+	"PAYSERVER_LIMITER_TIMEOUT":         "limiter.timeout",
+	"PAYSERVER_INSTANCE_COUNT":          "limiter.instanceCount",
+	"PAYSERVER_LIMITER_LOCAL_SHARE":     "limiter.localShare",
+	"PAYSERVER_LIMITER_NEAR_CACHE":      "limiter.nearCache",
+	"PAYSERVER_LIMITER_COALESCE":        "limiter.coalesce",
+	"PAYSERVER_LIMITER_MAX_BATCH":       "limiter.maxBatch",
+	"PAYSERVER_LIMITS_DEFAULT_POLICY":   "limiter.unconfigured",
+	"PAYSERVER_NACOS_ADDR":              "nacos.addrs",
+	"PAYSERVER_NACOS_NAMESPACE":         "nacos.namespace",
+	"PAYSERVER_NACOS_GROUP":             "nacos.group",
+	"PAYSERVER_NACOS_DATA_ID":           "nacos.dataId",
+	"PAYSERVER_NACOS_USERNAME":          "nacos.username",
+	"PAYSERVER_NACOS_PASSWORD":          "nacos.password",
+	"PAYSERVER_CHANNEL_TIMEOUT":         "channelTimeout",
+	"PAYSERVER_SHUTDOWN_TIMEOUT":        "shutdownTimeout",
+	"PAYSERVER_ORDER_STALE_AFTER":       "orderStaleAfter",
+	"PAYSERVER_STATS_FLUSH_INTERVAL":    "stats.flushInterval",
+}
+
+// envLists are the keys whose variable is a comma list.
+var envLists = map[string]bool{"redisAddrs": true, "redisSentinels": true, "nacos.addrs": true}

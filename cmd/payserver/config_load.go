@@ -1,0 +1,159 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	koanfyaml "github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+
+	"payserver/internal/channel"
+	"payserver/internal/ratelimit"
+)
+
+// LoadConfig decodes the settings once into a Config: the defaults, then the
+// YAML file (PAYSERVER_CONFIG, else configs/payserver.yaml when present),
+// then the PAYSERVER_* variables of environ (KEY=value, as os.Environ), then
+// Validate.
+//
+// An unknown YAML key is an error: the file is written and reviewed on
+// purpose, and a misspelt key would silently leave a default in force. An
+// unknown PAYSERVER_* variable is listed in Config.UnknownEnv (Run warns
+// about each) rather than refused: environments are shared and injected
+// (orchestrators, test scripts, a rollback to a binary older than the
+// variable), and a start refused for a variable it does not read would be an
+// outage. Variables under PAYSERVER_TEST_ and PAYSERVER_IT_, and
+// PAYSERVER_SERVICES_DIR, belong to the test tooling and are not reported.
+func LoadConfig(environ []string) (Config, error) {
+	vars := envMap(environ)
+	k := koanf.New(".")
+	path, explicit := vars["PAYSERVER_CONFIG"], true
+	if path == "" {
+		path, explicit = "configs/payserver.yaml", false
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := k.Load(rawbytes.Provider(data), koanfyaml.Parser()); err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+	case explicit || !errors.Is(err, os.ErrNotExist):
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	fromFile := map[string]bool{}
+	for _, key := range k.Keys() {
+		fromFile[key] = true
+	}
+	var unknown []string
+	if err := k.Load(env.Provider(".", env.Opt{
+		Prefix:        "PAYSERVER_",
+		EnvironFunc:   func() []string { return environ },
+		TransformFunc: envTransform(vars, &unknown),
+	}), nil); err != nil {
+		return Config{}, err
+	}
+	cfg := DefaultConfig()
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			policyHook,
+			mapstructure.TextUnmarshallerHookFunc()),
+		WeaklyTypedInput: true,
+		ErrorUnused:      true,
+		TagName:          "yaml",
+		Result:           &cfg,
+	}}); err != nil {
+		return Config{}, fmt.Errorf("config %s and environment: %s", path, nameEnvInError(err.Error(), vars))
+	}
+	if v := vars["PAYSERVER_CHANNELS"]; v != "" {
+		chs := map[string]channel.SimulatorConfig{}
+		for _, code := range splitList(v) {
+			chs[code] = cfg.Channels[code]
+		}
+		cfg.Channels = chs
+	}
+	sort.Strings(unknown)
+	cfg.UnknownEnv = unknown
+	return cfg, cfg.Validate()
+}
+
+// policyHook decodes a string into a ratelimit.Policy through
+// ratelimit.ParsePolicy, so a bad policy is refused while decoding.
+func policyHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[ratelimit.Policy]() || from.Kind() != reflect.String {
+		return data, nil
+	}
+	return ratelimit.ParsePolicy(reflect.ValueOf(data).String())
+}
+
+// envTransform maps each PAYSERVER_* variable to its key (envKeys), drops
+// empty values (empty means unset, as it always did) and the variables
+// handled outside the decoding, and collects unknown names into unknown.
+func envTransform(vars map[string]string, unknown *[]string) func(k, v string) (string, any) {
+	return func(name, v string) (string, any) {
+		key, known := envKeys[name]
+		switch {
+		case !known:
+			if !testToolingVar(name) {
+				*unknown = append(*unknown, name)
+			}
+			return "", nil
+		case key == "" || v == "":
+			return "", nil
+		case name == "PAYSERVER_REDIS_ADDR" && vars["PAYSERVER_REDIS_ADDRS"] != "":
+			return "", nil // PAYSERVER_REDIS_ADDRS wins
+		case envLists[key]:
+			return key, splitList(v)
+		}
+		return key, v
+	}
+}
+
+func testToolingVar(name string) bool {
+	return strings.HasPrefix(name, "PAYSERVER_TEST_") || strings.HasPrefix(name, "PAYSERVER_IT_") ||
+		name == "PAYSERVER_SERVICES_DIR"
+}
+
+// nameEnvInError makes the decoder's message one line, calls its "invalid
+// keys" unknown, and adds the variable's name after each key path it
+// complains about, when that variable was set.
+func nameEnvInError(msg string, vars map[string]string) string {
+	msg = strings.TrimPrefix(msg, "decoding failed due to the following error(s):")
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", " ; ")), " ")
+	msg = strings.TrimPrefix(strings.ReplaceAll(msg, "; ;", ";"), "; ")
+	msg = strings.ReplaceAll(msg, "'' has invalid keys:", "unknown keys:")
+	msg = strings.ReplaceAll(msg, "has invalid keys:", "has unknown keys:")
+	for name, key := range envKeys {
+		if key != "" && vars[name] != "" {
+			msg = strings.ReplaceAll(msg, "'"+key+"'", "'"+key+"' ("+name+")")
+		}
+	}
+	return msg
+}
+
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

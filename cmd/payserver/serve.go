@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"payserver/internal/configcenter"
+	"payserver/internal/httpapi"
+	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
+	"payserver/internal/repo"
+)
+
+// This file serves: the HTTP API on its listener, and pprof on its own.
+
+func (m *Main) serve(svc *pay.Service) error {
+	if m.cfg.AdminToken == "" {
+		m.log.Warn("no admin token configured (PAYSERVER_ADMIN_TOKEN); admin routes answer loopback clients only")
+	}
+	admin, err := m.reportRoutes()
+	if err != nil {
+		return err
+	}
+	h, err := httpapi.New(httpapi.Options{
+		Pay:        svc,
+		Logger:     m.log.With("component", "http"),
+		AdminToken: m.cfg.AdminToken,
+		Metrics:    promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}),
+		Observe:    m.metrics.HTTP,
+		Limits:     limitsView{m.limiter, m.manager},
+		Admin:      admin,
+		Ready: []httpapi.Check{
+			{Name: "database", Check: func(ctx context.Context) error { return repo.Ping(ctx, m.db) }},
+			{Name: "redis", Check: m.limiter.Ping},
+			{Name: "limits", Check: m.manager.Ready},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", m.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", m.cfg.HTTPAddr, err)
+	}
+	m.listener = ln
+	m.server = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      m.cfg.ChannelTimeout + 15*time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	}
+	m.goBackground(func() {
+		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("http server stopped", "err", err)
+		}
+	})
+	m.log.Info("payserver listening", "addr", ln.Addr().String())
+	return nil
+}
+
+type limitsView struct {
+	limiter *ratelimit.Limiter
+	manager *configcenter.Manager
+}
+
+func (v limitsView) Config() *ratelimit.Config   { return v.limiter.Config() }
+func (v limitsView) Status() configcenter.Status { return v.manager.Status() }
+func (v limitsView) Degraded() bool              { return v.limiter.Degraded() }
+
+// startPprof serves net/http/pprof on its own loopback listener when
+// PAYSERVER_PPROF_ADDR is set (Validate refuses other hosts).
+func (m *Main) startPprof() error {
+	if m.cfg.PprofAddr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", m.cfg.PprofAddr)
+	if err != nil {
+		return fmt.Errorf("pprof listen %s: %w", m.cfg.PprofAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // also heap, allocs, goroutine, ...
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	m.pprof = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := m.pprof
+	m.goBackground(func() { _ = srv.Serve(ln) })
+	m.log.Warn("pprof listening; for profiling only", "addr", ln.Addr().String())
+	return nil
+}
+
+// instanceName identifies this process in shared tables: host and address.
+func instanceName(addr string) string {
+	host, _ := os.Hostname()
+	return host + "/" + addr
+}
