@@ -59,6 +59,11 @@ func ParseDocument(data []byte) (*Config, error) {
 	}
 	var root map[string]any
 	if err := yaml.Unmarshal(data, &root); err != nil {
+		var typeErr *yaml.TypeError
+		if errors.As(err, &typeErr) {
+			// Its text names Go types (map[string]interface {}).
+			return nil, errors.New("limits document is not valid: its top level must be a map (window, shadow, limits, or BIZTYPE:CHANNEL keys)")
+		}
 		return nil, fmt.Errorf("limits document is not valid YAML or JSON: %w", err)
 	}
 	if len(root) == 0 {
