@@ -58,6 +58,19 @@ func TestSpecLoadsAndValidates(t *testing.T) {
 	}
 }
 
+// The PayCurrency enum must be exactly the currencies POST /pay accepts.
+func TestPayCurrencyEnumMatchesPay(t *testing.T) {
+	v := newValidator(t)
+	var got []string
+	for _, e := range v.Doc().Components.Schemas["PayCurrency"].Value.Enum {
+		got = append(got, e.(string))
+	}
+	slices.Sort(got)
+	if want := pay.Currencies(); !slices.Equal(got, want) {
+		t.Fatalf("PayCurrency enum = %v, want pay.Currencies() = %v", got, want)
+	}
+}
+
 // The ErrorCode enum must be exactly apperr's codes.
 func TestErrorCodesMatchApperr(t *testing.T) {
 	v := newValidator(t)

@@ -1,5 +1,7 @@
 package pay
 
+import "sort"
+
 //go:generate go run currencies_gen.go
 
 // CurrencyExponent returns the ISO 4217 minor-unit exponent of code (2 for
@@ -13,4 +15,14 @@ package pay
 func CurrencyExponent(code string) (exponent int, ok bool) {
 	exponent, ok = currencyExponents[code]
 	return exponent, ok
+}
+
+// Currencies returns every code CurrencyExponent accepts, sorted.
+func Currencies() []string {
+	codes := make([]string, 0, len(currencyExponents))
+	for code := range currencyExponents {
+		codes = append(codes, code)
+	}
+	sort.Strings(codes)
+	return codes
 }
