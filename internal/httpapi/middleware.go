@@ -118,7 +118,10 @@ func (h *handler) requireJSON(c *gin.Context) {
 // jsonMediaTypeProblem returns why a Content-Type header is not
 // application/json (charset utf-8 at most), or "" when it is.
 func jsonMediaTypeProblem(header string) string {
-	if header == "" {
+	switch header {
+	case "application/json", "application/json; charset=utf-8":
+		return "" // what clients send, without parsing
+	case "":
 		return "is missing"
 	}
 	mediaType, params, err := mime.ParseMediaType(header)
