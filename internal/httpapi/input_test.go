@@ -163,3 +163,31 @@ func TestOversizedAndMalformedRequestsGetJSON(t *testing.T) {
 		}
 	})
 }
+
+// TestManyBadFieldsSmallAnswer: 6,000 unknown fields in a 59 KB body
+// answer a few KB, not 257 KB: 20 listed, the rest counted.
+func TestManyBadFieldsSmallAnswer(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"requestId":"r1"`)
+	for i := range 6000 {
+		fmt.Fprintf(&b, `,"f%d":1`, i)
+	}
+	b.WriteString(`}`)
+	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(b.String()))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	newTestHandler(t).ServeHTTP(rec, req)
+	wantJSONError(t, "6,000 unknown fields", rec.Code, rec.Header(), rec.Body.Bytes(), 400, "INVALID_REQUEST")
+	if n := rec.Body.Len(); n > 4<<10 {
+		t.Fatalf("a %d-byte body got a %d-byte answer", b.Len(), n)
+	}
+	var e struct {
+		Details struct {
+			Fields   []map[string]string `json:"fields"`
+			Unlisted int                 `json:"unlistedFields"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || len(e.Details.Fields) != 20 || e.Details.Unlisted != 6000+5-20 {
+		t.Fatalf("fields %d, unlisted %d (%v); want 20 and %d", len(e.Details.Fields), e.Details.Unlisted, err, 6000+5-20)
+	}
+}
