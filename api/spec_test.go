@@ -58,6 +58,19 @@ func TestSpecLoadsAndValidates(t *testing.T) {
 	}
 }
 
+// The PayCurrency enum must be exactly the currencies POST /pay accepts.
+func TestPayCurrencyEnumMatchesPay(t *testing.T) {
+	v := newValidator(t)
+	var got []string
+	for _, e := range v.Doc().Components.Schemas["PayCurrency"].Value.Enum {
+		got = append(got, e.(string))
+	}
+	slices.Sort(got)
+	if want := pay.Currencies(); !slices.Equal(got, want) {
+		t.Fatalf("PayCurrency enum = %v, want pay.Currencies() = %v", got, want)
+	}
+}
+
 // The ErrorCode enum must be exactly apperr's codes.
 func TestErrorCodesMatchApperr(t *testing.T) {
 	v := newValidator(t)
@@ -66,6 +79,8 @@ func TestErrorCodesMatchApperr(t *testing.T) {
 		string(apperr.IdempotencyConflict), string(apperr.OrderNotFound), string(apperr.DependencyUnavailable),
 		string(apperr.ChannelError), string(apperr.Unauthorized), string(apperr.NotFound),
 		string(apperr.MethodNotAllowed), string(apperr.Internal),
+		string(apperr.UnsupportedMediaType), string(apperr.URITooLong), string(apperr.HeadersTooLarge),
+		string(apperr.NotImplemented), string(apperr.HTTPVersionNotSupported),
 	}
 	var got []string
 	for _, e := range v.Doc().Components.Schemas["ErrorCode"].Value.Enum {
@@ -350,6 +365,9 @@ func TestSpecMatchesServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if ex.method == http.MethodPost {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		for k, val := range ex.header {
 			req.Header.Set(k, val)
 		}
@@ -404,6 +422,10 @@ func TestSpecMatchesServer(t *testing.T) {
 			body:       `{"requestId":"bad id","bizType":"x","amount":1.5,"currency":"cny","extra":1}`,
 			wantStatus: 400, wantCode: "INVALID_REQUEST"},
 		{name: "malformed JSON", method: "POST", path: "/pay", body: `{`, wantStatus: 400, wantCode: "INVALID_REQUEST"},
+		{name: "text/plain body", method: "POST", path: "/pay", body: payBody("ct-1", "ONLINE_PAY", "ALIPAY", "5"),
+			header: map[string]string{"Content-Type": "text/plain"}, wantStatus: 415, wantCode: "UNSUPPORTED_MEDIA_TYPE"},
+		{name: "6,000 unknown fields", method: "POST", path: "/pay", body: `{"u":1` + strings.Repeat(`,"u":1`, 6000) + `}`,
+			wantStatus: 400, wantCode: "INVALID_REQUEST"},
 		{name: "body too large", method: "POST", path: "/pay", body: strings.Repeat(" ", httpapi.MaxBodyBytes+1),
 			wantStatus: 400, wantCode: "INVALID_REQUEST"},
 		{name: "get order", method: "GET", path: "/pay/ok-1", wantStatus: 200},

@@ -15,7 +15,10 @@ import (
 // every check, a bounded number of examples per operation
 // (PAYSERVER_IT_SCHEMATHESIS_EXAMPLES, default 50). It must find no 5xx and
 // no answer that breaks api/openapi.yaml, and the server must log no
-// internal error. `make schemathesis` runs the same script on the embedded
+// internal error. The script's content-type sweep runs too: every
+// state-changing operation must answer bodies of other types (text/plain,
+// forms, multipart, XML, charset=latin1, none) with a documented JSON 415,
+// and every path a 100 KB query and 20 KiB of headers with JSON 414/431. `make schemathesis` runs the same script on the embedded
 // default.
 func TestSchemathesis(t *testing.T) {
 	if testing.Short() {

@@ -837,6 +837,7 @@ func TestOversizedBodies(t *testing.T) {
 					rd = io.MultiReader(rd)
 				}
 				req, _ := http.NewRequest(http.MethodPost, s.base+"/pay", rd)
+				req.Header.Set("Content-Type", "application/json")
 				resp, err := httpClient.Do(req)
 				if err != nil && size > 1<<20 && errors.Is(err, syscall.ECONNRESET) {
 					// Megabytes still being written after the refusal: the
@@ -892,4 +893,69 @@ func TestOversizedBodies(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHostileRequestsGetJSONErrors: against the real binary over TCP, every
+// refusal is the JSON error body with Content-Type application/json: a
+// 100 KB path (414), 20 KiB and 1 MiB of headers (431; the second is
+// refused by net/http itself, before any handler), a malformed request
+// (400), and a payment sent as text/plain, form or without a type (415,
+// nothing paid). Before, the first three were Go's text/plain 431/400 and
+// the last was paid.
+func TestHostileRequestsGetJSONErrors(t *testing.T) {
+	s := startServer(t, serverOptions{})
+	addr := strings.TrimPrefix(s.base, "http://")
+	raw := func(t *testing.T, request string) (int, http.Header, []byte) {
+		t.Helper()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		go func() { _, _ = io.WriteString(conn, request) }()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b
+	}
+	for _, tt := range []struct {
+		name, request string
+		status        int
+		code          string
+	}{
+		{"100 KB path", "GET /pay/" + strings.Repeat("a", 100<<10) + " HTTP/1.1\r\nHost: x\r\n\r\n", 414, "URI_TOO_LONG"},
+		{"20 KiB header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 20<<10) + "\r\n\r\n", 431, "HEADERS_TOO_LARGE"},
+		{"1 MiB header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 1<<20) + "\r\n\r\n", 431, "HEADERS_TOO_LARGE"},
+		{"malformed request line", "NOT HTTP\r\n\r\n", 400, "INVALID_REQUEST"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, header, body := raw(t, tt.request)
+			var e struct {
+				Code    string         `json:"code"`
+				Message string         `json:"message"`
+				Details map[string]any `json:"details"`
+			}
+			if status != tt.status || !strings.HasPrefix(header.Get("Content-Type"), "application/json") ||
+				json.Unmarshal(body, &e) != nil || e.Code != tt.code || e.Message == "" || e.Details == nil {
+				t.Fatalf("got %d %q %.300s; want %d application/json with code %s", status, header.Get("Content-Type"), body, tt.status, tt.code)
+			}
+		})
+	}
+	biz := testutil.UniqueName("CT")
+	for i, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b", ""} {
+		id := fmt.Sprintf("ct-%d", i)
+		body := fmt.Sprintf(`{"requestId":%q,"bizType":%q,"channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY"}`, id, biz)
+		// s.do checks the answer against api/openapi.yaml: the 415 must be documented.
+		r := s.do(t, http.MethodPost, "/pay", []byte(body), http.Header{"Content-Type": {ct}})
+		if r.Status != 415 || !bytes.Contains(r.Body, []byte(`"UNSUPPORTED_MEDIA_TYPE"`)) {
+			t.Fatalf("Content-Type %q: %d %s, want 415 UNSUPPORTED_MEDIA_TYPE", ct, r.Status, r.Body)
+		}
+		if r := s.do(t, http.MethodGet, "/pay/"+id, nil, nil); r.Status != 404 {
+			t.Fatalf("Content-Type %q: the refused payment has an order: %d %s", ct, r.Status, r.Body)
+		}
+	}
 }

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # fuzz.sh — runs every `go test -fuzz` target of payserver for a bounded time
-# each: the pay request decoder (internal/pay FuzzDecodePayRequest), the
+# each: the pay request decoder (internal/pay FuzzDecodePayRequest: no
+# accepted body repeats a key, holds invalid UTF-8 or a lone surrogate, or
+# names a non-tender currency), the Content-Type check of state-changing
+# routes and the rewriting of net/http's own plain-text refusals into JSON
+# (internal/httpapi FuzzContentType, FuzzPreHandlerRewrite), the
 # limits-document parser (internal/ratelimit FuzzParseDocument), the report
 # query parser (internal/stats FuzzParseQuery), and any Fuzz* target added
 # since (found by `go test -list`).

@@ -23,6 +23,12 @@
 #                     /tmp/payserver-schemathesis-venv; created if missing)
 #   SCHEMATHESIS_VERSION  pinned version (default 4.32.5)
 #
+# After schemathesis, a content-type sweep (Python, in the same venv) sends
+# every state-changing operation bodies of other types (text/plain, forms,
+# multipart, XML, a latin1 charset, none) and requires the documented JSON
+# 415; and sends every path a 100 KB query and 20 KiB of headers, requiring
+# the JSON 414 and 431.
+#
 # What is not a failure: a schema-valid request that payserver refuses for a
 # reason the schema cannot express. Two exist, and a hook allows exactly them
 # (any other 400 to schema-valid data still fails):
@@ -182,6 +188,82 @@ status=0
   run "$ROOT/api/openapi.yaml" --url "$BASE" "${headers[@]}" \
   --checks all --max-examples "$MAX_EXAMPLES" --seed "$SEED" \
   --generation-database none --request-timeout 10 --no-color) || status=$?
+
+# ---------------------------------------------------------------- content types
+# Schemathesis sends the media types the document lists. Every state-changing
+# operation (POST, PUT, PATCH, DELETE) must also refuse every other body type
+# with a documented 415 whose body is the JSON error, and accept
+# application/json with a charset; an oversized path and header must get the
+# JSON error body too (414, 431), on every path.
+log "content types: every state-changing operation refuses non-JSON bodies with a documented JSON 415"
+cat >"$WORK/content_types.py" <<'EOF2'
+import json, sys, uuid
+import requests, yaml
+
+spec_path, base, token = sys.argv[1], sys.argv[2], sys.argv[3]
+spec = yaml.safe_load(open(spec_path))
+auth = {"Authorization": f"Bearer {token}"} if token else {}
+wrong = ["text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded",
+         "multipart/form-data; boundary=x", "application/xml", "application/json; charset=latin1",
+         "application/merge-patch+json", None]
+failures, checked = [], 0
+
+def json_error(resp, status, code):
+    if resp.status_code != status:
+        return f"status {resp.status_code}, want {status}: {resp.text[:200]}"
+    if not resp.headers.get("Content-Type", "").startswith("application/json"):
+        return f"Content-Type {resp.headers.get('Content-Type')!r}, want application/json"
+    try:
+        body = resp.json()
+    except ValueError:
+        return f"body is not JSON: {resp.text[:200]}"
+    if body.get("code") != code or not body.get("message") or not isinstance(body.get("details"), dict):
+        return f"body is not the {code} error: {body}"
+    return None
+
+def concrete(path):
+    return path.replace("{requestId}", "ct-" + uuid.uuid4().hex[:12]).replace("{", "").replace("}", "")
+
+for path, item in spec["paths"].items():
+    for method in ("post", "put", "patch", "delete"):
+        op = item.get(method)
+        if op is None:
+            continue
+        if "415" not in op.get("responses", {}):
+            failures.append(f"{method.upper()} {path}: 415 is not documented")
+        for ct in wrong:
+            headers = dict(auth)
+            if ct is not None:
+                headers["Content-Type"] = ct
+            resp = requests.request(method, base + concrete(path), data=b'{"requestId":"ct-1"}', headers=headers, timeout=10)
+            checked += 1
+            problem = json_error(resp, 415, "UNSUPPORTED_MEDIA_TYPE")
+            if problem:
+                failures.append(f"{method.upper()} {path} Content-Type {ct!r}: {problem}")
+        resp = requests.request(method, base + concrete(path), data=b'{"requestId":"ct-1"',
+                                headers={**auth, "Content-Type": "application/json; charset=UTF-8"}, timeout=10)
+        checked += 1
+        if resp.status_code == 415:
+            failures.append(f"{method.upper()} {path}: application/json; charset=UTF-8 refused with 415")
+
+for path in spec["paths"]:
+    p = concrete(path)
+    for what, kwargs, status, code in [
+        ("100 KB path", {"url": base + p + ("&" if "?" in p else "?") + "q=" + "a" * (100 << 10)}, 414, "URI_TOO_LONG"),
+        ("20 KiB header", {"url": base + p, "headers": {**auth, "X-Big": "b" * (20 << 10)}}, 431, "HEADERS_TOO_LARGE"),
+    ]:
+        resp = requests.get(timeout=10, **kwargs)
+        checked += 1
+        problem = json_error(resp, status, code)
+        if problem:
+            failures.append(f"GET {path} {what}: {problem}")
+
+for f in failures:
+    print("FAIL", f)
+print(f"{checked} content-type and size requests, {len(failures)} failures")
+sys.exit(1 if failures else 0)
+EOF2
+"$VENV/bin/python" "$WORK/content_types.py" "$ROOT/api/openapi.yaml" "$BASE" "${TOKEN:-}" >&2 || status=1
 
 # The server must have logged no internal error and no panic.
 if [[ -n "${SERVER_LOG:-}" && -f "$SERVER_LOG" ]]; then

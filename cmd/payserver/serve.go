@@ -58,11 +58,11 @@ func (m *Main) serve(svc *pay.Service) error {
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      m.cfg.ChannelTimeout + 15*time.Second,
 		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		MaxHeaderBytes:    httpapi.ServerMaxHeaderBytes, // the handler answers JSON 414/431 below it
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
 	m.goBackground(func() {
-		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := m.server.Serve(httpapi.JSONErrorListener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("http server stopped", "err", err)
 		}
 	})

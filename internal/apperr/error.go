@@ -39,6 +39,21 @@ const (
 	NotFound Code = "NOT_FOUND"
 	// MethodNotAllowed: the route exists for another method.
 	MethodNotAllowed Code = "METHOD_NOT_ALLOWED"
+	// UnsupportedMediaType: a state-changing request (POST, PUT, PATCH,
+	// DELETE) did not say Content-Type: application/json.
+	UnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
+	// URITooLong: the request target (path and query) is over the server's
+	// limit.
+	URITooLong Code = "URI_TOO_LONG"
+	// HeadersTooLarge: the request's header section is over the server's
+	// limit.
+	HeadersTooLarge Code = "HEADERS_TOO_LARGE"
+	// NotImplemented: the request uses an HTTP feature the server does not
+	// implement (a transfer coding other than chunked).
+	NotImplemented Code = "NOT_IMPLEMENTED"
+	// HTTPVersionNotSupported: the request line names an HTTP version the
+	// server does not speak on that connection.
+	HTTPVersionNotSupported Code = "HTTP_VERSION_NOT_SUPPORTED"
 	// Internal: a bug or an unexpected failure. Only these are logged as errors.
 	Internal Code = "INTERNAL"
 )
@@ -105,7 +120,15 @@ type FieldError struct {
 	Reason string `json:"reason"`
 }
 
-// Invalid returns an InvalidRequest error listing the bad fields.
+// MaxListedFields is the most field errors an InvalidRequest error lists;
+// the number of the others is in Details["unlistedFields"]. It keeps the
+// answer to a body with thousands of bad fields small.
+const MaxListedFields = 20
+
+// Invalid returns an InvalidRequest error listing the bad fields: the first
+// MaxListedFields of them in Details["fields"], and, when there are more,
+// how many were left out in Details["unlistedFields"]. The message counts
+// them all.
 func Invalid(fields ...FieldError) *Error {
 	msg := "request is invalid"
 	if len(fields) == 1 {
@@ -113,5 +136,11 @@ func Invalid(fields ...FieldError) *Error {
 	} else if len(fields) > 1 {
 		msg = fmt.Sprintf("request has %d invalid fields", len(fields))
 	}
-	return &Error{Code: InvalidRequest, Message: msg, Details: map[string]any{"fields": fields}}
+	details := map[string]any{"fields": fields}
+	if n := len(fields); n > MaxListedFields {
+		details["fields"] = fields[:MaxListedFields:MaxListedFields]
+		details["unlistedFields"] = n - MaxListedFields
+		msg = fmt.Sprintf("request has %d invalid fields; the first %d are listed", n, MaxListedFields)
+	}
+	return &Error{Code: InvalidRequest, Message: msg, Details: details}
 }

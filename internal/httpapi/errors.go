@@ -14,17 +14,22 @@ import (
 
 // statusOf is the one map from error codes to HTTP statuses.
 var statusOf = map[apperr.Code]int{
-	apperr.RequestLimited:        http.StatusTooManyRequests,
-	apperr.InvalidRequest:        http.StatusBadRequest,
-	apperr.ChannelNotSupported:   http.StatusBadRequest,
-	apperr.IdempotencyConflict:   http.StatusConflict,
-	apperr.OrderNotFound:         http.StatusNotFound,
-	apperr.DependencyUnavailable: http.StatusServiceUnavailable,
-	apperr.ChannelError:          http.StatusBadGateway,
-	apperr.Unauthorized:          http.StatusUnauthorized,
-	apperr.NotFound:              http.StatusNotFound,
-	apperr.MethodNotAllowed:      http.StatusMethodNotAllowed,
-	apperr.Internal:              http.StatusInternalServerError,
+	apperr.RequestLimited:          http.StatusTooManyRequests,
+	apperr.InvalidRequest:          http.StatusBadRequest,
+	apperr.ChannelNotSupported:     http.StatusBadRequest,
+	apperr.IdempotencyConflict:     http.StatusConflict,
+	apperr.OrderNotFound:           http.StatusNotFound,
+	apperr.DependencyUnavailable:   http.StatusServiceUnavailable,
+	apperr.ChannelError:            http.StatusBadGateway,
+	apperr.Unauthorized:            http.StatusUnauthorized,
+	apperr.NotFound:                http.StatusNotFound,
+	apperr.MethodNotAllowed:        http.StatusMethodNotAllowed,
+	apperr.UnsupportedMediaType:    http.StatusUnsupportedMediaType,
+	apperr.URITooLong:              http.StatusRequestURITooLong,
+	apperr.HeadersTooLarge:         http.StatusRequestHeaderFieldsTooLarge,
+	apperr.NotImplemented:          http.StatusNotImplemented,
+	apperr.HTTPVersionNotSupported: http.StatusHTTPVersionNotSupported,
+	apperr.Internal:                http.StatusInternalServerError,
 }
 
 // errorBody is the JSON body of every error answer.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -57,6 +58,88 @@ func (h *handler) limitBody(c *gin.Context) {
 	}
 	c.Request.Body = &cappedBody{ReadCloser: http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes), c: c}
 	c.Next()
+}
+
+// limitHeader refuses a request target over MaxURIBytes (414) and header
+// fields over MaxHeaderBytes (431), counted as on the wire: "Name: value"
+// plus CRLF per field, Host included. The server's own MaxHeaderBytes
+// (ServerMaxHeaderBytes) is higher, so that these refusals are answered
+// here, as JSON, and the connection can be reused.
+func (h *handler) limitHeader(c *gin.Context) {
+	r := c.Request
+	if n := len(r.RequestURI); n > MaxURIBytes {
+		writeError(c, h.log, apperr.New(apperr.URITooLong, "the request target is %d bytes; at most %d", n, MaxURIBytes).
+			WithDetails(map[string]any{"limitBytes": MaxURIBytes}), "")
+		return
+	}
+	size := len("Host: \r\n") + len(r.Host)
+	for name, values := range r.Header {
+		for _, v := range values {
+			size += len(name) + len(": \r\n") + len(v)
+		}
+	}
+	if size > MaxHeaderBytes {
+		writeError(c, h.log, headersTooLarge(MaxHeaderBytes), "")
+		return
+	}
+	c.Next()
+}
+
+func headersTooLarge(limit int) *apperr.Error {
+	return apperr.New(apperr.HeadersTooLarge, "the request's header fields are over %d bytes", limit).
+		WithDetails(map[string]any{"limitBytes": limit})
+}
+
+// requireJSON refuses a state-changing request (POST, PUT, PATCH, DELETE) to
+// an existing route unless its Content-Type is application/json, with at
+// most a charset=utf-8 parameter: 415 UNSUPPORTED_MEDIA_TYPE. A browser
+// can send text/plain, form and multipart bodies cross-site without a
+// preflight ("simple" requests); application/json always needs one, so no
+// web page can make a payment. Unknown routes stay 404.
+func (h *handler) requireJSON(c *gin.Context) {
+	switch c.Request.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		c.Next()
+		return
+	}
+	if c.FullPath() == "" {
+		c.Next()
+		return
+	}
+	if reason := jsonMediaTypeProblem(c.GetHeader("Content-Type")); reason != "" {
+		writeError(c, h.log, apperr.New(apperr.UnsupportedMediaType, "Content-Type %s; send application/json", reason).
+			WithDetails(map[string]any{"accept": "application/json"}), "")
+		return
+	}
+	c.Next()
+}
+
+// jsonMediaTypeProblem returns why a Content-Type header is not
+// application/json (charset utf-8 at most), or "" when it is.
+func jsonMediaTypeProblem(header string) string {
+	switch header {
+	case "application/json", "application/json; charset=utf-8":
+		return "" // what clients send, without parsing
+	case "":
+		return "is missing"
+	}
+	mediaType, params, err := mime.ParseMediaType(header)
+	switch {
+	case err != nil:
+		return "is malformed"
+	case mediaType != "application/json":
+		return "is not application/json"
+	}
+	for name, value := range params {
+		if name != "charset" || !strings.EqualFold(value, "utf-8") {
+			return "may have no parameter but charset=utf-8"
+		}
+	}
+	if strings.HasSuffix(strings.TrimSpace(header), ";") {
+		return "is malformed"
+	}
+	return ""
 }
 
 // cappedBody sets "Connection: close" once the cap is hit (a body without

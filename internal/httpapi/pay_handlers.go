@@ -15,25 +15,33 @@ import (
 
 // orderJSON is an order as the API shows it.
 type orderJSON struct {
-	OrderNo        string `json:"orderNo"`
-	RequestID      string `json:"requestId"`
-	BizType        string `json:"bizType"`
-	Channel        string `json:"channel"`
-	MerchantID     string `json:"merchantId"`
-	Amount         int64  `json:"amount"`
-	Currency       string `json:"currency"`
-	Subject        string `json:"subject,omitempty"`
-	Status         string `json:"status"`
-	ChannelTradeNo string `json:"channelTradeNo"`
-	FailureCode    string `json:"failureCode,omitempty"`
-	FailureMessage string `json:"failureMessage,omitempty"`
-	CreatedAt      string `json:"createdAt"`
-	UpdatedAt      string `json:"updatedAt"`
+	OrderNo    string `json:"orderNo"`
+	RequestID  string `json:"requestId"`
+	BizType    string `json:"bizType"`
+	Channel    string `json:"channel"`
+	MerchantID string `json:"merchantId"`
+	Amount     int64  `json:"amount"`
+	Currency   string `json:"currency"`
+	// CurrencyExponent is the ISO 4217 minor-unit exponent of Currency;
+	// nil for an order stored before currencies were checked.
+	CurrencyExponent *int   `json:"currencyExponent,omitempty"`
+	Subject          string `json:"subject,omitempty"`
+	Status           string `json:"status"`
+	ChannelTradeNo   string `json:"channelTradeNo"`
+	FailureCode      string `json:"failureCode,omitempty"`
+	FailureMessage   string `json:"failureMessage,omitempty"`
+	CreatedAt        string `json:"createdAt"`
+	UpdatedAt        string `json:"updatedAt"`
 }
 
 func toJSON(o *pay.Order) orderJSON {
+	var exponent *int
+	if e, ok := pay.CurrencyExponent(o.Currency); ok {
+		exponent = &e
+	}
 	return orderJSON{
-		OrderNo: o.OrderNo, RequestID: o.RequestID, BizType: o.BizType, Channel: o.Channel,
+		CurrencyExponent: exponent,
+		OrderNo:          o.OrderNo, RequestID: o.RequestID, BizType: o.BizType, Channel: o.Channel,
 		MerchantID: o.MerchantID, Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,
 		Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
 		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage,

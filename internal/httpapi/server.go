@@ -15,8 +15,15 @@ import (
 	"payserver/internal/pay"
 )
 
-// MaxBodyBytes is the largest request body accepted (64 KiB).
-const MaxBodyBytes = 64 << 10
+// Request size limits. Over MaxBodyBytes a body is 400 INVALID_REQUEST,
+// a request target (path and query) over MaxURIBytes is 414 URI_TOO_LONG,
+// and header fields over MaxHeaderBytes in all are 431 HEADERS_TOO_LARGE,
+// all with the JSON error body (see also ServerMaxHeaderBytes).
+const (
+	MaxBodyBytes   = 64 << 10
+	MaxURIBytes    = 8 << 10
+	MaxHeaderBytes = 16 << 10
+)
 
 // PayService is what the pay routes need. *pay.Service implements it.
 type PayService interface {
@@ -63,7 +70,7 @@ func New(opts Options) (http.Handler, error) {
 	// path with one more segment (404 NOT_FOUND).
 	r.UseRawPath = true
 	r.ContextWithFallback = true
-	r.Use(h.recover, h.observe, h.limitBody)
+	r.Use(h.recover, h.observe, h.limitHeader, h.limitBody, h.requireJSON)
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, h.log, apperr.New(apperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path), "")
 	})

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -56,22 +57,16 @@ var payFields = map[string]bool{
 
 // DecodePayRequest parses and validates a POST /pay body. Every problem is
 // reported, field by field, in one apperr.InvalidRequest error: malformed
-// JSON, unknown fields, missing or mistyped fields, and values out of range.
-// It never panics, whatever data holds.
+// JSON, keys repeated at any depth, invalid UTF-8 or lone surrogate escapes
+// in any string, unknown fields, missing or mistyped fields, and values out
+// of range. Reasons are plain words, never Go's. It never panics, whatever
+// data holds.
 func DecodePayRequest(data []byte) (PayRequest, error) {
 	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&raw); err != nil || raw == nil {
-		reason := "must be a JSON object"
-		if err != nil {
-			reason = "malformed JSON: " + err.Error()
-		}
-		return PayRequest{}, apperr.Invalid(apperr.FieldError{Field: "body", Reason: reason})
+	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
+		return PayRequest{}, apperr.Invalid(apperr.FieldError{Field: "body", Reason: BodyProblem(err)})
 	}
-	if dec.More() {
-		return PayRequest{}, apperr.Invalid(apperr.FieldError{Field: "body", Reason: "must hold exactly one JSON object"})
-	}
-	var bad []apperr.FieldError
+	bad := strictJSONProblems(data)
 	unknown := make([]string, 0)
 	for name := range raw {
 		if !payFields[name] {
@@ -80,8 +75,8 @@ func DecodePayRequest(data []byte) (PayRequest, error) {
 	}
 	sort.Strings(unknown)
 	for _, name := range unknown {
-		if name == "" || len(name) > 64 || !utf8.ValidString(name) {
-			bad = append(bad, apperr.FieldError{Field: "body", Reason: "has an unknown field with an empty, over-long or invalid name"})
+		if !nameable([]byte(name)) {
+			bad = append(bad, apperr.FieldError{Field: "body", Reason: "has an unknown field with an empty, over-long or unprintable name"})
 			continue
 		}
 		bad = append(bad, apperr.FieldError{Field: name, Reason: "unknown field"})
@@ -93,6 +88,12 @@ func DecodePayRequest(data []byte) (PayRequest, error) {
 			if required {
 				bad = append(bad, apperr.FieldError{Field: name, Reason: "is required"})
 			}
+			return
+		}
+		if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
+			// A valid JSON string without escapes is its bytes between the
+			// quotes (its UTF-8 was checked above): no second decode.
+			*dst = string(v[1 : len(v)-1])
 			return
 		}
 		if err := json.Unmarshal(v, dst); err != nil {
@@ -135,9 +136,10 @@ func (r PayRequest) problems(decoded []apperr.FieldError) []apperr.FieldError {
 	add("requestId", requestIDProblem(r.RequestID))
 	add("bizType", ratelimit.CodeProblem(r.BizType))
 	add("channel", ratelimit.CodeProblem(r.Channel))
+	// Invalid UTF-8 and lone surrogates never get here: encoding/json would
+	// have replaced them with U+FFFD, so strictJSONProblems refuses them in
+	// the raw body.
 	switch n := utf8.RuneCountInString(r.MerchantID); {
-	case !utf8.ValidString(r.MerchantID):
-		add("merchantId", "must be valid UTF-8")
 	case n < 1 || n > MaxMerchantIDLen:
 		add("merchantId", fmt.Sprintf("must be 1..%d characters", MaxMerchantIDLen))
 	case hasControl(r.MerchantID):
@@ -146,12 +148,10 @@ func (r PayRequest) problems(decoded []apperr.FieldError) []apperr.FieldError {
 	if r.Amount < 1 || r.Amount > MaxAmount {
 		add("amount", fmt.Sprintf("must be 1..%d minor units", int64(MaxAmount)))
 	}
-	if !isCurrency(r.Currency) {
-		add("currency", "must be an ISO 4217 code of 3 upper-case letters")
+	if _, ok := CurrencyExponent(r.Currency); !ok {
+		add("currency", "must be an active ISO 4217 currency code in upper case, such as CNY (not XXX, XTS, a precious metal or a fund code)")
 	}
 	switch {
-	case !utf8.ValidString(r.Subject):
-		add("subject", "must be valid UTF-8")
 	case utf8.RuneCountInString(r.Subject) > MaxSubjectLen:
 		add("subject", fmt.Sprintf("must be at most %d characters", MaxSubjectLen))
 	case hasControl(r.Subject):
@@ -177,18 +177,6 @@ func requestIDProblem(s string) string {
 	return ""
 }
 
-func isCurrency(s string) bool {
-	if len(s) != 3 {
-		return false
-	}
-	for i := 0; i < 3; i++ {
-		if s[i] < 'A' || s[i] > 'Z' {
-			return false
-		}
-	}
-	return true
-}
-
 func hasControl(s string) bool {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
@@ -199,16 +187,33 @@ func hasControl(s string) bool {
 }
 
 // PeekRequestID returns the body's requestId if it is a valid one, for
-// echoing in error answers; otherwise "".
+// echoing in error answers; otherwise "" (also when the body repeats a key
+// or holds badly encoded text, so that no ambiguous requestId is echoed).
 func PeekRequestID(data []byte) string {
 	var v struct {
 		RequestID any `json:"requestId"`
 	}
-	if json.Unmarshal(data, &v) != nil {
+	if json.Unmarshal(data, &v) != nil || len(strictJSONProblems(data)) > 0 {
 		return ""
 	}
 	if s, ok := v.RequestID.(string); ok && ValidRequestID(s) {
 		return s
 	}
 	return ""
+}
+
+// BodyProblem says in plain words why a request body did not decode as a
+// JSON object; err is what json.Unmarshal returned (nil for a JSON null).
+// It never shows Go's type names.
+func BodyProblem(err error) string {
+	var syntax *json.SyntaxError
+	switch {
+	case err == nil:
+		return "must be a JSON object"
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("is not valid JSON: %s (at byte %d)", syntax.Error(), syntax.Offset)
+	default:
+		// *json.UnmarshalTypeError: valid JSON, but not an object.
+		return "must be a JSON object"
+	}
 }

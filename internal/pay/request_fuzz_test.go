@@ -1,20 +1,41 @@
 package pay
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"payserver/internal/apperr"
 )
 
 // FuzzDecodePayRequest: any body either decodes to a request that passes
 // every contract rule, or is refused with INVALID_REQUEST naming at least
-// one field and why. It never panics.
+// one field and why, in plain words. It never panics. An accepted body also
+// has no key repeated in any object (checked with encoding/json's token
+// reader, not with the decoder's own scanner), is valid UTF-8, and decoded
+// to no U+FFFD that the body did not spell out: so no duplicate key, invalid
+// byte or lone surrogate escape ever gets through.
 func FuzzDecodePayRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY"}`,
 		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1e3,"currency":"CNY","subject":"x"}`,
 		`{"amount":-1}`, `[]`, `null`, `{"requestId":null}`, `{"a":1}{"b":2}`, "\xff",
+		// Duplicate keys, at the top, through escapes, nested.
+		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY","amount":2}`,
+		`{"requestId":"r1","requestId":"r2","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY"}`,
+		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY","\u0063urrency":"USD"}`,
+		`{"x":{"a":1,"a":2},"y":[{"b":1,"b":1}]}`,
+		// Invalid UTF-8 and surrogates.
+		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M\xff","amount":1,"currency":"CNY"}`,
+		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY","subject":"\ud800"}`,
+		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY","subject":"\ud83d\ude00\udc00"}`,
+		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"\xed\xa0\x80","amount":1,"currency":"CNY"}`,
+		`{"k\xc0\xaf":1}`,
+		// Currencies that are not active tender.
+		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"XTS"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -26,8 +47,13 @@ func FuzzDecodePayRequest(f *testing.F) {
 				t.Fatalf("error %v is not INVALID_REQUEST", err)
 			}
 			fields, _ := e.Details["fields"].([]apperr.FieldError)
-			if len(fields) == 0 || fields[0].Field == "" || fields[0].Reason == "" {
-				t.Fatalf("refusal names no field: %+v", e.Details)
+			if len(fields) == 0 || len(fields) > apperr.MaxListedFields || fields[0].Field == "" || fields[0].Reason == "" {
+				t.Fatalf("refusal names no field, or too many: %+v", e.Details)
+			}
+			for _, fe := range fields {
+				if strings.Contains(fe.Reason, "Go value") || strings.Contains(fe.Reason, "json:") {
+					t.Fatalf("reason shows Go internals: %q", fe.Reason)
+				}
 			}
 			return
 		}
@@ -37,7 +63,70 @@ func FuzzDecodePayRequest(f *testing.F) {
 		if !ValidRequestID(req.RequestID) || req.Amount < 1 || req.Amount > MaxAmount {
 			t.Fatalf("accepted %+v", req)
 		}
+		if _, ok := CurrencyExponent(req.Currency); !ok {
+			t.Fatalf("accepted currency %q", req.Currency)
+		}
+		if !utf8.Valid(body) {
+			t.Fatalf("accepted a body that is not valid UTF-8: %q", body)
+		}
+		if key, ok := repeatedKey(body); ok {
+			t.Fatalf("accepted a body that repeats key %q: %q", key, body)
+		}
+		// A U+FFFD the body spells out (raw, or as an escape in any case)
+		// may be decoded; any other one came from a bad byte or escape.
+		spelled := bytes.ContainsRune(body, utf8.RuneError) || bytes.Contains(bytes.ToLower(body), []byte("\\ufffd"))
+		for _, s := range []string{req.RequestID, req.BizType, req.Channel, req.MerchantID, req.Currency, req.Subject} {
+			if !spelled && strings.ContainsRune(s, utf8.RuneError) {
+				t.Fatalf("accepted %q, which decoded to U+FFFD (a lone surrogate or invalid byte): %+v", body, req)
+			}
+		}
 	})
+}
+
+// repeatedKey walks body with encoding/json's token reader and returns the
+// first key that appears twice in one object.
+func repeatedKey(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object    bool
+		expectKey bool
+		keys      map[string]bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.expectKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			key := tok.(string)
+			if top.keys[key] {
+				return key, true
+			}
+			top.keys[key] = true
+			top.expectKey = false
+			continue
+		}
+		if top != nil && top.object {
+			top.expectKey = true // this token starts the member's value
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, expectKey: true, keys: map[string]bool{}})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'), json.Delim('}'):
+			stack = stack[:len(stack)-1]
+		}
+	}
 }
 
 func TestDecodePayRequest(t *testing.T) {

@@ -59,6 +59,11 @@ func ParseDocument(data []byte) (*Config, error) {
 	}
 	var root map[string]any
 	if err := yaml.Unmarshal(data, &root); err != nil {
+		var typeErr *yaml.TypeError
+		if errors.As(err, &typeErr) {
+			// Its text names Go types (map[string]interface {}).
+			return nil, errors.New("limits document is not valid: its top level must be a map (window, shadow, limits, or BIZTYPE:CHANNEL keys)")
+		}
 		return nil, fmt.Errorf("limits document is not valid YAML or JSON: %w", err)
 	}
 	if len(root) == 0 {
@@ -293,13 +298,15 @@ func parseWindowSize(v any) (time.Duration, error) {
 		return 0, fmt.Errorf("want a duration such as \"1s\", \"1m\" or \"1d\", got %v", v)
 	}
 	s = strings.TrimSpace(s)
+	// The range as a document writes it: MaxWindow is 7 days.
+	outOfRange := fmt.Sprintf("is out of range %s..%dd", MinWindow, MaxWindow/(24*time.Hour))
 	var d time.Duration
 	var err error
 	if days, found := strings.CutSuffix(s, "d"); found {
 		var n int64
 		n, err = strconv.ParseInt(days, 10, 64)
-		if err == nil && (n < 1 || n > 7) {
-			err = errors.New("days out of range")
+		if err == nil && (n < 1 || n > int64(MaxWindow/(24*time.Hour))) {
+			return 0, fmt.Errorf("%s %s", s, outOfRange)
 		}
 		d = time.Duration(n) * 24 * time.Hour
 	} else {
@@ -309,7 +316,7 @@ func parseWindowSize(v any) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a duration such as \"1s\", \"1m\" or \"1d\"", s)
 	}
 	if d < MinWindow || d > MaxWindow {
-		return 0, fmt.Errorf("%s is out of range %s..%s", d, MinWindow, MaxWindow)
+		return 0, fmt.Errorf("%s %s", d, outOfRange)
 	}
 	if d%time.Millisecond != 0 {
 		return 0, fmt.Errorf("%s: want whole milliseconds", d)
