@@ -38,7 +38,7 @@ browser:
 	scripts/install-chromium.sh
 
 services-stop:
-	$(SERVICES) stop all
+	$(SERVICES) stop all failover-cluster
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /integration)
@@ -80,6 +80,7 @@ bench-e2e: services
 profile: services
 	scripts/profile.sh
 
-## failover: 3 instances on a 3-master + 3-replica Redis Cluster, 60 s load, the key's master killed and failed over
+## failover: only the failover test (also in `make test`): 3 instances on the failover cluster (3 masters + 3 replicas,
+## 127.0.0.1:17101..17106), 40 s load per policy (local, deny), the key's master killed and failed over (about 1.5 min)
 failover: services
-	$(WITH_SERVICES) PAYSERVER_IT_FAILOVER=1 $(GO) test -count=1 -v -run TestRedisClusterFailover -timeout 10m ./integration/
+	$(WITH_SERVICES) $(GO) test -count=1 -v -run TestRedisClusterFailover -timeout 10m ./integration/

@@ -7,13 +7,14 @@
 #   scripts/services.sh stop    [SERVICE|all]...   (default all)
 #   scripts/services.sh restart [SERVICE|all]...
 #   scripts/services.sh kill    [SERVICE|all]...   (SIGKILL: crash injection)
-#   SERVICE: redis mariadb nacos cluster sentinel redis-tls mariadb-tls
+#   SERVICE: redis mariadb nacos cluster sentinel redis-tls mariadb-tls failover-cluster
 #   scripts/services.sh status
 #   scripts/services.sh env        # prints `export VAR=value` lines: eval "$(scripts/services.sh env)"
 #
 #   A single Redis Cluster node can be addressed as cluster-node:PORT
 #   (e.g. `stop cluster-node:17002`, `kill cluster-node:17002`, `start cluster-node:17002`),
-#   for failover tests; likewise one Sentinel-managed server or sentinel as sentinel-node:PORT.
+#   for failover tests; likewise one Sentinel-managed server or sentinel as sentinel-node:PORT,
+#   and one node of the failover cluster as failover-node:PORT.
 #
 # Services (all bound to 127.0.0.1 only):
 #   redis    redis-server standalone   127.0.0.1:16379  (no persistence, protected-mode yes)
@@ -30,6 +31,10 @@
 #   redis-tls TLS-only Redis           127.0.0.1:16480 (port 0), client certs required, ACL user
 #                                      payserver/payserver-tls, default user off; CA in $STATE/tls
 #   mariadb-tls second MariaDB         127.0.0.1:13307 with TLS on; user payserver REQUIRE SSL
+#   failover-cluster  a second, separate Redis Cluster 127.0.0.1:17101..17106 (3 masters + 1 replica
+#                                      each, state in <state>/failover-cluster), for the test that kills a
+#                                      master (TestRedisClusterFailover). Not part of `all`; its own lock,
+#                                      so it can start while `start all` is busy.
 #   (throwaway CA, wrong CA, server and client certs: openssl, $STATE/tls, made once)
 #
 # Environment knobs:
@@ -654,7 +659,7 @@ start_cluster() {
         mkdir -p "$CLUSTER_DIR"
         for p in $ports; do start_cluster_node "$p"; done
       fi
-      local create_log="$LOGS/cluster-create.log"
+      local create_log="$LOGS/$(basename "$CLUSTER_DIR")-create.log"
       # shellcheck disable=SC2046
       redis-cli --cluster create $(sed "s/^/$HOST:/" <<<"$ports") \
         --cluster-replicas "$r" --cluster-yes >"$create_log" 2>&1 </dev/null ||
@@ -1014,6 +1019,76 @@ export PAYSERVER_TEST_MYSQL_TLS_DSN='payserver:payserver@tcp($HOST:$MYSQL_TLS_PO
 EOV
 }
 
+# ---------------------------------------------------------------- failover cluster
+# A second Redis Cluster, 3 masters + 3 replicas on 17101..17106, for the test that
+# SIGKILLs a master: it runs the cluster functions above with its own ports and state
+# dir, so the shared cluster (17001..) is never reshaped or killed.
+
+FAILOVER_BASE_PORT=17101
+FAILOVER_DIR="$STATE/failover-cluster"
+
+in_failover_cluster() { # in_failover_cluster FUNCTION ARGS...: a cluster function, on the failover cluster
+  (
+    CLUSTER_DIR="$FAILOVER_DIR"
+    CLUSTER_BASE_PORT="$FAILOVER_BASE_PORT"
+    CLUSTER_REPLICAS=1
+    "$@"
+  )
+}
+
+failover_addrs() { in_failover_cluster cluster_ports 1 | sed "s/^/$HOST:/" | paste -sd, -; }
+
+start_failover_cluster() {
+  in_failover_cluster start_cluster >/dev/null
+  log "failover-cluster $(failover_addrs) up"
+}
+
+stop_failover_cluster() {
+  in_failover_cluster stop_cluster "${1:-TERM}" >/dev/null
+  log "failover-cluster $(failover_addrs) down"
+}
+
+start_failover_node() { # start_failover_node PORT
+  ensure_redis_bin
+  in_failover_cluster start_cluster_node "$1"
+  log "failover-node $HOST:$1 up"
+}
+
+stop_failover_node() { # stop_failover_node PORT SIGNAL
+  stop_pid "failover-node" "$FAILOVER_DIR/$1/redis.pid" "$1" 10 "${2:-TERM}"
+}
+
+status_failover_cluster() {
+  local p
+  for p in $(in_failover_cluster cluster_ports 1); do
+    if redis_ping "$p"; then
+      log "failover-node $HOST:$p up (cluster_state:$(cluster_info_field "$p" cluster_state))"
+    else
+      log "failover-node $HOST:$p down"
+    fi
+  done
+}
+
+print_failover_cluster_env() {
+  echo "export PAYSERVER_TEST_FAILOVER_CLUSTER_ADDRS='$(failover_addrs)'"
+}
+
+# lock_for TARGETS...: the failover cluster's targets take their own lock, so that they
+# never wait for (or hold up) a `start all` of the shared services.
+lock_for() {
+  local t own=1
+  (($# > 0)) || own=0
+  for t in "$@"; do
+    case "$t" in failover-cluster | failover-node:*) ;; *) own=0 ;; esac
+  done
+  if ((own)); then
+    exec 9>"$STATE/.lock-failover"
+    flock -w 1800 9 || { err "timed out waiting for $STATE/.lock-failover"; exit 1; }
+  else
+    lock
+  fi
+}
+
 # ---------------------------------------------------------------- env
 
 print_env() {
@@ -1029,6 +1104,7 @@ export PAYSERVER_TEST_NACOS_ADDR='$HOST:$NACOS_HTTP_PORT'
 export PAYSERVER_TEST_REDIS_CLUSTER_ADDRS='$(cluster_ports "$r" | sed "s/^/$HOST:/" | paste -sd, -)'
 EOF
   print_env_opsconfig
+  print_failover_cluster_env
 }
 
 # ---------------------------------------------------------------- dispatch
@@ -1045,7 +1121,8 @@ expand_targets() { # expand_targets ARGS... -> one target per line, in start ord
       mysql) echo mariadb ;;
       redis-cluster) echo cluster ;;
       cluster-node:[0-9]*) echo "$t" ;;
-      *) err "unknown service '$t' (redis|mariadb|nacos|cluster|sentinel|redis-tls|mariadb-tls|all|cluster-node:PORT|sentinel-node:PORT)"; exit 2 ;;
+      failover-cluster | failover-node:[0-9]*) echo "$t" ;;
+      *) err "unknown service '$t' (redis|mariadb|nacos|cluster|sentinel|redis-tls|mariadb-tls|failover-cluster|all|cluster-node:PORT|sentinel-node:PORT|failover-node:PORT)"; exit 2 ;;
     esac
   done
 }
@@ -1061,6 +1138,7 @@ do_start() {
         log "cluster-node $HOST:${t#cluster-node:} up"
         ;;
       sentinel-node:*) start_sentinel_node "${t#sentinel-node:}" ;;
+      failover-node:*) start_failover_node "${t#failover-node:}" ;;
       *) "start_${t//-/_}" ;;
     esac
   done
@@ -1078,6 +1156,7 @@ do_stop() { # do_stop SIGNAL TARGETS...
         stop_pid "cluster-node" "$CLUSTER_DIR/$p/redis.pid" "$p" 10 "$sig"
         ;;
       sentinel-node:*) stop_sentinel_node "$sig" "${t#sentinel-node:}" ;;
+      failover-node:*) stop_failover_node "${t#failover-node:}" "$sig" ;;
       *) "stop_${t//-/_}" "$sig" ;;
     esac
   done
@@ -1092,14 +1171,14 @@ main() {
   shift || true
   mkdir -p "$LOGS"
   case "$cmd" in
-    start) lock; do_start "$@" ;;
-    stop) lock; do_stop TERM "$@" ;;
-    kill) lock; do_stop KILL "$@" ;;
-    restart) lock; do_stop TERM "$@"; do_start "$@" ;;
+    start) lock_for "$@"; do_start "$@" ;;
+    stop) lock_for "$@"; do_stop TERM "$@" ;;
+    kill) lock_for "$@"; do_stop KILL "$@" ;;
+    restart) lock_for "$@"; do_stop TERM "$@"; do_start "$@" ;;
     status)
       command -v redis-cli >/dev/null 2>&1 || { err "redis-cli not installed (run start)"; }
       status_redis; status_mariadb; status_nacos; status_cluster
-      status_sentinel; status_redis_tls; status_mariadb_tls
+      status_sentinel; status_redis_tls; status_mariadb_tls; status_failover_cluster
       ;;
     env) print_env ;;
     -h | --help | help) usage ;;
