@@ -92,6 +92,9 @@ func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Opti
 // without calling the channel or the limiter. The channel is called at most
 // once per requestId, ever: the order row, unique by requestId, is written
 // before the call, and the call runs to its end even if the client leaves.
+// A claim whose INSERT answered an error is read back before anything else
+// happens (resolveClaim); the limiter slot is released only for an order
+// settled as NOT_SENT, which no channel call can follow.
 func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	ch, ok := s.channels.Get(req.Channel)
 	if !ok {
