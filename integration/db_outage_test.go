@@ -16,13 +16,7 @@ import (
 // DEPENDENCY_UNAVAILABLE, takes no limiter slot for good, leaves no order
 // behind, /readyz names the database, and service resumes on its own.
 func TestDatabaseOutage(t *testing.T) {
-	dsn := testutil.MustFreshMySQL(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startProxy(t, cfg.Addr)
-	cfg.Addr = p.addr
+	cfg, p := proxiedMySQL(t)
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
 	biz := testutil.UniqueName("DBOUT")
 	s := startServer(t, serverOptions{DSN: cfg.FormatDSN(), Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 100, window: 1m}\n", biz)})
@@ -72,13 +66,7 @@ func wantDependencyDown(t *testing.T, s *server, biz, prefix string, n int, dep 
 // sent, keeps the limiter slot (the seed design released it), and leaves no
 // order; once the database answers, the retry of that requestId pays once.
 func TestClaimLostConnection(t *testing.T) {
-	dsn := testutil.MustFreshMySQL(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startProxy(t, cfg.Addr)
-	cfg.Addr = p.addr
+	cfg, p := proxiedMySQL(t)
 	biz := testutil.UniqueName("LOST")
 	s := startServer(t, serverOptions{DSN: cfg.FormatDSN(), Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 5, window: 1m}\n", biz)})
 	p.CutOn([]byte("INSERT INTO orders"))
@@ -107,4 +95,17 @@ func TestClaimLostConnection(t *testing.T) {
 	if calls := s.metric(t, "payserver_simulator_calls_total", `channel="ALIPAY"`); calls != 1 {
 		t.Fatalf("channel calls %v, want 1", calls)
 	}
+}
+
+// proxiedMySQL creates a fresh database on the real MariaDB and returns its
+// DSN config pointing through a cuttable proxy, and the proxy.
+func proxiedMySQL(t *testing.T) (*mysql.Config, *proxy) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(testutil.MustFreshMySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, cfg.Addr)
+	cfg.Addr = p.addr
+	return cfg, p
 }
