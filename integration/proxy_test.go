@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"sync"
@@ -18,6 +19,41 @@ type proxy struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[net.Conn]bool
+	// cutOn, when set, makes a connection whose client sends bytes
+	// containing it die before they are forwarded.
+	cutOn []byte
+}
+
+// CutOn makes every connection whose client sends bytes containing pattern
+// die before they reach the target; nil stops it.
+func (p *proxy) CutOn(pattern []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutOn = pattern
+}
+
+// forward copies client bytes to up until either side ends, or until the
+// client sends p.cutOn.
+func (p *proxy) forward(up, c net.Conn) {
+	defer func() { _ = up.Close(); _ = c.Close() }()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			cut := p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn)
+			p.mu.Unlock()
+			if cut {
+				return
+			}
+			if _, werr := up.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func startProxy(t testing.TB, target string) *proxy {
@@ -77,7 +113,7 @@ func (p *proxy) accept(ln net.Listener) {
 		}
 		p.conns[c], p.conns[up] = true, true
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); _ = up.Close(); _ = c.Close() }()
+		go p.forward(up, c)
 		go func() { _, _ = io.Copy(c, up); _ = up.Close(); _ = c.Close() }()
 	}
 }

@@ -6,24 +6,95 @@ import (
 	"time"
 )
 
-// Status is an order's state. Only PROCESSING changes later.
+// Status is an order's stored status. Only PROCESSING and UNKNOWN change
+// later; State and Allowed give the exact rules.
 type Status string
 
 // Order states.
 const (
-	// StatusProcessing: the requestId is claimed and the channel call is in
-	// flight, or its outcome has not been recorded yet. The stale-order
-	// sweeper turns an old PROCESSING order into UNKNOWN.
+	// StatusProcessing: the requestId is claimed by the request that wrote
+	// the row (its OrderNo). That request calls the channel, or has called
+	// it, or abandons the payment before the call (FAILED with
+	// FailureNotSent). The stale-order sweeper turns an old PROCESSING order
+	// into UNKNOWN: it cannot tell a claim whose owner died before the call
+	// from one whose owner died during it.
 	StatusProcessing Status = "PROCESSING"
 	// StatusSucceeded: the channel confirmed the payment.
 	StatusSucceeded Status = "SUCCEEDED"
-	// StatusFailed: the channel declined, or refused with a system error.
+	// StatusFailed: the channel declined, or refused with a system error, or
+	// (FailureNotSent) the payment was abandoned before the channel was
+	// called. Nothing was charged.
 	StatusFailed Status = "FAILED"
-	// StatusUnknown: the channel did not answer in time. The payment may or
-	// may not have happened; it is never retried blindly and must be
-	// reconciled with the channel.
+	// StatusUnknown: the channel may have been called and its outcome is not
+	// known. The payment may or may not have happened; it is never retried
+	// blindly and must be reconciled with the channel.
 	StatusUnknown Status = "UNKNOWN"
 )
+
+// FailureNotSent is the failure code of a FAILED order whose payment was
+// abandoned after its claim committed and before the channel was called:
+// the channel never saw it, and never will (the requestId stays taken).
+const FailureNotSent = "NOT_SENT"
+
+// State is an order's place in its life, finer than Status: it tells a
+// payment that provably never reached the channel (NotSent) from one the
+// channel declined (Failed). StateNone is "no row".
+type State string
+
+// Order life states. See Allowed for the transitions between them.
+const (
+	StateNone       State = "NONE"       // no order: the requestId is free
+	StateProcessing State = "PROCESSING" // claimed; the call is pending, in flight, or unrecorded
+	StateSucceeded  State = "SUCCEEDED"  // the channel confirmed
+	StateFailed     State = "FAILED"     // the channel declined or refused
+	StateNotSent    State = "NOT_SENT"   // FAILED, abandoned before the channel call
+	StateUnknown    State = "UNKNOWN"    // may have been sent; outcome unknown
+)
+
+// States lists every State, StateNone first.
+var States = []State{StateNone, StateProcessing, StateSucceeded, StateFailed, StateNotSent, StateUnknown}
+
+// StateOf returns the State of o; a nil order is StateNone.
+func StateOf(o *Order) State {
+	switch {
+	case o == nil:
+		return StateNone
+	case o.Status == StatusFailed && o.FailureCode == FailureNotSent:
+		return StateNotSent
+	default:
+		return State(o.Status)
+	}
+}
+
+// transitions is the order state machine; docs/DESIGN.md ("Order life")
+// has the same table. Every write names the order by its OrderNo too, so
+// only the request that claimed an order moves it on, except the stale
+// sweeper, which moves only PROCESSING to UNKNOWN.
+var transitions = map[State][]State{
+	// The claim: one INSERT, unique by requestId.
+	StateNone: {StateProcessing},
+	// The owner records the channel's outcome (SUCCEEDED, FAILED or
+	// UNKNOWN), or abandons the payment before calling the channel
+	// (NOT_SENT); the sweeper marks a stale claim UNKNOWN.
+	StateProcessing: {StateSucceeded, StateFailed, StateNotSent, StateUnknown},
+	// The owner records an outcome that arrived after the sweeper's UNKNOWN
+	// (or the same UNKNOWN again), or corrects the sweeper's UNKNOWN to
+	// NOT_SENT for a claim it knows it never sent.
+	StateUnknown: {StateSucceeded, StateFailed, StateNotSent, StateUnknown},
+	// SUCCEEDED, FAILED and NOT_SENT are final.
+}
+
+// Allowed reports whether an order may go from one state to another.
+// Staying in a state is not a transition, except UNKNOWN to UNKNOWN
+// (recording the same unknown outcome again).
+func Allowed(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
 
 // Order is one payment, stored durably before and after the channel call.
 type Order struct {
@@ -38,8 +109,9 @@ type Order struct {
 	Subject        string
 	Status         Status
 	ChannelTradeNo string
-	// FailureCode is the decline code, or apperr.ChannelError's code when the
-	// channel refused with a system error.
+	// FailureCode is the decline code, apperr.ChannelError's code when the
+	// channel refused with a system error, FailureNotSent when the payment
+	// was abandoned before the channel call, or the reason of an UNKNOWN.
 	FailureCode    string
 	FailureMessage string
 	CreatedAt      time.Time
@@ -50,6 +122,10 @@ type Order struct {
 var (
 	ErrOrderNotFound  = errors.New("pay: order not found")
 	ErrDuplicateOrder = errors.New("pay: an order with this requestId exists")
+	// ErrNotCommitted marks (errors.Is) a failed write that provably changed
+	// nothing: it never reached the database, or the database refused it as
+	// a whole. A failed write without it may have been committed.
+	ErrNotCommitted = errors.New("pay: the write was not committed")
 )
 
 // OrderStore keeps orders durably. internal/repo implements it on gorm.
@@ -58,15 +134,41 @@ type OrderStore interface {
 	Get(ctx context.Context, requestID string) (*Order, error)
 	// Create inserts a new order. It returns ErrDuplicateOrder when the
 	// requestId (unique in the store) is taken, so concurrent duplicates can
-	// never both create an order.
+	// never both create an order. Any other error may come after the row was
+	// committed, unless it wraps ErrNotCommitted.
 	Create(ctx context.Context, o *Order) error
-	// Finish records the channel outcome of an order that is PROCESSING or
-	// UNKNOWN: status, trade number, failure code and message, UpdatedAt.
-	// It returns ErrOrderNotFound when no such order is left to finish.
+	// Finish records the final state of an order that is PROCESSING or
+	// UNKNOWN and has o's RequestID and OrderNo: status, trade number,
+	// failure code and message, UpdatedAt. It returns ErrOrderNotFound when
+	// no such order is left to finish, and refuses a target state that
+	// Allowed forbids from both.
 	Finish(ctx context.Context, o *Order) error
 	// MarkStaleUnknown turns PROCESSING orders last updated before cutoff
 	// into UNKNOWN and returns how many it changed.
 	MarkStaleUnknown(ctx context.Context, cutoff time.Time) (int64, error)
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
+}
+
+// ErrBadTransition is returned by Finish for a target state that no
+// PROCESSING or UNKNOWN order may move to.
+var ErrBadTransition = errors.New("pay: no order may move to that state")
+
+// CheckFinishFrom returns ErrBadTransition unless o may be finished: it is
+// PROCESSING or UNKNOWN.
+func CheckFinishFrom(o *Order) error {
+	if from := StateOf(o); from != StateProcessing && from != StateUnknown {
+		return ErrBadTransition
+	}
+	return nil
+}
+
+// CheckFinish returns ErrBadTransition unless an order may be finished
+// into o's state from PROCESSING or UNKNOWN. Stores call it first.
+func CheckFinish(o *Order) error {
+	to := StateOf(o)
+	if !Allowed(StateProcessing, to) || !Allowed(StateUnknown, to) {
+		return ErrBadTransition
+	}
+	return nil
 }

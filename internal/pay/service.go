@@ -34,6 +34,9 @@ type Options struct {
 	// ChannelTimeout bounds one channel call; past it the outcome is
 	// UNKNOWN. Default 5s.
 	ChannelTimeout time.Duration
+	// ClaimTimeout bounds the claim INSERT, and again the reading back of a
+	// claim whose INSERT failed. Default 5s.
+	ClaimTimeout time.Duration
 	// InFlightWait is how long a duplicate of a request that is still being
 	// processed waits for its outcome before answering IDEMPOTENCY_CONFLICT.
 	// Default ChannelTimeout + 2s.
@@ -63,6 +66,9 @@ func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Opti
 	if opts.ChannelTimeout <= 0 {
 		opts.ChannelTimeout = 5 * time.Second
 	}
+	if opts.ClaimTimeout <= 0 {
+		opts.ClaimTimeout = 5 * time.Second
+	}
 	if opts.InFlightWait <= 0 {
 		opts.InFlightWait = opts.ChannelTimeout + 2*time.Second
 	}
@@ -86,6 +92,9 @@ func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Opti
 // without calling the channel or the limiter. The channel is called at most
 // once per requestId, ever: the order row, unique by requestId, is written
 // before the call, and the call runs to its end even if the client leaves.
+// A claim whose INSERT answered an error is read back before anything else
+// happens (resolveClaim); the limiter slot is released only for an order
+// settled as NOT_SENT, which no channel call can follow.
 func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	ch, ok := s.channels.Get(req.Channel)
 	if !ok {
@@ -122,26 +131,30 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
 	}
 	// The claim is detached from the caller's cancellation, as the channel
-	// call is: a client leaving mid-claim must not leave a committed claim
-	// behind an error (a batched INSERT outlives any one caller), with the
-	// slot released and the channel never called.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	// call is: a client leaving mid-claim must not cut a claim off halfway
+	// (a batched INSERT outlives any one caller).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
 	err = s.orders.Create(cctx, o)
 	cancel()
-	if err != nil {
-		if errors.Is(err, ErrDuplicateOrder) {
-			// A concurrent duplicate won the claim. It holds the same limiter
-			// member (the requestId), so there is no slot of ours to release.
-			return s.awaitExisting(ctx, req.RequestID, hash)
-		}
-		s.release(key, req.RequestID)
-		return nil, s.storeDown(err, "claim the requestId")
+	if err == nil {
+		return s.callChannel(ctx, ch, o)
 	}
-	return s.callChannel(ctx, ch, o)
+	if errors.Is(err, ErrDuplicateOrder) {
+		// A concurrent duplicate won the claim. It holds the same limiter
+		// member (the requestId), so there is no slot of ours to release.
+		return s.awaitExisting(ctx, req.RequestID, hash)
+	}
+	// The INSERT may have been committed although it answered an error (a
+	// lost connection, a deadline): read the row back before deciding.
+	switch fate, theirs := s.resolveClaim(ctx, o, err); fate {
+	case claimOurs:
+		return s.callChannel(ctx, ch, o)
+	case claimTheirs:
+		return s.replay(ctx, theirs, hash)
+	default:
+		return nil, s.claimFailed(o, fate, key, err)
+	}
 }
-
-// claimTimeout bounds the claim insert.
-const claimTimeout = 5 * time.Second
 
 // callChannel calls the channel once and records the outcome. It is detached
 // from the caller's cancellation: a started payment always gets recorded.

@@ -15,7 +15,9 @@ import (
 
 func newFlow(t *testing.T, store pay.OrderStore, doc string) (*pay.Service, *ratelimit.Limiter, *channel.Simulator) {
 	t.Helper()
-	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	// Without the near-cache: its refusals do not look at members, and
+	// tests here probe windows with members of their own.
+	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +28,7 @@ func newFlow(t *testing.T, store pay.OrderStore, doc string) (*pay.Service, *rat
 	lim.SetConfig(cfg)
 	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
 	reg, _ := channel.NewRegistry(sim)
-	svc, err := pay.NewService(store, lim, reg, pay.Options{ChannelTimeout: 200 * time.Millisecond})
+	svc, err := pay.NewService(store, lim, reg, pay.Options{ChannelTimeout: 200 * time.Millisecond, ClaimTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,11 @@ func req(id string) pay.PayRequest {
 	return pay.PayRequest{RequestID: id, BizType: "B", Channel: "ALIPAY", MerchantID: "M", Amount: 1, Currency: "CNY"}
 }
 
-func TestClaimFailureReleasesTheSlot(t *testing.T) {
+// TestFailedClaimKeepsTheSlotForItsRetry: a claim that failed without
+// proof that nothing was committed keeps its limiter slot (another request
+// with the same requestId may hold the member), and the retry of that
+// requestId is admitted under it without taking a second slot.
+func TestFailedClaimKeepsTheSlotForItsRetry(t *testing.T) {
 	store := paytest.NewMemStore()
 	svc, _, sim := newFlow(t, store, "limits:\n  B:ALIPAY: 1\n")
 	store.SetFailures(errors.New("connection refused"), nil)
@@ -46,8 +52,11 @@ func TestClaimFailureReleasesTheSlot(t *testing.T) {
 		t.Fatalf("err = %v, want DEPENDENCY_UNAVAILABLE", err)
 	}
 	store.SetFailures(nil, nil)
-	if _, err := svc.Pay(context.Background(), req("r2")); err != nil {
-		t.Fatalf("the slot of the failed claim was not released: %v", err)
+	if _, err := svc.Pay(context.Background(), req("r2")); apperr.CodeOf(err) != apperr.RequestLimited {
+		t.Fatalf("r2 = %v, want REQUEST_LIMITED: the failed claim's slot is kept", err)
+	}
+	if o, err := svc.Pay(context.Background(), req("r1")); err != nil || o.Status != pay.StatusSucceeded {
+		t.Fatalf("retry of r1 = %v, %v; want SUCCEEDED under its kept slot", o, err)
 	}
 	if sim.Calls() != 1 {
 		t.Fatalf("channel calls %d, want 1", sim.Calls())

@@ -76,7 +76,10 @@ func Open(ctx context.Context, opts OpenOptions) (*gorm.DB, error) {
 		if err := os.MkdirAll(filepath.Dir(opts.DSN), 0o750); err != nil {
 			return nil, fmt.Errorf("repo: sqlite dir: %w", err)
 		}
-		dial = sqlite.Open(opts.DSN + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)")
+		// synchronous=FULL: every commit is on disk before it returns, so
+		// every 2xx has a durable order. WAL with NORMAL (the previous
+		// setting) can lose the last commits on a power loss.
+		dial = sqlite.Open(opts.DSN + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(FULL)")
 		maxConns = 1
 	default:
 		return nil, fmt.Errorf("repo: unknown driver %q", opts.Driver)

@@ -8,33 +8,33 @@ import (
 	"gorm.io/gorm"
 
 	"payserver/internal/repo"
-	"payserver/internal/testutil"
+	"payserver/internal/repo/repotest"
 )
 
-// databases opens, for each database payserver supports, a fresh one with
-// every migration applied (twice: the second run must be a no-op), so that
-// one suite runs against all of them.
-func databases() map[string]func(t *testing.T) *gorm.DB {
-	open := func(t *testing.T, opts repo.OpenOptions) *gorm.DB {
-		ctx := context.Background()
-		db, err := repo.Open(ctx, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = repo.Close(db) })
-		for i := 0; i < 2; i++ {
-			if err := repo.Migrate(ctx, db, opts.Driver); err != nil {
-				t.Fatalf("migrate (run %d): %v", i+1, err)
-			}
-		}
-		return db
+// databases is repotest.Databases: every supported database, migrated.
+func databases() map[string]func(t testing.TB) *gorm.DB { return repotest.Databases() }
+
+// TestSQLiteIsDurable: the embedded database commits with
+// synchronous=FULL, so a 2xx's order survives a power loss; WAL's NORMAL
+// may lose the last commits.
+func TestSQLiteIsDurable(t *testing.T) {
+	db, err := repo.Open(context.Background(), repo.OpenOptions{Driver: repo.SQLite, DSN: filepath.Join(t.TempDir(), "p.db")})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return map[string]func(t *testing.T) *gorm.DB{
-		"mariadb": func(t *testing.T) *gorm.DB {
-			return open(t, repo.OpenOptions{Driver: repo.MySQL, DSN: testutil.MustFreshMySQL(t)})
-		},
-		"sqlite": func(t *testing.T) *gorm.DB {
-			return open(t, repo.OpenOptions{Driver: repo.SQLite, DSN: filepath.Join(t.TempDir(), "p.db")})
-		},
+	t.Cleanup(func() { _ = repo.Close(db) })
+	for _, tc := range []struct{ pragma, want string }{
+		{"synchronous", "2"}, // FULL
+		{"journal_mode", "wal"},
+	} {
+		t.Run(tc.pragma, func(t *testing.T) {
+			var got string
+			if err := db.Raw("PRAGMA " + tc.pragma).Scan(&got).Error; err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("PRAGMA %s = %s, want %s", tc.pragma, got, tc.want)
+			}
+		})
 	}
 }

@@ -3,10 +3,14 @@ package repo
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
+	"github.com/glebarez/go-sqlite"
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"payserver/internal/pay"
@@ -77,7 +81,7 @@ const (
 	getOrderSQL    = "SELECT " + orderColumns + " FROM orders WHERE request_id = ?"
 	createOrderSQL = "INSERT INTO orders (" + orderColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	finishOrderSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ? " +
-		"WHERE request_id = ? AND status IN (?, ?)"
+		"WHERE request_id = ? AND order_no = ? AND status IN (?, ?)"
 )
 
 // traceAfter is the age past which a hot-path statement is handed to gorm's
@@ -177,13 +181,52 @@ func (s *Orders) createOne(ctx context.Context, r orderRow) error {
 		return pay.ErrDuplicateOrder
 	}
 	if err != nil {
-		return fmt.Errorf("repo: create order: %w", err)
+		return createFailed(err)
 	}
 	return nil
 }
 
+// createFailed wraps an INSERT's error, with pay.ErrNotCommitted when it
+// proves that nothing was committed (see notCommitted).
+func createFailed(err error) error {
+	if notCommitted(err) {
+		return fmt.Errorf("repo: create order: %w: %w", pay.ErrNotCommitted, err)
+	}
+	return fmt.Errorf("repo: create order: %w", err)
+}
+
+// notCommitted reports whether err, from an autocommit statement, proves
+// that the statement changed nothing:
+//   - MariaDB answered it with an error: the statement was rolled back;
+//   - SQLite answered it with an error (it runs in this process: an error
+//     from the engine means the statement was rolled back);
+//   - the connection could not be made (a dial error), or database/sql
+//     gave up with driver.ErrBadConn, which the MySQL driver returns only
+//     when nothing was written to the server.
+//
+// A connection lost mid-statement, a timeout or an ended context prove
+// nothing: the statement may have been committed without its answer
+// arriving.
+func notCommitted(err error) bool {
+	var myErr *mysql.MySQLError
+	var liteErr *sqlite.Error
+	var netErr *net.OpError
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &myErr), errors.As(err, &liteErr), errors.Is(err, driver.ErrBadConn):
+		return true
+	case errors.As(err, &netErr):
+		return netErr.Op == "dial"
+	}
+	return false
+}
+
 // Finish implements pay.OrderStore.
 func (s *Orders) Finish(ctx context.Context, o *pay.Order) error {
+	if err := pay.CheckFinish(o); err != nil {
+		return err
+	}
 	f := outcomeOf(o)
 	if s.group != nil && s.group.finishes != nil {
 		_, err := s.group.finishes.Do(ctx, f)
@@ -195,12 +238,12 @@ func (s *Orders) Finish(ctx context.Context, o *pay.Order) error {
 // outcome is what Finish writes, copied from the order when Finish is
 // called.
 type outcome struct {
-	RequestID, Status, ChannelTradeNo, FailureCode, FailureMessage string
-	UpdatedAt                                                      time.Time
+	RequestID, OrderNo, Status, ChannelTradeNo, FailureCode, FailureMessage string
+	UpdatedAt                                                               time.Time
 }
 
 func outcomeOf(o *pay.Order) outcome {
-	return outcome{RequestID: o.RequestID, Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
+	return outcome{RequestID: o.RequestID, OrderNo: o.OrderNo, Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
 		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage, UpdatedAt: o.UpdatedAt.UTC()}
 }
 
@@ -208,7 +251,7 @@ func outcomeOf(o *pay.Order) outcome {
 func (s *Orders) finishOne(ctx context.Context, f outcome) error {
 	begin := time.Now()
 	res, err := s.db.ConnPool.ExecContext(ctx, finishOrderSQL, f.Status, f.ChannelTradeNo, f.FailureCode,
-		f.FailureMessage, f.UpdatedAt, f.RequestID, string(pay.StatusProcessing), string(pay.StatusUnknown))
+		f.FailureMessage, f.UpdatedAt, f.RequestID, f.OrderNo, string(pay.StatusProcessing), string(pay.StatusUnknown))
 	var n int64
 	if err == nil {
 		n, err = res.RowsAffected()

@@ -22,10 +22,10 @@ import (
 //     It runs in autocommit, so it is one transaction: every row of the
 //     batch is committed, or none is. A caller gets nil only after that
 //     commit.
-//   - Finish: one UPDATE … SET col = CASE request_id WHEN … END … WHERE
-//     request_id IN (…) AND status IN ('PROCESSING','UNKNOWN'), inside a
-//     transaction. It commits only when it changed exactly one row per
-//     call. Otherwise it rolls back and every call runs alone, so each one
+//   - Finish: one UPDATE … SET col = CASE order_no WHEN … END … WHERE
+//     request_id IN (…) AND order_no IN (…) AND status IN
+//     ('PROCESSING','UNKNOWN'), inside a transaction. It commits only when
+//     it changed exactly one row per call. Otherwise it rolls back and every call runs alone, so each one
 //     gets exactly the answer its own UPDATE gives (ErrOrderNotFound when
 //     no row was changed).
 //   - Get (OrdersOptions.BatchGets): one SELECT … WHERE request_id IN (…).
@@ -256,7 +256,10 @@ func (f *outcome) value(col int) any {
 }
 
 // finishSQL is the batched Finish for n (padded) outcomes. Each column is set
-// by a CASE on request_id. ELSE keeps the column as it is, so a row the
+// by a CASE on order_no, unique, so each row takes its own claimant's
+// outcome; the WHERE names the rows by request_id (the index the lookups
+// use) and order_no (only the request that claimed an order finishes it).
+// ELSE keeps the column as it is, so a row the
 // CASE does not match (which the IN list prevents) is left untouched rather
 // than written with NULL. Assignments do not read status, so MySQL's
 // left-to-right evaluation of SET does not matter.
@@ -268,11 +271,11 @@ func finishSQL(n int) string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(col + " = CASE request_id")
+			b.WriteString(col + " = CASE order_no")
 			b.WriteString(strings.Repeat(" WHEN ? THEN ?", n))
 			b.WriteString(" ELSE " + col + " END")
 		}
-		b.WriteString(" WHERE request_id IN (" + placeholders(n) + ") AND status IN (?, ?)")
+		b.WriteString(" WHERE request_id IN (" + placeholders(n) + ") AND order_no IN (" + placeholders(n) + ") AND status IN (?, ?)")
 		return b.String()
 	})
 }
@@ -311,7 +314,7 @@ func (g *orderGroups) createMany(ctx context.Context, calls []*batch.Call[orderR
 		}
 	default:
 		for _, c := range calls {
-			c.Err = fmt.Errorf("repo: create order: %w", err)
+			c.Err = createFailed(err)
 		}
 	}
 }
@@ -323,11 +326,11 @@ func (g *orderGroups) finishMany(ctx context.Context, calls []*batch.Call[outcom
 	n := len(calls)
 	p := padded(n)
 	query := finishSQL(p)
-	args := make([]any, 0, 11*p+2)
+	args := make([]any, 0, 12*p+2)
 	for col := range finishColumns {
 		for i := 0; i < n; i++ {
 			f := &calls[i].Arg
-			args = append(args, f.RequestID, f.value(col))
+			args = append(args, f.OrderNo, f.value(col))
 		}
 		// Padding: the last WHEN again, which never matches first.
 		last := args[len(args)-2:]
@@ -336,7 +339,10 @@ func (g *orderGroups) finishMany(ctx context.Context, calls []*batch.Call[outcom
 		}
 	}
 	for i := 0; i < p; i++ {
-		args = append(args, args[2*min(i, n-1)]) // request_id IN (…), padded
+		args = append(args, calls[min(i, n-1)].Arg.RequestID) // request_id IN (…), padded
+	}
+	for i := 0; i < p; i++ {
+		args = append(args, calls[min(i, n-1)].Arg.OrderNo) // order_no IN (…), padded
 	}
 	args = append(args, string(pay.StatusProcessing), string(pay.StatusUnknown))
 

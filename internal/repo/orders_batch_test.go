@@ -521,10 +521,15 @@ func TestGroupCommit(t *testing.T) {
 				cctx, cancel := context.WithCancel(ctx)
 				errs := make([]error, 4)
 				var calls []func()
-				for i := range errs {
-					calls = append(calls, func() { errs[i] = s.Finish(cctx, newOrder(fmt.Sprintf("gone-%d", i))) })
+				succeeded := func(id string) *pay.Order {
+					o := newOrder(id)
+					o.Status = pay.StatusSucceeded
+					return o
 				}
-				oneBatch(t, s, "finish", func() { _ = s.Finish(ctx, newOrder("gone-lead")) }, calls, func() {
+				for i := range errs {
+					calls = append(calls, func() { errs[i] = s.Finish(cctx, succeeded(fmt.Sprintf("gone-%d", i))) })
+				}
+				oneBatch(t, s, "finish", func() { _ = s.Finish(ctx, succeeded("gone-lead")) }, calls, func() {
 					cancel()
 					time.Sleep(20 * time.Millisecond)
 				})

@@ -72,9 +72,12 @@ func (s *MemStore) Finish(_ context.Context, o *pay.Order) error {
 	if s.FailFinish != nil {
 		return s.FailFinish
 	}
-	// As the SQL stores: only an order still PROCESSING or UNKNOWN takes
-	// an outcome.
-	if cur, ok := s.orders[o.RequestID]; !ok || (cur.Status != pay.StatusProcessing && cur.Status != pay.StatusUnknown) {
+	if err := pay.CheckFinish(o); err != nil {
+		return err
+	}
+	// As the SQL stores: only the claimant's order, still PROCESSING or
+	// UNKNOWN, takes an outcome.
+	if cur, ok := s.orders[o.RequestID]; !ok || cur.OrderNo != o.OrderNo || pay.CheckFinishFrom(&cur) != nil {
 		return pay.ErrOrderNotFound
 	}
 	s.orders[o.RequestID] = *o
