@@ -340,14 +340,21 @@ func (s *Service) storeDown(err error, what string) error {
 
 func limitedError(req PayRequest, d ratelimit.Decision) error {
 	e := apperr.New(apperr.RequestLimited, "channel %s is at its limit for %s", req.Channel, req.BizType)
-	e.RetryAfter = d.RetryAfter
 	e.Details = map[string]any{
-		"bizType":      req.BizType,
-		"channel":      req.Channel,
-		"limit":        d.Limit,
-		"windowMs":     d.Window.Milliseconds(),
-		"retryAfterMs": ceilMillis(d.RetryAfter),
+		"bizType":  req.BizType,
+		"channel":  req.Channel,
+		"limit":    d.Limit,
+		"windowMs": d.Window.Milliseconds(),
 	}
+	if d.Source == ratelimit.SourceClosed {
+		// A closed key has no time after which a retry succeeds: no
+		// Retry-After, no retryAfterMs, so clients do not poll it.
+		e.Message = fmt.Sprintf("channel %s is closed for %s", req.Channel, req.BizType)
+		e.Details["closed"] = true
+		return e
+	}
+	e.RetryAfter = d.RetryAfter
+	e.Details["retryAfterMs"] = ceilMillis(d.RetryAfter)
 	return e
 }
 
