@@ -88,8 +88,8 @@ type Status struct {
 	// LastRefusalSuperseded is true once a good document was applied
 	// after the last refusal: the refusal is history, not a current problem.
 	LastRefusalSuperseded bool
-	Refusals      int64
-	Applied       int64
+	Refusals              int64
+	Applied               int64
 	// Describe is the source's own description.
 	Describe string
 }
