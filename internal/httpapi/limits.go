@@ -87,5 +87,5 @@ func (h *handler) getLimits(c *gin.Context) {
 		body["defaultWindow"] = configcenter.FormatWindow(cfg.DefaultWindow)
 		body["shadowAll"] = cfg.Shadow
 	}
-	c.JSON(http.StatusOK, body)
+	writeJSON(c, h.log, http.StatusOK, body)
 }

@@ -106,7 +106,7 @@ func (r *reports) getReport(c *gin.Context) {
 		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 		return
 	}
-	c.JSON(http.StatusOK, rep)
+	writeJSON(c, r.log, http.StatusOK, rep)
 }
 
 // databaseDown maps a storage error to DEPENDENCY_UNAVAILABLE; an
@@ -158,7 +158,7 @@ type usageReport struct {
 // getUsage answers GET /channels/usage.
 func (r *reports) getUsage(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, r.usage(c.Request.Context()))
+	writeJSON(c, r.log, http.StatusOK, r.usage(c.Request.Context()))
 }
 
 // usage reads every configured key's occupancy, a few keys at a time,
