@@ -41,14 +41,14 @@ func TestSpecLoadsAndValidates(t *testing.T) {
 	if !bytes.HasPrefix(Spec(), []byte("openapi: 3.0.3\n")) {
 		t.Fatalf("Spec() does not start with the OpenAPI 3.0.3 header")
 	}
-	for _, p := range []string{"/pay", "/pay/{requestId}", "/healthz", "/readyz", "/limits", "/metrics",
+	for _, p := range []string{"/pay", "/pay/{requestId}", "/healthz", "/readyz", "/limits", "/limits/history", "/metrics",
 		"/reports/channel-limits", "/channels/usage", "/dashboard"} {
 		if v.Doc().Paths.Value(p) == nil {
 			t.Errorf("path %s is not documented", p)
 		}
 	}
-	if got := len(v.Doc().Paths.Map()); got != 9 {
-		t.Errorf("%d paths documented, want 9", got)
+	if got := len(v.Doc().Paths.Map()); got != 10 {
+		t.Errorf("%d paths documented, want 10", got)
 	}
 	// Spec returns a copy: scribbling on it must not change the embedded one.
 	s := Spec()
