@@ -113,6 +113,9 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	key := req.Key()
 	d, err := s.limiter.Allow(ctx, key, req.RequestID)
 	if err != nil {
+		if apperr.CodeOf(err) != apperr.Internal {
+			return nil, err // already classified, e.g. by LimitsGate
+		}
 		if errors.Is(err, ratelimit.ErrUnavailable) {
 			return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter is unavailable").
 				WithDetails(map[string]any{"dependency": "redis"})
