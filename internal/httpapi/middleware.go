@@ -165,6 +165,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 func (h *handler) requireAdmin(c *gin.Context) {
 	if h.opts.AdminToken == "" {
 		if !isLoopback(c.Request.RemoteAddr) {
+			h.logAdminAuthFailure(c, "not a loopback client and no admin token is configured")
 			writeError(c, h.log, apperr.New(apperr.Unauthorized, "admin routes answer only loopback clients when no admin token is configured"), "")
 		}
 		return
@@ -174,6 +175,11 @@ func (h *handler) requireAdmin(c *gin.Context) {
 	// which would tell the token's length; digests are always 32 bytes.
 	gotSum, wantSum := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(h.opts.AdminToken))
 	if subtle.ConstantTimeCompare(gotSum[:], wantSum[:]) != 1 || !ok {
+		reason := "wrong bearer token"
+		if !ok {
+			reason = "no bearer token"
+		}
+		h.logAdminAuthFailure(c, reason)
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid admin bearer token is required"), "")
 	}
