@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"payserver/internal/channel"
+	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
 )
 
@@ -181,7 +181,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("channel %s: %w", code, err))
 		}
 	}
-	if c.PprofAddr != "" && !isLoopback(c.PprofAddr) {
+	if c.PprofAddr != "" && !netaddr.IsLoopback(c.PprofAddr) {
 		errs = append(errs, fmt.Errorf("PAYSERVER_PPROF_ADDR %q: must be a loopback host:port", c.PprofAddr))
 	}
 	errs = append(errs, c.validateRedis())
@@ -239,13 +239,6 @@ func (c Config) EffectiveRedisMode() (mode RedisMode, inferred bool) {
 	default:
 		return RedisCluster, true
 	}
-}
-
-// isLoopback reports whether addr is host:port with a loopback IP host.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	ip := net.ParseIP(host)
-	return err == nil && ip != nil && ip.IsLoopback()
 }
 
 // LocalShare is the fraction of each limit this instance enforces when Redis
