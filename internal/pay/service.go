@@ -357,12 +357,8 @@ func limitedError(req PayRequest, d ratelimit.Decision) error {
 		return e
 	}
 	e.RetryAfter = d.RetryAfter
-	e.Details["retryAfterMs"] = ceilMillis(d.RetryAfter)
+	e.Details["retryAfterMs"] = apperr.Ceil(d.RetryAfter, time.Millisecond)
 	return e
-}
-
-func ceilMillis(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // newOrderNo returns a unique, sortable order number such as
