@@ -1,36 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gin-gonic/gin"
+
+	"payserver/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // embeddedConfig is the embedded default on a random port, in dir.
 func embeddedConfig(t *testing.T, dir string) Config {
@@ -57,7 +39,7 @@ func TestPortInUseFailsFirst(t *testing.T) {
 	defer held.Close()
 	cfg := embeddedConfig(t, t.TempDir())
 	cfg.HTTPAddr = held.Addr().String()
-	var logs syncBuffer
+	var logs testutil.LogBuffer
 	m := NewMain(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	err = m.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "listen") {

@@ -1,42 +1,25 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/httpapi"
+
+	"payserver/internal/testutil"
 )
-
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestFailedAdminAuthIsLogged: a failed admin authentication is logged at
 // warn with the route and client, never the token, and a flood of them is
 // rate-limited.
 func TestFailedAdminAuthIsLogged(t *testing.T) {
 	gin.SetMode(gin.TestMode)
-	var logs safeBuffer
+	var logs testutil.LogBuffer
 	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.NewTextHandler(&logs, nil)), AdminToken: "s3cret-admin",
 		Admin: []func(*gin.RouterGroup){func(g *gin.RouterGroup) { g.GET("/probe", func(c *gin.Context) { c.Status(204) }) }}})
 	if err != nil {

@@ -179,20 +179,7 @@ type dashQuery struct {
 // parameters are refused too. Empty values are the same as absent.
 func parseDashQuery(v url.Values) (dashQuery, error) {
 	q := dashQuery{Page: 1, PageSize: dashDefaultPageSize}
-	var bad []apperr.FieldError
-	names := make([]string, 0, len(v))
-	for name := range v {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		switch {
-		case name != "bizType" && name != "channel" && name != "page" && name != "pageSize":
-			bad = append(bad, apperr.FieldError{Field: name, Reason: "is not a parameter of the dashboard (want bizType, channel, page, pageSize)"})
-		case len(v[name]) > 1:
-			bad = append(bad, apperr.FieldError{Field: name, Reason: "must be given at most once"})
-		}
-	}
+	bad := checkParams(v, []string{"bizType", "channel", "page", "pageSize"}, "bizType, channel, page, pageSize")
 	for _, p := range []struct {
 		name string
 		dst  *string

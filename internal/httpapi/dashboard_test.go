@@ -87,16 +87,7 @@ func TestDashboardSizeAt2000Keys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), Admin: []func(*gin.RouterGroup){routes}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := api.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &testServer{srv: httptest.NewServer(h), v: v}
-	t.Cleanup(s.srv.Close)
+	s := serveAdmin(t, "", routes)
 	a := s.get(t, "/dashboard", "")
 	const maxBytes = 300 << 10
 	t.Logf("DASHBOARD SIZE keys=2000 bytes=%d", len(a.body))
@@ -106,4 +97,22 @@ func TestDashboardSizeAt2000Keys(t *testing.T) {
 	if !strings.Contains(a.body, "keys 1–50 of 2000") {
 		t.Error("the page does not say which keys of how many it shows")
 	}
+}
+
+// serveAdmin serves the admin routes (with token, or loopback-only when it
+// is empty), checking every answer against api/openapi.yaml.
+func serveAdmin(t *testing.T, token string, routes ...func(*gin.RouterGroup)) *testServer {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: token, Admin: routes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := api.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{srv: httptest.NewServer(h), v: v}
+	t.Cleanup(s.srv.Close)
+	return s
 }

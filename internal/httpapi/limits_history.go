@@ -5,7 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sort"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -107,21 +107,8 @@ func historyEntry(e configcenter.Change) historyEntryJSON {
 
 // parseHistoryPage validates limit (1..MaxHistoryPage) and before (a
 // positive entry id); unknown or repeated parameters are refused too.
-func parseHistoryPage(v map[string][]string) (before uint64, limit int, err error) {
-	var bad []apperr.FieldError
-	names := make([]string, 0, len(v))
-	for name := range v {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		switch {
-		case name != "limit" && name != "before":
-			bad = append(bad, apperr.FieldError{Field: name, Reason: "is not a parameter of this route (want limit, before)"})
-		case len(v[name]) > 1:
-			bad = append(bad, apperr.FieldError{Field: name, Reason: "must be given at most once"})
-		}
-	}
+func parseHistoryPage(v url.Values) (before uint64, limit int, err error) {
+	bad := checkParams(v, []string{"limit", "before"}, "limit, before")
 	limit = DefaultHistoryPage
 	if s := first(v["limit"]); s != "" {
 		n, perr := strconv.Atoi(s)

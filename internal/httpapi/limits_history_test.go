@@ -4,14 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
-	"payserver/api"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
 )
@@ -30,7 +26,6 @@ func (h fakeHistory) Page(_ context.Context, before uint64, limit int) ([]config
 }
 
 func TestLimitsHistoryRoute(t *testing.T) {
-	gin.SetMode(gin.TestMode)
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	h := fakeHistory{
 		{ID: 1, At: at, Kind: configcenter.KindLoad, Source: "file", Name: "f", MD5: "m1", Keys: []string{"A:B: absent -> 5/1s"}, Instance: "i1"},
@@ -41,17 +36,7 @@ func TestLimitsHistoryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "tok",
-		Admin: []func(*gin.RouterGroup){routes}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := api.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &testServer{srv: httptest.NewServer(handler), v: v}
-	t.Cleanup(s.srv.Close)
+	s := serveAdmin(t, "tok", routes)
 
 	type page struct {
 		Entries []struct {

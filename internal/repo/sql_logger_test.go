@@ -1,36 +1,17 @@
 package repo_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"payserver/internal/pay"
 	"payserver/internal/repo"
 	"payserver/internal/testutil"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestDuplicateClaimIsNotLoggedAsError: a concurrent duplicate requestId is
 // an expected conflict (ErrDuplicateOrder, answered by the pay flow), so the
@@ -46,7 +27,7 @@ func TestDuplicateClaimIsNotLoggedAsError(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			var logs lockedBuffer
+			var logs testutil.LogBuffer
 			o := opts(t)
 			o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			db, err := repo.Open(ctx, o)
