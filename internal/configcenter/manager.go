@@ -213,7 +213,10 @@ func (m *Manager) Ready(context.Context) error {
 // slow or unreachable database never blocks GET /limits, /readyz or the
 // next document.
 func (m *Manager) Apply(ctx context.Context, d Document) error {
-	if d.MD5 == "" && !d.Deleted {
+	switch {
+	case d.Deleted:
+		d.MD5 = "" // a deleted document has no version
+	case d.MD5 == "":
 		d.MD5 = ContentMD5(d.Content)
 	}
 	entry, err := m.apply(d)

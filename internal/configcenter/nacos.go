@@ -465,9 +465,9 @@ func (s *NacosSource) Run(ctx context.Context, sink func(Document)) error {
 		warned  bool
 	)
 	deliver := func(content, how string) {
-		doc := Document{Source: "nacos", Name: s.name, Deleted: content == ""}
+		doc := Document{Source: "nacos", Name: s.name, Deleted: content == "", MD5: ContentMD5([]byte(content))}
 		if !doc.Deleted {
-			doc.Content, doc.MD5 = []byte(content), ContentMD5([]byte(content))
+			doc.Content = []byte(content)
 		}
 		if !gate.fresh(doc) {
 			s.log.Debug("nacos: unchanged document dropped", "md5", doc.MD5, "via", how)
