@@ -91,7 +91,7 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 func startBanner(cfg Config, addr string, log *slog.Logger, stderr io.Writer) {
 	try := fmt.Sprintf(`curl -s -X POST http://%s/pay -H 'Content-Type: application/json' -d '{"requestId":"try-1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M1","amount":1000,"currency":"CNY"}'`, addr)
 	const what = "payserver is up (embedded mode: single-instance, one process per data dir)"
-	if cfg.LogFormat == "json" {
+	if cfg.LogFormat == LogJSON {
 		log.Info(what, "addr", addr, "dataDir", cfg.DataDir, "try", try)
 		return
 	}

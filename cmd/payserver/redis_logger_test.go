@@ -36,8 +36,8 @@ func TestRedisLoggerIsStructuredAndRateLimited(t *testing.T) {
 // one JSON record; with text it is the plain-text hint. Both say embedded
 // mode is single-instance.
 func TestStartBannerFollowsLogFormat(t *testing.T) {
-	for _, format := range []string{"json", "text"} {
-		t.Run(format, func(t *testing.T) {
+	for _, format := range []LogFormat{LogJSON, LogText} {
+		t.Run(string(format), func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.LogFormat = format
 			var out bytes.Buffer
@@ -48,7 +48,7 @@ func TestStartBannerFollowsLogFormat(t *testing.T) {
 			}
 			var rec map[string]any
 			isJSON := json.Unmarshal([]byte(s), &rec) == nil
-			if isJSON != (format == "json") {
+			if isJSON != (format == LogJSON) {
 				t.Errorf("banner is JSON = %v for format %s: %q", isJSON, format, s)
 			}
 		})
