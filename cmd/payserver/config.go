@@ -93,8 +93,10 @@ type LimiterConfig struct {
 	Coalesce bool `yaml:"coalesce"` // PAYSERVER_LIMITER_COALESCE
 	// MaxBatch bounds the checks in one coalesced call; 0 means 128.
 	MaxBatch int `yaml:"maxBatch"` // PAYSERVER_LIMITER_MAX_BATCH
-	// Unconfigured applies before any limits document loaded: allow
-	// (every key unlimited) or deny (503 for every payment); empty = allow.
+	// Unconfigured is ignored since the fail-safe start (pay.LimitsGate):
+	// before the first limits document every payment is refused with 503.
+	// allow or deny are still accepted so old configs start; allow logs a
+	// warning.
 	Unconfigured ratelimit.Policy `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
 }
 
