@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -141,6 +142,30 @@ func (v *Validator) CheckResponse(req *http.Request, status int, header http.Hea
 	if err := openapi3filter.ValidateResponse(context.Background(), input); err != nil {
 		return fmt.Errorf("api: %s %s -> %d does not match openapi.yaml (%s): %w",
 			req.Method, u.Path, status, where, err)
+	}
+	if status == http.StatusTooManyRequests {
+		return checkRetryAfter(header, body)
+	}
+	return nil
+}
+
+// checkRetryAfter enforces what OpenAPI 3.0 cannot express: a 429 carries
+// Retry-After exactly when its details.closed is not true.
+func checkRetryAfter(header http.Header, body []byte) error {
+	var e struct {
+		Details struct {
+			Closed bool `json:"closed"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil {
+		return fmt.Errorf("api: 429 body: %w", err)
+	}
+	has := header.Get("Retry-After") != ""
+	switch {
+	case e.Details.Closed && has:
+		return errors.New(`api: 429 for a closed key (details.closed) must not carry header "Retry-After"`)
+	case !e.Details.Closed && !has:
+		return errors.New(`api: 429: response header "Retry-After" missing (required unless details.closed)`)
 	}
 	return nil
 }

@@ -41,14 +41,14 @@ func TestSpecLoadsAndValidates(t *testing.T) {
 	if !bytes.HasPrefix(Spec(), []byte("openapi: 3.0.3\n")) {
 		t.Fatalf("Spec() does not start with the OpenAPI 3.0.3 header")
 	}
-	for _, p := range []string{"/pay", "/pay/{requestId}", "/healthz", "/readyz", "/limits", "/metrics",
+	for _, p := range []string{"/pay", "/pay/{requestId}", "/healthz", "/readyz", "/limits", "/limits/history", "/metrics",
 		"/reports/channel-limits", "/channels/usage", "/dashboard"} {
 		if v.Doc().Paths.Value(p) == nil {
 			t.Errorf("path %s is not documented", p)
 		}
 	}
-	if got := len(v.Doc().Paths.Map()); got != 9 {
-		t.Errorf("%d paths documented, want 9", got)
+	if got := len(v.Doc().Paths.Map()); got != 10 {
+		t.Errorf("%d paths documented, want 10", got)
 	}
 	// Spec returns a copy: scribbling on it must not change the embedded one.
 	s := Spec()
@@ -138,6 +138,13 @@ const validLimited = `{
   "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "limit": 100, "windowMs": 1000, "retryAfterMs": 420}
 }`
 
+const validClosed = `{
+  "code": "REQUEST_LIMITED",
+  "message": "channel ALIPAY is closed for ONLINE_PAY",
+  "requestId": "ORD-1",
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "limit": 0, "windowMs": 1000, "closed": true}
+}`
+
 func TestCheckResponseHandBuilt(t *testing.T) {
 	v := newValidator(t)
 	post := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:39127/pay", nil)
@@ -155,6 +162,7 @@ func TestCheckResponseHandBuilt(t *testing.T) {
 		{"200 order", post, 200, jsonHeader(), validOrder},
 		{"200 order on GET, any host", get, 200, jsonHeader(), validOrder},
 		{"429 with Retry-After", post, 429, limitedHeader, validLimited},
+		{"429 closed without Retry-After", post, 429, jsonHeader(), validClosed},
 		{"400 CHANNEL_NOT_SUPPORTED", post, 400, jsonHeader(),
 			`{"code":"CHANNEL_NOT_SUPPORTED","message":"x","requestId":"","details":{"channel":"PAYPAL"}}`},
 		{"unknown path answered NOT_FOUND", httptest.NewRequest("GET", "/nope", nil), 404, jsonHeader(),
@@ -184,6 +192,7 @@ func TestCheckResponseHandBuilt(t *testing.T) {
 			`{"code":"INTERNAL","message":"teapot","requestId":"","details":{}}`, "status is not supported"},
 		{"order status BOGUS", post, 200, jsonHeader(), strings.Replace(validOrder, `"SUCCEEDED"`, `"BOGUS"`, 1), "value is not one of the allowed values"},
 		{"429 without Retry-After", post, 429, jsonHeader(), validLimited, "header \"Retry-After\" missing"},
+		{"429 closed with Retry-After", post, 429, limitedHeader, validClosed, "closed key"},
 		{"429 with non-integer Retry-After", post, 429, http.Header{
 			"Content-Type": {"application/json"}, "Retry-After": {"soon"}}, validLimited, "Retry-After"},
 		{"code outside the enum", post, 500, jsonHeader(),

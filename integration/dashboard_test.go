@@ -162,3 +162,36 @@ func countPixels(img image.Image, r, g, b uint8) int {
 	}
 	return n
 }
+
+// TestDashboardAt2000Keys loads the dashboard with 2,000 configured keys:
+// the page stays small (it was 4.6 MB when every key was drawn), shows one
+// page of keys with a link to the next, and the bizType filter shows the
+// one key asked for, in headless Chromium.
+func TestDashboardAt2000Keys(t *testing.T) {
+	bin := chromium(t)
+	biz := testutil.UniqueName("DK")
+	var doc strings.Builder
+	doc.WriteString("limits:\n")
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&doc, "  %s%04d:ALIPAY: %d\n", biz, i, i+1)
+	}
+	s := startServer(t, serverOptions{Limits: doc.String(), Config: channelsConfig})
+	r := s.do(t, http.MethodGet, "/dashboard", nil, nil)
+	const maxBytes = 300 << 10
+	t.Logf("DASHBOARD SIZE keys=2000 bytes=%d (limit %d)", len(r.Body), maxBytes)
+	if r.Status != 200 || len(r.Body) > maxBytes {
+		t.Fatalf("/dashboard at 2,000 keys: status %d, %d bytes; want 200 and at most %d", r.Status, len(r.Body), maxBytes)
+	}
+	dom := string(runChromium(t, bin, s.base+"/dashboard", "--dump-dom"))
+	if n := strings.Count(dom, `<svg class="usage-bar"`); n != 50 {
+		t.Errorf("first page draws %d utilisation bars, want 50", n)
+	}
+	if !strings.Contains(dom, "keys 1–50 of 2000") || !strings.Contains(dom, "page=2") {
+		t.Error("the first page does not say which keys it shows or has no link to the next page")
+	}
+	one := fmt.Sprintf("%s%04d", biz, 1234)
+	dom = string(runChromium(t, bin, s.base+"/dashboard?bizType="+one, "--dump-dom"))
+	if !strings.Contains(dom, `data-key="`+one+`:ALIPAY"`) || strings.Count(dom, `<svg class="usage-bar"`) != 1 {
+		t.Errorf("the bizType filter does not show exactly %s:ALIPAY", one)
+	}
+}

@@ -38,6 +38,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
 )
 
@@ -214,11 +215,10 @@ func measure(ctx context.Context, s *side, callers int, d time.Duration, maxChec
 // dial connects with payserver's own client options (cmd/payserver/app.go),
 // to a loopback address only.
 func dial(addr string) (*redis.Client, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, err
 	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !netaddr.IsLoopback(addr) {
 		return nil, fmt.Errorf("-addr %s: loopback only", addr)
 	}
 	client := redis.NewClient(&redis.Options{

@@ -41,6 +41,7 @@ type Main struct {
 	stats    statsWiring
 	server   *http.Server
 	listener net.Listener
+	lock     *dataDirLock
 	pprof    *http.Server
 
 	cancel context.CancelFunc
@@ -70,8 +71,18 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	for _, name := range m.cfg.UnknownEnv {
 		m.log.Warn("unknown PAYSERVER_* environment variable ignored; see docs/CONFIGURATION.md for the names payserver reads", "name", name)
 	}
+	// Bind first: a port in use fails the start before anything is
+	// created or written.
+	ln, err := net.Listen("tcp", m.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", m.cfg.HTTPAddr, err)
+	}
+	m.listener = ln
 	if err := os.MkdirAll(m.cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("data dir: %w", err)
+	}
+	if m.lock, err = lockDataDir(m.cfg.DataDir); err != nil {
+		return err
 	}
 	m.metrics = metrics.New()
 	if err := m.startPprof(); err != nil {
@@ -117,6 +128,7 @@ func (m *Main) goBackground(f func()) {
 // background loops and closes every connection. It is safe to call more
 // than once.
 func (m *Main) Close() error {
+	served := m.server != nil // Shutdown below closes the listener
 	var errs []error
 	if m.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
@@ -153,6 +165,13 @@ func (m *Main) Close() error {
 		}
 		m.db = nil
 	}
+	if !served && m.listener != nil {
+		_ = m.listener.Close() // bound but never served: a failed start
+	}
+	if err := m.lock.release(); err != nil {
+		errs = append(errs, err)
+	}
+	m.lock = nil
 	m.log.Info("payserver stopped")
 	return errors.Join(errs...)
 }

@@ -66,7 +66,12 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		}
 	})
 	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads)
-	svc, err := pay.NewService(orders, m.limiter, m.channels, pay.Options{
+	// Fail-safe start: no payment before the first limits document.
+	gate, err := pay.NewLimitsGate(m.limiter, m.manager.Loaded(), m.limitsSourceKind())
+	if err != nil {
+		return nil, err
+	}
+	svc, err := pay.NewService(orders, gate, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     m.cfg.OrderStaleAfter,
 		Logger:         m.log.With("component", "pay"),
@@ -125,6 +130,9 @@ func (m *Main) startLimits(ctx context.Context) error {
 	}
 	m.manager = mgr
 	m.log.Info("limits source", "source", src.Describe())
+	if m.cfg.Limiter.Unconfigured == ratelimit.PolicyAllow {
+		m.log.Warn("PAYSERVER_LIMITS_DEFAULT_POLICY=allow is ignored: no payment is served before the first limits document (fail-safe start)")
+	}
 	m.goBackground(func() {
 		if err := mgr.Run(ctx); err != nil {
 			m.log.Error("limits source stopped", "err", err)
@@ -133,14 +141,18 @@ func (m *Main) startLimits(ctx context.Context) error {
 	select {
 	case <-mgr.Loaded():
 	case <-time.After(3 * time.Second):
-		policy := "every key is unlimited"
-		if m.cfg.Limiter.Unconfigured == ratelimit.PolicyDeny {
-			policy = "every payment is refused with 503"
-		}
-		m.log.Warn("no limits loaded after 3s (no document, no server, no snapshot); until a valid document arrives "+policy,
-			"source", src.Describe(), "defaultPolicy", m.cfg.Limiter.Unconfigured)
+		m.log.Warn("no limits loaded after 3s (no document, no server, no snapshot); until a valid document arrives every payment is refused with 503 and /readyz is not ready",
+			"source", src.Describe())
 	}
 	return nil
+}
+
+// limitsSourceKind names the limits source in errors: "nacos" or "file".
+func (m *Main) limitsSourceKind() string {
+	if len(m.cfg.Nacos.Addrs) > 0 {
+		return "nacos"
+	}
+	return "file"
 }
 
 type applierFunc func(*ratelimit.Config)

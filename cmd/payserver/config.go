@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"payserver/internal/channel"
+	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
 )
 
@@ -93,8 +93,10 @@ type LimiterConfig struct {
 	Coalesce bool `yaml:"coalesce"` // PAYSERVER_LIMITER_COALESCE
 	// MaxBatch bounds the checks in one coalesced call; 0 means 128.
 	MaxBatch int `yaml:"maxBatch"` // PAYSERVER_LIMITER_MAX_BATCH
-	// Unconfigured applies before any limits document loaded: allow
-	// (every key unlimited) or deny (503 for every payment); empty = allow.
+	// Unconfigured is ignored since the fail-safe start (pay.LimitsGate):
+	// before the first limits document every payment is refused with 503.
+	// allow or deny are still accepted so old configs start; allow logs a
+	// warning.
 	Unconfigured ratelimit.Policy `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
 }
 
@@ -181,7 +183,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("channel %s: %w", code, err))
 		}
 	}
-	if c.PprofAddr != "" && !isLoopback(c.PprofAddr) {
+	if c.PprofAddr != "" && !netaddr.IsLoopback(c.PprofAddr) {
 		errs = append(errs, fmt.Errorf("PAYSERVER_PPROF_ADDR %q: must be a loopback host:port", c.PprofAddr))
 	}
 	errs = append(errs, c.validateRedis())
@@ -239,13 +241,6 @@ func (c Config) EffectiveRedisMode() (mode RedisMode, inferred bool) {
 	default:
 		return RedisCluster, true
 	}
-}
-
-// isLoopback reports whether addr is host:port with a loopback IP host.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	ip := net.ParseIP(host)
-	return err == nil && ip != nil && ip.IsLoopback()
 }
 
 // LocalShare is the fraction of each limit this instance enforces when Redis

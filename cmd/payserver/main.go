@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -48,7 +49,8 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(cfg, stderr)
-	gin.SetMode(gin.ReleaseMode) // gin's mode is process-wide; set once, here
+	gin.SetMode(gin.ReleaseMode)         // gin's mode is process-wide; set once, here
+	redis.SetLogger(newRedisLogger(log)) // go-redis's logger is package-level too
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cmd == "migrate" {
@@ -64,8 +66,7 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if len(cfg.RedisAddrs) == 0 && cfg.MySQLDSN == "" {
-		fmt.Fprintf(stderr, "\npayserver is up (embedded mode). Try:\n  curl -s -X POST http://%s/pay -H 'Content-Type: application/json' \\\n"+
-			"    -d '{\"requestId\":\"try-1\",\"bizType\":\"ONLINE_PAY\",\"channel\":\"ALIPAY\",\"merchantId\":\"M1\",\"amount\":1000,\"currency\":\"CNY\"}'\n\n", m.Addr())
+		startBanner(cfg, m.Addr(), log, stderr)
 	}
 	<-ctx.Done()
 	log.Info("shutting down: draining in-flight requests")
@@ -82,4 +83,17 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// startBanner tells a new user that embedded mode is up, single-instance,
+// and how to try it: plain text for the text log format, one structured
+// record for the JSON format (so a log pipeline never sees a stray line).
+func startBanner(cfg Config, addr string, log *slog.Logger, stderr io.Writer) {
+	try := fmt.Sprintf(`curl -s -X POST http://%s/pay -H 'Content-Type: application/json' -d '{"requestId":"try-1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M1","amount":1000,"currency":"CNY"}'`, addr)
+	const what = "payserver is up (embedded mode: single-instance, one process per data dir)"
+	if cfg.LogFormat == LogJSON {
+		log.Info(what, "addr", addr, "dataDir", cfg.DataDir, "try", try)
+		return
+	}
+	fmt.Fprintf(stderr, "\n%s. Try:\n  %s\n\n", what, try)
 }

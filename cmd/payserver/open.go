@@ -120,7 +120,8 @@ func (m *Main) openRedis(ctx context.Context) error {
 		m.mini = mini
 		// In process: no TLS, no users.
 		opts.Addrs, opts.TLSConfig, opts.Username, opts.Password = []string{mini.Addr()}, nil, "", ""
-		m.log.Info("redis backend", "mode", mode, "addr", mini.Addr())
+		m.log.Info("redis backend", "mode", mode, "addr", mini.Addr(),
+			"note", "embedded mode is single-instance: the data dir is locked, one process per data dir")
 		// The embedded server expires keys only when told time passed.
 		m.goBackground(func() { tickEmbeddedRedis(ctx, mini) })
 		m.redis = redis.NewClient(opts.Simple())

@@ -101,7 +101,11 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 	if err != nil {
 		return nil, err
 	}
-	return []func(*gin.RouterGroup){routes}, nil
+	historyRoutes, err := httpapi.LimitsHistoryRoutes(history, m.log.With("component", "limits-history"))
+	if err != nil {
+		return nil, err
+	}
+	return []func(*gin.RouterGroup){routes, historyRoutes}, nil
 }
 
 // drainStats writes the pending stats at shutdown, once the HTTP server

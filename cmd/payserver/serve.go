@@ -47,11 +47,7 @@ func (m *Main) serve(svc *pay.Service) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", m.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", m.cfg.HTTPAddr, err)
-	}
-	m.listener = ln
+	ln := m.listener // bound first, in Run
 	m.server = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -61,8 +57,9 @@ func (m *Main) serve(svc *pay.Service) error {
 		MaxHeaderBytes:    httpapi.ServerMaxHeaderBytes, // the handler answers JSON 414/431 below it
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
+	srv := m.server // Close may clear m.server before this goroutine runs
 	m.goBackground(func() {
-		if err := m.server.Serve(httpapi.JSONErrorListener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(httpapi.JSONErrorListener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("http server stopped", "err", err)
 		}
 	})

@@ -2,8 +2,6 @@ package configcenter
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -66,14 +64,11 @@ func (s *FileSource) Run(ctx context.Context, sink func(Document)) error {
 	if err := w.Add(filepath.Dir(s.path)); err != nil {
 		return fmt.Errorf("configcenter: watch %s: %w", filepath.Dir(s.path), err)
 	}
-	last := ""
+	var gate versionGate
 	deliver := func() {
-		d := s.read()
-		if d.MD5 == last {
-			return
+		if d := s.read(); gate.fresh(d) {
+			sink(d)
 		}
-		last = d.MD5
-		sink(d)
 	}
 	deliver()
 	poll := time.NewTicker(s.opts.PollInterval)
@@ -113,11 +108,10 @@ func (s *FileSource) read() Document {
 		if !d.Deleted {
 			// Unreadable: deliver as empty so the manager refuses and logs it.
 			s.opts.Logger.Warn("limits file unreadable", "path", s.path, "err", err)
+			d.MD5 = ContentMD5(nil)
 		}
-		d.MD5 = "error:" + err.Error()
 		return d
 	}
-	sum := md5.Sum(data)
-	d.MD5 = hex.EncodeToString(sum[:])
+	d.MD5 = ContentMD5(data)
 	return d
 }

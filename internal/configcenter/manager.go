@@ -2,8 +2,6 @@ package configcenter
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,14 +20,47 @@ type Applier interface {
 	SetConfig(c *ratelimit.Config)
 }
 
-// Change is one applied version of the limits document, for the audit trail.
+// ChangeKind says what a history entry records.
+type ChangeKind string
+
+// The kinds of history entries.
+const (
+	// KindLoad is the first document an instance puts in force (at its
+	// start, from the source or the last good copy on disk). Keys lists
+	// every key as "KEY: absent -> rule". It is not a change of limits.
+	KindLoad ChangeKind = "load"
+	// KindChange is a document that changed at least one key's rule.
+	KindChange ChangeKind = "change"
+	// KindUnchanged is a new version (another md5) whose rules are those in
+	// force, such as a comment-only edit. Keys is empty.
+	KindUnchanged ChangeKind = "unchanged"
+	// KindRefused is a document that was refused; Refusal says why and
+	// the limits in force did not change.
+	KindRefused ChangeKind = "refused"
+)
+
+// IsChange reports whether the entry changed the limits in force. Entries
+// stored before kinds existed have an empty kind and were changes.
+func (k ChangeKind) IsChange() bool { return k == KindChange || k == "" }
+
+// Change is one applied or refused version of the limits document, for the
+// audit trail.
 type Change struct {
+	// ID is the history row's id (set when read back; 0 before).
+	ID     uint64
 	At     time.Time
+	Kind   ChangeKind
 	Source string
 	Name   string
-	MD5    string
+	// MD5 is the document's version; "" for a deleted document.
+	MD5 string
 	// Keys lists each key whose rule changed as "KEY: old -> new".
 	Keys []string
+	// Refusal is why a KindRefused document was refused; "" otherwise.
+	Refusal string
+	// Instance names the instance that recorded the entry (set when read
+	// back).
+	Instance string
 }
 
 // History stores applied changes durably (the limit_config_history table).
@@ -50,11 +81,15 @@ type Status struct {
 	Name     string
 	MD5      string
 	LoadedAt time.Time
-	// LastRefusal is the error of the last refused document, if any.
+	// LastRefusal is the error of the last refused document, if any, and
+	// LastRefusalAt when it was refused.
 	LastRefusal   string
 	LastRefusalAt time.Time
-	Refusals      int64
-	Applied       int64
+	// LastRefusalSuperseded is true once a good document was applied
+	// after the last refusal: the refusal is history, not a current problem.
+	LastRefusalSuperseded bool
+	Refusals              int64
+	Applied               int64
 	// Describe is the source's own description.
 	Describe string
 }
@@ -173,28 +208,31 @@ func (m *Manager) Ready(context.Context) error {
 }
 
 // Apply validates d and, if good and new, puts it in force. It returns the
-// refusal error for a bad document and nil otherwise. The change is stored
-// in History after the lock is released, so a slow or unreachable database
-// never blocks GET /limits, /readyz or the next document.
+// refusal error for a bad document and nil otherwise. Every applied version
+// and every refusal is stored in History after the lock is released, so a
+// slow or unreachable database never blocks GET /limits, /readyz or the
+// next document.
 func (m *Manager) Apply(ctx context.Context, d Document) error {
-	if d.MD5 == "" {
-		sum := md5.Sum(d.Content)
-		d.MD5 = hex.EncodeToString(sum[:])
+	switch {
+	case d.Deleted:
+		d.MD5 = "" // a deleted document has no version
+	case d.MD5 == "":
+		d.MD5 = ContentMD5(d.Content)
 	}
-	change, err := m.apply(d)
-	if err != nil || change == nil || m.opts.History == nil {
+	entry, err := m.apply(d)
+	if entry == nil || m.opts.History == nil {
 		return err
 	}
 	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := m.opts.History.Record(hctx, *change); err != nil {
-		m.log.Warn("could not store the limits change in history", "md5", d.MD5, "err", err)
+	if herr := m.opts.History.Record(hctx, *entry); herr != nil {
+		m.log.Warn("could not store the limits document in history", "kind", entry.Kind, "md5", d.MD5, "err", herr)
 	}
-	return nil
+	return err
 }
 
-// apply validates and swaps under the lock; it returns the change to record
-// when d was applied.
+// apply validates and swaps under the lock; it returns the history entry to
+// record (nil when d is the version in force) and the refusal error.
 func (m *Manager) apply(d Document) (*Change, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -205,15 +243,24 @@ func (m *Manager) apply(d Document) (*Change, error) {
 	} else {
 		cfg, err = ratelimit.ParseDocument(d.Content)
 	}
+	now := m.opts.Now().UTC()
 	if err != nil {
-		m.status.LastRefusal, m.status.LastRefusalAt = err.Error(), m.opts.Now().UTC()
+		m.status.LastRefusal, m.status.LastRefusalAt = err.Error(), now
+		m.status.LastRefusalSuperseded = false
 		m.status.Refusals++
 		if m.opts.Hooks.Refused != nil {
 			m.opts.Hooks.Refused(d.Source)
 		}
-		m.log.Warn("limits document refused; the last good limits stay in force",
-			"source", d.Source, "name", d.Name, "md5", d.MD5, "err", err, "inForceMD5", m.status.MD5)
-		return nil, err
+		attrs := []any{"source", d.Source, "name", d.Name, "err", err}
+		if d.MD5 != "" {
+			attrs = append(attrs, "md5", d.MD5)
+		}
+		if m.status.Loaded {
+			m.log.Warn("limits document refused; the last good limits stay in force", append(attrs, "inForceMD5", m.status.MD5)...)
+		} else {
+			m.log.Warn("limits document refused; no limits are in force yet, so payments are refused until a valid document arrives", attrs...)
+		}
+		return &Change{At: now, Kind: KindRefused, Source: d.Source, Name: d.Name, MD5: d.MD5, Refusal: err.Error()}, err
 	}
 	if m.status.Loaded && m.status.MD5 == d.MD5 {
 		if m.status.Source != d.Source {
@@ -226,20 +273,29 @@ func (m *Manager) apply(d Document) (*Change, error) {
 		m.keepLastGood(d.Content)
 	}
 	changed := Diff(m.current, cfg)
+	kind := KindChange
+	switch {
+	case !m.status.Loaded:
+		kind = KindLoad
+	case len(changed) == 0:
+		kind = KindUnchanged
+	}
 	m.applier.SetConfig(cfg)
 	m.current = cfg
-	first := !m.status.Loaded
 	m.status.Loaded, m.status.Source, m.status.Name, m.status.MD5 = true, d.Source, d.Name, d.MD5
-	m.status.LoadedAt = m.opts.Now().UTC()
+	m.status.LoadedAt = now
 	m.status.Applied++
+	if m.status.LastRefusal != "" {
+		m.status.LastRefusalSuperseded = true
+	}
 	if m.opts.Hooks.Applied != nil {
 		m.opts.Hooks.Applied(d.Source)
 	}
-	m.log.Info("limits applied", "source", d.Source, "name", d.Name, "md5", d.MD5, "keys", len(cfg.Rules), "changed", changed)
-	if first {
+	m.log.Info("limits applied", "kind", kind, "source", d.Source, "name", d.Name, "md5", d.MD5, "keys", len(cfg.Rules), "changed", changed)
+	if kind == KindLoad {
 		close(m.loaded)
 	}
-	return &Change{At: m.status.LoadedAt, Source: d.Source, Name: d.Name, MD5: d.MD5, Keys: changed}, nil
+	return &Change{At: now, Kind: kind, Source: d.Source, Name: d.Name, MD5: d.MD5, Keys: changed}, nil
 }
 
 // Diff lists the keys whose rules differ between two snapshots, sorted, as

@@ -1,8 +1,12 @@
 package configcenter
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,4 +123,74 @@ func TestManagerHistoryDoesNotBlockStatus(t *testing.T) {
 	}
 	close(h.release)
 	<-done
+}
+
+// recordingHistory keeps every recorded entry.
+type recordingHistory struct {
+	mu      sync.Mutex
+	entries []Change
+}
+
+func (h *recordingHistory) Record(_ context.Context, c Change) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.entries = append(h.entries, c)
+	return nil
+}
+
+// TestManagerRecordsKinds: the first document is a load, a comment-only
+// edit is recorded as unchanged (no diff), a real edit as a change with its
+// diff, and a refused document is persisted with its reason.
+func TestManagerRecordsKinds(t *testing.T) {
+	ctx := context.Background()
+	h := &recordingHistory{}
+	m, _ := NewManager(chanSource{}, &captureApplier{}, ManagerOptions{History: h})
+	docs := []string{
+		"limits:\n  A:B: 5\n",
+		"# a comment\nlimits:\n  A:B: 5\n",
+		"limits:\n  A:B: 6\n",
+		"limits:\n  a b: 1\n",
+	}
+	for _, d := range docs {
+		_ = m.Apply(ctx, Document{Source: "file", Name: "f", Content: []byte(d)})
+	}
+	want := []struct {
+		kind    ChangeKind
+		keys    string
+		refusal bool
+	}{
+		{KindLoad, "A:B: absent -> 5/1s", false},
+		{KindUnchanged, "", false},
+		{KindChange, "A:B: 5/1s -> 6/1s", false},
+		{KindRefused, "", true},
+	}
+	if len(h.entries) != len(want) {
+		t.Fatalf("recorded %d entries, want %d: %+v", len(h.entries), len(want), h.entries)
+	}
+	for i, w := range want {
+		got := h.entries[i]
+		if got.Kind != w.kind || strings.Join(got.Keys, "; ") != w.keys || (got.Refusal != "") != w.refusal || got.MD5 == "" {
+			t.Errorf("entry %d = %+v, want kind %s, keys %q, refusal %v, an md5", i, got, w.kind, w.keys, w.refusal)
+		}
+	}
+}
+
+// TestManagerRefusalBeforeAnyLoad: a refusal at first start does not claim
+// that last good limits stay in force, and a later good document marks the
+// refusal superseded.
+func TestManagerRefusalBeforeAnyLoad(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	m, _ := NewManager(chanSource{}, &captureApplier{}, ManagerOptions{Logger: log})
+	_ = m.Apply(context.Background(), Document{Source: "file", Content: []byte("limits:\n  a b: 1\n")})
+	if s := buf.String(); strings.Contains(s, "last good limits stay in force") || !strings.Contains(s, "no limits are in force") {
+		t.Errorf("first-start refusal log = %q; want it to say no limits are in force", s)
+	}
+	if st := m.Status(); st.LastRefusalSuperseded || st.LastRefusalAt.IsZero() {
+		t.Errorf("status after the refusal %+v", st)
+	}
+	_ = m.Apply(context.Background(), Document{Source: "file", Content: []byte("limits:\n  A:B: 1\n")})
+	if st := m.Status(); !st.LastRefusalSuperseded || st.LastRefusal == "" {
+		t.Errorf("status after a later good document %+v; want the refusal kept and marked superseded", st)
+	}
 }

@@ -2,8 +2,6 @@ package configcenter
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -462,26 +460,23 @@ func (s *NacosSource) Run(ctx context.Context, sink func(Document)) error {
 	go s.reader(ctx, want, results, fatal, request, readerDone)
 
 	var (
-		delivered bool
-		lastMD5   string
-		failing   bool
-		warned    bool
+		gate    versionGate
+		failing bool
+		warned  bool
 	)
 	deliver := func(content, how string) {
-		sum := md5.Sum([]byte(content))
-		m := hex.EncodeToString(sum[:])
-		if delivered && m == lastMD5 {
-			s.log.Debug("nacos: unchanged document dropped", "md5", m, "via", how)
+		doc := Document{Source: "nacos", Name: s.name, Deleted: content == "", MD5: ContentMD5([]byte(content))}
+		if !doc.Deleted {
+			doc.Content = []byte(content)
+		}
+		if !gate.fresh(doc) {
+			s.log.Debug("nacos: unchanged document dropped", "md5", doc.MD5, "via", how)
 			return
 		}
-		delivered, lastMD5 = true, m
-		doc := Document{Source: "nacos", Name: s.name, MD5: m}
-		if content == "" {
-			doc.Deleted = true
-			s.log.Warn("nacos: dataId is empty or deleted; delivering a deleted document", "md5", m, "via", how)
+		if doc.Deleted {
+			s.log.Warn("nacos: dataId is empty or deleted; delivering a deleted document", "via", how)
 		} else {
-			doc.Content = []byte(content)
-			s.log.Info("nacos: document delivered", "md5", m, "bytes", len(content), "via", how)
+			s.log.Info("nacos: document delivered", "md5", doc.MD5, "bytes", len(content), "via", how)
 		}
 		sink(doc)
 	}
@@ -504,7 +499,7 @@ func (s *NacosSource) Run(ctx context.Context, sink func(Document)) error {
 		case <-tick:
 			request("re-read")
 		case <-startTimer.C:
-			if delivered {
+			if gate.seen {
 				continue
 			}
 			content, err := s.readSnapshot()

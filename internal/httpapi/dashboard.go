@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"math"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"payserver/internal/apperr"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
@@ -55,6 +57,8 @@ type dashboardView struct {
 	RefreshSeconds int
 	Degraded       bool
 	Source         sourceView
+	Filter         dashQuery
+	Paging         pagingView
 	Usage          []usageBar
 	Charts         []hourChart
 	ChartsError    string
@@ -73,16 +77,33 @@ type sourceView struct {
 	Applied     int64
 	Refusals    int64
 	LastRefusal string
+	// LastRefusalAt is when the last document was refused.
+	LastRefusalAt string
+	// Superseded is true once a good document was applied after it.
+	Superseded bool
+}
+
+// pagingView says which keys of how many the page shows, with links to
+// the neighbouring pages (empty when there is none).
+type pagingView struct {
+	First, Last, Total int
+	Prev, Next         string
 }
 
 // get answers GET /dashboard: server-rendered HTML with SVG drawn here, no
 // script and no external resource; it reloads itself every
-// DashboardRefresh. A failing dependency shows as a message in its section,
-// never as a failed page.
+// DashboardRefresh. Only one page of keys is drawn (filtered by bizType
+// and channel), so the page stays small with thousands of keys. A failing
+// dependency shows as a message in its section, never as a failed page.
 func (d *dashboard) get(c *gin.Context) {
+	q, err := parseDashQuery(c.Request.URL.Query())
+	if err != nil {
+		writeError(c, d.r.log, err, "")
+		return
+	}
 	ctx := c.Request.Context()
 	now := d.r.opts.Now().UTC()
-	view := d.view(ctx, now)
+	view := d.view(ctx, now, q)
 	var buf bytes.Buffer
 	if err := d.tmpl.Execute(&buf, view); err != nil {
 		writeError(c, d.r.log, fmt.Errorf("render dashboard: %w", err), "")
@@ -92,7 +113,7 @@ func (d *dashboard) get(c *gin.Context) {
 	c.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
 }
 
-func (d *dashboard) view(ctx context.Context, now time.Time) dashboardView {
+func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashboardView {
 	st := d.r.opts.Limits.Status()
 	cfg := d.r.opts.Limits.Config()
 	v := dashboardView{
@@ -102,24 +123,160 @@ func (d *dashboard) view(ctx context.Context, now time.Time) dashboardView {
 		Source: sourceView{
 			Loaded: st.Loaded, Source: st.Source, Name: st.Name, Describe: st.Describe, MD5: st.MD5,
 			LoadedAt: formatStamp(st.LoadedAt), Applied: st.Applied, Refusals: st.Refusals, LastRefusal: st.LastRefusal,
+			LastRefusalAt: formatStamp(st.LastRefusalAt), Superseded: st.LastRefusalSuperseded,
 		},
-		Limits: limitsJSON(cfg),
-	}
-	usage := d.r.usage(ctx)
-	for _, u := range usage.Keys {
-		v.Usage = append(v.Usage, newUsageBar(u))
+		Filter: q,
 	}
 	to := now.Truncate(time.Minute).Add(time.Minute)
 	from := to.Add(-dashboardMinutes * time.Minute)
 	v.ChartFrom, v.ChartTo = from.Format("15:04"), to.Format("15:04 UTC")
-	rep, err := d.r.opts.Reports.Report(ctx, stats.Query{From: from, To: to, Granularity: stats.Minute, Format: stats.FormatJSON})
+	rep, err := d.r.opts.Reports.Report(ctx, stats.Query{From: from, To: to, BizType: q.BizType, Channel: q.Channel,
+		Granularity: stats.Minute, Format: stats.FormatJSON})
 	if err != nil {
 		d.r.log.Warn("dashboard: could not read the last hour's stats", "err", err)
 		v.ChartsError = "The stats database is unavailable; the history charts are missing."
 		rep.Rows = nil
 	}
-	v.Charts = hourCharts(cfg, rep.Rows, from)
+	keys, rows := q.keys(cfg, rep.Rows)
+	page, paging := q.page(keys)
+	v.Paging = paging
+	var configured []ratelimit.Key
+	inPage := map[string]bool{}
+	for _, k := range page {
+		inPage[k] = true
+		if key, err := ratelimit.ParseKey(k); err == nil && cfg != nil {
+			if _, ok := cfg.Rules[key]; ok {
+				configured = append(configured, key)
+			}
+		}
+	}
+	for _, u := range d.r.usageOf(ctx, cfg, configured).Keys {
+		v.Usage = append(v.Usage, newUsageBar(u))
+	}
+	for _, l := range limitsJSON(cfg) {
+		if inPage[l.Key] {
+			v.Limits = append(v.Limits, l)
+		}
+	}
+	v.Charts = hourCharts(page, rows, from)
 	return v
+}
+
+// Paging of GET /dashboard.
+const (
+	dashDefaultPageSize = 50
+	dashMaxPageSize     = 200
+)
+
+// dashQuery is the dashboard's filter and page.
+type dashQuery struct {
+	BizType, Channel string
+	Page, PageSize   int
+}
+
+// parseDashQuery validates bizType and channel (a code or "other"), page
+// (from 1) and pageSize (1..dashMaxPageSize); unknown or repeated
+// parameters are refused too. Empty values are the same as absent.
+func parseDashQuery(v url.Values) (dashQuery, error) {
+	q := dashQuery{Page: 1, PageSize: dashDefaultPageSize}
+	bad := checkParams(v, []string{"bizType", "channel", "page", "pageSize"}, "bizType, channel, page, pageSize")
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"bizType", &q.BizType}, {"channel", &q.Channel}} {
+		s := v.Get(p.name)
+		if s != "" && s != stats.Other {
+			if reason := ratelimit.CodeProblem(s); reason != "" {
+				bad = append(bad, apperr.FieldError{Field: p.name, Reason: reason + ` (or is "other")`})
+				continue
+			}
+		}
+		*p.dst = s
+	}
+	for _, p := range []struct {
+		name     string
+		dst      *int
+		min, max int
+	}{{"page", &q.Page, 1, math.MaxInt32}, {"pageSize", &q.PageSize, 1, dashMaxPageSize}} {
+		s := v.Get(p.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < p.min || n > p.max {
+			reason := "must be a whole number from 1"
+			if p.max != math.MaxInt32 {
+				reason += " to " + strconv.Itoa(p.max)
+			}
+			bad = append(bad, apperr.FieldError{Field: p.name, Reason: reason})
+			continue
+		}
+		*p.dst = n
+	}
+	if len(bad) > 0 {
+		return dashQuery{}, apperr.Invalid(bad...)
+	}
+	return q, nil
+}
+
+// matches reports whether a key "BIZ:CH" passes the filter.
+func (q dashQuery) matches(key string) bool {
+	biz, ch, _ := strings.Cut(key, ":")
+	return (q.BizType == "" || q.BizType == biz) && (q.Channel == "" || q.Channel == ch)
+}
+
+// keys returns the sorted keys the filter selects: the configured ones
+// and those the rows show (the "other" buckets), with the rows of those
+// keys.
+func (q dashQuery) keys(cfg *ratelimit.Config, rows []stats.ReportRow) ([]string, []stats.ReportRow) {
+	set := map[string]bool{}
+	if cfg != nil {
+		for k := range cfg.Rules {
+			if s := k.String(); q.matches(s) {
+				set[s] = true
+			}
+		}
+	}
+	var kept []stats.ReportRow
+	for _, r := range rows {
+		if k := r.BizType + ":" + r.Channel; q.matches(k) {
+			set[k] = true
+			kept = append(kept, r)
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, kept
+}
+
+// page returns the keys of the page asked for and the paging links.
+func (q dashQuery) page(keys []string) ([]string, pagingView) {
+	p := pagingView{Total: len(keys)}
+	start := min((q.Page-1)*q.PageSize, len(keys))
+	end := min(start+q.PageSize, len(keys))
+	if end > start {
+		p.First, p.Last = start+1, end
+	}
+	link := func(page int) string {
+		v := url.Values{"page": {strconv.Itoa(page)}, "pageSize": {strconv.Itoa(q.PageSize)}}
+		if q.BizType != "" {
+			v.Set("bizType", q.BizType)
+		}
+		if q.Channel != "" {
+			v.Set("channel", q.Channel)
+		}
+		return "/dashboard?" + v.Encode()
+	}
+	if q.Page > 1 && start > 0 {
+		p.Prev = link(q.Page - 1)
+	}
+	if end < len(keys) {
+		p.Next = link(q.Page + 1)
+	}
+	return keys[start:end], p
 }
 
 func formatStamp(t time.Time) string {
@@ -209,24 +366,13 @@ type chartTick struct {
 	X, Y, Label, Anchor string
 }
 
-// hourCharts builds one chart per configured key, plus one per other key
-// the rows show (the "other" buckets), sorted by key.
-func hourCharts(cfg *ratelimit.Config, rows []stats.ReportRow, from time.Time) []hourChart {
+// hourCharts builds one chart per key, in the order given, from the rows.
+func hourCharts(keys []string, rows []stats.ReportRow, from time.Time) []hourChart {
 	byKey := map[string][]stats.ReportRow{}
-	if cfg != nil {
-		for k := range cfg.Rules {
-			byKey[k.String()] = nil
-		}
-	}
 	for _, r := range rows {
 		k := r.BizType + ":" + r.Channel
 		byKey[k] = append(byKey[k], r)
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	out := make([]hourChart, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, newHourChart(k, byKey[k], from))

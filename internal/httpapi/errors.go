@@ -70,6 +70,5 @@ func writeError(c *gin.Context, log *slog.Logger, err error, requestID string) {
 
 // retryAfterSeconds rounds up to whole seconds, at least 1.
 func retryAfterSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	return max(s, 1)
+	return max(apperr.Ceil(d, time.Second), 1)
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func (h *handler) healthz(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+	writeJSON(c, h.log, http.StatusOK, gin.H{"status": "ok"})
 }
 
 // readyz answers 200 only when every check passes, else 503 naming what is
@@ -28,8 +28,8 @@ func (h *handler) readyz(c *gin.Context) {
 		checks[chk.Name] = "ok"
 	}
 	if len(missing) > 0 {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "missing": missing, "checks": checks})
+		writeJSON(c, h.log, http.StatusServiceUnavailable, gin.H{"status": "not ready", "missing": missing, "checks": checks})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "missing": missing, "checks": checks})
+	writeJSON(c, h.log, http.StatusOK, gin.H{"status": "ready", "missing": missing, "checks": checks})
 }

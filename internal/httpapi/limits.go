@@ -76,8 +76,9 @@ func (h *handler) getLimits(c *gin.Context) {
 		"applied":  st.Applied,
 		"refusals": st.Refusals,
 		"lastRefusal": gin.H{
-			"error": st.LastRefusal,
-			"at":    timeOrNil(st.LastRefusalAt),
+			"error":      st.LastRefusal,
+			"at":         timeOrNil(st.LastRefusalAt),
+			"superseded": st.LastRefusalSuperseded,
 		},
 		"limiterDegraded": h.opts.Limits.Degraded(),
 		"missingKeyMeans": "unlimited",
@@ -87,5 +88,5 @@ func (h *handler) getLimits(c *gin.Context) {
 		body["defaultWindow"] = configcenter.FormatWindow(cfg.DefaultWindow)
 		body["shadowAll"] = cfg.Shadow
 	}
-	c.JSON(http.StatusOK, body)
+	writeJSON(c, h.log, http.StatusOK, body)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/apperr"
+	"payserver/internal/netaddr"
 )
 
 // recover turns a panic into an INTERNAL answer; it never crashes the server.
@@ -164,7 +164,8 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 // loopback clients are let in.
 func (h *handler) requireAdmin(c *gin.Context) {
 	if h.opts.AdminToken == "" {
-		if !isLoopback(c.Request.RemoteAddr) {
+		if !netaddr.IsLoopback(c.Request.RemoteAddr) {
+			h.logAdminAuthFailure(c, "not a loopback client and no admin token is configured")
 			writeError(c, h.log, apperr.New(apperr.Unauthorized, "admin routes answer only loopback clients when no admin token is configured"), "")
 		}
 		return
@@ -174,6 +175,11 @@ func (h *handler) requireAdmin(c *gin.Context) {
 	// which would tell the token's length; digests are always 32 bytes.
 	gotSum, wantSum := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(h.opts.AdminToken))
 	if subtle.ConstantTimeCompare(gotSum[:], wantSum[:]) != 1 || !ok {
+		reason := "wrong bearer token"
+		if !ok {
+			reason = "no bearer token"
+		}
+		h.logAdminAuthFailure(c, reason)
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid admin bearer token is required"), "")
 	}
@@ -188,13 +194,4 @@ func bearerToken(h string) (string, bool) {
 		return "", false
 	}
 	return h[len(scheme):], true
-}
-
-func isLoopback(remoteAddr string) bool {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -71,7 +71,7 @@ func (h *handler) postPay(c *gin.Context) {
 		writeError(c, h.log, err, req.RequestID)
 		return
 	}
-	c.JSON(http.StatusOK, toJSON(o))
+	writeJSON(c, h.log, http.StatusOK, toJSON(o))
 }
 
 func (h *handler) getPay(c *gin.Context) {
@@ -84,5 +84,5 @@ func (h *handler) getPay(c *gin.Context) {
 		writeError(c, h.log, err, id)
 		return
 	}
-	c.JSON(http.StatusOK, toJSON(o))
+	writeJSON(c, h.log, http.StatusOK, toJSON(o))
 }

@@ -106,7 +106,7 @@ func (r *reports) getReport(c *gin.Context) {
 		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 		return
 	}
-	c.JSON(http.StatusOK, rep)
+	writeJSON(c, r.log, http.StatusOK, rep)
 }
 
 // databaseDown maps a storage error to DEPENDENCY_UNAVAILABLE; an
@@ -158,23 +158,31 @@ type usageReport struct {
 // getUsage answers GET /channels/usage.
 func (r *reports) getUsage(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, r.usage(c.Request.Context()))
+	writeJSON(c, r.log, http.StatusOK, r.usage(c.Request.Context()))
 }
 
 // usage reads every configured key's occupancy, a few keys at a time,
 // within usageTimeout. A key whose read fails carries the error; the others
 // are still shown.
 func (r *reports) usage(ctx context.Context) usageReport {
-	out := usageReport{At: r.opts.Now().UTC(), LimiterDegraded: r.opts.Limits.Degraded(), Keys: []keyUsage{}}
 	cfg := r.opts.Usage.Config()
-	if cfg == nil {
+	var keys []ratelimit.Key
+	if cfg != nil {
+		keys = make([]ratelimit.Key, 0, len(cfg.Rules))
+		for k := range cfg.Rules {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	}
+	return r.usageOf(ctx, cfg, keys)
+}
+
+// usageOf reads the occupancy of keys (configured in cfg), in their order.
+func (r *reports) usageOf(ctx context.Context, cfg *ratelimit.Config, keys []ratelimit.Key) usageReport {
+	out := usageReport{At: r.opts.Now().UTC(), LimiterDegraded: r.opts.Limits.Degraded(), Keys: []keyUsage{}}
+	if cfg == nil || len(keys) == 0 {
 		return out
 	}
-	keys := make([]ratelimit.Key, 0, len(cfg.Rules))
-	for k := range cfg.Rules {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	out.Keys = make([]keyUsage, len(keys))
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()

@@ -101,7 +101,8 @@ limits:
 	}
 	fr := &fakeReports{rep: stats.Report{Rows: rows}}
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file", Name: "/etc/limits.yaml", MD5: "0123456789abcdef0123456789abcdef",
-		LoadedAt: now.Add(-time.Hour), Applied: 2, Refusals: 1, LastRefusal: `limits: key "a<b>" is bad`}}
+		LoadedAt: now.Add(-time.Hour), Applied: 2, Refusals: 1, LastRefusal: `limits: key "a<b>" is bad`,
+		LastRefusalAt: now.Add(-2 * time.Hour), LastRefusalSuperseded: true}}
 	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/pay"
+	"payserver/internal/ratelog"
 )
 
 // Request size limits. Over MaxBodyBytes a body is 400 INVALID_REQUEST,
@@ -62,7 +63,7 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Pay == nil || opts.Logger == nil {
 		return nil, errors.New("httpapi: nil pay service or logger")
 	}
-	h := &handler{opts: opts, log: opts.Logger}
+	h := &handler{opts: opts, log: opts.Logger, authLog: newAdminAuthLog()}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	// Route on the escaped path, so that an escaped slash stays inside its
@@ -95,6 +96,7 @@ func New(opts Options) (http.Handler, error) {
 }
 
 type handler struct {
-	opts Options
-	log  *slog.Logger
+	opts    Options
+	log     *slog.Logger
+	authLog *ratelog.Limiter // failed admin authentications
 }

@@ -113,6 +113,9 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	key := req.Key()
 	d, err := s.limiter.Allow(ctx, key, req.RequestID)
 	if err != nil {
+		if apperr.CodeOf(err) != apperr.Internal {
+			return nil, err // already classified, e.g. by LimitsGate
+		}
 		if errors.Is(err, ratelimit.ErrUnavailable) {
 			return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter is unavailable").
 				WithDetails(map[string]any{"dependency": "redis"})
@@ -340,19 +343,22 @@ func (s *Service) storeDown(err error, what string) error {
 
 func limitedError(req PayRequest, d ratelimit.Decision) error {
 	e := apperr.New(apperr.RequestLimited, "channel %s is at its limit for %s", req.Channel, req.BizType)
-	e.RetryAfter = d.RetryAfter
 	e.Details = map[string]any{
-		"bizType":      req.BizType,
-		"channel":      req.Channel,
-		"limit":        d.Limit,
-		"windowMs":     d.Window.Milliseconds(),
-		"retryAfterMs": ceilMillis(d.RetryAfter),
+		"bizType":  req.BizType,
+		"channel":  req.Channel,
+		"limit":    d.Limit,
+		"windowMs": d.Window.Milliseconds(),
 	}
+	if d.Source == ratelimit.SourceClosed {
+		// A closed key has no time after which a retry succeeds: no
+		// Retry-After, no retryAfterMs, so clients do not poll it.
+		e.Message = fmt.Sprintf("channel %s is closed for %s", req.Channel, req.BizType)
+		e.Details["closed"] = true
+		return e
+	}
+	e.RetryAfter = d.RetryAfter
+	e.Details["retryAfterMs"] = apperr.Ceil(d.RetryAfter, time.Millisecond)
 	return e
-}
-
-func ceilMillis(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // newOrderNo returns a unique, sortable order number such as

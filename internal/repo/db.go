@@ -49,12 +49,12 @@ func Open(ctx context.Context, opts OpenOptions) (*gorm.DB, error) {
 		TranslateError:         true,
 		SkipDefaultTransaction: true,
 		PrepareStmt:            true,
-		Logger: logger.NewSlogLogger(log, logger.Config{
+		Logger: sqlLogger{log: log, Interface: logger.NewSlogLogger(log, logger.Config{
 			SlowThreshold:             200 * time.Millisecond,
 			LogLevel:                  logger.Warn,
 			IgnoreRecordNotFoundError: true,
 			ParameterizedQueries:      true, // never log values
-		}),
+		})},
 	}
 	var dial gorm.Dialector
 	maxConns := opts.MaxOpenConns

@@ -75,9 +75,15 @@ var queryParams = []string{"from", "to", "bizType", "channel", "granularity", "f
 // earliest is the earliest from accepted: stats are stored as Unix minutes.
 var earliest = time.Unix(0, 0).UTC()
 
+// latest is the latest time accepted: rounded up to a whole day it is
+// still in year 9999, the last year RFC 3339 (and so the JSON answer) can
+// write.
+var latest = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // ParseQuery validates the parameters of GET /reports/channel-limits into a
 // Query. It is a pure function. from and to are required RFC 3339 times,
-// with from before to and the span within Granularity.MaxRange; bizType and
+// with from before to, both within 1970-01-01..9999-12-31T00:00:00Z, and
+// the span within Granularity.MaxRange; bizType and
 // channel, when given, are codes ([A-Z0-9_]{1,32}) or "other"; granularity
 // is minute (the default), hour or day; format is json (the default) or csv.
 // Unknown or repeated parameters are refused too. The error is an
@@ -173,6 +179,10 @@ func parseTime(v url.Values, name string, fail func(field, format string, args .
 	}
 	if t.Before(earliest) {
 		fail(name, "must not be before 1970-01-01T00:00:00Z")
+		return time.Time{}, false
+	}
+	if t.After(latest) {
+		fail(name, "must not be after 9999-12-31T00:00:00Z")
 		return time.Time{}, false
 	}
 	return t.UTC(), true

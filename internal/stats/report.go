@@ -168,16 +168,22 @@ type changeSlot struct {
 	key   ratelimit.Key
 }
 
-// changesByBucket groups the history entries ("BIZ:CH: old -> new") at or
-// after from by bucket and key. Every instance records each document it
-// applies, also at its start ("absent -> rule" for every key), so an entry
-// whose document (md5) is the one recorded just before it is a re-application,
-// not a change, and is skipped; so are repeated entries within a bucket.
+// changesByBucket groups the history entries ("BIZ:CH: old -> new") of kind
+// change at or after from by bucket and key, every one in the order
+// applied. Loads (an instance putting a document in force at its start),
+// refusals and no-op edits are not changes. Every instance records each
+// document it applies, so an entry whose document (md5) is the one recorded
+// just before it is a re-application by another instance and is skipped;
+// so is an entry equal to the previous one of its bucket and key (the same
+// step reported twice cannot be a link of the chain).
 func changesByBucket(list []configcenter.Change, from time.Time, g Granularity) map[changeSlot][]string {
 	step := g.Duration()
 	out := map[changeSlot][]string{}
 	prevMD5 := ""
 	for _, c := range list {
+		if !c.Kind.IsChange() {
+			continue
+		}
 		again := c.MD5 != "" && c.MD5 == prevMD5
 		prevMD5 = c.MD5
 		if again || c.At.Before(from) {
@@ -194,19 +200,10 @@ func changesByBucket(list []configcenter.Change, from time.Time, g Granularity) 
 				continue
 			}
 			s := changeSlot{start: start, key: k}
-			if !containsString(out[s], diff) {
+			if n := len(out[s]); n == 0 || out[s][n-1] != diff {
 				out[s] = append(out[s], diff)
 			}
 		}
 	}
 	return out
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

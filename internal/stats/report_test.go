@@ -195,3 +195,39 @@ func TestWriteTable(t *testing.T) {
 		}
 	}
 }
+
+// TestReportKeepsEveryChangeInOrder loads 5 at start, then applies 5→6, 6→5, 5→6, 6→7 within one
+// minute: the report shows all four, in order, forming a chain, while a
+// second instance recording the same versions adds nothing.
+func TestReportKeepsEveryChangeInOrder(t *testing.T) {
+	k := "PAY:ALIPAY: "
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	history := fakeHistory{
+		// Loads at start, no-op edits and refusals are not changes.
+		{At: at(0), Kind: configcenter.KindLoad, MD5: "m5", Keys: []string{k + "absent -> 5/1s"}},
+		{At: at(0).Add(time.Millisecond), Kind: configcenter.KindUnchanged, MD5: "m5b"},
+		{At: at(0).Add(2 * time.Millisecond), Kind: configcenter.KindRefused, Refusal: "bad"},
+		{At: at(1), MD5: "m6", Keys: []string{k + "5/1s -> 6/1s"}},
+		{At: at(1).Add(time.Millisecond), MD5: "m6", Keys: []string{k + "5/1s -> 6/1s"}}, // second instance
+		{At: at(2), MD5: "m5", Keys: []string{k + "6/1s -> 5/1s"}},
+		{At: at(3), MD5: "m6", Keys: []string{k + "5/1s -> 6/1s"}},
+		{At: at(4), MD5: "m7", Keys: []string{k + "6/1s -> 7/1s"}},
+	}
+	reader := &fakeReader{buckets: []stats.Bucket{{Start: t0, Key: key("PAY", "ALIPAY"), Rule: "7/1s", RulesSeen: 1}}}
+	r, err := stats.NewReporter(stats.ReporterOptions{Reader: reader, History: history})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Report(context.Background(), stats.Query{From: t0, To: t0.Add(time.Minute), Granularity: stats.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 {
+		t.Fatalf("got %d rows, want 1", len(rep.Rows))
+	}
+	got := strings.Join(rep.Rows[0].LimitChanges, "; ")
+	want := "5/1s -> 6/1s; 6/1s -> 5/1s; 5/1s -> 6/1s; 6/1s -> 7/1s"
+	if got != want {
+		t.Errorf("limitChanges = %q, want %q", got, want)
+	}
+}

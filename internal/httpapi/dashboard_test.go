@@ -1,0 +1,118 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/api"
+	"payserver/internal/configcenter"
+	"payserver/internal/httpapi"
+	"payserver/internal/ratelimit"
+)
+
+// TestDashboardRefusalHasTimeAndSupersession: the last refused document
+// shows when it was refused and that a later good document superseded it.
+func TestDashboardRefusalHasTimeAndSupersession(t *testing.T) {
+	s := newTestServer(t, "")
+	page := s.get(t, "/dashboard", "").body
+	for _, want := range []string{`id="last-refusal"`, "2026-03-01 08:30:20 UTC", "superseded"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+// TestDashboardFilterAndPaging: bizType and channel filter the keys, and
+// pages of pageSize keys are shown with links to the others; bad
+// parameters are a 400 naming the field.
+func TestDashboardFilterAndPaging(t *testing.T) {
+	s := newTestServer(t, "")
+	has := func(page, key string) bool { return strings.Contains(page, `data-key="`+key+`"`) }
+	t.Run("bizType", func(t *testing.T) {
+		page := s.get(t, "/dashboard?bizType=PAY", "").body
+		if !has(page, "PAY:ALIPAY") || !has(page, "PAY:UNIONPAY") || has(page, "SHOP:ALIPAY") || has(page, "DOWN:ALIPAY") {
+			t.Errorf("bizType=PAY shows other keys or misses PAY ones")
+		}
+	})
+	t.Run("channel", func(t *testing.T) {
+		page := s.get(t, "/dashboard?channel=ALIPAY", "").body
+		if !has(page, "PAY:ALIPAY") || !has(page, "SHOP:ALIPAY") || has(page, "PAY:WECHAT") {
+			t.Errorf("channel=ALIPAY shows other channels or misses ALIPAY keys")
+		}
+	})
+	t.Run("pages", func(t *testing.T) {
+		// Sorted keys: DOWN:ALIPAY PAY:ALIPAY PAY:UNIONPAY PAY:WECHAT SHOP:ALIPAY other:WECHAT.
+		page := s.get(t, "/dashboard?pageSize=2&page=2", "").body
+		if !has(page, "PAY:UNIONPAY") || !has(page, "PAY:WECHAT") || has(page, "PAY:ALIPAY") || has(page, "SHOP:ALIPAY") {
+			t.Errorf("page 2 of 2 keys shows the wrong keys")
+		}
+		for _, want := range []string{"keys 3–4 of 6", `href="/dashboard?page=1&amp;pageSize=2"`, `href="/dashboard?page=3&amp;pageSize=2"`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("page lacks %q", want)
+			}
+		}
+	})
+	for _, bad := range []struct{ q, field string }{
+		{"pageSize=0", "pageSize"}, {"pageSize=1000", "pageSize"}, {"page=0", "page"}, {"page=x", "page"},
+		{"bizType=a%20b", "bizType"}, {"channel=%3Cb%3E", "channel"}, {"sort=key", "sort"},
+	} {
+		a := s.get(t, "/dashboard?"+bad.q, "")
+		if a.status != 400 || !strings.Contains(a.body, `"field":"`+bad.field+`"`) {
+			t.Errorf("%s: status %d %s; want 400 naming %s", bad.q, a.status, a.body, bad.field)
+		}
+	}
+}
+
+// TestDashboardSizeAt2000Keys: with 2,000 keys the page stays small (it
+// was 4.6 MB when every key was drawn on one page).
+func TestDashboardSizeAt2000Keys(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	var doc strings.Builder
+	doc.WriteString("limits:\n")
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&doc, "  B%04d:ALIPAY: %d\n", i, i+1)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte(doc.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg}, Limits: lv,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serveAdmin(t, "", routes)
+	a := s.get(t, "/dashboard", "")
+	const maxBytes = 300 << 10
+	t.Logf("DASHBOARD SIZE keys=2000 bytes=%d", len(a.body))
+	if a.status != 200 || len(a.body) > maxBytes {
+		t.Fatalf("status %d, %d bytes; want 200 and at most %d bytes", a.status, len(a.body), maxBytes)
+	}
+	if !strings.Contains(a.body, "keys 1–50 of 2000") {
+		t.Error("the page does not say which keys of how many it shows")
+	}
+}
+
+// serveAdmin serves the admin routes (with token, or loopback-only when it
+// is empty), checking every answer against api/openapi.yaml.
+func serveAdmin(t *testing.T, token string, routes ...func(*gin.RouterGroup)) *testServer {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: token, Admin: routes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := api.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{srv: httptest.NewServer(h), v: v}
+	t.Cleanup(s.srv.Close)
+	return s
+}

@@ -1,0 +1,18 @@
+// Package netaddr holds the one definition of a loopback address used by
+// payserver: for admin routes without a token (the client's address), for
+// the pprof listener (the configured address) and for the benchmarks.
+package netaddr
+
+import "net"
+
+// IsLoopback reports whether addr, a "host:port" or a bare IP, names a
+// loopback IP (127.0.0.0/8 or ::1). Host names, "localhost" included, are
+// not resolved and are not loopback: a name can resolve elsewhere.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

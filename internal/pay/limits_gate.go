@@ -1,0 +1,48 @@
+package pay
+
+import (
+	"context"
+	"errors"
+
+	"payserver/internal/apperr"
+	"payserver/internal/ratelimit"
+)
+
+// LimitsGate is a Limiter that admits nothing until the first limits
+// document is in force: before it, no payment is served (fail-safe start),
+// whatever the limiter would answer for a key it knows no rule of. Every
+// check then answers DEPENDENCY_UNAVAILABLE with details.dependency
+// "limits" and details.source naming the limits source ("nacos", "file").
+// Once loaded is closed, checks go to the wrapped limiter.
+type LimitsGate struct {
+	limiter Limiter
+	loaded  <-chan struct{}
+	source  string
+}
+
+// NewLimitsGate wraps limiter; loaded is closed once the first limits
+// document is in force (configcenter.Manager.Loaded), source names the
+// limits source for the error.
+func NewLimitsGate(limiter Limiter, loaded <-chan struct{}, source string) (*LimitsGate, error) {
+	if limiter == nil || loaded == nil || source == "" {
+		return nil, errors.New("pay: limits gate needs a limiter, a loaded channel and a source name")
+	}
+	return &LimitsGate{limiter: limiter, loaded: loaded, source: source}, nil
+}
+
+// Allow implements Limiter.
+func (g *LimitsGate) Allow(ctx context.Context, key ratelimit.Key, requestID string) (ratelimit.Decision, error) {
+	select {
+	case <-g.loaded:
+		return g.limiter.Allow(ctx, key, requestID)
+	default:
+		return ratelimit.Decision{Key: key}, apperr.New(apperr.DependencyUnavailable,
+			"no limits document has been loaded yet from the %s source; payments are refused until a valid one is", g.source).
+			WithDetails(map[string]any{"dependency": "limits", "source": g.source})
+	}
+}
+
+// Release implements Limiter.
+func (g *LimitsGate) Release(ctx context.Context, key ratelimit.Key, requestID string) error {
+	return g.limiter.Release(ctx, key, requestID)
+}
