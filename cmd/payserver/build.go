@@ -66,7 +66,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		}
 	})
 	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads)
-	svc, err := pay.NewService(orders, m.limiter, m.channels, pay.Options{
+	svc, err := pay.NewService(orders, m.payLimiter(), m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     m.cfg.OrderStaleAfter,
 		Logger:         m.log.With("component", "pay"),

@@ -55,6 +55,10 @@ type Options struct {
 	// Admin registers more admin routes (limits, reports, dashboard) on the
 	// group, which already enforces admin auth.
 	Admin []func(g *gin.RouterGroup)
+	// LimitsAPI serves /v1/limits (client tokens); nil leaves it out.
+	LimitsAPI LimitsAPI
+	// ClientTokens are the callers of /v1/limits.
+	ClientTokens []ClientToken
 }
 
 // New returns the HTTP handler.
@@ -62,7 +66,7 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Pay == nil || opts.Logger == nil {
 		return nil, errors.New("httpapi: nil pay service or logger")
 	}
-	h := &handler{opts: opts, log: opts.Logger}
+	h := &handler{opts: opts, log: opts.Logger, clients: newClientTokens(opts.ClientTokens)}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	// Route on the escaped path, so that an escaped slash stays inside its
@@ -91,10 +95,14 @@ func New(opts Options) (http.Handler, error) {
 	for _, register := range opts.Admin {
 		register(admin)
 	}
+	if opts.LimitsAPI != nil {
+		h.registerV1(r)
+	}
 	return r, nil
 }
 
 type handler struct {
-	opts Options
-	log  *slog.Logger
+	opts    Options
+	log     *slog.Logger
+	clients clientTokens
 }

@@ -14,6 +14,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
+	"payserver/internal/limitwait"
 	"payserver/internal/ratelimit"
 )
 
@@ -111,7 +112,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	}
 
 	key := req.Key()
-	d, err := s.limiter.Allow(ctx, key, req.RequestID)
+	d, err := s.limiter.Allow(limitwait.WithMaxWait(ctx, req.MaxWait), key, req.RequestID)
 	if err != nil {
 		if errors.Is(err, ratelimit.ErrUnavailable) {
 			return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter is unavailable").
@@ -120,7 +121,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter did not answer")
 	}
 	if !d.Allowed {
-		return nil, limitedError(req, d)
+		return nil, LimitedError(key, d)
 	}
 
 	now := s.opts.Now().UTC()
@@ -336,23 +337,6 @@ func (s *Service) storeDown(err error, what string) error {
 	s.log.Error("order store failed", "op", what, "err", err)
 	return apperr.Wrap(err, apperr.DependencyUnavailable, "the order database is unavailable").
 		WithDetails(map[string]any{"dependency": "database"})
-}
-
-func limitedError(req PayRequest, d ratelimit.Decision) error {
-	e := apperr.New(apperr.RequestLimited, "channel %s is at its limit for %s", req.Channel, req.BizType)
-	e.RetryAfter = d.RetryAfter
-	e.Details = map[string]any{
-		"bizType":      req.BizType,
-		"channel":      req.Channel,
-		"limit":        d.Limit,
-		"windowMs":     d.Window.Milliseconds(),
-		"retryAfterMs": ceilMillis(d.RetryAfter),
-	}
-	return e
-}
-
-func ceilMillis(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // newOrderNo returns a unique, sortable order number such as

@@ -1,0 +1,28 @@
+package pay
+
+import (
+	"time"
+
+	"payserver/internal/apperr"
+	"payserver/internal/ratelimit"
+)
+
+// LimitedError is the one REQUEST_LIMITED error, for POST /pay and for
+// /v1/limits/acquire alike: the binding window in Details and the time
+// until it has room in RetryAfter (the Retry-After header).
+func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
+	e := apperr.New(apperr.RequestLimited, "channel %s is at its limit for %s", key.Channel, key.BizType)
+	e.RetryAfter = d.RetryAfter
+	e.Details = map[string]any{
+		"bizType":      key.BizType,
+		"channel":      key.Channel,
+		"limit":        d.Limit,
+		"windowMs":     d.Window.Milliseconds(),
+		"retryAfterMs": ceilMillis(d.RetryAfter),
+	}
+	return e
+}
+
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
