@@ -126,6 +126,7 @@ func (m *Main) openLimitsAPI() error {
 	if err != nil {
 		return err
 	}
+	am.WatchWaiters(w.Total)
 	tally := limitapi.NewTally()
 	m.api = apiWiring{waiter: w, tally: tally, obs: limitapi.MultiObserver{am, tally}, started: time.Now().UTC()}
 	return nil

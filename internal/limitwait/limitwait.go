@@ -144,6 +144,17 @@ func (w *Waiter) Waiting(key ratelimit.Key) int {
 	return 0
 }
 
+// Total returns how many requests wait now, over every key.
+func (w *Waiter) Total() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, q := range w.queues {
+		n += len(q.waiters)
+	}
+	return n
+}
+
 // Allow checks member against key. Without a maximum wait in ctx
 // (WithMaxWait) it is the wrapped limiter's Allow. With one, a refused
 // request waits its turn and is checked again when the windows should have

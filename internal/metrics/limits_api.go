@@ -41,6 +41,15 @@ func (m *Metrics) NewLimitsAPI() *LimitsAPI {
 	return a
 }
 
+// WatchWaiters exports how many requests wait for a slot now; total is
+// (*limitwait.Waiter).Total.
+func (a *LimitsAPI) WatchWaiters(total func() int) {
+	a.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "payserver_limiter_waiting",
+		Help: "Requests waiting for a slot (maxWaitMs) now, over every key.",
+	}, func() float64 { return float64(total()) }))
+}
+
 // Called implements limitapi.Observer.
 func (a *LimitsAPI) Called(client string, op limitapi.Op, _ ratelimit.Key, r limitapi.Result) {
 	a.calls.WithLabelValues(client, string(op), string(r)).Inc()

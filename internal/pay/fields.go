@@ -27,10 +27,11 @@ func AmountProblem(n int64) string {
 	return ""
 }
 
-// CurrencyProblem returns why s is not an ISO 4217 code.
+// CurrencyProblem returns why s is not a currency a payment may be made
+// in (CurrencyExponent).
 func CurrencyProblem(s string) string {
-	if !isCurrency(s) {
-		return "must be an ISO 4217 code of 3 upper-case letters"
+	if _, ok := CurrencyExponent(s); !ok {
+		return "must be an active ISO 4217 currency code in upper case, such as CNY (not XXX, XTS, a precious metal or a fund code)"
 	}
 	return ""
 }
