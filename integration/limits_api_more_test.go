@@ -181,7 +181,7 @@ func TestLimitsGRPCEqualsHTTP(t *testing.T) {
 	bizHTTP, bizGRPC, bizBoth := testutil.UniqueName("VIAHTTP"), testutil.UniqueName("VIAGRPC"), testutil.UniqueName("BOTH")
 	grpcAddr := freePort(t)
 	s := startServer(t, serverOptions{
-		Env:    limitsEnv(map[string]string{"PAYSERVER_GRPC_ADDR": grpcAddr}),
+		Env: limitsEnv(map[string]string{"PAYSERVER_GRPC_ADDR": grpcAddr}),
 		Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 3, window: 1m}\n  %s:ALIPAY: {limit: 3, window: 1m}\n  %s:ALIPAY: {limit: 3, window: 1m}\n",
 			bizHTTP, bizGRPC, bizBoth),
 	})
