@@ -10,9 +10,9 @@ import (
 	"payserver/internal/testutil"
 )
 
-// TestSchemathesis runs schema-based API fuzzing (the /v1/limits routes
-// with a client token, admin routes with the admin token) (schemathesis from PyPI,
-// scripts/schemathesis.sh) against a payserver on real MariaDB and Redis:
+// TestSchemathesis runs schema-based API fuzzing (schemathesis from PyPI,
+// scripts/schemathesis.sh; /v1/limits with a client token, admin routes
+// with the admin token) against a payserver on real MariaDB and Redis:
 // every check, a bounded number of examples per operation
 // (PAYSERVER_IT_SCHEMATHESIS_EXAMPLES, default 50). It must find no 5xx and
 // no answer that breaks api/openapi.yaml, and the server must log no
