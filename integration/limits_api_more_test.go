@@ -88,6 +88,10 @@ func TestLimitsAPIAuth(t *testing.T) {
 	if got["refunds"] != 1 || got["pay"] != 1 {
 		t.Errorf("acquisitions per caller %v, want refunds 1 and pay 1", got)
 	}
+	dash := s.do(t, http.MethodGet, "/dashboard", nil, bearer(adminTok))
+	if !strings.Contains(string(dash.Body), `id="callers"`) || !strings.Contains(string(dash.Body), ">refunds<") || !strings.Contains(string(dash.Body), ">pay<") {
+		t.Errorf("the dashboard does not show the callers refunds and pay")
+	}
 	metrics := s.do(t, http.MethodGet, "/metrics", nil, bearer(adminTok))
 	for _, want := range []string{
 		`payserver_limit_calls_total{client="refunds",op="acquire",result="admitted"} 1`,

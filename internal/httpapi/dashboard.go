@@ -15,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"payserver/internal/limitapi"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
@@ -61,6 +62,7 @@ type dashboardView struct {
 	ChartFrom      string
 	ChartTo        string
 	Limits         []limitJSON
+	Callers        []limitapi.CallerCounts
 }
 
 type sourceView struct {
@@ -104,6 +106,9 @@ func (d *dashboard) view(ctx context.Context, now time.Time) dashboardView {
 			LoadedAt: formatStamp(st.LoadedAt), Applied: st.Applied, Refusals: st.Refusals, LastRefusal: st.LastRefusal,
 		},
 		Limits: limitsJSON(cfg),
+	}
+	if d.r.opts.Callers != nil {
+		v.Callers = d.r.opts.Callers.Snapshot()
 	}
 	usage := d.r.usage(ctx)
 	for _, u := range usage.Keys {
