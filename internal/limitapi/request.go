@@ -60,6 +60,7 @@ func decodeObject(data []byte, known ...string) object {
 		return o
 	}
 	if dec.More() {
+		o.raw = nil
 		o.bad = append(o.bad, apperr.FieldError{Field: "body", Reason: "must hold exactly one JSON object"})
 		return o
 	}
