@@ -133,7 +133,7 @@ func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (
 		return Acquired{Decision: d, Windows: []WindowUsage{}}, nil
 	}
 	s.observe(client, OpAcquire, r.Key, ResultAdmitted)
-	return Acquired{Decision: d, Windows: s.windowsAfter(ctx, r.Key, d)}, nil
+	return Acquired{Decision: d, Windows: windowsAfter(d)}, nil
 }
 
 // Undo gives back a slot this service admitted moments ago for a request
@@ -149,23 +149,19 @@ func (s *Service) Undo(ctx context.Context, client string, key ratelimit.Key, me
 	return nil
 }
 
-// windowsAfter is the per-window usage of an admitted key. The decision
-// carries the binding window; a key with more windows has the others read
-// from the store (best effort: on error, the binding window alone).
-func (s *Service) windowsAfter(ctx context.Context, key ratelimit.Key, d ratelimit.Decision) []WindowUsage {
+// windowsAfter is the per-window usage of an admitted key: every window
+// from the decision when the store reported them (Redis and in-process
+// decisions), else the binding window alone (a fail-open decision).
+func windowsAfter(d ratelimit.Decision) []WindowUsage {
 	if d.Source == ratelimit.SourceUnlimited {
 		return []WindowUsage{}
 	}
-	binding := []WindowUsage{{Limit: d.Limit, Window: d.Window, Used: d.Count, Remaining: d.Remaining}}
-	rule, counts, err := s.opts.Usage.Usage(ctx, key)
-	if err != nil || len(rule.Windows) < 2 || len(counts) != len(rule.Windows) {
-		return binding
+	if len(d.Windows) == 0 {
+		return []WindowUsage{{Limit: d.Limit, Window: d.Window, Used: d.Count, Remaining: d.Remaining}}
 	}
-	out := usage(rule, counts)
-	for i := range out {
-		if out[i].Window == d.Window {
-			out[i] = binding[0]
-		}
+	out := make([]WindowUsage, len(d.Windows))
+	for i, w := range d.Windows {
+		out[i] = WindowUsage{Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Count, 0)}
 	}
 	return out
 }

@@ -177,7 +177,8 @@ func (w *Waiter) Allow(ctx context.Context, key ratelimit.Key, member string) (r
 		// Nobody waits: check at once, as without a maximum wait.
 		w.mu.Unlock()
 		d, err := w.inner.Allow(ctx, key, member)
-		if err != nil || d.Allowed {
+		if err != nil || d.Allowed || d.Closed() {
+			// A closed key (limit 0) has no reopening time: no wait.
 			return d, err
 		}
 		w.mu.Lock()
@@ -244,6 +245,10 @@ func (w *Waiter) wait(ctx context.Context, key ratelimit.Key, member string, q *
 			return d, Cancelled, err
 		case err != nil:
 			return d, Failed, err
+		}
+		if d.Closed() {
+			// The key was closed while this request waited.
+			return d, TimedOut, nil
 		}
 		now := w.opts.Now()
 		w.mu.Lock()

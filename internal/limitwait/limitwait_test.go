@@ -260,3 +260,20 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestWaitClosedKey: a closed key (limit 0) has no reopening time, so a
+// request with a maximum wait is refused at once instead of re-checking
+// until its deadline.
+func TestWaitClosedKey(t *testing.T) {
+	l, key := newLimiter(t, 0, time.Second)
+	obs := &outcomes{}
+	w := newWaiter(t, l, limitwait.Options{Observer: obs})
+	start := time.Now()
+	d, err := w.Allow(limitwait.WithMaxWait(context.Background(), 2*time.Second), key, "closed")
+	if err != nil || d.Allowed || !d.Closed() || time.Since(start) > 200*time.Millisecond {
+		t.Fatalf("got allowed %v closed %v err %v after %v, want an immediate closed refusal", d.Allowed, d.Closed(), err, time.Since(start))
+	}
+	if got := obs.list(); len(got) != 0 {
+		t.Errorf("outcomes %v, want none (no wait)", got)
+	}
+}
