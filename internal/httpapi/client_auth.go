@@ -3,6 +3,8 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
 
 	"github.com/gin-gonic/gin"
 
@@ -15,6 +17,19 @@ type ClientToken struct {
 	Name  string
 	Token string
 }
+
+// LogValue logs the client's name only, never its token.
+func (c ClientToken) LogValue() slog.Value { return slog.StringValue(c.Name) }
+
+// String is the client's name only, so that no format verb prints the
+// token.
+func (c ClientToken) String() string { return c.Name }
+
+// MarshalJSON is the client's name only, as a JSON string.
+func (c ClientToken) MarshalJSON() ([]byte, error) { return json.Marshal(c.Name) }
+
+// GoString is the client's name only (the %#v verb).
+func (c ClientToken) GoString() string { return "ClientToken(" + c.Name + ")" }
 
 // clientKey is the gin context key of the authenticated client's name.
 const clientKey = "payserver.client"
