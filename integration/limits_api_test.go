@@ -259,6 +259,7 @@ func TestLimitsAPIMaxWait(t *testing.T) {
 				b, _ := json.Marshal(map[string]any{"bizType": slow, "channel": "ALIPAY", "requestId": fmt.Sprintf("q-%d", i), "maxWaitMs": 25000})
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, bounded.base+"/v1/limits/acquire", strings.NewReader(string(b)))
 				req.Header.Set("Authorization", "Bearer "+refundsToken)
+				req.Header.Set("Content-Type", "application/json")
 				if resp, err := httpClient.Do(req); err == nil {
 					resp.Body.Close()
 					t.Errorf("waiter %d answered %d before its client left", i, resp.StatusCode)
