@@ -11,7 +11,8 @@ import (
 )
 
 // TestSchemathesis runs schema-based API fuzzing (schemathesis from PyPI,
-// scripts/schemathesis.sh) against a payserver on real MariaDB and Redis:
+// scripts/schemathesis.sh; /v1/limits with a client token, admin routes
+// with the admin token) against a payserver on real MariaDB and Redis:
 // every check, a bounded number of examples per operation
 // (PAYSERVER_IT_SCHEMATHESIS_EXAMPLES, default 50). It must find no 5xx and
 // no answer that breaks api/openapi.yaml, and the server must log no
@@ -37,8 +38,9 @@ func TestSchemathesis(t *testing.T) {
 		examples = os.Getenv("PAYSERVER_IT_SCHEMATHESIS_EXAMPLES")
 	}
 	token := "st-" + testutil.UniqueName("TOK")
+	clientToken := "stc-" + testutil.UniqueName("CLIENTTOK")
 	s := startServer(t, serverOptions{
-		Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": token},
+		Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": token, "PAYSERVER_CLIENT_TOKENS": "schemathesis=" + clientToken},
 		// The same limits and channels as the script's embedded run.
 		Limits: `window: 1s
 limits:
@@ -55,7 +57,7 @@ limits:
 	start := time.Now()
 	cmd := exec.Command("bash", "../scripts/schemathesis.sh")
 	cmd.Env = append(os.Environ(),
-		"ST_BASE_URL="+s.base, "ST_TOKEN="+token, "ST_SERVER_LOG="+s.logPath, "ST_MAX_EXAMPLES="+examples)
+		"ST_BASE_URL="+s.base, "ST_TOKEN="+token, "ST_CLIENT_TOKEN="+clientToken, "ST_SERVER_LOG="+s.logPath, "ST_MAX_EXAMPLES="+examples)
 	out, err := cmd.CombinedOutput()
 	summary := []string{}
 	for _, line := range strings.Split(string(out), "\n") {

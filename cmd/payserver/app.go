@@ -39,6 +39,7 @@ type Main struct {
 	channels *channel.Registry
 	metrics  *metrics.Metrics
 	stats    statsWiring
+	api      apiWiring
 	server   *http.Server
 	listener net.Listener
 	lock     *dataDirLock
@@ -102,6 +103,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.buildLimiter(bg); err != nil {
 		return err
 	}
+	if err := m.openLimitsAPI(); err != nil {
+		return err
+	}
 	if err := m.startLimits(bg); err != nil {
 		return err
 	}
@@ -110,6 +114,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	svc, err := m.buildPay(bg)
 	if err != nil {
+		return err
+	}
+	if err := m.startLimitsAPI(svc); err != nil {
 		return err
 	}
 	// serve
@@ -138,6 +145,7 @@ func (m *Main) Close() error {
 		cancel()
 		m.server = nil
 	}
+	m.closeLimitsAPI(context.Background())
 	if m.cancel != nil {
 		m.cancel()
 	}

@@ -67,7 +67,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	})
 	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads)
 	// Fail-safe start: no payment before the first limits document.
-	gate, err := pay.NewLimitsGate(m.limiter, m.manager.Loaded(), m.limitsSourceKind())
+	gate, err := m.limitsGate(m.payLimiter())
 	if err != nil {
 		return nil, err
 	}

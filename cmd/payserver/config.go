@@ -79,6 +79,9 @@ type Config struct {
 	// that payserver does not know (typos, or settings of another version);
 	// Run warns about each. Not a setting.
 	UnknownEnv []string `yaml:"-"`
+	// API is the limits service for other callers, from the environment
+	// only (limits_api.go).
+	API APIConfig `yaml:"-"`
 }
 
 // LimiterConfig tunes the channel limiter.

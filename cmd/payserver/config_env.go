@@ -8,6 +8,9 @@ package main
 var envKeys = map[string]string{
 	"PAYSERVER_CONFIG":                  "",
 	"PAYSERVER_CHANNELS":                "",
+	"PAYSERVER_CLIENT_TOKENS":           "", // limits_api.go
+	"PAYSERVER_GRPC_ADDR":               "", // limits_api.go
+	"PAYSERVER_LIMIT_MAX_WAITERS":       "", // limits_api.go
 	"PAYSERVER_HTTP_ADDR":               "httpAddr",
 	"PAYSERVER_DATA_DIR":                "dataDir",
 	"PAYSERVER_LIMITS_FILE":             "limitsFile",

@@ -79,6 +79,9 @@ func LoadConfig(environ []string) (Config, error) {
 		}
 		cfg.Channels = chs
 	}
+	if cfg.API, err = loadAPIConfig(func(name string) string { return vars[name] }, cfg.AdminToken); err != nil {
+		return Config{}, err
+	}
 	sort.Strings(unknown)
 	cfg.UnknownEnv = unknown
 	return cfg, cfg.Validate()

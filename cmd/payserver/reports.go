@@ -97,6 +97,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		Usage:   m.limiter,
 		Limits:  limitsView{m.limiter, m.manager},
 		Logger:  m.log.With("component", "reports"),
+		Callers: m.api.tally,
 	})
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
+	"payserver/internal/limitwait"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
@@ -30,7 +31,7 @@ func (m *Main) serve(svc *pay.Service) error {
 	if err != nil {
 		return err
 	}
-	h, err := httpapi.New(httpapi.Options{
+	h, err := httpapi.New(m.withLimitsAPI(httpapi.Options{
 		Pay:        svc,
 		Logger:     m.log.With("component", "http"),
 		AdminToken: m.cfg.AdminToken,
@@ -43,7 +44,7 @@ func (m *Main) serve(svc *pay.Service) error {
 			{Name: "redis", Check: m.limiter.Ping},
 			{Name: "limits", Check: m.manager.Ready},
 		},
-	})
+	}))
 	if err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func (m *Main) serve(svc *pay.Service) error {
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      m.cfg.ChannelTimeout + 15*time.Second,
+		WriteTimeout:      m.cfg.ChannelTimeout + 15*time.Second + limitwait.MaxWaitCap,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    httpapi.ServerMaxHeaderBytes, // the handler answers JSON 414/431 below it
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),

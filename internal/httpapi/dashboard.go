@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/apperr"
+	"payserver/internal/limitapi"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
@@ -65,6 +66,7 @@ type dashboardView struct {
 	ChartFrom      string
 	ChartTo        string
 	Limits         []limitJSON
+	Callers        []limitapi.CallerCounts
 }
 
 type sourceView struct {
@@ -126,6 +128,9 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 			LastRefusalAt: formatStamp(st.LastRefusalAt), Superseded: st.LastRefusalSuperseded,
 		},
 		Filter: q,
+	}
+	if d.r.opts.Callers != nil {
+		v.Callers = d.r.opts.Callers.Snapshot()
 	}
 	to := now.Truncate(time.Minute).Add(time.Minute)
 	from := to.Add(-dashboardMinutes * time.Minute)

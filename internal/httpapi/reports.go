@@ -40,6 +40,9 @@ type ReportsOptions struct {
 	Logger *slog.Logger
 	// Now is the clock of the live views. Default time.Now.
 	Now func() time.Time
+	// Callers, when set, adds the limiter's operations per caller (client
+	// token names and POST /pay) to the dashboard.
+	Callers CallerTally
 }
 
 // usageTimeout bounds reading every key's occupancy for one answer.

@@ -56,6 +56,10 @@ type Options struct {
 	// Admin registers more admin routes (limits, reports, dashboard) on the
 	// group, which already enforces admin auth.
 	Admin []func(g *gin.RouterGroup)
+	// LimitsAPI serves /v1/limits (client tokens); nil leaves it out.
+	LimitsAPI LimitsAPI
+	// ClientTokens are the callers of /v1/limits.
+	ClientTokens []ClientToken
 }
 
 // New returns the HTTP handler.
@@ -63,7 +67,7 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Pay == nil || opts.Logger == nil {
 		return nil, errors.New("httpapi: nil pay service or logger")
 	}
-	h := &handler{opts: opts, log: opts.Logger, authLog: newAdminAuthLog()}
+	h := &handler{opts: opts, log: opts.Logger, authLog: newAdminAuthLog(), clients: newClientTokens(opts.ClientTokens)}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	// Route on the escaped path, so that an escaped slash stays inside its
@@ -92,6 +96,9 @@ func New(opts Options) (http.Handler, error) {
 	for _, register := range opts.Admin {
 		register(admin)
 	}
+	if opts.LimitsAPI != nil {
+		h.registerV1(r)
+	}
 	return r, nil
 }
 
@@ -99,4 +106,5 @@ type handler struct {
 	opts    Options
 	log     *slog.Logger
 	authLog *ratelog.Limiter // failed admin authentications
+	clients clientTokens
 }

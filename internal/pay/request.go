@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"payserver/internal/apperr"
@@ -32,6 +33,9 @@ type PayRequest struct {
 	Amount     int64 // minor units
 	Currency   string
 	Subject    string
+	// MaxWait is how long a refused request may wait for a slot
+	// (maxWaitMs); 0 means none. It is not part of the payload's Hash.
+	MaxWait time.Duration
 }
 
 // Key returns the limiter key of the request.
@@ -52,7 +56,7 @@ func (r PayRequest) Hash() string {
 
 var payFields = map[string]bool{
 	"requestId": true, "bizType": true, "channel": true, "merchantId": true,
-	"amount": true, "currency": true, "subject": true,
+	"amount": true, "currency": true, "subject": true, "maxWaitMs": true,
 }
 
 // DecodePayRequest parses and validates a POST /pay body. Every problem is
@@ -112,6 +116,11 @@ func DecodePayRequest(data []byte) (PayRequest, error) {
 		bad = append(bad, apperr.FieldError{Field: "amount", Reason: "must be an integer number of minor units"})
 	} else {
 		r.Amount = n
+	}
+	if d, reason := ParseMaxWaitMs(raw["maxWaitMs"]); reason != "" {
+		bad = append(bad, apperr.FieldError{Field: "maxWaitMs", Reason: reason})
+	} else {
+		r.MaxWait = d
 	}
 	bad = append(bad, r.problems(bad)...)
 	if len(bad) > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
+	"payserver/internal/limitwait"
 	"payserver/internal/ratelimit"
 )
 
@@ -111,7 +112,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	}
 
 	key := req.Key()
-	d, err := s.limiter.Allow(ctx, key, req.RequestID)
+	d, err := s.limiter.Allow(limitwait.WithMaxWait(ctx, req.MaxWait), key, req.RequestID)
 	if err != nil {
 		if apperr.CodeOf(err) != apperr.Internal {
 			return nil, err // already classified, e.g. by LimitsGate
@@ -123,7 +124,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter did not answer")
 	}
 	if !d.Allowed {
-		return nil, limitedError(req, d)
+		return nil, LimitedError(key, d)
 	}
 
 	now := s.opts.Now().UTC()
@@ -339,26 +340,6 @@ func (s *Service) storeDown(err error, what string) error {
 	s.log.Error("order store failed", "op", what, "err", err)
 	return apperr.Wrap(err, apperr.DependencyUnavailable, "the order database is unavailable").
 		WithDetails(map[string]any{"dependency": "database"})
-}
-
-func limitedError(req PayRequest, d ratelimit.Decision) error {
-	e := apperr.New(apperr.RequestLimited, "channel %s is at its limit for %s", req.Channel, req.BizType)
-	e.Details = map[string]any{
-		"bizType":  req.BizType,
-		"channel":  req.Channel,
-		"limit":    d.Limit,
-		"windowMs": d.Window.Milliseconds(),
-	}
-	if d.Source == ratelimit.SourceClosed {
-		// A closed key has no time after which a retry succeeds: no
-		// Retry-After, no retryAfterMs, so clients do not poll it.
-		e.Message = fmt.Sprintf("channel %s is closed for %s", req.Channel, req.BizType)
-		e.Details["closed"] = true
-		return e
-	}
-	e.RetryAfter = d.RetryAfter
-	e.Details["retryAfterMs"] = apperr.Ceil(d.RetryAfter, time.Millisecond)
-	return e
 }
 
 // newOrderNo returns a unique, sortable order number such as

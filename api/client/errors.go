@@ -1,0 +1,111 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ErrUnauthorized is returned when payserver refuses the token (401).
+var ErrUnauthorized = errors.New("payserver: the client token was refused")
+
+// Body is payserver's JSON error body.
+type Body struct {
+	Code      string         `json:"code"`
+	Message   string         `json:"message"`
+	RequestID string         `json:"requestId"`
+	Details   map[string]any `json:"details"`
+}
+
+// LimitedError is a refusal (429 REQUEST_LIMITED): the window is full.
+type LimitedError struct {
+	// RetryAfter is how long until the window should have room
+	// (details.retryAfterMs, else the Retry-After header).
+	RetryAfter time.Duration
+	// Limit and Window describe the binding window.
+	Limit  int64
+	Window time.Duration
+	Body   Body
+}
+
+func (e *LimitedError) Error() string {
+	return fmt.Sprintf("payserver: limited (%d per %v); retry after %v", e.Limit, e.Window, e.RetryAfter)
+}
+
+// FieldError names one bad field.
+type FieldError struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+// InvalidError is a refused request (400): Fields names each bad field.
+type InvalidError struct {
+	Message string
+	Fields  []FieldError
+	Body    Body
+}
+
+func (e *InvalidError) Error() string { return "payserver: invalid request: " + e.Message }
+
+// UnavailableError is anything else: payserver or its dependencies could
+// not answer (5xx, a transport error, a timeout), or answered another
+// status (Body.Code says which, e.g. IDEMPOTENCY_CONFLICT on a release of
+// a POST /pay requestId). It is worth retrying with the same requestId
+// when Status is 0 or 5xx.
+type UnavailableError struct {
+	Status int // 0 for transport errors and timeouts
+	Body   Body
+	Err    error
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("payserver: unavailable (status %d): %v", e.Status, e.Err)
+	}
+	return fmt.Sprintf("payserver: %d %s: %s", e.Status, e.Body.Code, e.Body.Message)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+func decodeError(resp *http.Response, data []byte) error {
+	var b Body
+	_ = json.Unmarshal(data, &b)
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		return ErrUnauthorized
+	case http.StatusTooManyRequests:
+		e := &LimitedError{Body: b}
+		if ms, ok := number(b.Details["retryAfterMs"]); ok {
+			e.RetryAfter = time.Duration(ms) * time.Millisecond
+		} else if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+			e.RetryAfter = time.Duration(s) * time.Second
+		}
+		if n, ok := number(b.Details["limit"]); ok {
+			e.Limit = n
+		}
+		if ms, ok := number(b.Details["windowMs"]); ok {
+			e.Window = time.Duration(ms) * time.Millisecond
+		}
+		return e
+	case http.StatusBadRequest:
+		e := &InvalidError{Message: b.Message, Body: b}
+		if fs, ok := b.Details["fields"].([]any); ok {
+			for _, f := range fs {
+				m, _ := f.(map[string]any)
+				field, _ := m["field"].(string)
+				reason, _ := m["reason"].(string)
+				e.Fields = append(e.Fields, FieldError{Field: field, Reason: reason})
+			}
+		}
+		return e
+	}
+	return &UnavailableError{Status: resp.StatusCode, Body: b}
+}
+
+func number(v any) (int64, bool) {
+	f, ok := v.(float64)
+	return int64(f), ok
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"payserver/internal/grpcapi"
+	"payserver/internal/httpapi"
+	"payserver/internal/limitapi"
+	"payserver/internal/limitwait"
+	"payserver/internal/pay"
+)
+
+// APIConfig configures the limiter as a service for other callers
+// (/v1/limits over HTTP, Envoy's rate limit protocol over gRPC). It is read
+// from the environment only: tokens are secrets.
+type APIConfig struct {
+	// ClientTokens are the callers of /v1/limits and gRPC:
+	// PAYSERVER_CLIENT_TOKENS, "name=token,name=token".
+	ClientTokens []httpapi.ClientToken
+	// GRPCAddr serves the rate limit service; empty (the default) is off.
+	GRPCAddr string // PAYSERVER_GRPC_ADDR
+	// MaxWaiters bounds the requests waiting (maxWaitMs) for one key on
+	// one instance. PAYSERVER_LIMIT_MAX_WAITERS, default 100.
+	MaxWaiters int
+}
+
+// loadAPIConfig reads the APIConfig from the environment. Client tokens
+// must differ from the admin token and from each other.
+func loadAPIConfig(getenv func(string) string, adminToken string) (APIConfig, error) {
+	c := APIConfig{GRPCAddr: strings.TrimSpace(getenv("PAYSERVER_GRPC_ADDR")), MaxWaiters: limitwait.DefaultMaxWaiters}
+	if v := strings.TrimSpace(getenv("PAYSERVER_LIMIT_MAX_WAITERS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100_000 {
+			return APIConfig{}, fmt.Errorf("PAYSERVER_LIMIT_MAX_WAITERS %q: want a whole number in 1..100000", v)
+		}
+		c.MaxWaiters = n
+	}
+	if c.GRPCAddr != "" {
+		if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
+			return APIConfig{}, fmt.Errorf("PAYSERVER_GRPC_ADDR %q: want host:port", c.GRPCAddr)
+		}
+	}
+	tokens, err := parseClientTokens(getenv("PAYSERVER_CLIENT_TOKENS"), adminToken)
+	if err != nil {
+		return APIConfig{}, fmt.Errorf("PAYSERVER_CLIENT_TOKENS: %w", err)
+	}
+	c.ClientTokens = tokens
+	return c, nil
+}
+
+// minClientTokenLen is the shortest client token accepted.
+const minClientTokenLen = 16
+
+// parseClientTokens parses "name=token,name=token". Names are 1..32
+// characters of [A-Za-z0-9_.-] and not "pay" (POST /pay's own caller
+// name); tokens are at least 16 characters without spaces or commas. The
+// error never quotes a token.
+func parseClientTokens(s, adminToken string) ([]httpapi.ClientToken, error) {
+	var out []httpapi.ClientToken
+	names, tokens := map[string]bool{}, map[string]bool{}
+	for i, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, token, ok := strings.Cut(part, "=")
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("entry %d: want name=token", i+1)
+		case !validClientName(name):
+			return nil, fmt.Errorf("entry %d: name %.40q: want 1..32 characters of A-Z, a-z, 0-9, _ . -", i+1, name)
+		case name == limitapi.PayCaller:
+			return nil, fmt.Errorf("entry %d: name %q is reserved for POST /pay's own acquisitions", i+1, name)
+		case names[name]:
+			return nil, fmt.Errorf("entry %d: name %q given twice", i+1, name)
+		case len(token) < minClientTokenLen || strings.ContainsAny(token, " \t\r\n"):
+			return nil, fmt.Errorf("entry %d (%s): the token must be at least %d characters, without spaces", i+1, name, minClientTokenLen)
+		case token == adminToken:
+			return nil, fmt.Errorf("entry %d (%s): a client token must not be the admin token", i+1, name)
+		case tokens[token]:
+			return nil, fmt.Errorf("entry %d (%s): the token is another client's", i+1, name)
+		}
+		names[name], tokens[token] = true, true
+		out = append(out, httpapi.ClientToken{Name: name, Token: token})
+	}
+	return out, nil
+}
+
+func validClientName(s string) bool {
+	if len(s) < 1 || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// apiWiring is the part of Main that serves the limiter to other callers.
+type apiWiring struct {
+	waiter  *limitwait.Waiter
+	tally   *limitapi.Tally
+	obs     limitapi.Observer
+	svc     *limitapi.Service
+	grpc    *grpc.Server
+	grpcLn  net.Listener
+	started time.Time
+}
+
+// openLimitsAPI wraps the limiter in the waiting layer (maxWaitMs) and
+// sets up the per-caller counts. It runs once the limiter is built.
+func (m *Main) openLimitsAPI() error {
+	am := m.metrics.NewLimitsAPI()
+	w, err := limitwait.New(m.limiter, limitwait.Options{MaxWaiters: m.cfg.API.MaxWaiters, Observer: am})
+	if err != nil {
+		return err
+	}
+	am.WatchWaiters(w.Total)
+	tally := limitapi.NewTally()
+	m.api = apiWiring{waiter: w, tally: tally, obs: limitapi.MultiObserver{am, tally}, started: time.Now().UTC()}
+	return nil
+}
+
+// limitsGate wraps l so that it refuses, with DEPENDENCY_UNAVAILABLE naming
+// the limits source, until the first limits document is loaded.
+func (m *Main) limitsGate(l pay.Limiter) (*pay.LimitsGate, error) {
+	return pay.NewLimitsGate(l, m.manager.Loaded(), m.limitsSourceKind())
+}
+
+// payLimiter is the limiter POST /pay uses: the waiting layer, counted
+// under limitapi.PayCaller.
+func (m *Main) payLimiter() pay.Limiter {
+	return limitapi.CountedAdmitter{Admitter: m.api.waiter, Caller: limitapi.PayCaller, Observer: m.api.obs}
+}
+
+// startLimitsAPI builds the limits service and, when PAYSERVER_GRPC_ADDR is
+// set, serves Envoy's rate limit protocol on it.
+func (m *Main) startLimitsAPI(orders limitapi.OrderFinder) error {
+	// Fail-safe start: no acquisition before the first limits document.
+	admit, err := m.limitsGate(m.api.waiter)
+	if err != nil {
+		return err
+	}
+	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Usage: m.limiter, Orders: orders, Observer: m.api.obs})
+	if err != nil {
+		return err
+	}
+	m.api.svc = svc
+	if len(m.cfg.API.ClientTokens) == 0 {
+		m.log.Warn("no client tokens configured (PAYSERVER_CLIENT_TOKENS); /v1/limits and gRPC answer 401 to everyone")
+	}
+	names := make([]string, 0, len(m.cfg.API.ClientTokens))
+	for _, c := range m.cfg.API.ClientTokens {
+		names = append(names, c.Name)
+	}
+	m.log.Info("limits service", "clients", names, "grpcAddr", m.cfg.API.GRPCAddr, "maxWaitersPerKey", m.cfg.API.MaxWaiters)
+	if m.cfg.API.GRPCAddr == "" {
+		return nil
+	}
+	auth := httpapi.NewClientAuthenticator(m.cfg.API.ClientTokens)
+	srv, err := grpcapi.NewServer(svc, auth, m.log.With("component", "grpc"))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", m.cfg.API.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("grpc listen %s: %w", m.cfg.API.GRPCAddr, err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	m.api.grpc, m.api.grpcLn = g, ln
+	m.goBackground(func() {
+		if err := g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			m.log.Error("grpc server stopped", "err", err)
+		}
+	})
+	m.log.Info("rate limit service (gRPC) listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// GRPCAddr returns the address the gRPC server listens on, "" when off.
+func (m *Main) GRPCAddr() string {
+	if m.api.grpcLn == nil {
+		return ""
+	}
+	return m.api.grpcLn.Addr().String()
+}
+
+// withLimitsAPI adds the /v1/limits routes, their client tokens and the
+// admin report of operations per caller to opts.
+func (m *Main) withLimitsAPI(opts httpapi.Options) httpapi.Options {
+	opts.LimitsAPI = m.api.svc
+	opts.ClientTokens = m.cfg.API.ClientTokens
+	opts.Admin = append(opts.Admin, httpapi.CallersReport(m.api.tally, m.api.started))
+	return opts
+}
+
+// closeLimitsAPI stops the gRPC server, letting in-flight calls finish up
+// to ctx.
+func (m *Main) closeLimitsAPI(ctx context.Context) {
+	if m.api.grpc == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		m.api.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		m.api.grpc.Stop()
+	}
+	m.api.grpc = nil
+}

@@ -1,0 +1,344 @@
+// Package grpcapi serves Envoy's rate limit protocol
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) over gRPC,
+// on payserver's limiter: Envoy, or any gateway with Envoy's rate-limit
+// filter, enforces payserver's exact sliding windows with the same keys,
+// members and counts as POST /pay and /v1/limits.
+//
+// Mapping:
+//   - Each descriptor names one key with the entries "bizType" and
+//     "channel" (required) and may name the member with "request_id".
+//     Any other entry is INVALID_ARGUMENT: a descriptor the service cannot
+//     key must not be silently unlimited.
+//   - hits_addend (the descriptor's, else the request's; 0 means 1) is the
+//     count of hits. With request_id it must be 1 (one request is one
+//     member; a retried request_id is never counted twice). Without it,
+//     each hit gets a fresh unique member. Once money caps exist (issue 14)
+//     hits_addend is the amount (minor units) for a rule's amount windows.
+//   - is_negative_hits with request_id releases that member, like POST
+//     /v1/limits/release.
+//   - A descriptor's limit override is ignored: payserver's limits document
+//     decides.
+//   - The answer is OK when every descriptor is admitted, else OVER_LIMIT;
+//     then the slots this call took are given back, since the request does
+//     not go ahead. Each status carries the binding window's limit
+//     (current_limit; unit SECOND, MINUTE, HOUR or DAY when the window is
+//     one such unit, else the unit with unit_multiplier, and name
+//     "LIMIT/WINDOW"), limit_remaining, and duration_until_reset: the time
+//     until the window has room when refused, the window's length when
+//     admitted.
+//
+// Callers authenticate with a client token (PAYSERVER_CLIENT_TOKENS) in
+// the "authorization" metadata, "Bearer <token>", as on /v1/limits.
+package grpcapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"payserver/internal/apperr"
+	"payserver/internal/limitapi"
+	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
+)
+
+// MaxHits bounds hits_addend for count windows.
+const MaxHits = 1000
+
+// MaxDescriptors bounds the descriptors of one request.
+const MaxDescriptors = 16
+
+// Service is what the server needs. *limitapi.Service implements it.
+type Service interface {
+	Decide(ctx context.Context, client string, r limitapi.AcquireRequest) (limitapi.Acquired, error)
+	Release(ctx context.Context, client string, r limitapi.ReleaseRequest) error
+	Undo(ctx context.Context, client string, key ratelimit.Key, member string) error
+}
+
+// Authenticator returns the client name of a bearer token, false when the
+// token is no client's.
+type Authenticator func(token string) (name string, ok bool)
+
+// Server implements rlsv3.RateLimitServiceServer.
+type Server struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	svc  Service
+	auth Authenticator
+	log  *slog.Logger
+}
+
+// NewServer returns a Server. No argument may be nil.
+func NewServer(svc Service, auth Authenticator, log *slog.Logger) (*Server, error) {
+	if svc == nil || auth == nil || log == nil {
+		return nil, errors.New("grpcapi: nil dependency")
+	}
+	return &Server{svc: svc, auth: auth, log: log}, nil
+}
+
+// Register adds the service to g.
+func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(g, s) }
+
+// hit is one descriptor, validated.
+type hit struct {
+	key      ratelimit.Key
+	member   string // "" when the descriptor named none
+	hits     uint64
+	negative bool
+}
+
+// ShouldRateLimit implements the rate limit service.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	client, err := s.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hits, err := parse(req)
+	if err != nil {
+		return nil, err
+	}
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
+	var took []taken
+	for _, h := range hits {
+		if h.negative {
+			if err := s.svc.Release(ctx, client, limitapi.ReleaseRequest{Key: h.key, RequestID: h.member}); err != nil {
+				return nil, toStatus(err)
+			}
+			resp.Statuses = append(resp.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK})
+			continue
+		}
+		var st *rlsv3.RateLimitResponse_DescriptorStatus
+		for i := uint64(0); i < h.hits; i++ {
+			member := h.member
+			if member == "" {
+				member = uniqueMember()
+			}
+			a, err := s.svc.Decide(ctx, client, limitapi.AcquireRequest{Key: h.key, RequestID: member})
+			if err != nil {
+				s.undo(client, took)
+				return nil, toStatus(err)
+			}
+			st = descriptorStatus(a.Decision)
+			if !a.Decision.Allowed {
+				break
+			}
+			if !a.Decision.Duplicate && a.Decision.Source != ratelimit.SourceUnlimited {
+				took = append(took, taken{h.key, member})
+			}
+		}
+		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		resp.Statuses = append(resp.Statuses, st)
+	}
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		// The request does not go ahead: no channel call can happen for
+		// the slots this call took.
+		s.undo(client, took)
+	}
+	s.log.Debug("rate limit check", "client", client, "domain", req.GetDomain(), "code", resp.OverallCode.String())
+	return resp, nil
+}
+
+// taken is a slot a check took.
+type taken struct {
+	key    ratelimit.Key
+	member string
+}
+
+func (s *Server) undo(client string, took []taken) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, t := range took {
+		if err := s.svc.Undo(ctx, client, t.key, t.member); err != nil {
+			s.log.Warn("could not give back a slot of a refused rate limit check; it frees itself when the window passes",
+				"client", client, "key", t.key.String(), "err", err)
+		}
+	}
+}
+
+// client authenticates the call from its "authorization" metadata.
+func (s *Server) client(ctx context.Context) (string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		const scheme = "bearer "
+		if len(v) > len(scheme) && strings.EqualFold(v[:len(scheme)], scheme) {
+			if name, ok := s.auth(v[len(scheme):]); ok {
+				return name, nil
+			}
+		}
+	}
+	s.log.Warn("rate limit check refused: no valid client token")
+	return "", status.Error(codes.Unauthenticated, "a valid client bearer token is required in the authorization metadata (PAYSERVER_CLIENT_TOKENS)")
+}
+
+// parse validates the request into hits; any problem is INVALID_ARGUMENT
+// naming the descriptor and entry.
+func parse(req *rlsv3.RateLimitRequest) ([]hit, error) {
+	ds := req.GetDescriptors()
+	if len(ds) == 0 {
+		return nil, invalid("descriptors: at least one is required")
+	}
+	if len(ds) > MaxDescriptors {
+		return nil, invalid("descriptors: at most %d are allowed", MaxDescriptors)
+	}
+	out := make([]hit, 0, len(ds))
+	for i, d := range ds {
+		h, err := parseDescriptor(d, req.GetHitsAddend())
+		if err != nil {
+			return nil, invalid("descriptors[%d]: %s", i, err)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func parseDescriptor(d *commonv3.RateLimitDescriptor, requestHits uint32) (hit, error) {
+	var h hit
+	seen := map[string]bool{}
+	for _, e := range d.GetEntries() {
+		if seen[e.GetKey()] {
+			return h, fmt.Errorf("entry %q: given twice", e.GetKey())
+		}
+		seen[e.GetKey()] = true
+		v := e.GetValue()
+		switch e.GetKey() {
+		case "bizType":
+			if p := ratelimit.CodeProblem(v); p != "" {
+				return h, fmt.Errorf("entry bizType: %s", p)
+			}
+			h.key.BizType = v
+		case "channel":
+			if p := ratelimit.CodeProblem(v); p != "" {
+				return h, fmt.Errorf("entry channel: %s", p)
+			}
+			h.key.Channel = v
+		case "request_id":
+			if p := pay.RequestIDProblem(v); p != "" {
+				return h, fmt.Errorf("entry request_id: %s", p)
+			}
+			h.member = v
+		default:
+			return h, fmt.Errorf("entry %.64q: unknown (want bizType, channel, request_id)", e.GetKey())
+		}
+	}
+	for _, k := range []string{"bizType", "channel"} {
+		if !seen[k] {
+			return h, fmt.Errorf("entry %s: is required", k)
+		}
+	}
+	h.hits = uint64(requestHits)
+	if d.GetHitsAddend() != nil {
+		h.hits = d.GetHitsAddend().GetValue()
+	}
+	if h.hits == 0 {
+		h.hits = 1
+	}
+	h.negative = d.GetIsNegativeHits()
+	switch {
+	case h.negative && h.member == "":
+		return h, errors.New("is_negative_hits: needs a request_id entry (the member to release)")
+	case h.member != "" && h.hits != 1:
+		return h, errors.New("hits_addend: must be 1 with a request_id entry (one request is one member)")
+	case h.hits > MaxHits:
+		return h, fmt.Errorf("hits_addend: must be at most %d", MaxHits)
+	}
+	return h, nil
+}
+
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+// toStatus maps an apperr to a gRPC status.
+func toStatus(err error) error {
+	var e *apperr.Error
+	if !errors.As(err, &e) {
+		return status.Error(codes.Internal, "internal error")
+	}
+	switch e.Code {
+	case apperr.InvalidRequest:
+		return status.Error(codes.InvalidArgument, e.Message)
+	case apperr.IdempotencyConflict:
+		return status.Error(codes.FailedPrecondition, e.Message)
+	case apperr.DependencyUnavailable:
+		return status.Error(codes.Unavailable, e.Message)
+	}
+	return status.Error(codes.Internal, e.Message)
+}
+
+// descriptorStatus renders a decision.
+func descriptorStatus(d ratelimit.Decision) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	if !d.Allowed {
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if d.Source == ratelimit.SourceUnlimited || d.Limit == ratelimit.Unlimited {
+		return st
+	}
+	st.CurrentLimit = currentLimit(d.Limit, d.Window)
+	st.LimitRemaining = clampU32(d.Remaining)
+	reset := d.Window
+	if !d.Allowed {
+		reset = d.RetryAfter
+	}
+	st.DurationUntilReset = durationpb.New(reset)
+	return st
+}
+
+// currentLimit describes a window in Envoy's units.
+func currentLimit(limit int64, window time.Duration) *rlsv3.RateLimitResponse_RateLimit {
+	rl := &rlsv3.RateLimitResponse_RateLimit{
+		Name:            fmt.Sprintf("%d/%s", limit, window),
+		RequestsPerUnit: clampU32(limit),
+	}
+	for _, u := range []struct {
+		size time.Duration
+		unit rlsv3.RateLimitResponse_RateLimit_Unit
+	}{
+		{24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY},
+		{time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR},
+		{time.Minute, rlsv3.RateLimitResponse_RateLimit_MINUTE},
+		{time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND},
+	} {
+		if window >= u.size && window%u.size == 0 {
+			rl.Unit = u.unit
+			if n := window / u.size; n != 1 {
+				rl.UnitMultiplier = wrapperspb.UInt32(uint32(n))
+			}
+			return rl
+		}
+	}
+	rl.Unit = rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+	return rl
+}
+
+func clampU32(n int64) uint32 {
+	switch {
+	case n < 0:
+		return 0
+	case n > 1<<32-1:
+		return 1<<32 - 1
+	}
+	return uint32(n)
+}
+
+// uniqueMember returns a fresh member for a hit without request_id.
+func uniqueMember() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "rls-" + hex.EncodeToString(b[:])
+}

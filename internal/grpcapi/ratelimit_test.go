@@ -1,0 +1,75 @@
+package grpcapi
+
+import (
+	"testing"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func TestCurrentLimitUnits(t *testing.T) {
+	for _, tc := range []struct {
+		window   time.Duration
+		unit     rlsv3.RateLimitResponse_RateLimit_Unit
+		multiple uint32 // 0: none
+	}{
+		{time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND, 0},
+		{10 * time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND, 10},
+		{time.Minute, rlsv3.RateLimitResponse_RateLimit_MINUTE, 0},
+		{90 * time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND, 90},
+		{2 * time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR, 2},
+		{24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY, 0},
+		{500 * time.Millisecond, rlsv3.RateLimitResponse_RateLimit_UNKNOWN, 0},
+	} {
+		t.Run(tc.window.String(), func(t *testing.T) {
+			got := currentLimit(7, tc.window)
+			if got.GetUnit() != tc.unit || got.GetUnitMultiplier().GetValue() != tc.multiple || got.GetRequestsPerUnit() != 7 {
+				t.Errorf("got %s x%d (%d), want %s x%d", got.GetUnit(), got.GetUnitMultiplier().GetValue(), got.GetRequestsPerUnit(), tc.unit, tc.multiple)
+			}
+		})
+	}
+}
+
+func desc(kv ...string) *commonv3.RateLimitDescriptor {
+	d := &commonv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func TestParse(t *testing.T) {
+	withHits := desc("bizType", "A", "channel", "B")
+	withHits.HitsAddend = wrapperspb.UInt64(5)
+	h, err := parse(&rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{withHits, desc("channel", "B", "bizType", "A", "request_id", "r-1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h[0].hits != 5 || h[0].member != "" || h[1].hits != 1 || h[1].member != "r-1" || h[1].key.String() != "A:B" {
+		t.Errorf("got %+v", h)
+	}
+	if h, _ := parse(&rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B")}}); h[0].hits != 1 {
+		t.Errorf("hits_addend 0: got %d hits, want 1", h[0].hits)
+	}
+	negative := desc("bizType", "A", "channel", "B")
+	negative.IsNegativeHits = true
+	for name, req := range map[string]*rlsv3.RateLimitRequest{
+		"none":             {},
+		"missing bizType":  {Descriptors: []*commonv3.RateLimitDescriptor{desc("channel", "B")}},
+		"unknown entry":    {Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "path", "/x")}},
+		"negative, no id":  {Descriptors: []*commonv3.RateLimitDescriptor{negative}},
+		"hits with an id":  {HitsAddend: 2, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "request_id", "x")}},
+		"too many hits":    {HitsAddend: MaxHits + 1, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B")}},
+		"bad channel code": {Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := parse(req); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("got %v, want INVALID_ARGUMENT", err)
+			}
+		})
+	}
+}

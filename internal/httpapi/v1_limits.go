@@ -1,0 +1,154 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/apperr"
+	"payserver/internal/limitapi"
+	"payserver/internal/pay"
+)
+
+// LimitsAPI is what the /v1/limits routes need. *limitapi.Service
+// implements it.
+type LimitsAPI interface {
+	Acquire(ctx context.Context, client string, r limitapi.AcquireRequest) (limitapi.Acquired, error)
+	Release(ctx context.Context, client string, r limitapi.ReleaseRequest) error
+	Peek(ctx context.Context, client string, r limitapi.PeekRequest) (limitapi.Peeked, error)
+}
+
+// windowUsageJSON is one window's usage as the API shows it.
+type windowUsageJSON struct {
+	Limit     int64 `json:"limit"`
+	WindowMs  int64 `json:"windowMs"`
+	Used      int64 `json:"used"`
+	Remaining int64 `json:"remaining"`
+}
+
+func windowsUsageJSON(ws []limitapi.WindowUsage) []windowUsageJSON {
+	out := make([]windowUsageJSON, len(ws))
+	for i, w := range ws {
+		out[i] = windowUsageJSON{Limit: w.Limit, WindowMs: w.Window.Milliseconds(), Used: w.Used, Remaining: w.Remaining}
+	}
+	return out
+}
+
+type acquireJSON struct {
+	Allowed   bool              `json:"allowed"`
+	BizType   string            `json:"bizType"`
+	Channel   string            `json:"channel"`
+	RequestID string            `json:"requestId"`
+	Duplicate bool              `json:"duplicate"`
+	Shadow    bool              `json:"shadow"`
+	Windows   []windowUsageJSON `json:"windows"`
+}
+
+type releaseJSON struct {
+	Released  bool   `json:"released"`
+	BizType   string `json:"bizType"`
+	Channel   string `json:"channel"`
+	RequestID string `json:"requestId"`
+}
+
+type peekJSON struct {
+	Allowed bool              `json:"allowed"`
+	BizType string            `json:"bizType"`
+	Channel string            `json:"channel"`
+	Shadow  bool              `json:"shadow"`
+	Windows []windowUsageJSON `json:"windows"`
+}
+
+// registerV1 adds the /v1/limits routes, each behind a client token.
+func (h *handler) registerV1(r *gin.Engine) {
+	g := r.Group("/v1/limits", h.requireClient)
+	g.POST("/acquire", h.acquire)
+	g.POST("/release", h.release)
+	g.GET("/peek", h.peek)
+}
+
+// readBody reads a capped body; ok is false when the answer was written.
+func (h *handler) readBody(c *gin.Context) ([]byte, bool) {
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		reason := "could not be read in time or was cut short"
+		if errors.As(err, &tooBig) {
+			reason = fmt.Sprintf("must be at most %d bytes", MaxBodyBytes)
+		}
+		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: reason}), "")
+		return nil, false
+	}
+	return body, true
+}
+
+func (h *handler) acquire(c *gin.Context) {
+	body, ok := h.readBody(c)
+	if !ok {
+		return
+	}
+	client := clientName(c)
+	log := h.log.With("client", client)
+	req, err := limitapi.DecodeAcquire(body)
+	if err != nil {
+		writeError(c, log, err, pay.PeekRequestID(body))
+		return
+	}
+	res, err := h.opts.LimitsAPI.Acquire(c.Request.Context(), client, req)
+	if err != nil {
+		writeError(c, log, err, req.RequestID)
+		return
+	}
+	log.Debug("slot acquired", "key", req.Key.String(), "requestId", req.RequestID, "duplicate", res.Decision.Duplicate)
+	c.JSON(http.StatusOK, acquireJSON{
+		Allowed: true, BizType: req.Key.BizType, Channel: req.Key.Channel, RequestID: req.RequestID,
+		Duplicate: res.Decision.Duplicate, Shadow: res.Decision.Shadow, Windows: windowsUsageJSON(res.Windows),
+	})
+}
+
+func (h *handler) release(c *gin.Context) {
+	body, ok := h.readBody(c)
+	if !ok {
+		return
+	}
+	client := clientName(c)
+	log := h.log.With("client", client)
+	req, err := limitapi.DecodeRelease(body)
+	if err != nil {
+		writeError(c, log, err, pay.PeekRequestID(body))
+		return
+	}
+	if err := h.opts.LimitsAPI.Release(c.Request.Context(), client, req); err != nil {
+		writeError(c, log, err, req.RequestID)
+		return
+	}
+	log.Info("slot released by its client", "key", req.Key.String(), "requestId", req.RequestID)
+	c.JSON(http.StatusOK, releaseJSON{Released: true, BizType: req.Key.BizType, Channel: req.Key.Channel, RequestID: req.RequestID})
+}
+
+func (h *handler) peek(c *gin.Context) {
+	client := clientName(c)
+	log := h.log.With("client", client)
+	q := c.Request.URL.Query()
+	names := make([]string, 0, len(q))
+	for n := range q {
+		names = append(names, n)
+	}
+	req, err := limitapi.ParsePeek(func(n string) []string { return q[n] }, names)
+	if err != nil {
+		writeError(c, log, err, "")
+		return
+	}
+	p, err := h.opts.LimitsAPI.Peek(c.Request.Context(), client, req)
+	if err != nil {
+		writeError(c, log, err, "")
+		return
+	}
+	c.JSON(http.StatusOK, peekJSON{
+		Allowed: p.Allowed, BizType: req.Key.BizType, Channel: req.Key.Channel, Shadow: p.Shadow, Windows: windowsUsageJSON(p.Windows),
+	})
+}

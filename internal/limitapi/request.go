@@ -1,0 +1,225 @@
+package limitapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"payserver/internal/apperr"
+	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
+)
+
+// AcquireRequest is a validated POST /v1/limits/acquire body.
+type AcquireRequest struct {
+	Key       ratelimit.Key
+	RequestID string
+	// Amount (minor units) and Currency are optional; 0 and "" mean none.
+	// They are validated now and count against money caps once the limits
+	// document has them (issue 14).
+	Amount   int64
+	Currency string
+	// MaxWait is how long a refused request may wait for a slot; 0 means
+	// none.
+	MaxWait time.Duration
+}
+
+// ReleaseRequest is a validated POST /v1/limits/release body.
+type ReleaseRequest struct {
+	Key       ratelimit.Key
+	RequestID string
+}
+
+// PeekRequest is a validated GET /v1/limits/peek query.
+type PeekRequest struct {
+	Key    ratelimit.Key
+	Amount int64 // 0 means none
+}
+
+// object is a decoded JSON object body, field by field, with the problems
+// found so far.
+type object struct {
+	raw map[string]json.RawMessage
+	bad []apperr.FieldError
+}
+
+// decodeObject parses data as one JSON object whose fields are all in
+// known; every problem is collected, field by field, like POST /pay.
+func decodeObject(data []byte, known ...string) object {
+	var o object
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&o.raw); err != nil || o.raw == nil {
+		reason := "must be a JSON object"
+		if err != nil {
+			reason = "malformed JSON: " + err.Error()
+		}
+		o.bad = append(o.bad, apperr.FieldError{Field: "body", Reason: reason})
+		return o
+	}
+	if dec.More() {
+		o.raw = nil
+		o.bad = append(o.bad, apperr.FieldError{Field: "body", Reason: "must hold exactly one JSON object"})
+		return o
+	}
+	names := make([]string, 0, len(o.raw))
+	for name := range o.raw {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		ok := false
+		for _, k := range known {
+			ok = ok || k == name
+		}
+		switch {
+		case ok:
+		case name == "" || len(name) > 64 || !utf8.ValidString(name):
+			o.bad = append(o.bad, apperr.FieldError{Field: "body", Reason: "has an unknown field with an empty, over-long or invalid name"})
+		default:
+			o.bad = append(o.bad, apperr.FieldError{Field: name, Reason: "unknown field"})
+		}
+	}
+	return o
+}
+
+func (o *object) failed() bool { return o.raw == nil }
+
+func (o *object) add(field, reason string) {
+	if reason != "" {
+		o.bad = append(o.bad, apperr.FieldError{Field: field, Reason: reason})
+	}
+}
+
+// str reads a string field and checks it with rule.
+func (o *object) str(name string, required bool, rule func(string) string) string {
+	v, ok := o.raw[name]
+	if !ok || string(v) == "null" {
+		if required {
+			o.add(name, "is required")
+		}
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		o.add(name, "must be a string")
+		return ""
+	}
+	o.add(name, rule(s))
+	return s
+}
+
+// amount reads the optional amount field.
+func (o *object) amount() int64 {
+	v, ok := o.raw["amount"]
+	if !ok || string(v) == "null" {
+		return 0
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+	if err != nil {
+		o.add("amount", "must be an integer number of minor units")
+		return 0
+	}
+	o.add("amount", pay.AmountProblem(n))
+	return n
+}
+
+func (o *object) err() error {
+	if len(o.bad) > 0 {
+		return apperr.Invalid(o.bad...)
+	}
+	return nil
+}
+
+func (o *object) key() ratelimit.Key {
+	return ratelimit.Key{
+		BizType: o.str("bizType", true, ratelimit.CodeProblem),
+		Channel: o.str("channel", true, ratelimit.CodeProblem),
+	}
+}
+
+// DecodeAcquire parses and validates an acquire body with POST /pay's field
+// rules. Every problem is reported in one INVALID_REQUEST error.
+func DecodeAcquire(data []byte) (AcquireRequest, error) {
+	o := decodeObject(data, "bizType", "channel", "requestId", "amount", "currency", "maxWaitMs")
+	if o.failed() {
+		return AcquireRequest{}, o.err()
+	}
+	r := AcquireRequest{Key: o.key(), RequestID: o.str("requestId", true, pay.RequestIDProblem)}
+	r.Amount = o.amount()
+	r.Currency = o.str("currency", false, pay.CurrencyProblem)
+	d, reason := pay.ParseMaxWaitMs(o.raw["maxWaitMs"])
+	o.add("maxWaitMs", reason)
+	r.MaxWait = d
+	if err := o.err(); err != nil {
+		return AcquireRequest{}, err
+	}
+	return r, nil
+}
+
+// DecodeRelease parses and validates a release body.
+func DecodeRelease(data []byte) (ReleaseRequest, error) {
+	o := decodeObject(data, "bizType", "channel", "requestId")
+	if o.failed() {
+		return ReleaseRequest{}, o.err()
+	}
+	r := ReleaseRequest{Key: o.key(), RequestID: o.str("requestId", true, pay.RequestIDProblem)}
+	if err := o.err(); err != nil {
+		return ReleaseRequest{}, err
+	}
+	return r, nil
+}
+
+// ParsePeek validates a peek query: bizType and channel required, amount
+// optional. get returns a parameter's values.
+func ParsePeek(get func(name string) []string, names []string) (PeekRequest, error) {
+	var bad []apperr.FieldError
+	for _, n := range names {
+		if n != "bizType" && n != "channel" && n != "amount" {
+			bad = append(bad, apperr.FieldError{Field: n, Reason: "unknown parameter"})
+		}
+	}
+	one := func(name string, required bool) (string, bool) {
+		vs := get(name)
+		switch {
+		case len(vs) == 0:
+			if required {
+				bad = append(bad, apperr.FieldError{Field: name, Reason: "is required"})
+			}
+			return "", false
+		case len(vs) > 1:
+			bad = append(bad, apperr.FieldError{Field: name, Reason: "must be given once"})
+			return "", false
+		}
+		return vs[0], true
+	}
+	var r PeekRequest
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"bizType", &r.Key.BizType}, {"channel", &r.Key.Channel}} {
+		if v, ok := one(f.name, true); ok {
+			if reason := ratelimit.CodeProblem(v); reason != "" {
+				bad = append(bad, apperr.FieldError{Field: f.name, Reason: reason})
+			}
+			*f.dst = v
+		}
+	}
+	if v, ok := one("amount", false); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil:
+			bad = append(bad, apperr.FieldError{Field: "amount", Reason: "must be an integer number of minor units"})
+		case pay.AmountProblem(n) != "":
+			bad = append(bad, apperr.FieldError{Field: "amount", Reason: pay.AmountProblem(n)})
+		default:
+			r.Amount = n
+		}
+	}
+	if len(bad) > 0 {
+		return PeekRequest{}, apperr.Invalid(bad...)
+	}
+	return r, nil
+}

@@ -1,0 +1,259 @@
+// Package limitapi makes the channel limiter a service for the rest of the
+// platform (refunds, payouts, queries, reconciliation jobs): acquire a slot,
+// release one that was never used, peek at the room left. The HTTP routes
+// under /v1/limits and Envoy's rate-limit protocol over gRPC both call it,
+// so they answer alike. It checks the very windows POST /pay checks, with
+// the same members (requestIds), so the channel sees one limit.
+package limitapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"payserver/internal/apperr"
+	"payserver/internal/limitwait"
+	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
+)
+
+// Admitter decides admissions, waiting when the context carries a maximum
+// wait. *limitwait.Waiter implements it.
+type Admitter interface {
+	Allow(ctx context.Context, key ratelimit.Key, member string) (ratelimit.Decision, error)
+	Release(ctx context.Context, key ratelimit.Key, member string) error
+}
+
+// UsageReader reads the occupancy of each window of a key without
+// consuming anything. *ratelimit.Limiter implements it.
+type UsageReader interface {
+	Usage(ctx context.Context, key ratelimit.Key) (ratelimit.Rule, []int64, error)
+}
+
+// OrderFinder looks up a payment made through POST /pay. *pay.Service
+// implements it.
+type OrderFinder interface {
+	Get(ctx context.Context, requestID string) (*pay.Order, error)
+}
+
+// Op names a limits-service operation, for observers.
+type Op string
+
+// The operations.
+const (
+	OpAcquire Op = "acquire"
+	OpRelease Op = "release"
+	OpPeek    Op = "peek"
+)
+
+// Result says how an operation ended, for observers.
+type Result string
+
+// The results.
+const (
+	ResultAdmitted Result = "admitted"
+	ResultLimited  Result = "limited"
+	ResultReleased Result = "released"
+	ResultRefused  Result = "refused" // release of a POST /pay requestId
+	ResultPeeked   Result = "peeked"
+	ResultFailed   Result = "failed" // the limiter or a dependency failed
+)
+
+// Observer is told of every operation by the calling client's name. It is
+// called on the request path and must not block.
+type Observer interface {
+	Called(client string, op Op, key ratelimit.Key, result Result)
+}
+
+// Options wires a Service. Admit and Usage are required.
+type Options struct {
+	Admit Admitter
+	Usage UsageReader
+	// Orders, when set, lets Release refuse a requestId that belongs to a
+	// payment made through POST /pay: payserver itself frees those slots,
+	// only when the channel was never called.
+	Orders   OrderFinder
+	Observer Observer
+}
+
+// Service is the limiter as a service. It is safe for concurrent use.
+type Service struct {
+	opts Options
+}
+
+// NewService returns a Service.
+func NewService(opts Options) (*Service, error) {
+	if opts.Admit == nil || opts.Usage == nil {
+		return nil, errors.New("limitapi: nil admitter or usage reader")
+	}
+	return &Service{opts: opts}, nil
+}
+
+// WindowUsage is one window of a key: its limit and size, what it holds
+// and what is left.
+type WindowUsage struct {
+	Limit     int64
+	Window    time.Duration
+	Used      int64
+	Remaining int64
+}
+
+// Acquired is an admission.
+type Acquired struct {
+	Decision ratelimit.Decision
+	// Windows is every window of the key after the admission; empty for an
+	// unlimited key.
+	Windows []WindowUsage
+}
+
+// Acquire takes a slot for r.RequestID in every window of r.Key, waiting up
+// to r.MaxWait when refused. A retried requestId already in the windows is
+// admitted again without being counted twice. A refusal is the
+// REQUEST_LIMITED error POST /pay answers; a limiter failure is
+// DEPENDENCY_UNAVAILABLE.
+func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
+	a, err := s.Decide(ctx, client, r)
+	if err == nil && !a.Decision.Allowed {
+		return Acquired{}, pay.LimitedError(r.Key, a.Decision)
+	}
+	return a, err
+}
+
+// Decide is Acquire with a refusal returned as a decision (Allowed false,
+// Windows empty), not an error: for protocols that answer refusals in
+// their own terms (gRPC).
+func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
+	d, err := s.opts.Admit.Allow(limitwait.WithMaxWait(ctx, r.MaxWait), r.Key, r.RequestID)
+	if err != nil {
+		s.observe(client, OpAcquire, r.Key, ResultFailed)
+		return Acquired{}, limiterDown(err)
+	}
+	if !d.Allowed {
+		s.observe(client, OpAcquire, r.Key, ResultLimited)
+		return Acquired{Decision: d, Windows: []WindowUsage{}}, nil
+	}
+	s.observe(client, OpAcquire, r.Key, ResultAdmitted)
+	return Acquired{Decision: d, Windows: windowsAfter(d)}, nil
+}
+
+// Undo gives back a slot this service admitted moments ago for a request
+// that will not go ahead (another descriptor of the same gRPC request was
+// refused). Unlike Release it skips the POST /pay check: the caller made
+// the slot itself.
+func (s *Service) Undo(ctx context.Context, client string, key ratelimit.Key, member string) error {
+	if err := s.opts.Admit.Release(ctx, key, member); err != nil {
+		s.observe(client, OpRelease, key, ResultFailed)
+		return limiterDown(err)
+	}
+	s.observe(client, OpRelease, key, ResultReleased)
+	return nil
+}
+
+// windowsAfter is the per-window usage of an admitted key: every window
+// from the decision when the store reported them (Redis and in-process
+// decisions), else the binding window alone (a fail-open decision).
+func windowsAfter(d ratelimit.Decision) []WindowUsage {
+	if d.Source == ratelimit.SourceUnlimited {
+		return []WindowUsage{}
+	}
+	if len(d.Windows) == 0 {
+		return []WindowUsage{{Limit: d.Limit, Window: d.Window, Used: d.Count, Remaining: d.Remaining}}
+	}
+	out := make([]WindowUsage, len(d.Windows))
+	for i, w := range d.Windows {
+		out[i] = WindowUsage{Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Count, 0)}
+	}
+	return out
+}
+
+// Release gives back the slot r.RequestID holds in r.Key's windows. The
+// caller declares that it never called the channel for it. Releasing a
+// requestId that holds no slot changes nothing: Release is idempotent. A
+// requestId that belongs to a POST /pay payment is refused (409
+// IDEMPOTENCY_CONFLICT): its slot is payserver's to free.
+func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) error {
+	if s.opts.Orders != nil {
+		o, err := s.opts.Orders.Get(ctx, r.RequestID)
+		switch {
+		case err == nil:
+			s.observe(client, OpRelease, r.Key, ResultRefused)
+			return apperr.New(apperr.IdempotencyConflict,
+				"requestId %s belongs to a payment made through POST /pay; payserver frees its slot itself", r.RequestID).
+				WithDetails(map[string]any{"orderNo": o.OrderNo, "status": string(o.Status)})
+		case apperr.CodeOf(err) != apperr.OrderNotFound:
+			s.observe(client, OpRelease, r.Key, ResultFailed)
+			return err
+		}
+	}
+	if err := s.opts.Admit.Release(ctx, r.Key, r.RequestID); err != nil {
+		s.observe(client, OpRelease, r.Key, ResultFailed)
+		return limiterDown(err)
+	}
+	s.observe(client, OpRelease, r.Key, ResultReleased)
+	return nil
+}
+
+// Peeked is what a peek found.
+type Peeked struct {
+	// Allowed reports whether a request would be admitted now: every
+	// window has room (or the key is unlimited, or in shadow mode).
+	Allowed bool
+	Shadow  bool
+	// Windows is every window of the key; empty for an unlimited key.
+	Windows []WindowUsage
+}
+
+// Peek reports whether a request for r.Key would be admitted now and the
+// room left in each window. It consumes nothing. r.Amount counts against
+// money caps once the limits document has them (issue 14); count windows
+// ignore it.
+func (s *Service) Peek(ctx context.Context, client string, r PeekRequest) (Peeked, error) {
+	rule, counts, err := s.opts.Usage.Usage(ctx, r.Key)
+	if err != nil {
+		s.observe(client, OpPeek, r.Key, ResultFailed)
+		return Peeked{}, limiterDown(err)
+	}
+	s.observe(client, OpPeek, r.Key, ResultPeeked)
+	if rule.IsUnlimited() {
+		return Peeked{Allowed: true, Windows: []WindowUsage{}}, nil
+	}
+	p := Peeked{Allowed: true, Shadow: rule.Shadow, Windows: usage(rule, counts)}
+	for _, w := range p.Windows {
+		if w.Remaining < 1 && !rule.Shadow {
+			p.Allowed = false
+		}
+	}
+	return p, nil
+}
+
+// usage pairs each window of rule with its count. A missing count (a
+// closed rule is never stored) is 0.
+func usage(rule ratelimit.Rule, counts []int64) []WindowUsage {
+	out := make([]WindowUsage, len(rule.Windows))
+	for i, w := range rule.Windows {
+		var used int64
+		if i < len(counts) {
+			used = counts[i]
+		}
+		out[i] = WindowUsage{Limit: w.Limit, Window: w.Size, Used: used, Remaining: max(w.Limit-used, 0)}
+	}
+	return out
+}
+
+func (s *Service) observe(client string, op Op, key ratelimit.Key, r Result) {
+	if s.opts.Observer != nil {
+		s.opts.Observer.Called(client, op, key, r)
+	}
+}
+
+// limiterDown turns a limiter failure into DEPENDENCY_UNAVAILABLE.
+func limiterDown(err error) error {
+	if apperr.CodeOf(err) != apperr.Internal {
+		return err // already classified, e.g. by the limits gate
+	}
+	if errors.Is(err, context.Canceled) {
+		return apperr.Wrap(err, apperr.DependencyUnavailable, "the request was cancelled while waiting for the limiter")
+	}
+	return apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter is unavailable").
+		WithDetails(map[string]any{"dependency": "redis"})
+}
