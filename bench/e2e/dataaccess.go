@@ -52,7 +52,7 @@ const (
 	accessGetSQL    = "SELECT " + accessColumns + " FROM orders WHERE request_id = ?"
 	accessCreateSQL = "INSERT INTO orders (" + accessColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	accessFinishSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ? " +
-		"WHERE request_id = ? AND status IN (?, ?)"
+		"WHERE request_id = ? AND order_no = ? AND status IN (?, ?)"
 )
 
 // accessStyle is one way of running a payment's three statements.
@@ -172,7 +172,7 @@ func dataAccess(args []string) error {
 			return err
 		}
 		res, err := c.ExecContext(ctx, accessFinishSQL, "SUCCEEDED", "SIM-"+r.RequestID, "", "", time.Now().UTC(),
-			r.RequestID, "PROCESSING", "UNKNOWN")
+			r.RequestID, r.OrderNo, "PROCESSING", "UNKNOWN")
 		if err != nil {
 			return err
 		}
@@ -192,7 +192,7 @@ func dataAccess(args []string) error {
 				return err
 			}
 			res := builder.WithContext(ctx).Model(&accessRow{}).
-				Where("request_id = ? AND status IN ?", r.RequestID, []string{"PROCESSING", "UNKNOWN"}).
+				Where("request_id = ? AND order_no = ? AND status IN ?", r.RequestID, r.OrderNo, []string{"PROCESSING", "UNKNOWN"}).
 				Updates(map[string]any{"status": "SUCCEEDED", "channel_trade_no": "SIM-" + r.RequestID,
 					"failure_code": "", "failure_message": "", "updated_at": time.Now().UTC()})
 			if res.Error != nil {
