@@ -72,7 +72,7 @@ schemathesis:
 vulncheck:
 	scripts/govulncheck.sh
 
-## bench-e2e: end-to-end POST /pay on real MariaDB and Redis, ratios side by side (about 3.5 minutes)
+## bench-e2e: end-to-end POST /pay on a durable MariaDB (own instance, :13308) and Redis, ratios side by side (about 7 minutes)
 bench-e2e: services
 	scripts/bench-e2e.sh
 

@@ -5,14 +5,20 @@
 #
 # What it does:
 #   1. installs wrk if missing (apt-get install -y wrk);
-#   2. starts MariaDB (127.0.0.1:13306) and Redis (127.0.0.1:16379) with
-#      scripts/services.sh;
+#   2. starts Redis (127.0.0.1:16379), the durable MariaDB (mariadb-durable,
+#      127.0.0.1:13308: innodb_flush_log_at_trx_commit=1, binary log on,
+#      sync_binlog=1, its own instance so the shared test server keeps its
+#      settings) and the shared test MariaDB (127.0.0.1:13306,
+#      innodb_flush_log_at_trx_commit=2) with scripts/services.sh;
 #   3. builds payserver and runs three instances on a fresh database
-#      (payserver_bench_e2e), zero-latency simulator channels, log level warn:
-#      A with the near-cache on (the default), B with it off, C with the
-#      near-cache on and no batching at all (PAYSERVER_LIMITER_COALESCE,
-#      PAYSERVER_DB_GROUP_COMMIT and PAYSERVER_DB_BATCH_READS false);
-#   4. for each concurrency (50 and 200), runs wrk for E2E_DURATION each:
+#      (payserver_bench_e2e) on the durable MariaDB, zero-latency simulator
+#      channels, log level warn: A with the near-cache on (the default), B
+#      with it off, C with the near-cache on and no batching at all
+#      (PAYSERVER_LIMITER_COALESCE, PAYSERVER_DB_GROUP_COMMIT and
+#      PAYSERVER_DB_BATCH_READS false); and D, like A, on the shared
+#      non-durable MariaDB;
+#   4. the headline, on the durable MariaDB: for each concurrency (50, 64
+#      and 200), runs wrk for E2E_DURATION each:
 #        unlimited  POST /pay, BENCH:ALIPAY = -1 (no Redis call)     on A
 #        roomy      POST /pay, ROOMY:ALIPAY = 10,000,000 per 1s       on A
 #        roomy-nobatching  the same                                  on C
@@ -24,25 +30,35 @@
 #        full-nearcache  POST /pay, FULL:ALIPAY = 1 per 1h, near-cache on  on A
 #        full-redis      POST /pay, FULL:ALIPAY, near-cache off            on B
 #      every POST with a requestId of its own; one table per run;
-#   5. prints the RATIO lines, then limiter checks/s at 64 callers, plain
+#   5. secondary, labelled non-durable: unlimited and roomy on D and
+#      mysqlslap on the shared MariaDB, at E2E_NONDURABLE_CONCURRENCY (64);
+#   6. prints a summary table (req/s, p50/p99, CPU ms per request of
+#      payserver, mariadbd and redis-server) and the RATIO lines, the
+#      issue-16 targets first; then limiter checks/s at 64 callers, plain
 #      client vs the coalescer as shipped (bench/e2e batching).
 # Output is also written to bench/out/e2e.txt. A ratio under target prints
 # MISS and does not fail the run; an error (a server down, a wrong status)
 # does.
 #
-# Knobs: E2E_DURATION (10s), E2E_CONCURRENCY ("50 200"), E2E_THREADS (2),
-# E2E_BATCHING (1; 0 skips step 5),
-# E2E_PORT (18090: A; B and C are E2E_PORT+1 and +2).
+# Knobs: E2E_DURATION (10s), E2E_CONCURRENCY ("50 64 200"), E2E_THREADS (2),
+# E2E_NONDURABLE_CONCURRENCY ("64"; "" skips step 5), E2E_BATCHING (1; 0
+# skips the limiter batching part of step 6),
+# E2E_PORT (18090: A; B, C and D are E2E_PORT+1, +2 and +3).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO="${GO:-go}"
 DURATION="${E2E_DURATION:-10s}"
-CONCURRENCY="${E2E_CONCURRENCY:-50 200}"
+CONCURRENCY="${E2E_CONCURRENCY:-50 64 200}"
+NONDURABLE_CONCURRENCY="${E2E_NONDURABLE_CONCURRENCY-64}"
 THREADS="${E2E_THREADS:-2}"
 PORT_A="${E2E_PORT:-18090}"
 PORT_B=$((PORT_A + 1))
 PORT_C=$((PORT_A + 2))
+PORT_D=$((PORT_A + 3))
+DURABLE_MYSQL_PORT=13308 # scripts/services.sh mariadb-durable
+SHARED_MYSQL_PORT=13306  # scripts/services.sh mariadb
+MYSQL_PORT="$DURABLE_MYSQL_PORT"
 DB=payserver_bench_e2e
 SLAP_DB=payserver_bench_slap
 HOST=127.0.0.1
@@ -58,6 +74,7 @@ if ! command -v wrk >/dev/null 2>&1; then
     die "apt-get install wrk failed"
 fi
 scripts/services.sh start mariadb redis >&2
+scripts/services.sh start mariadb-durable >&2
 eval "$(scripts/services.sh env)"
 SLAP="$(command -v mariadb-slap || command -v mysqlslap || true)"
 [[ -n "$SLAP" ]] || die "mariadb-slap/mysqlslap not found (Debian package mariadb-client)"
@@ -72,13 +89,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
-sql() { mariadb --no-defaults --protocol=tcp -h "$HOST" -P 13306 -upayserver -ppayserver -N -e "$1"; }
+sql() { # sql PORT STATEMENTS
+  mariadb --no-defaults --protocol=tcp -h "$HOST" -P "$1" -upayserver -ppayserver -N -e "$2"
+}
 
 log "building payserver"
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
 "$GO" build -o "$WORK/e2e" ./bench/e2e
 
-sql "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+for p in "$DURABLE_MYSQL_PORT" "$SHARED_MYSQL_PORT"; do
+  sql "$p" "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+done
+DURABILITY="$(sql "$DURABLE_MYSQL_PORT" 'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", log_bin=", @@log_bin, ", sync_binlog=", @@sync_binlog)')"
+[[ "$DURABILITY" == "innodb_flush_log_at_trx_commit=1, log_bin=ON, sync_binlog=1" ]] ||
+  die "the durable MariaDB on $DURABLE_MYSQL_PORT is not durable: $DURABILITY"
+SHARED_DURABILITY="$(sql "$SHARED_MYSQL_PORT" 'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", log_bin=", @@log_bin, ", sync_binlog=", @@sync_binlog)')"
 for k in '{BENCH:ALIPAY}' '{ROOMY:ALIPAY}' '{FULL:ALIPAY}'; do
   redis-cli -h "$HOST" -p 16379 --scan --pattern "payserver:rl:$k:*" | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
 done
@@ -94,13 +119,13 @@ channels:
   ALIPAY: {}
 EOF
 
-# start_server NAME PORT NEARCACHE [BATCHING]
+# start_server NAME PORT NEARCACHE BATCHING MYSQL_PORT
 start_server() {
-  local name="$1" port="$2" nc="$3" batching="${4:-true}"
+  local name="$1" port="$2" nc="$3" batching="$4" mport="$5"
   (
     export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$port"
     export PAYSERVER_DATA_DIR="$WORK/data-$name" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
-    export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:13306)/$DB?parseTime=true&loc=UTC"
+    export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:$mport)/$DB?parseTime=true&loc=UTC"
     export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:16379"
     export PAYSERVER_LOG_LEVEL=warn PAYSERVER_LIMITER_NEAR_CACHE="$nc"
     # A loaded machine should show as latency, not as degraded (local)
@@ -121,16 +146,19 @@ start_server() {
   cat "$WORK/$name.log" >&2
   die "payserver $name not ready on $port"
 }
-start_server a "$PORT_A" true # A must migrate before B starts
-start_server b "$PORT_B" false
-start_server c "$PORT_C" true false # no batching
+start_server a "$PORT_A" true true "$DURABLE_MYSQL_PORT" # A must migrate before B starts
+start_server b "$PORT_B" false true "$DURABLE_MYSQL_PORT"
+start_server c "$PORT_C" true false "$DURABLE_MYSQL_PORT" # no batching
+[[ -z "$NONDURABLE_CONCURRENCY" ]] || start_server d "$PORT_D" true true "$SHARED_MYSQL_PORT"
 
 # Fill FULL:ALIPAY (1 per hour) with one admitted payment.
 code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$HOST:$PORT_A/pay" -H 'Content-Type: application/json' \
   -d '{"requestId":"e2e-fill-'"$$"'","bizType":"FULL","channel":"ALIPAY","merchantId":"M1","amount":1999,"currency":"CNY"}')"
 [[ "$code" == 200 ]] || die "filling FULL:ALIPAY answered $code"
 
-MARIADB_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/mariadb/mariadbd.pid")"
+DURABLE_MARIADB_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/mariadb-durable/mariadbd.pid")"
+SHARED_MARIADB_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/mariadb/mariadbd.pid")"
+MARIADB_PID="$DURABLE_MARIADB_PID" # the server of the runs in progress (and MYSQL_PORT)
 REDIS_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/redis/redis.pid")"
 # cpu_ticks PID: user+system CPU of the process so far, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
@@ -159,6 +187,7 @@ wrk_run() {
   local label="$1" port="$2" mode="$3" biz="${4:-BENCH}" c="$5" out pid="${PIDS[0]}"
   [[ "$port" == "$PORT_B" ]] && pid="${PIDS[1]}"
   [[ "$port" == "$PORT_C" ]] && pid="${PIDS[2]}"
+  [[ "$port" == "$PORT_D" ]] && pid="${PIDS[3]}"
   cpu_start "$pid"
   out="$(timeout 120 wrk -t"$THREADS" -c"$c" -d"$DURATION" --timeout 10s -s bench/e2e/pay.lua \
     "http://$HOST:$port" -- "$label" "$mode" "$biz" "$RUN-$label")" || die "wrk $label failed: $out"
@@ -181,7 +210,7 @@ SLAP_MIX="SELECT o.* FROM (SELECT @rid := CONVERT(CONCAT('slap-', UUID_SHORT()) 
 # statements of QUERY (";"-separated) over C connections.
 slap_run() {
   local out
-  out="$(timeout 120 "$SLAP" --no-defaults --protocol=tcp -h "$HOST" -P 13306 -upayserver -ppayserver \
+  out="$(timeout 120 "$SLAP" --no-defaults --protocol=tcp -h "$HOST" -P "$MYSQL_PORT" -upayserver -ppayserver \
     --create-schema="$SLAP_DB" --create="$SLAP_CREATE" --query="$3" --delimiter=";" \
     --concurrency="$1" --number-of-queries="$2" --iterations=1 2>&1)" || die "mysqlslap failed: $out"
   awk '/Average number of seconds/ { print $(NF-1) }' <<<"$out"
@@ -218,13 +247,34 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
   [[ "$total" == "$want" ]] || die "$1: $want of $total answers were $2 (see the table above)"
 }
 
+# row LABEL C UNIT: one line of the summary table, from the RESULT and CPU lines.
+row() {
+  local rps p50 p99
+  rps="$(field "$1" ok_rps)" # 429 runs: every answer was the 429 (expect_only)
+  awk -v r="$rps" 'BEGIN { exit !(r == 0) }' && rps="$(field "$1" rps)"
+  p50="$(field "$1" p50_us)" p99="$(field "$1" p99_us)"
+  awk -v l="$1" -v c="$2" -v u="$3" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v pm="$(field "$1" payserver_ms)" \
+    -v mm="$(field "$1" mariadb_ms)" -v rm="$(field "$1" redis_ms)" 'BEGIN {
+      sub(/-c[0-9]+$/, "", l)
+      lat = (p50 > 0) ? sprintf("%8.2f %8.2f", p50 / 1000, p99 / 1000) : sprintf("%8s %8s", "-", "-")
+      ps = (l ~ /mysqlslap/) ? "-" : sprintf("%.3f", pm)
+      printf "  %-30s %4d %10.0f %-9s %s   %7s %8.3f %6.3f\n", l, c, rps, u, lat, ps, mm, rm }'
+}
+summary_header() {
+  printf '  %-30s %4s %10s %-9s %8s %8s   %7s %8s %6s\n' run c "per s" unit "p50 ms" "p99 ms" payserver mariadbd redis
+  printf '  %-30s %4s %10s %-9s %8s %8s   %s\n' "" "" "" "" "" "" "(CPU ms per unit)"
+}
+
 {
   echo "== payserver end to end: $(nproc) CPUs, $(date -u +%FT%TZ), wrk -t$THREADS, $DURATION per run"
   echo "   $(mariadb --version | sed 's/,.*//'); $(redis-server --version | cut -d' ' -f1-3); $("$GO" version | cut -d' ' -f3); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
-  echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "   headline MariaDB :$DURABLE_MYSQL_PORT (mariadb-durable): $DURABILITY"
+  echo "   secondary MariaDB :$SHARED_MYSQL_PORT (shared test server, NOT durable): $SHARED_DURABILITY"
+  echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching (durable DB); D :$PORT_D as A on the non-durable DB"
+  echo "   load average at the start $(cut -d' ' -f1-3 /proc/loadavg)"
   for c in $CONCURRENCY; do
     echo
-    echo "== concurrency $c"
+    echo "== DURABLE, concurrency $c (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     wrk_run "unlimited-c$c" "$PORT_A" pay BENCH "$c"
     expect_only "unlimited-c$c" 200
     wrk_run "roomy-c$c" "$PORT_A" pay ROOMY "$c"
@@ -240,22 +290,68 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
     wrk_run "full-redis-c$c" "$PORT_B" pay FULL "$c"
     expect_only "full-redis-c$c" 429
   done
+  MYSQL_PORT="$SHARED_MYSQL_PORT" MARIADB_PID="$SHARED_MARIADB_PID"
+  for c in $NONDURABLE_CONCURRENCY; do
+    echo
+    echo "== NON-DURABLE (secondary: innodb_flush_log_at_trx_commit=2, no binlog), concurrency $c (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    wrk_run "nondurable-unlimited-c$c" "$PORT_D" pay BENCH "$c"
+    expect_only "nondurable-unlimited-c$c" 200
+    wrk_run "nondurable-roomy-c$c" "$PORT_D" pay ROOMY "$c"
+    expect_only "nondurable-roomy-c$c" 200
+    slap "nondurable-mysqlslap-c$c" "$c" 1 "$SLAP_QUERY" "inserts"
+  done
   echo
+  echo "== summary, DURABLE MariaDB ($DURABILITY); load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+  summary_header
   for c in $CONCURRENCY; do
-    per() { awk -v n="$(field "$1" "$2")" -v s="$(field "$1" secs)" 'BEGIN { print (s > 0) ? n / s : 0 }'; }
-    ratio "admitted/mysqlslap c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "mysqlslap-c$c" rps)" 0.7
-    ratio "limiter-overhead roomy/unlimited c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "unlimited-c$c" ok_rps)" 0.9
-    ratio "rejection 429(near-cache)/healthz c=$c" "$(per "full-nearcache-c$c" s429)" "$(field "healthz-c$c" ok_rps)" 0.8
-    ratio "rejection 429(near-cache off)/429(near-cache on) c=$c" "$(per "full-redis-c$c" s429)" "$(per "full-nearcache-c$c" s429)" ""
-    ratio "roomy batching (coalescer + group commit)/none c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "roomy-nobatching-c$c" ok_rps)" ""
-    ratio "unlimited/mysqlslap c=$c" "$(field "unlimited-c$c" ok_rps)" "$(field "mysqlslap-c$c" rps)" ""
-    ratio "admitted/mysqlslap-3stmt (the flow's own SELECT+INSERT+UPDATE) c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "mysqlslap-3stmt-c$c" rps)" ""
-    ratio "mysqlslap-3stmt/mysqlslap (the statement mix's own ceiling) c=$c" "$(field "mysqlslap-3stmt-c$c" rps)" "$(field "mysqlslap-c$c" rps)" ""
+    row "roomy-c$c" "$c" payments
+    row "mysqlslap-c$c" "$c" inserts
+    row "full-nearcache-c$c" "$c" 429s
+    row "healthz-c$c" "$c" requests
+    row "unlimited-c$c" "$c" payments
+    row "full-redis-c$c" "$c" 429s
+    row "roomy-nobatching-c$c" "$c" payments
+    row "mysqlslap-3stmt-c$c" "$c" payments
+  done
+  if [[ -n "$NONDURABLE_CONCURRENCY" ]]; then
+    echo
+    echo "== summary, secondary, NON-DURABLE MariaDB ($SHARED_DURABILITY)"
+    summary_header
+    for c in $NONDURABLE_CONCURRENCY; do
+      row "nondurable-roomy-c$c" "$c" payments
+      row "nondurable-mysqlslap-c$c" "$c" inserts
+      row "nondurable-unlimited-c$c" "$c" payments
+    done
+  fi
+  echo
+  per() { awk -v n="$(field "$1" "$2")" -v s="$(field "$1" secs)" 'BEGIN { print (s > 0) ? n / s : 0 }'; }
+  echo "== ratios, DURABLE (issue 16 targets first)"
+  for c in $CONCURRENCY; do
+    ratio "durable admitted/mysqlslap c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "mysqlslap-c$c" rps)" 0.5
+    ratio "durable rejection 429(near-cache)/healthz c=$c" "$(per "full-nearcache-c$c" s429)" "$(field "healthz-c$c" ok_rps)" 0.6
+    ratio "durable limiter-overhead roomy/unlimited c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "unlimited-c$c" ok_rps)" 0.95
+  done
+  for c in $CONCURRENCY; do
+    ratio "durable rejection 429(near-cache off)/429(near-cache on) c=$c" "$(per "full-redis-c$c" s429)" "$(per "full-nearcache-c$c" s429)" ""
+    ratio "durable roomy batching (coalescer + group commit)/none c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "roomy-nobatching-c$c" ok_rps)" ""
+    ratio "durable unlimited/mysqlslap c=$c" "$(field "unlimited-c$c" ok_rps)" "$(field "mysqlslap-c$c" rps)" ""
+    ratio "durable admitted/mysqlslap-3stmt (the flow's own SELECT+INSERT+UPDATE) c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "mysqlslap-3stmt-c$c" rps)" ""
+    ratio "durable mysqlslap-3stmt/mysqlslap (the statement mix's own ceiling) c=$c" "$(field "mysqlslap-3stmt-c$c" rps)" "$(field "mysqlslap-c$c" rps)" ""
     # Noise-robust: the ratio if both sides were bound by the same CPUs,
     # from server CPU per unit (payserver + mariadbd + redis).
-    ratio "cpu-bound admitted/mysqlslap c=$c" "$(field "mysqlslap-c$c" total_ms)" "$(field "roomy-c$c" total_ms)" ""
-    ratio "cpu-bound rejection 429(near-cache)/healthz c=$c" "$(field "healthz-c$c" total_ms)" "$(field "full-nearcache-c$c" total_ms)" ""
+    ratio "durable cpu-bound admitted/mysqlslap c=$c" "$(field "mysqlslap-c$c" total_ms)" "$(field "roomy-c$c" total_ms)" ""
+    ratio "durable cpu-bound rejection 429(near-cache)/healthz c=$c" "$(field "healthz-c$c" total_ms)" "$(field "full-nearcache-c$c" total_ms)" ""
   done
+  if [[ -n "$NONDURABLE_CONCURRENCY" ]]; then
+    echo
+    echo "== ratios, secondary, NON-DURABLE (not the headline)"
+    for c in $NONDURABLE_CONCURRENCY; do
+      ratio "non-durable admitted/mysqlslap c=$c" "$(field "nondurable-roomy-c$c" ok_rps)" "$(field "nondurable-mysqlslap-c$c" rps)" ""
+      ratio "non-durable limiter-overhead roomy/unlimited c=$c" "$(field "nondurable-roomy-c$c" ok_rps)" "$(field "nondurable-unlimited-c$c" ok_rps)" ""
+      ratio "durable/non-durable admitted c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "nondurable-roomy-c$c" ok_rps)" ""
+      ratio "durable/non-durable mysqlslap c=$c" "$(field "mysqlslap-c$c" rps)" "$(field "nondurable-mysqlslap-c$c" rps)" ""
+    done
+  fi
   if [[ "${E2E_BATCHING:-1}" != 0 ]]; then
     echo
     echo "== limiter batching (coalescer as shipped), 64 callers"

@@ -11,7 +11,14 @@
 # PROFILE_CONCURRENCY (50) for PROFILE_SECONDS (10) after a 3 s warm-up, and
 # meanwhile takes a CPU profile and a delta allocation profile of the same
 # seconds. Writes bench/out/profile/{cpu,allocs}.pprof and top.txt (the
-# heaviest functions, flat and cumulative) and prints top.txt.
+# heaviest functions, flat and cumulative) and prints top.txt, headed by the
+# database's work per request over the profiled run: statements by kind
+# (SHOW GLOBAL STATUS Com_* and Questions deltas; exact on the durable
+# MariaDB, which nothing else uses) and mariadbd CPU ms per request.
+#
+# PROFILE_MYSQL_PORT: 13308 (default) is the durable MariaDB (scripts/services.sh
+# mariadb-durable: innodb_flush_log_at_trx_commit=1, binary log, sync_binlog=1);
+# 13306 is the shared, non-durable test server.
 # Inspect further with: go tool pprof -http 127.0.0.1:0 bench/out/profile/cpu.pprof
 set -euo pipefail
 
@@ -25,10 +32,22 @@ PORT="${PROFILE_PORT:-18095}"
 PPROF="$HOST:$((PORT + 1))"
 DB=payserver_bench_profile
 OUT=bench/out/profile
+MPORT="${PROFILE_MYSQL_PORT:-13308}"
 
 die() { echo "profile.sh: FAIL: $*" >&2; exit 1; }
 command -v wrk >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null || die "apt-get install wrk failed"
 scripts/services.sh start mariadb redis >&2
+[[ "$MPORT" == 13306 ]] || scripts/services.sh start mariadb-durable >&2
+eval "$(scripts/services.sh env)"
+if [[ "$MPORT" == 13306 ]]; then MDIR=mariadb; else MDIR=mariadb-durable; fi
+MARIADB_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/$MDIR/mariadbd.pid")"
+msql() { mariadb --no-defaults --protocol=tcp -h "$HOST" -P "$MPORT" -upayserver -ppayserver -N "$@"; }
+# status: the statement counters and mariadbd's CPU ticks, one "name value" a line.
+status() {
+  msql -e "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions','Com_select','Com_insert','Com_update','Com_stmt_execute','Com_stmt_prepare','Com_begin','Com_commit')"
+  awk '{ print "cpu_ticks", $14 + $15 }' "/proc/$MARIADB_PID/stat"
+  curl -s "http://$HOST:$PORT/metrics" | awk '/^payserver_http_requests_total.*route="\/pay"/ { n += $NF } END { printf "pay_requests %d\n", n }'
+}
 
 WORK="$(mktemp -d /tmp/payserver-profile.XXXXXX)"
 PID=""
@@ -39,8 +58,7 @@ cleanup() {
 trap cleanup EXIT
 
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
-mariadb --no-defaults --protocol=tcp -h "$HOST" -P 13306 -upayserver -ppayserver \
-  -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+msql -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 redis-cli -h "$HOST" -p 16379 --scan --pattern 'payserver:rl:{FULL:ALIPAY}:*' | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
 cat >"$WORK/limits.yaml" <<'EOF'
 window: 1s
@@ -53,7 +71,7 @@ printf 'channels:\n  ALIPAY: {}\n' >"$WORK/payserver.yaml"
 (
   export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$PORT" PAYSERVER_PPROF_ADDR="$PPROF"
   export PAYSERVER_DATA_DIR="$WORK/data" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
-  export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:13306)/$DB?parseTime=true&loc=UTC"
+  export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:$MPORT)/$DB?parseTime=true&loc=UTC"
   export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:16379" PAYSERVER_LOG_LEVEL=warn
   export PAYSERVER_LIMITER_TIMEOUT=1s
   exec "$WORK/payserver"
@@ -74,16 +92,27 @@ timeout $((SECS + 30)) wrk -t2 -c"$C" -d$((SECS + 5))s --timeout 10s -s bench/e2
   "http://$HOST:$PORT" -- "profile-$BIZ" pay "$BIZ" "prof$(date +%s)" >"$WORK/wrk.txt" 2>&1 &
 WRK=$!
 sleep 3
+status >"$WORK/status0"
 curl -sf -o "$OUT/allocs.pprof" "http://$PPROF/debug/pprof/allocs?seconds=$SECS" &
 ALLOCS=$!
 curl -sf -o "$OUT/cpu.pprof" "http://$PPROF/debug/pprof/profile?seconds=$SECS" || die "CPU profile failed"
 wait "$ALLOCS" || die "allocation profile failed"
+status >"$WORK/status1"
 wait "$WRK" || die "wrk failed: $(cat "$WORK/wrk.txt")"
 cp "$WORK/payserver" "$OUT/payserver.bin"
 
 {
   echo "== payserver profile: POST /pay $BIZ:ALIPAY, wrk -c$C, ${SECS}s of a $((SECS + 5))s run, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   grep -v '^RESULT' "$WORK/wrk.txt" | sed -n '/run profile/,$p'
+  echo
+  echo "== database work per POST /pay over the profiled ${SECS}s (MariaDB :$MPORT, $(msql -e 'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", log_bin=", @@log_bin, ", sync_binlog=", @@sync_binlog)'))"
+  awk -v hz="$(getconf CLK_TCK)" 'NR == FNR { a[$1] = $2; next } { d[$1] = $2 - a[$1] }
+    END {
+      n = d["pay_requests"]; if (n < 1) n = 1
+      printf "  %d POST /pay answered; per request: Questions %.3f, Com_select %.3f, Com_insert %.3f, Com_update %.3f, Com_stmt_execute %.3f, Com_stmt_prepare %.4f, Com_begin %.3f, Com_commit %.3f\n",
+        d["pay_requests"], d["Questions"] / n, d["Com_select"] / n, d["Com_insert"] / n, d["Com_update"] / n, d["Com_stmt_execute"] / n, d["Com_stmt_prepare"] / n, d["Com_begin"] / n, d["Com_commit"] / n
+      printf "  mariadbd CPU ms per request: %.3f (shared with anything else on that server)\n", d["cpu_ticks"] * 1000 / hz / n
+    }' "$WORK/status0" "$WORK/status1"
   echo
   echo "== CPU, cumulative (top 40)"
   "$GO" tool pprof -top -cum -nodecount=40 "$OUT/payserver.bin" "$OUT/cpu.pprof" 2>/dev/null | sed -n '/flat%/,$p'

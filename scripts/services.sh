@@ -7,7 +7,7 @@
 #   scripts/services.sh stop    [SERVICE|all]...   (default all)
 #   scripts/services.sh restart [SERVICE|all]...
 #   scripts/services.sh kill    [SERVICE|all]...   (SIGKILL: crash injection)
-#   SERVICE: redis mariadb nacos cluster sentinel redis-tls mariadb-tls failover-cluster
+#   SERVICE: redis mariadb nacos cluster sentinel redis-tls mariadb-tls failover-cluster mariadb-durable
 #   scripts/services.sh status
 #   scripts/services.sh env        # prints `export VAR=value` lines: eval "$(scripts/services.sh env)"
 #
@@ -35,6 +35,9 @@
 #                                      each, state in <state>/failover-cluster), for the test that kills a
 #                                      master (TestRedisClusterFailover). Not part of `all`; its own lock,
 #                                      so it can start while `start all` is busy.
+#   mariadb-durable  a third MariaDB 127.0.0.1:13308, durable (innodb_flush_log_at_trx_commit=1,
+#                                      binary log on, sync_binlog=1), state in <state>/mariadb-durable,
+#                                      for make bench-e2e. Not part of `all`; its own lock.
 #   (throwaway CA, wrong CA, server and client certs: openssl, $STATE/tls, made once)
 #
 # Environment knobs:
@@ -1077,6 +1080,11 @@ print_failover_cluster_env() {
 # never wait for (or hold up) a `start all` of the shared services.
 lock_for() {
   local t own=1
+  if [[ "$*" == mariadb-durable ]]; then # the durable MariaDB (perf) has its own lock too
+    exec 9>"$STATE/.lock-durable"
+    flock -w 1800 9 || { err "timed out waiting for $STATE/.lock-durable"; exit 1; }
+    return 0
+  fi
   (($# > 0)) || own=0
   for t in "$@"; do
     case "$t" in failover-cluster | failover-node:*) ;; *) own=0 ;; esac
@@ -1087,6 +1095,86 @@ lock_for() {
   else
     lock
   fi
+}
+
+# ---------------------------------------------------------------- mariadb-durable (perf)
+# A third MariaDB, durable the way a payments database runs: every commit flushed to disk
+# (innodb_flush_log_at_trx_commit=1), binary log on with sync_binlog=1. Its own port, data
+# dir and lock, so the benchmark that needs it (make bench-e2e) never changes the shared
+# test server's settings under the tests, and never waits for (or holds up) `start all`.
+# Not part of `all`.
+
+MYSQL_DURABLE_PORT=13308
+MYSQL_DURABLE_DIR="$STATE/mariadb-durable"
+
+mysql_durable_root() {
+  mariadb --no-defaults --protocol=socket --socket="$MYSQL_DURABLE_DIR/mariadbd.sock" -uroot "$@"
+}
+
+mysql_durable_alive() {
+  mariadb-admin --no-defaults --protocol=socket --socket="$MYSQL_DURABLE_DIR/mariadbd.sock" -uroot \
+    --connect-timeout=2 ping >/dev/null 2>&1
+}
+
+start_mariadb_durable() {
+  ensure_mariadb_bin
+  local data="$MYSQL_DURABLE_DIR/data" pidfile="$MYSQL_DURABLE_DIR/mariadbd.pid" logfile="$LOGS/mariadb-durable.log"
+  mkdir -p "$MYSQL_DURABLE_DIR"
+  if pid_alive "$(read_pid "$pidfile")" && mysql_durable_alive; then
+    log "mariadb-durable $HOST:$MYSQL_DURABLE_PORT up"
+    return 0
+  fi
+  if ! pid_alive "$(read_pid "$MYSQL_DURABLE_DIR/launch.pid")"; then
+    port_listening "$MYSQL_DURABLE_PORT" &&
+      die_with_log "mariadb-durable: port $MYSQL_DURABLE_PORT is in use by another process" ""
+    if [[ ! -f "$data/.payserver-initialized" ]]; then
+      rm -rf "$data"
+      mkdir -p "$data"
+      mariadb-install-db --no-defaults --user=root --datadir="$data" \
+        --auth-root-authentication-method=normal --skip-test-db >"$LOGS/mariadb-durable-install-db.log" 2>&1 9>&- ||
+        die_with_log "mariadb-durable: mariadb-install-db failed" "$LOGS/mariadb-durable-install-db.log"
+      touch "$data/.payserver-initialized"
+    fi
+    rm -f "$pidfile" "$MYSQL_DURABLE_DIR/mariadbd.sock"
+    : >>"$logfile"
+    # The shared server's settings but for durability (and a buffer pool that holds
+    # a benchmark's orders, so that reads do not measure the disk).
+    launch "$MYSQL_DURABLE_DIR/launch.pid" "$logfile" \
+      mariadbd --no-defaults --user=root --datadir="$data" \
+      --socket="$MYSQL_DURABLE_DIR/mariadbd.sock" --pid-file="$pidfile" \
+      --port="$MYSQL_DURABLE_PORT" --bind-address="$HOST" --skip-name-resolve --log-error="$logfile" \
+      --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci --default-time-zone=+00:00 \
+      --max-connections=500 --innodb-buffer-pool-size=256M \
+      --innodb-flush-log-at-trx-commit=1 --log-bin="$data/binlog" --server-id=1 \
+      --sync-binlog=1 --binlog-format=ROW
+  fi
+  local deadline=$((SECONDS + 60))
+  until mysql_durable_alive; do
+    ((SECONDS < deadline)) || die_with_log "mariadb-durable: not accepting connections after 60s" "$logfile"
+    sleep 0.2
+  done
+  mysql_setup_sql | mysql_durable_root >>"$logfile" 2>&1 || die_with_log "mariadb-durable: creating db/user failed" "$logfile"
+  log "mariadb-durable $HOST:$MYSQL_DURABLE_PORT up"
+}
+
+stop_mariadb_durable() {
+  local pidfile="$MYSQL_DURABLE_DIR/mariadbd.pid"
+  [[ -s "$pidfile" ]] || pidfile="$MYSQL_DURABLE_DIR/launch.pid"
+  stop_pid mariadb-durable "$pidfile" "$MYSQL_DURABLE_PORT" 60 "${1:-TERM}"
+  rm -f "$MYSQL_DURABLE_DIR/mariadbd.pid" "$MYSQL_DURABLE_DIR/launch.pid"
+}
+
+status_mariadb_durable() {
+  if mysql_durable_alive; then
+    log "mariadb-durable $HOST:$MYSQL_DURABLE_PORT up ($(mysql_durable_root -N -e \
+      'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, " log_bin=", @@log_bin, " sync_binlog=", @@sync_binlog)'))"
+  else
+    log "mariadb-durable $HOST:$MYSQL_DURABLE_PORT down"
+  fi
+}
+
+print_mariadb_durable_env() {
+  echo "export PAYSERVER_TEST_MYSQL_DURABLE_DSN='payserver:payserver@tcp($HOST:$MYSQL_DURABLE_PORT)/payserver?parseTime=true&loc=UTC'"
 }
 
 # ---------------------------------------------------------------- env
@@ -1105,6 +1193,7 @@ export PAYSERVER_TEST_REDIS_CLUSTER_ADDRS='$(cluster_ports "$r" | sed "s/^/$HOST
 EOF
   print_env_opsconfig
   print_failover_cluster_env
+  print_mariadb_durable_env
 }
 
 # ---------------------------------------------------------------- dispatch
@@ -1122,7 +1211,8 @@ expand_targets() { # expand_targets ARGS... -> one target per line, in start ord
       redis-cluster) echo cluster ;;
       cluster-node:[0-9]*) echo "$t" ;;
       failover-cluster | failover-node:[0-9]*) echo "$t" ;;
-      *) err "unknown service '$t' (redis|mariadb|nacos|cluster|sentinel|redis-tls|mariadb-tls|failover-cluster|all|cluster-node:PORT|sentinel-node:PORT|failover-node:PORT)"; exit 2 ;;
+      mariadb-durable) echo "$t" ;;
+      *) err "unknown service '$t' (redis|mariadb|nacos|cluster|sentinel|redis-tls|mariadb-tls|failover-cluster|mariadb-durable|all|cluster-node:PORT|sentinel-node:PORT|failover-node:PORT)"; exit 2 ;;
     esac
   done
 }
@@ -1179,6 +1269,7 @@ main() {
       command -v redis-cli >/dev/null 2>&1 || { err "redis-cli not installed (run start)"; }
       status_redis; status_mariadb; status_nacos; status_cluster
       status_sentinel; status_redis_tls; status_mariadb_tls; status_failover_cluster
+      status_mariadb_durable
       ;;
     env) print_env ;;
     -h | --help | help) usage ;;

@@ -43,9 +43,9 @@ import (
 )
 
 func main() {
-	cmds := map[string]func([]string) error{"batching": batching, "zset": zsetSize}
+	cmds := map[string]func([]string) error{"batching": batching, "zset": zsetSize, "dataaccess": dataAccess}
 	if len(os.Args) < 2 || cmds[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench/e2e batching|zset [flags]")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench/e2e batching|zset|dataaccess [flags]")
 		os.Exit(2)
 	}
 	if err := cmds[os.Args[1]](os.Args[2:]); err != nil {
