@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	koanfyaml "github.com/knadh/koanf/parsers/yaml"
@@ -62,6 +63,7 @@ func LoadConfig(environ []string) (Config, error) {
 	cfg := DefaultConfig()
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			durationNeedsUnitHook,
 			mapstructure.StringToTimeDurationHookFunc(),
 			policyHook,
 			mapstructure.TextUnmarshallerHookFunc()),
@@ -85,6 +87,22 @@ func LoadConfig(environ []string) (Config, error) {
 	sort.Strings(unknown)
 	cfg.UnknownEnv = unknown
 	return cfg, cfg.Validate()
+}
+
+// durationNeedsUnitHook refuses a bare number where a duration is expected
+// (YAML `timeout: 50`): with weakly typed input it would otherwise be read
+// as nanoseconds.
+func durationNeedsUnitHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[time.Duration]() {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return nil, fmt.Errorf("%v is not a duration: give a unit, such as 50ms, 5s or 1m", data)
+	}
+	return data, nil
 }
 
 // policyHook decodes a string into a ratelimit.Policy through

@@ -298,3 +298,21 @@ func TestUnknownYAMLKeyNamed(t *testing.T) {
 		})
 	}
 }
+
+// TestYAMLDurationNeedsUnit: a bare number where a duration is expected is
+// refused, not read as nanoseconds (a 50 ns limiter timeout would refuse
+// every payment).
+func TestYAMLDurationNeedsUnit(t *testing.T) {
+	for _, y := range []string{"limiter:\n  timeout: 50\n", "channelTimeout: 5\n", "shutdownTimeout: 1.5\n"} {
+		t.Run(strings.TrimSpace(y), func(t *testing.T) {
+			cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, y)}))
+			if err == nil || !strings.Contains(err.Error(), "give a unit") {
+				t.Fatalf("got %v (limiter timeout %v, channel timeout %v), want a refusal asking for a unit", err, cfg.Limiter.Timeout, cfg.ChannelTimeout)
+			}
+		})
+	}
+	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, "limiter:\n  timeout: 75ms\n")}))
+	if err != nil || cfg.Limiter.Timeout != 75*time.Millisecond {
+		t.Fatalf("75ms: got %v, %v; want 75ms", cfg.Limiter.Timeout, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -90,7 +91,7 @@ func mysqlTLSDSN(dsn string, files TLSFiles) (string, error) {
 	}
 	if tcfg.ServerName == "" {
 		host := dcfg.Addr
-		if h, _, ok := strings.Cut(host, ":"); ok {
+		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
 		}
 		tcfg.ServerName = host
@@ -165,7 +166,12 @@ func (m *Main) redisOptions() (*redis.UniversalOptions, error) {
 		PoolSize:              128,
 		MinIdleConns:          8,
 		PoolTimeout:           100 * time.Millisecond,
-		MaxRetries:            2,
+		// No client-side retries: a retry after a read timeout or EOF may
+		// follow a script that ran, and its error (a dial error, MOVED,
+		// CLUSTERDOWN…) would then hide that the outcome is unknown. The
+		// limiter retries a check itself, with the same member
+		// (ratelimit.Limiter's unknown-outcome handling).
+		MaxRetries: -1,
 	}
 	if m.cfg.RedisMode == RedisSentinel {
 		opts.Addrs = m.cfg.RedisSentinels
