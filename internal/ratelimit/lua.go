@@ -9,7 +9,8 @@ import "github.com/redis/go-redis/v9"
 // safe. Time is read from Redis, never from app servers, in microseconds.
 //
 //	KEYS[i]              sorted set of window i; member = requestId, score = admit time (µs)
-//	ARGV[1]              TTL in ms for every key: the longest window
+//	ARGV[1]              TTL in ms for every key: the longest window plus a margin
+//	                     (ttlMargin), so that no key expires while a member is in it
 //	ARGV[2]              0: read the time from Redis TIME (always, in production);
 //	                     else the time in µs (tests drive time through it)
 //	ARGV[2i+1], ARGV[2i+2] limit and size (µs) of window i
@@ -86,15 +87,16 @@ for j = 1, #ARGV - first + 1 do
   if bind > 0 then
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, bind, longest, 0
   else
-    local room = -1
+    local room = nil
     for i = 1, n do
       if not (present[i][j] or seen[member]) then
         counts[i] = counts[i] + 1
         local a, na = add[i], nadd[i]
         a[na + 1], a[na + 2], nadd[i] = now, member, na + 2
       end
+      -- room is negative where a lowered limit is under the members in
       local left = limits[i] - counts[i]
-      if room < 0 or left < room then
+      if room == nil or left < room then
         room, bind = left, i
       end
     end

@@ -96,14 +96,14 @@ func (m *Model) Check(k Key, windows []Window, member string, now time.Time) Sto
 		return res
 	}
 	res.Allowed, res.Duplicate = true, held
-	room := int64(-1)
 	for i, w := range windows {
 		if !qs[i].has(member) {
 			qs[i].push(localEntry{member: member, at: at})
 			res.Counts[i]++
 		}
-		if left := w.Limit - res.Counts[i]; room < 0 || left < room {
-			room, res.Window, res.Count = left, i, res.Counts[i]
+		// Room can be negative: a lowered limit under members already in.
+		if res.Window < 0 || w.Limit-res.Counts[i] < windows[res.Window].Limit-res.Counts[res.Window] {
+			res.Window, res.Count = i, res.Counts[i]
 		}
 	}
 	return res

@@ -144,6 +144,13 @@ func (s *RedisStore) checkOne(ctx context.Context, k Key, windows []Window, memb
 	return out[0], nil
 }
 
+// ttlMargin is added to the longest window for the keys' TTL. A key must
+// not expire while its newest member is still in a window: with Redis, a
+// TTL equal to the window is exact, but the embedded server counts TTLs
+// down in one-second ticks (miniredis FastForward), so a key could vanish
+// up to a tick early and admit a whole limit again.
+const ttlMargin = 2 * time.Second
+
 // checkArgs returns checkScript's ARGV for members of one key, with the time
 // read from Redis.
 func checkArgs(windows []Window, members ...string) []any {
@@ -154,7 +161,7 @@ func checkArgs(windows []Window, members ...string) []any {
 // µs since the epoch (property tests drive time through it).
 func checkArgsAt(nowMicros int64, windows []Window, members ...string) []any {
 	args := make([]any, 0, 2+2*len(windows)+len(members))
-	args = append(args, windows[len(windows)-1].Size.Milliseconds(), nowMicros)
+	args = append(args, (windows[len(windows)-1].Size + ttlMargin).Milliseconds(), nowMicros)
 	for _, w := range windows {
 		args = append(args, w.Limit, w.Size.Microseconds())
 	}
