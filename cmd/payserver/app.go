@@ -120,7 +120,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	// serve
-	return m.serve(svc)
+	if err := m.serve(svc); err != nil {
+		return err
+	}
+	return m.startMembership(bg)
 }
 
 func (m *Main) goBackground(f func()) {
