@@ -36,6 +36,7 @@ type Main struct {
 	mini     *miniredis.Miniredis
 	limiter  *ratelimit.Limiter
 	manager  *configcenter.Manager
+	limitsIn *configcenter.WatchedSource // the manager's source, for ops gauges and shutdown order
 	channels *channel.Registry
 	metrics  *metrics.Metrics
 	stats    statsWiring

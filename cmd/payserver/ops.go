@@ -16,6 +16,7 @@ import (
 // limiter's share and degraded state, each dependency's readiness, and
 // whether the latest limits document from src was refused.
 func (m *Main) watchOps(src *configcenter.WatchedSource) {
+	m.limitsIn = src
 	m.metrics.WatchLimiter(m.limiter.LocalShare, m.limiter.Degraded)
 	m.metrics.WatchDependencies(map[string]func(context.Context) error{
 		"database": func(ctx context.Context) error { return repo.Ping(ctx, m.db) },
@@ -61,6 +62,9 @@ func (m *Main) startMembership(ctx context.Context) error {
 		IP: configcenter.InstanceIP(host), Port: port,
 		Floor: m.cfg.Limiter.InstanceCount, Share: m.limiter,
 		Contacted: gauges.Contacted, Live: gauges.LiveInstances,
+		// The SDK's shutdown races with its other clients' requests:
+		// the naming client goes after the limits source's config client.
+		CloseAfter: m.limitsIn.Done(),
 	})
 	if err != nil {
 		return err

@@ -326,7 +326,7 @@ func (s *NacosSource) Close() error {
 		// that finished during the grace before the shutdown below.
 		_ = c.CancelListenConfig(param)
 	}
-	c.CloseClient()
+	shutdownSDK(c.CloseClient)
 	return nil
 }
 

@@ -62,6 +62,30 @@ type NamingOptions struct {
 	// DefaultMembershipPoll. Changes pushed by the server are applied at
 	// once regardless.
 	Poll time.Duration
+	// CloseAfter, when set, is closed once every other SDK client of the
+	// process (the limits source's config client) is shut down; Run waits
+	// for it (up to closeAfterLimit) before shutting its own client down.
+	// nacos-sdk-go v2.3.5's RpcClient.Shutdown deletes from a process-wide
+	// client map without the lock under which every other client reads
+	// that map on each request, so a shutdown while the config client is
+	// still working is a data race inside the SDK. Past the limit the
+	// naming client is abandoned instead (the process is exiting).
+	CloseAfter <-chan struct{}
+}
+
+// closeAfterLimit bounds Run's wait for NamingOptions.CloseAfter.
+const closeAfterLimit = 10 * time.Second
+
+// sdkShutdownMu serialises the SDK client shutdowns this package makes:
+// each deletes from the SDK's process-wide client map without the SDK's
+// lock (see NamingOptions.CloseAfter), so two at once race on the map.
+var sdkShutdownMu sync.Mutex
+
+// shutdownSDK shuts an SDK client down under sdkShutdownMu.
+func shutdownSDK(closeClient func()) {
+	sdkShutdownMu.Lock()
+	defer sdkShutdownMu.Unlock()
+	closeClient()
 }
 
 // Membership registers this instance in Nacos naming as an ephemeral
@@ -204,7 +228,7 @@ func (m *Membership) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("configcenter: naming: create client: %w", err)
 	}
-	defer client.CloseClient()
+	defer m.close(client)
 
 	changed := make(chan struct{}, 1)
 	sub := &vo.SubscribeParam{
@@ -245,6 +269,19 @@ func (m *Membership) Run(ctx context.Context) error {
 		case <-changed:
 		}
 	}
+}
+
+// close shuts the SDK client down once CloseAfter allows it.
+func (m *Membership) close(client naming_client.INamingClient) {
+	if m.opts.CloseAfter != nil {
+		select {
+		case <-m.opts.CloseAfter:
+		case <-time.After(closeAfterLimit):
+			m.log.Warn("naming: the other Nacos clients are still open; abandoning the naming client instead of shutting it down")
+			return
+		}
+	}
+	shutdownSDK(client.CloseClient)
 }
 
 // register registers the instance; it reports whether the server accepted.

@@ -14,13 +14,19 @@ import (
 type WatchedSource struct {
 	Source
 	last atomic.Pointer[string]
+	done chan struct{}
 }
 
 // Watch wraps src.
-func Watch(src Source) *WatchedSource { return &WatchedSource{Source: src} }
+func Watch(src Source) *WatchedSource { return &WatchedSource{Source: src, done: make(chan struct{})} }
+
+// Done is closed when Run returned (the inner source has shut down). Run
+// must be called once.
+func (w *WatchedSource) Done() <-chan struct{} { return w.done }
 
 // Run runs the inner source; each document is recorded once sink returned.
 func (w *WatchedSource) Run(ctx context.Context, sink func(Document)) error {
+	defer close(w.done)
 	return w.Source.Run(ctx, func(d Document) {
 		sink(d)
 		m := d.MD5
