@@ -291,7 +291,9 @@ func (s *NacosSource) sdkClient() (config_client.IConfigClient, error) {
 	}
 	servers := make([]constant.ServerConfig, len(s.servers))
 	copy(servers, s.servers)
+	sdkMu.Lock()
 	c, err := clients.NewConfigClient(vo.NacosClientParam{ClientConfig: &cc, ServerConfigs: servers})
+	sdkMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("configcenter: nacos: create config client: %w", err)
 	}

@@ -14,12 +14,12 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
-	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
 
-// DefaultMembershipPoll is how often a Membership re-reads the healthy
-// instance list and the server link when NamingOptions.Poll is zero.
+// DefaultMembershipPoll is how often a Membership reads the healthy
+// instance count and checks its server link when NamingOptions.Poll is
+// zero.
 const DefaultMembershipPoll = time.Second
 
 // ShareSetter receives the local share, 1/N of the live instance count.
@@ -58,9 +58,8 @@ type NamingOptions struct {
 	Contacted func(time.Time)
 	// Live, when set, is told each healthy instance count seen.
 	Live func(int)
-	// Poll is the period of the safety-net re-read; 0 means
-	// DefaultMembershipPoll. Changes pushed by the server are applied at
-	// once regardless.
+	// Poll is the period of the instance count read, the link check and
+	// registration retries; 0 means DefaultMembershipPoll.
 	Poll time.Duration
 	// CloseAfter, when set, is closed once every other SDK client of the
 	// process (the limits source's config client) is shut down; Run waits
@@ -76,15 +75,16 @@ type NamingOptions struct {
 // closeAfterLimit bounds Run's wait for NamingOptions.CloseAfter.
 const closeAfterLimit = 10 * time.Second
 
-// sdkShutdownMu serialises the SDK client shutdowns this package makes:
-// each deletes from the SDK's process-wide client map without the SDK's
-// lock (see NamingOptions.CloseAfter), so two at once race on the map.
-var sdkShutdownMu sync.Mutex
+// sdkMu serialises the SDK client creations and shutdowns this package
+// makes. nacos-sdk-go v2.3.5 keeps process-wide state that both touch
+// without a lock: a shutdown deletes from its client map (see
+// NamingOptions.CloseAfter), and a creation fills a cached local IP.
+var sdkMu sync.Mutex
 
-// shutdownSDK shuts an SDK client down under sdkShutdownMu.
+// shutdownSDK shuts an SDK client down under sdkMu.
 func shutdownSDK(closeClient func()) {
-	sdkShutdownMu.Lock()
-	defer sdkShutdownMu.Unlock()
+	sdkMu.Lock()
+	defer sdkMu.Unlock()
 	closeClient()
 }
 
@@ -193,8 +193,9 @@ func (m *Membership) observe(live int) {
 	m.n, m.share = n, share
 }
 
-// Run creates the SDK naming client, registers this instance, subscribes to
-// the service and keeps the share current until ctx is done; it then
+// Run creates the SDK naming client, registers this instance, reads the
+// service's healthy instances every Poll and keeps the share current until
+// ctx is done; it then
 // deregisters the instance and closes the client. Run returns an error
 // only when the client cannot be created; a server that is unreachable at
 // start is retried (the SDK reconnects and re-registers by itself).
@@ -224,49 +225,37 @@ func (m *Membership) Run(ctx context.Context) error {
 	}
 	servers := make([]constant.ServerConfig, len(m.servers))
 	copy(servers, m.servers)
+	sdkMu.Lock()
 	client, err := clients.NewNamingClient(vo.NacosClientParam{ClientConfig: &cc, ServerConfigs: servers})
+	sdkMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("configcenter: naming: create client: %w", err)
 	}
 	defer m.close(client)
 
-	changed := make(chan struct{}, 1)
-	sub := &vo.SubscribeParam{
-		ServiceName: m.opts.Service,
-		GroupName:   m.opts.Group,
-		SubscribeCallback: func([]model.Instance, error) {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		},
-	}
-	registered, subscribed := false, false
+	lister := newInstanceLister(m.opts)
+	registered := false
 	tick := time.NewTicker(m.opts.Poll)
 	defer tick.Stop()
 	for {
 		if !registered {
 			registered = m.register(client)
 		}
-		if registered && !subscribed {
-			if err := client.Subscribe(sub); err != nil {
-				m.log.Warn("naming: subscribe failed; retrying", "err", firstLine(err))
-			} else {
-				subscribed = true
-			}
+		if n, err := lister.healthy(ctx); err != nil {
+			m.log.Debug("naming: instance list not available; keeping the count", "err", firstLine(err))
+		} else {
+			m.observe(n)
 		}
-		m.refresh(client)
+		if client.ServerHealthy() && m.opts.Contacted != nil {
+			m.opts.Contacted(time.Now())
+		}
 		select {
 		case <-ctx.Done():
-			if subscribed {
-				_ = client.Unsubscribe(sub)
-			}
 			if registered {
 				m.deregister(client)
 			}
 			return nil
 		case <-tick.C:
-		case <-changed:
 		}
 	}
 }
@@ -315,22 +304,6 @@ func (m *Membership) deregister(client naming_client.INamingClient) {
 	case <-done:
 	case <-time.After(time.Duration(DefaultNacosTimeoutMs) * time.Millisecond):
 	}
-}
-
-// refresh records the server link and applies the healthy instance count
-// from the SDK's copy of the service (kept current by the subscription).
-func (m *Membership) refresh(client naming_client.INamingClient) {
-	if client.ServerHealthy() && m.opts.Contacted != nil {
-		m.opts.Contacted(time.Now())
-	}
-	hosts, err := client.SelectInstances(vo.SelectInstancesParam{
-		ServiceName: m.opts.Service, GroupName: m.opts.Group, HealthyOnly: true,
-	})
-	if err != nil {
-		m.log.Debug("naming: instance list not available", "err", firstLine(err))
-		return
-	}
-	m.observe(len(hosts))
 }
 
 // InstanceIP picks the IP to register for a listener address: its host
