@@ -354,6 +354,12 @@ func TestNacosClusterFailover(t *testing.T) {
 	}
 
 	// 5. No instance ever lost its limits.
+	for _, w := range watches {
+		waitFor(t, "the watch to see the last rule", 5*time.Second, func() bool {
+			seen := w.seen()
+			return len(seen) > 0 && seen[len(seen)-1] == "5/1h"
+		})
+	}
 	stop()
 	wg.Wait()
 	for i, w := range watches {
