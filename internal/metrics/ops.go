@@ -56,8 +56,12 @@ func (m *Metrics) WatchDependencies(checks map[string]func(context.Context) erro
 		for i, name := range names {
 			ok := false
 			select {
-			case ok = <-up[i]:
-			case <-ctx.Done():
+			case ok = <-up[i]: // finished already (even if the deadline passed since)
+			default:
+				select {
+				case ok = <-up[i]:
+				case <-ctx.Done():
+				}
 			}
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, boolValue(ok), name)
 		}
