@@ -5,7 +5,7 @@ SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 
-.PHONY: run build test unit race services services-stop browser integration vet bench bench-e2e bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: run build test unit race services services-stop browser alerts integration vet bench bench-e2e bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, in-process Redis, configs/channel-limits.yaml)
@@ -19,7 +19,7 @@ build:
 
 ## test: vet + gofmt, unit tests with the race detector, integration tests on real MariaDB, Redis, Redis Cluster and Nacos, a 5 s fuzz pass, govulncheck
 ## (integration tests run payserver binaries built with -race, except latency tests; the test process itself runs without -race)
-test: vet services browser
+test: vet services browser alerts
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /integration)
 	$(WITH_SERVICES) $(GO) test -count=1 -timeout 20m ./integration/
 	FUZZTIME=5s scripts/fuzz.sh
@@ -32,6 +32,13 @@ vet:
 ## services: install (if missing) and start MariaDB, Redis, Redis Cluster and r-nacos on loopback
 services:
 	$(SERVICES) start all
+
+## alerts: promtool (Debian's prometheus package) checks deploy/prometheus/alerts.yml and runs its unit tests;
+## integration/metrics_exist_test.go (in the integration step) checks the rules' and dashboard's metrics exist
+alerts:
+	scripts/install-promtool.sh
+	promtool check rules deploy/prometheus/alerts.yml
+	cd deploy/prometheus && promtool test rules alerts_test.yml
 
 ## browser: Debian's chromium for the dashboard test (no browser downloads)
 browser:

@@ -15,6 +15,8 @@
 #   (e.g. `stop cluster-node:17002`, `kill cluster-node:17002`, `start cluster-node:17002`),
 #   for failover tests; likewise one Sentinel-managed server or sentinel as sentinel-node:PORT,
 #   and one node of the failover cluster as failover-node:PORT.
+#   nacos-cluster (not part of `all`) is a three-node r-nacos raft cluster; one node is
+#   nacos-cluster-node:N (N = 1..3), e.g. `kill nacos-cluster-node:2`, `start nacos-cluster-node:2`.
 #
 # Services (all bound to 127.0.0.1 only):
 #   redis    redis-server standalone   127.0.0.1:16379  (no persistence, protected-mode yes)
@@ -22,6 +24,8 @@
 #                                      ALL on payserver.* and `payserver\_%`.*; socket in state dir)
 #   nacos    r-nacos (rnacos 0.8.8)    HTTP 127.0.0.1:18848, gRPC 127.0.0.1:19848 (= HTTP+1000, what
 #                                      the Nacos SDKs assume), console 127.0.0.1:18849
+#   nacos-cluster r-nacos raft x3      HTTP 127.0.0.1:18861..18863, gRPC 19861..19863, console
+#                                      18871..18873 (see the nacos cluster section)
 #   cluster  Redis Cluster             127.0.0.1:17001..17003 (3 masters). CLUSTER_REPLICAS=1 gives
 #                                      17001..17006, 3 masters + 1 replica each. If the running cluster
 #                                      has a different shape than asked for, it is wiped and re-created.
@@ -556,6 +560,216 @@ status_nacos() {
   if nacos_up; then log "nacos $HOST:$NACOS_HTTP_PORT up (grpc $NACOS_GRPC_PORT)"; else log "nacos $HOST:$NACOS_HTTP_PORT down"; fi
 }
 
+# ---------------------------------------------------------------- nacos cluster (r-nacos raft, 3 nodes)
+#
+# Three r-nacos nodes forming one raft group, apart from the single node above, for the
+# Nacos-cluster failover test and for trying a clustered deployment:
+#   node N (1..3): HTTP 127.0.0.1:1886N, gRPC 1986N (= HTTP+1000, also the raft address),
+#   console 1887N; data in $STATE/nacos-cluster/nN.
+# From the rnacos-0.8.8 source (src/common/mod.rs, src/starter.rs): RNACOS_RAFT_NODE_ID,
+# RNACOS_RAFT_NODE_ADDR (host:gRPC port, what the other nodes dial), RNACOS_RAFT_AUTO_INIT
+# (node 1 only: initialises a one-member group on a fresh data dir) and RNACOS_RAFT_JOIN_ADDR
+# (nodes 2 and 3: on a fresh data dir they ask that node to add them). A node restarted on
+# its data dir rejoins by itself (membership and log are persisted). GET /nacos/v1/raft/metrics
+# on the HTTP port shows a node's view (members, current leader, last applied index).
+# Targets: nacos-cluster (all three), nacos-cluster-node:N (one node: start = restart on its
+# data dir, kill = SIGKILL), for failover tests.
+
+NACOS_CLUSTER_DIR="$STATE/nacos-cluster"
+NACOS_CLUSTER_HTTP_BASE=18860 # node N: HTTP base+N, gRPC base+1000+N, console base+10+N
+
+ncn_http() { echo $((NACOS_CLUSTER_HTTP_BASE + $1)); }
+ncn_grpc() { echo $((NACOS_CLUSTER_HTTP_BASE + 1000 + $1)); }
+ncn_console() { echo $((NACOS_CLUSTER_HTTP_BASE + 10 + $1)); }
+ncn_url() { echo "http://$HOST:$(ncn_http "$1")"; }
+ncn_pidfile() { echo "$NACOS_CLUSTER_DIR/n$1/rnacos.pid"; }
+
+nacos_cluster_addrs() { # host:HTTP-port of the three nodes, comma separated
+  local n out=()
+  for n in 1 2 3; do out+=("$HOST:$(ncn_http "$n")"); done
+  (IFS=,; echo "${out[*]}")
+}
+
+ncn_up() { # ncn_up N: HTTP API answering and gRPC listening
+  local code
+  code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 \
+    "$(ncn_url "$1")/nacos/v1/cs/configs?dataId=x&group=y" 2>/dev/null || true)"
+  [[ "$code" == 200 || "$code" == 404 ]] && port_listening "$(ncn_grpc "$1")"
+}
+
+ncn_metrics() { curl -sf --max-time 2 "$(ncn_url "$1")/nacos/v1/raft/metrics" 2>/dev/null | tr -d ' \n' || true; }
+
+# ncn_in_cluster N: node N sees a leader and a three-member group.
+ncn_in_cluster() {
+  local m
+  m="$(ncn_metrics "$1")"
+  [[ "$m" =~ \"current_leader\":[0-9]+ ]] || return 1
+  local members
+  members="$(grep -o '"members":\[[0-9,]*\]' <<<"$m" | head -n1)"
+  [[ "$members" == *1* && "$members" == *2* && "$members" == *3* ]]
+}
+
+nacos_cluster_healthy() {
+  local n
+  for n in 1 2 3; do ncn_up "$n" && ncn_in_cluster "$n" || return 1; done
+}
+
+# nacos_cluster_probe: a write through each node is readable from every node.
+nacos_cluster_probe() {
+  local n r got
+  for n in 1 2 3; do
+    curl -sf --max-time 3 -X POST "$(ncn_url "$n")/nacos/v1/cs/configs" \
+      -d "dataId=probe-$n&group=PAY_GROUP&content=hello-$n" >/dev/null 2>&1 || return 1
+  done
+  for n in 1 2 3; do
+    for r in 1 2 3; do
+      got="$(curl -sf --max-time 3 "$(ncn_url "$r")/nacos/v1/cs/configs?dataId=probe-$n&group=PAY_GROUP" 2>/dev/null || true)"
+      [[ "$got" == "hello-$n" ]] || return 1
+    done
+  done
+}
+
+# start_nacos_cluster_node N [fresh]: launch node N on its data dir (fresh: node 1 initialises
+# the group, nodes 2 and 3 join node 1) and wait until its APIs answer.
+start_nacos_cluster_node() {
+  local n="$1" fresh="${2:-}"
+  local dir="$NACOS_CLUSTER_DIR/n$n" pidfile logfile="$LOGS/nacos-cluster-$n.log" bin
+  pidfile="$(ncn_pidfile "$n")"
+  if pid_alive "$(read_pid "$pidfile")" && ncn_up "$n"; then return 0; fi
+  ensure_rnacos_bin
+  bin="$(rnacos_bin)"
+  if pid_alive "$(read_pid "$pidfile")"; then
+    stop_pid "nacos-cluster-node:$n" "$pidfile" "$(ncn_http "$n")" 2 KILL >/dev/null
+  fi
+  local p
+  for p in "$(ncn_http "$n")" "$(ncn_grpc "$n")" "$(ncn_console "$n")"; do
+    if port_listening "$p"; then die_with_log "nacos-cluster: port $p is in use by another process" ""; fi
+  done
+  mkdir -p "$dir/data"
+  local auto=false join=""
+  if [[ "$n" == 1 ]]; then auto=true; elif [[ -n "$fresh" ]]; then join="$HOST:$(ncn_grpc 1)"; fi
+  local -a envs=(
+    RNACOS_SDK_HOST="$HOST" RNACOS_CONSOLE_HOST="$HOST"
+    RNACOS_HTTP_PORT="$(ncn_http "$n")" RNACOS_GRPC_PORT="$(ncn_grpc "$n")"
+    RNACOS_HTTP_CONSOLE_PORT="$(ncn_console "$n")" RNACOS_DATA_DIR="$dir/data"
+    RNACOS_RAFT_NODE_ID="$n" RNACOS_RAFT_NODE_ADDR="$HOST:$(ncn_grpc "$n")"
+    RNACOS_RAFT_AUTO_INIT="$auto" RNACOS_RAFT_JOIN_ADDR="$join"
+    RNACOS_ENABLE_OPEN_API_AUTH=false RNACOS_HTTP_WORKERS=2
+  )
+  printf '%s\n' "${envs[@]}" >"$dir/rnacos.env"
+  : >>"$logfile"
+  (
+    cd "$dir"
+    launch "$pidfile" "$logfile" env "${envs[@]}" "$bin" -e "$dir/rnacos.env"
+  )
+  local deadline=$((SECONDS + 60))
+  until ncn_up "$n"; do
+    sleep 0.1
+    pid_alive "$(read_pid "$pidfile")" || { NACOS_FAIL="node $n exited during startup"; return 1; }
+    ((SECONDS < deadline)) || { NACOS_FAIL="node $n not up after 60s"; return 1; }
+  done
+}
+
+# nacos_cluster_wait N SECONDS: wait until node N is in a healthy three-member group.
+nacos_cluster_wait() {
+  local deadline=$((SECONDS + $2))
+  until ncn_in_cluster "$1"; do
+    ((SECONDS < deadline)) || { NACOS_FAIL="node $1 not in a 3-member group with a leader after $2s"; return 1; }
+    sleep 0.2
+  done
+}
+
+stop_nacos_cluster_nodes() { # stop_nacos_cluster_nodes SIGNAL NODES...
+  local sig="$1" n
+  shift
+  for n in "$@"; do
+    stop_pid "nacos-cluster-node:$n" "$(ncn_pidfile "$n")" "$(ncn_http "$n")" 5 "$sig" >/dev/null
+    local deadline=$((SECONDS + 15))
+    while port_listening "$(ncn_grpc "$n")" || port_listening "$(ncn_console "$n")"; do
+      ((SECONDS < deadline)) || { err "nacos-cluster: node $n ports still in use after stop"; exit 1; }
+      sleep 0.1
+    done
+  done
+}
+
+start_nacos_cluster() {
+  local okmark="$NACOS_CLUSTER_DIR/cluster.ok" attempt n
+  mkdir -p "$NACOS_CLUSTER_DIR"
+  for ((attempt = 1; attempt <= 5; attempt++)); do
+    if [[ -f "$okmark" ]]; then
+      # Formed before: (re)start whatever is down on its data dir; the nodes find each other.
+      local ok=1
+      for n in 1 2 3; do start_nacos_cluster_node "$n" || { ok=0; break; }; done
+      if ((ok)); then
+        for n in 1 2 3; do nacos_cluster_wait "$n" 30 || { ok=0; break; }; done
+      fi
+      if ((ok)) && nacos_cluster_probe; then
+        log "nacos-cluster $(nacos_cluster_addrs) up"
+        return 0
+      fi
+      err "nacos-cluster: ${NACOS_FAIL:-probe failed}; re-forming it from fresh data dirs (attempt $attempt)"
+    fi
+    # Fresh: node 1 initialises, then 2 and 3 join it one at a time. rnacos 0.8.8 can panic
+    # during raft init on a fresh data dir (see the single-node notes): then start over.
+    rm -f "$okmark"
+    stop_nacos_cluster_nodes KILL 3 2 1
+    rm -rf "$NACOS_CLUSTER_DIR"/n1 "$NACOS_CLUSTER_DIR"/n2 "$NACOS_CLUSTER_DIR"/n3
+    local formed=1
+    start_nacos_cluster_node 1 fresh || formed=0
+    if ((formed)); then
+      local deadline=$((SECONDS + 30))
+      until [[ "$(ncn_metrics 1)" =~ \"current_leader\":1 ]]; do
+        ((SECONDS < deadline)) || { NACOS_FAIL="node 1 did not become leader"; formed=0; break; }
+        sleep 0.2
+      done
+    fi
+    for n in 2 3; do
+      ((formed)) || break
+      start_nacos_cluster_node "$n" fresh || { formed=0; break; }
+      local deadline=$((SECONDS + 30))
+      until grep -q "\"members\":\[[0-9,]*$n" <<<"$(ncn_metrics 1)"; do
+        ((SECONDS < deadline)) || { NACOS_FAIL="node $n did not join"; formed=0; break; }
+        sleep 0.2
+      done
+    done
+    if ((formed)); then
+      for n in 1 2 3; do nacos_cluster_wait "$n" 30 || { formed=0; break; }; done
+    fi
+    if ((formed)); then
+      local deadline=$((SECONDS + 20))
+      until nacos_cluster_probe; do
+        if grep -q panicked "$LOGS"/nacos-cluster-[123].log 2>/dev/null; then NACOS_FAIL="a node panicked"; formed=0; break; fi
+        ((SECONDS < deadline)) || { NACOS_FAIL="publish/get probe failed for 20s"; formed=0; break; }
+        sleep 0.3
+      done
+    fi
+    if ((formed)); then
+      touch "$okmark"
+      log "nacos-cluster $(nacos_cluster_addrs) up"
+      return 0
+    fi
+    err "nacos-cluster: $NACOS_FAIL (attempt $attempt/5)"
+    for n in 1 2 3; do mv -f "$LOGS/nacos-cluster-$n.log" "$LOGS/nacos-cluster-$n.log.failed" 2>/dev/null || true; done
+  done
+  die_with_log "nacos-cluster: $NACOS_FAIL" "$LOGS/nacos-cluster-1.log.failed"
+}
+
+stop_nacos_cluster() {
+  stop_nacos_cluster_nodes "${1:-TERM}" 3 2 1
+  log "nacos-cluster $(nacos_cluster_addrs) down"
+}
+
+status_nacos_cluster() {
+  local n
+  for n in 1 2 3; do
+    if ncn_up "$n"; then
+      log "nacos-cluster-node:$n $HOST:$(ncn_http "$n") up ($(ncn_metrics "$n" | grep -o '"state":"[A-Za-z]*"\|"current_leader":[0-9a-z]*' | paste -sd' ' -))"
+    else
+      log "nacos-cluster-node:$n $HOST:$(ncn_http "$n") down"
+    fi
+  done
+}
+
 # ---------------------------------------------------------------- redis cluster
 
 cluster_replicas() {
@@ -1085,10 +1299,17 @@ lock_for() {
     flock -w 1800 9 || { err "timed out waiting for $STATE/.lock-durable"; exit 1; }
     return 0
   fi
-  (($# > 0)) || own=0
+  local nc=1 # only the Nacos cluster (its own lock too: the failover test must not wait on `start all`)
+  (($# > 0)) || { own=0; nc=0; }
   for t in "$@"; do
     case "$t" in failover-cluster | failover-node:*) ;; *) own=0 ;; esac
+    case "$t" in nacos-cluster | nacos-cluster-node:*) ;; *) nc=0 ;; esac
   done
+  if ((nc)); then
+    exec 9>"$STATE/.lock-nacos-cluster"
+    flock -w 1800 9 || { err "timed out waiting for $STATE/.lock-nacos-cluster"; exit 1; }
+    return 0
+  fi
   if ((own)); then
     exec 9>"$STATE/.lock-failover"
     flock -w 1800 9 || { err "timed out waiting for $STATE/.lock-failover"; exit 1; }
@@ -1190,6 +1411,7 @@ export PAYSERVER_TEST_MYSQL_DSN='payserver:payserver@tcp($HOST:$MYSQL_PORT)/pays
 export PAYSERVER_TEST_MYSQL_ADMIN_DSN='payserver:payserver@tcp($HOST:$MYSQL_PORT)/?parseTime=true&loc=UTC&multiStatements=true'
 export PAYSERVER_TEST_NACOS_ADDR='$HOST:$NACOS_HTTP_PORT'
 export PAYSERVER_TEST_REDIS_CLUSTER_ADDRS='$(cluster_ports "$r" | sed "s/^/$HOST:/" | paste -sd, -)'
+export PAYSERVER_TEST_NACOS_CLUSTER_ADDRS='$(nacos_cluster_addrs)'
 EOF
   print_env_opsconfig
   print_failover_cluster_env
@@ -1212,7 +1434,8 @@ expand_targets() { # expand_targets ARGS... -> one target per line, in start ord
       cluster-node:[0-9]*) echo "$t" ;;
       failover-cluster | failover-node:[0-9]*) echo "$t" ;;
       mariadb-durable) echo "$t" ;;
-      *) err "unknown service '$t' (redis|mariadb|nacos|cluster|sentinel|redis-tls|mariadb-tls|failover-cluster|mariadb-durable|all|cluster-node:PORT|sentinel-node:PORT|failover-node:PORT)"; exit 2 ;;
+      nacos-cluster | nacos-cluster-node:[123]) echo "$t" ;;
+      *) err "unknown service '$t' (redis|mariadb|nacos|cluster|sentinel|redis-tls|mariadb-tls|failover-cluster|mariadb-durable|nacos-cluster|all|cluster-node:PORT|sentinel-node:PORT|failover-node:PORT|nacos-cluster-node:N)"; exit 2 ;;
     esac
   done
 }
@@ -1229,6 +1452,10 @@ do_start() {
         ;;
       sentinel-node:*) start_sentinel_node "${t#sentinel-node:}" ;;
       failover-node:*) start_failover_node "${t#failover-node:}" ;;
+      nacos-cluster-node:*)
+        start_nacos_cluster_node "${t#nacos-cluster-node:}" || die_with_log "nacos-cluster: $NACOS_FAIL" "$LOGS/nacos-cluster-${t#nacos-cluster-node:}.log"
+        log "nacos-cluster-node:${t#nacos-cluster-node:} $HOST:$(ncn_http "${t#nacos-cluster-node:}") up"
+        ;;
       *) "start_${t//-/_}" ;;
     esac
   done
@@ -1247,6 +1474,10 @@ do_stop() { # do_stop SIGNAL TARGETS...
         ;;
       sentinel-node:*) stop_sentinel_node "$sig" "${t#sentinel-node:}" ;;
       failover-node:*) stop_failover_node "${t#failover-node:}" "$sig" ;;
+      nacos-cluster-node:*)
+        stop_nacos_cluster_nodes "$sig" "${t#nacos-cluster-node:}"
+        log "nacos-cluster-node:${t#nacos-cluster-node:} down"
+        ;;
       *) "stop_${t//-/_}" "$sig" ;;
     esac
   done
@@ -1269,7 +1500,7 @@ main() {
       command -v redis-cli >/dev/null 2>&1 || { err "redis-cli not installed (run start)"; }
       status_redis; status_mariadb; status_nacos; status_cluster
       status_sentinel; status_redis_tls; status_mariadb_tls; status_failover_cluster
-      status_mariadb_durable
+      status_mariadb_durable; status_nacos_cluster
       ;;
     env) print_env ;;
     -h | --help | help) usage ;;

@@ -36,6 +36,7 @@ type Main struct {
 	mini     *miniredis.Miniredis
 	limiter  *ratelimit.Limiter
 	manager  *configcenter.Manager
+	limitsIn *configcenter.WatchedSource // the manager's source, for ops gauges and shutdown order
 	channels *channel.Registry
 	metrics  *metrics.Metrics
 	stats    statsWiring
@@ -120,7 +121,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	// serve
-	return m.serve(svc)
+	if err := m.serve(svc); err != nil {
+		return err
+	}
+	return m.startMembership(bg)
 }
 
 func (m *Main) goBackground(f func()) {

@@ -71,7 +71,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := pay.NewService(orders, gate, m.channels, pay.Options{
+	svc, err := pay.NewService(m.metrics.CountOrders(orders), gate, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     m.cfg.OrderStaleAfter,
 		Logger:         m.log.With("component", "pay"),
@@ -115,6 +115,8 @@ func (m *Main) startLimits(ctx context.Context) error {
 		m.metrics.SetKeys(c)
 		m.limiter.SetConfig(c)
 	})
+	watched := configcenter.Watch(src)
+	src = watched
 	history, err := repo.NewLimitHistory(m.db, instanceName(m.cfg.HTTPAddr))
 	if err != nil {
 		return err
@@ -129,6 +131,7 @@ func (m *Main) startLimits(ctx context.Context) error {
 		return err
 	}
 	m.manager = mgr
+	m.watchOps(watched)
 	m.log.Info("limits source", "source", src.Describe())
 	if m.cfg.Limiter.Unconfigured == ratelimit.PolicyAllow {
 		m.log.Warn("PAYSERVER_LIMITS_DEFAULT_POLICY=allow is ignored: no payment is served before the first limits document (fail-safe start)")

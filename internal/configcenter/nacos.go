@@ -137,30 +137,9 @@ var _ Source = (*NacosSource)(nil)
 // NewNacosSource validates opts, applies defaults and returns a source. It
 // performs no network I/O; the SDK client is created by Run or Publish.
 func NewNacosSource(opts NacosOptions) (*NacosSource, error) {
-	if len(opts.Addrs) == 0 {
-		return nil, errors.New("configcenter: nacos: at least one server address is required")
-	}
-	servers := make([]constant.ServerConfig, 0, len(opts.Addrs))
-	for _, a := range opts.Addrs {
-		host, portStr, err := net.SplitHostPort(strings.TrimSpace(a))
-		if err != nil {
-			return nil, fmt.Errorf("configcenter: nacos: bad server address %q: %w", a, err)
-		}
-		port, err := strconv.ParseUint(portStr, 10, 16)
-		if err != nil || port == 0 || port+constant.RpcPortOffset > 65535 {
-			return nil, fmt.Errorf("configcenter: nacos: bad port in %q (need 1..%d so that the gRPC port+%d is valid)",
-				a, 65535-constant.RpcPortOffset, constant.RpcPortOffset)
-		}
-		if host == "" {
-			return nil, fmt.Errorf("configcenter: nacos: missing host in %q", a)
-		}
-		servers = append(servers, constant.ServerConfig{
-			Scheme:      "http",
-			ContextPath: "/nacos",
-			IpAddr:      host,
-			Port:        port,
-			GrpcPort:    port + constant.RpcPortOffset,
-		})
+	servers, err := nacosServerConfigs(opts.Addrs)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Group == "" {
 		opts.Group = DefaultNacosGroup
@@ -177,7 +156,6 @@ func NewNacosSource(opts NacosOptions) (*NacosSource, error) {
 	if opts.Password != "" && opts.Username == "" {
 		return nil, errors.New("configcenter: nacos: password set without username")
 	}
-	var err error
 	if opts.CacheDir, err = checkNacosDir("CacheDir", opts.CacheDir); err != nil {
 		return nil, err
 	}
@@ -210,6 +188,38 @@ func NewNacosSource(opts NacosOptions) (*NacosSource, error) {
 		reRead:    reRead,
 		timeoutMs: timeoutMs,
 	}, nil
+}
+
+// nacosServerConfigs parses host:port HTTP addresses into the SDK's server
+// configs (gRPC on port+1000). Several addresses make the SDK fail over
+// between the nodes of a Nacos cluster.
+func nacosServerConfigs(addrs []string) ([]constant.ServerConfig, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("configcenter: nacos: at least one server address is required")
+	}
+	servers := make([]constant.ServerConfig, 0, len(addrs))
+	for _, a := range addrs {
+		host, portStr, err := net.SplitHostPort(strings.TrimSpace(a))
+		if err != nil {
+			return nil, fmt.Errorf("configcenter: nacos: bad server address %q: %w", a, err)
+		}
+		port, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil || port == 0 || port+constant.RpcPortOffset > 65535 {
+			return nil, fmt.Errorf("configcenter: nacos: bad port in %q (need 1..%d so that the gRPC port+%d is valid)",
+				a, 65535-constant.RpcPortOffset, constant.RpcPortOffset)
+		}
+		if host == "" {
+			return nil, fmt.Errorf("configcenter: nacos: missing host in %q", a)
+		}
+		servers = append(servers, constant.ServerConfig{
+			Scheme:      "http",
+			ContextPath: "/nacos",
+			IpAddr:      host,
+			Port:        port,
+			GrpcPort:    port + constant.RpcPortOffset,
+		})
+	}
+	return servers, nil
 }
 
 // validNacosName reports whether s uses only the characters Nacos accepts
@@ -281,7 +291,9 @@ func (s *NacosSource) sdkClient() (config_client.IConfigClient, error) {
 	}
 	servers := make([]constant.ServerConfig, len(s.servers))
 	copy(servers, s.servers)
+	sdkMu.Lock()
 	c, err := clients.NewConfigClient(vo.NacosClientParam{ClientConfig: &cc, ServerConfigs: servers})
+	sdkMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("configcenter: nacos: create config client: %w", err)
 	}
@@ -316,7 +328,7 @@ func (s *NacosSource) Close() error {
 		// that finished during the grace before the shutdown below.
 		_ = c.CancelListenConfig(param)
 	}
-	c.CloseClient()
+	shutdownSDK(c.CloseClient)
 	return nil
 }
 

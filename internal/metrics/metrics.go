@@ -29,6 +29,7 @@ type Metrics struct {
 	configEvents *prometheus.CounterVec
 	httpRequests *prometheus.CounterVec
 	httpSeconds  *prometheus.HistogramVec
+	utilisation  *prometheus.GaugeVec
 
 	known atomic.Pointer[map[ratelimit.Key]bool]
 }
@@ -71,8 +72,12 @@ func New() *Metrics {
 		Help:    "HTTP request latency by route template.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 	}, []string{"route"})
+	m.utilisation = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "payserver_limiter_utilisation_ratio",
+		Help: "Occupancy ÷ limit of the binding window at the key's latest decision (1 = full), for keys named in the limits document.",
+	}, []string{"biz_type", "channel"})
 	m.Registry.MustRegister(m.decisions, m.checkSeconds, m.storeErrors, m.degraded, m.released,
-		m.configEvents, m.httpRequests, m.httpSeconds,
+		m.configEvents, m.httpRequests, m.httpSeconds, m.utilisation,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	empty := map[ratelimit.Key]bool{}
 	m.known.Store(&empty)
@@ -132,7 +137,12 @@ func (m *Metrics) SetKeys(cfg *ratelimit.Config) {
 	for k := range cfg.Rules {
 		known[k] = true
 	}
-	m.known.Store(&known)
+	old := m.known.Swap(&known)
+	for k := range *old {
+		if !known[k] {
+			m.utilisation.DeleteLabelValues(k.BizType, k.Channel)
+		}
+	}
 }
 
 func (m *Metrics) labels(k ratelimit.Key) (string, string) {
@@ -154,6 +164,9 @@ func (m *Metrics) Decided(d ratelimit.Decision, elapsed time.Duration) {
 	}
 	m.decisions.WithLabelValues(biz, ch, result, string(d.Source)).Inc()
 	m.checkSeconds.Observe(elapsed.Seconds())
+	if biz != Other && d.Limit > 0 {
+		m.utilisation.WithLabelValues(biz, ch).Set(float64(d.Count) / float64(d.Limit))
+	}
 	if d.Degraded() {
 		m.degraded.WithLabelValues(biz, ch, string(d.Source)).Inc()
 	}

@@ -1,0 +1,198 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"payserver/internal/metrics"
+	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
+)
+
+func mustConfig(t *testing.T, doc string) *ratelimit.Config {
+	t.Helper()
+	c, err := ratelimit.ParseDocument([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// gather returns the exposition text of the named metrics.
+func gather(t *testing.T, m *metrics.Metrics, names ...string) string {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		for _, n := range names {
+			if mf.GetName() == n {
+				for _, s := range mf.GetMetric() {
+					b.WriteString(n)
+					for _, l := range s.GetLabel() {
+						b.WriteString(" " + l.GetName() + "=" + l.GetValue())
+					}
+					var v float64
+					switch {
+					case s.Gauge != nil:
+						v = s.Gauge.GetValue()
+					case s.Counter != nil:
+						v = s.Counter.GetValue()
+					}
+					b.WriteString(" " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+func TestUtilisationFollowsDecisionsAndKnownKeys(t *testing.T) {
+	m := metrics.New()
+	m.SetKeys(mustConfig(t, "limits:\n  ONLINE_PAY:ALIPAY: 100\n  ONLINE_PAY:WECHAT: 10\n"))
+	alipay := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	wechat := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "WECHAT"}
+	unknown := ratelimit.Key{BizType: "X", Channel: "Y"}
+	m.Decided(ratelimit.Decision{Key: alipay, Allowed: true, Limit: 100, Count: 91, Source: ratelimit.SourceRedis}, time.Millisecond)
+	m.Decided(ratelimit.Decision{Key: wechat, Allowed: false, Limit: 10, Count: 10, Source: ratelimit.SourceRedis}, time.Millisecond)
+	m.Decided(ratelimit.Decision{Key: unknown, Allowed: true, Limit: 5, Count: 5, Source: ratelimit.SourceRedis}, time.Millisecond)
+	m.Decided(ratelimit.Decision{Key: alipay, Allowed: true, Limit: ratelimit.Unlimited, Source: ratelimit.SourceUnlimited}, time.Millisecond)
+
+	got := gather(t, m, "payserver_limiter_utilisation_ratio")
+	want := "payserver_limiter_utilisation_ratio biz_type=ONLINE_PAY channel=ALIPAY 0.91\n" +
+		"payserver_limiter_utilisation_ratio biz_type=ONLINE_PAY channel=WECHAT 1\n"
+	if got != want {
+		t.Fatalf("after decisions: got\n%s\nwant\n%s", got, want)
+	}
+
+	// A key dropped from the document loses its series; the other keeps it.
+	m.SetKeys(mustConfig(t, "limits:\n  ONLINE_PAY:ALIPAY: 100\n"))
+	got = gather(t, m, "payserver_limiter_utilisation_ratio")
+	want = "payserver_limiter_utilisation_ratio biz_type=ONLINE_PAY channel=ALIPAY 0.91\n"
+	if got != want {
+		t.Fatalf("after key removal: got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestWatchDependenciesReportsEachCheck(t *testing.T) {
+	m := metrics.New()
+	m.WatchDependencies(map[string]func(context.Context) error{
+		"database": func(context.Context) error { return errors.New("down") },
+		"redis":    func(context.Context) error { return nil },
+		// A check that hangs is reported down once the timeout passes.
+		"limits": func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() },
+	})
+	start := time.Now()
+	got := gather(t, m, "payserver_dependency_up")
+	if d := time.Since(start); d > metrics.DependencyCheckTimeout+500*time.Millisecond {
+		t.Errorf("scrape took %v, want about the %v check timeout", d, metrics.DependencyCheckTimeout)
+	}
+	want := "payserver_dependency_up dependency=database 0\n" +
+		"payserver_dependency_up dependency=limits 0\n" +
+		"payserver_dependency_up dependency=redis 1\n"
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestWatchLimitsAndLimiter(t *testing.T) {
+	tests := []struct {
+		name  string
+		state metrics.LimitsState
+		share float64
+		deg   bool
+		want  string
+	}{
+		{"loaded, good, on Redis", metrics.LimitsState{Loaded: true}, 1, false,
+			"payserver_limiter_degraded 0\npayserver_limiter_local_share 1\npayserver_limits_loaded 1\npayserver_limits_refused_in_force 0\n"},
+		{"refused, local", metrics.LimitsState{Loaded: true, RefusedInForce: true}, 0.5, true,
+			"payserver_limiter_degraded 1\npayserver_limiter_local_share 0.5\npayserver_limits_loaded 1\npayserver_limits_refused_in_force 1\n"},
+		{"nothing loaded", metrics.LimitsState{}, 1, false,
+			"payserver_limiter_degraded 0\npayserver_limiter_local_share 1\npayserver_limits_loaded 0\npayserver_limits_refused_in_force 0\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := metrics.New()
+			m.WatchLimits(func() metrics.LimitsState { return tt.state })
+			m.WatchLimiter(func() float64 { return tt.share }, func() bool { return tt.deg })
+			got := gather(t, m, "payserver_limiter_degraded", "payserver_limiter_local_share", "payserver_limits_loaded", "payserver_limits_refused_in_force")
+			if got != tt.want {
+				t.Fatalf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// fakeOrders is an OrderStore that records nothing and fails on request.
+type fakeOrders struct {
+	pay.OrderStore
+	fail  error
+	stale int64
+}
+
+func (f fakeOrders) Create(context.Context, *pay.Order) error { return f.fail }
+func (f fakeOrders) Finish(context.Context, *pay.Order) error { return f.fail }
+func (f fakeOrders) MarkStaleUnknown(context.Context, time.Time) (int64, error) {
+	return f.stale, f.fail
+}
+
+func TestCountOrdersCountsRecordedOutcomes(t *testing.T) {
+	m := metrics.New()
+	ok := m.CountOrders(fakeOrders{stale: 3})
+	ctx := context.Background()
+	_ = ok.Create(ctx, &pay.Order{})
+	_ = ok.Finish(ctx, &pay.Order{Status: pay.StatusSucceeded})
+	_ = ok.Finish(ctx, &pay.Order{Status: pay.StatusUnknown})
+	_ = ok.Finish(ctx, &pay.Order{Status: "WEIRD"})
+	_, _ = ok.MarkStaleUnknown(ctx, time.Now())
+
+	failing := metrics.New()
+	bad := failing.CountOrders(fakeOrders{fail: errors.New("db down")})
+	_ = bad.Finish(ctx, &pay.Order{Status: pay.StatusFailed})
+
+	tests := []struct {
+		m      *metrics.Metrics
+		status string
+		want   float64
+	}{
+		{m, "PROCESSING", 1},
+		{m, "SUCCEEDED", 1},
+		{m, "FAILED", 0},
+		{m, "UNKNOWN", 4}, // one Finish + three stale
+		{m, "other", 1},
+		{failing, "FAILED", 0}, // a failed write recorded nothing
+	}
+	for _, tt := range tests {
+		t.Run(tt.status, func(t *testing.T) {
+			got := gatherValue(t, tt.m, tt.status)
+			if got != tt.want {
+				t.Fatalf("payserver_order_outcomes_total{status=%q} = %v, want %v", tt.status, got, tt.want)
+			}
+		})
+	}
+}
+
+func gatherValue(t *testing.T, m *metrics.Metrics, status string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "payserver_order_outcomes_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			if s.GetLabel()[0].GetValue() == status {
+				return s.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
