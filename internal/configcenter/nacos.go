@@ -291,6 +291,7 @@ func (s *NacosSource) sdkClient() (config_client.IConfigClient, error) {
 	}
 	servers := make([]constant.ServerConfig, len(s.servers))
 	copy(servers, s.servers)
+	warmLocalIP()
 	sdkMu.Lock()
 	c, err := clients.NewConfigClient(vo.NacosClientParam{ClientConfig: &cc, ServerConfigs: servers})
 	sdkMu.Unlock()

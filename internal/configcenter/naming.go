@@ -14,6 +14,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/util"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
 
@@ -80,6 +81,12 @@ const closeAfterLimit = 10 * time.Second
 // without a lock: a shutdown deletes from its client map (see
 // NamingOptions.CloseAfter), and a creation fills a cached local IP.
 var sdkMu sync.Mutex
+
+// warmLocalIP fills the SDK's package-level local-IP cache (util.LocalIP)
+// once, before any client exists: the SDK fills it lazily, from the
+// goroutines of every client, without a lock (a data race the race
+// detector reports between the config and the naming client).
+var warmLocalIP = sync.OnceFunc(func() { util.LocalIP() })
 
 // shutdownSDK shuts an SDK client down under sdkMu.
 func shutdownSDK(closeClient func()) {
@@ -225,6 +232,7 @@ func (m *Membership) Run(ctx context.Context) error {
 	}
 	servers := make([]constant.ServerConfig, len(m.servers))
 	copy(servers, m.servers)
+	warmLocalIP()
 	sdkMu.Lock()
 	client, err := clients.NewNamingClient(vo.NacosClientParam{ClientConfig: &cc, ServerConfigs: servers})
 	sdkMu.Unlock()
