@@ -616,15 +616,21 @@ nacos_cluster_healthy() {
 
 # nacos_cluster_probe: a write through each node is readable from every node.
 nacos_cluster_probe() {
-  local n r got
+  # New content every probe: a node that stopped following (seen with rnacos 0.8.8 after a
+  # restart) still serves the previous value, so a fixed content would pass on it.
+  local n r got stamp="$$-$RANDOM-$SECONDS"
   for n in 1 2 3; do
     curl -sf --max-time 3 -X POST "$(ncn_url "$n")/nacos/v1/cs/configs" \
-      -d "dataId=probe-$n&group=PAY_GROUP&content=hello-$n" >/dev/null 2>&1 || return 1
+      -d "dataId=probe-$n&group=PAY_GROUP&content=hello-$n-$stamp" >/dev/null 2>&1 || return 1
   done
+  local deadline=$((SECONDS + 5))
   for n in 1 2 3; do
     for r in 1 2 3; do
-      got="$(curl -sf --max-time 3 "$(ncn_url "$r")/nacos/v1/cs/configs?dataId=probe-$n&group=PAY_GROUP" 2>/dev/null || true)"
-      [[ "$got" == "hello-$n" ]] || return 1
+      until got="$(curl -sf --max-time 3 "$(ncn_url "$r")/nacos/v1/cs/configs?dataId=probe-$n&group=PAY_GROUP" 2>/dev/null || true)"
+        [[ "$got" == "hello-$n-$stamp" ]]; do
+        ((SECONDS < deadline)) || return 1
+        sleep 0.2
+      done
     done
   done
 }
