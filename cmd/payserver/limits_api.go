@@ -76,13 +76,16 @@ func parseClientTokens(s, adminToken string) ([]httpapi.ClientToken, error) {
 		case !ok:
 			return nil, fmt.Errorf("entry %d: want name=token", i+1)
 		case !validClientName(name):
-			return nil, fmt.Errorf("entry %d: name %.40q: want 1..32 characters of A-Z, a-z, 0-9, _ . -", i+1, name)
+			// The name is not echoed: an entry written the wrong way round
+			// (token=name) or with a wrong separator carries a token there.
+			return nil, fmt.Errorf("entry %d: the name must be 1..32 characters of A-Z, a-z, 0-9, _ . - (entries are name=token)", i+1)
 		case name == limitapi.PayCaller:
 			return nil, fmt.Errorf("entry %d: name %q is reserved for POST /pay's own acquisitions", i+1, name)
 		case names[name]:
 			return nil, fmt.Errorf("entry %d: name %q given twice", i+1, name)
 		case len(token) < minClientTokenLen || strings.ContainsAny(token, " \t\r\n"):
-			return nil, fmt.Errorf("entry %d (%s): the token must be at least %d characters, without spaces", i+1, name, minClientTokenLen)
+			// Not the name either: a swapped entry puts the token in it.
+			return nil, fmt.Errorf("entry %d: the token must be at least %d characters, without spaces (entries are name=token)", i+1, minClientTokenLen)
 		case token == adminToken:
 			return nil, fmt.Errorf("entry %d (%s): a client token must not be the admin token", i+1, name)
 		case tokens[token]:

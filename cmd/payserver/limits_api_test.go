@@ -43,3 +43,16 @@ func TestLoadAPIConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestClientTokenEntryErrorsNeverEchoSecrets: an entry written the wrong
+// way round, or with a wrong separator, has its token where the name
+// belongs; the refusal must not print it.
+func TestClientTokenEntryErrorsNeverEchoSecrets(t *testing.T) {
+	const secret = "Zr8fQ2vK9xLm4TnB7wYc"
+	for _, in := range []string{secret + "=refunds", "refunds:" + secret + "+/aa="} {
+		_, err := parseClientTokens(in, "admin-token-000000")
+		if err == nil || strings.Contains(err.Error(), "Zr8f") {
+			t.Errorf("parseClientTokens(%q) = %v; want a refusal that does not echo the token", in, err)
+		}
+	}
+}

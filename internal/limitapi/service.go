@@ -2,8 +2,11 @@
 // platform (refunds, payouts, queries, reconciliation jobs): acquire a slot,
 // release one that was never used, peek at the room left. The HTTP routes
 // under /v1/limits and Envoy's rate-limit protocol over gRPC both call it,
-// so they answer alike. It checks the very windows POST /pay checks, with
-// the same members (requestIds), so the channel sees one limit.
+// so they answer alike. It checks the very windows POST /pay checks, so the
+// channel sees one limit; its members are the callers' requestIds under the
+// prefix MemberPrefix, so that a caller's requestId can never share (or
+// release) the slot of a POST /pay payment with the same requestId: those
+// are two channel operations.
 package limitapi
 
 import (
@@ -16,6 +19,14 @@ import (
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 )
+
+// MemberPrefix starts the limiter member of every requestId acquired through
+// this service (HTTP and gRPC alike), keeping them apart from POST /pay's
+// members, which are bare requestIds.
+const MemberPrefix = "api:"
+
+// member is the limiter member of a caller's requestId.
+func member(requestID string) string { return MemberPrefix + requestID }
 
 // Admitter decides admissions, waiting when the context carries a maximum
 // wait. *limitwait.Waiter implements it.
@@ -123,7 +134,7 @@ func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) 
 // Windows empty), not an error: for protocols that answer refusals in
 // their own terms (gRPC).
 func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
-	d, err := s.opts.Admit.Allow(limitwait.WithMaxWait(ctx, r.MaxWait), r.Key, r.RequestID)
+	d, err := s.opts.Admit.Allow(limitwait.WithMaxWait(ctx, r.MaxWait), r.Key, member(r.RequestID))
 	if err != nil {
 		s.observe(client, OpAcquire, r.Key, ResultFailed)
 		return Acquired{}, limiterDown(err)
@@ -140,8 +151,8 @@ func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (
 // that will not go ahead (another descriptor of the same gRPC request was
 // refused). Unlike Release it skips the POST /pay check: the caller made
 // the slot itself.
-func (s *Service) Undo(ctx context.Context, client string, key ratelimit.Key, member string) error {
-	if err := s.opts.Admit.Release(ctx, key, member); err != nil {
+func (s *Service) Undo(ctx context.Context, client string, key ratelimit.Key, requestID string) error {
+	if err := s.opts.Admit.Release(ctx, key, member(requestID)); err != nil {
 		s.observe(client, OpRelease, key, ResultFailed)
 		return limiterDown(err)
 	}
@@ -185,7 +196,7 @@ func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) 
 			return err
 		}
 	}
-	if err := s.opts.Admit.Release(ctx, r.Key, r.RequestID); err != nil {
+	if err := s.opts.Admit.Release(ctx, r.Key, member(r.RequestID)); err != nil {
 		s.observe(client, OpRelease, r.Key, ResultFailed)
 		return limiterDown(err)
 	}

@@ -1,0 +1,46 @@
+package limitapi
+
+import (
+	"context"
+	"testing"
+
+	"payserver/internal/ratelimit"
+)
+
+// TestCallerRequestIDsNeverShareAPaymentsSlot: a /v1/limits caller that
+// uses the requestId of a POST /pay payment takes a slot of its own (two
+// channel operations, two slots), and its release never frees the
+// payment's slot, which payserver frees only when the channel was never
+// called.
+func TestCallerRequestIDsNeverShareAPaymentsSlot(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  REFUND:ALIPAY: [{limit: 2, window: 1m}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
+	ctx := context.Background()
+	// POST /pay admits X (its member is the bare requestId).
+	if d, err := l.Allow(ctx, key, "X"); err != nil || !d.Allowed {
+		t.Fatalf("pay X: %+v, %v", d, err)
+	}
+	svc, err := NewService(Options{Admit: l, Usage: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Acquire(ctx, "refunds", AcquireRequest{Key: key, RequestID: "X"})
+	if err != nil || a.Decision.Duplicate || a.Decision.Count != 2 {
+		t.Fatalf("acquire X: %+v, %v; want a slot of its own (count 2, not a duplicate)", a.Decision, err)
+	}
+	if err := svc.Release(ctx, "refunds", ReleaseRequest{Key: key, RequestID: "X"}); err != nil {
+		t.Fatal(err)
+	}
+	_, counts, err := l.Usage(ctx, key)
+	if err != nil || counts[0] != 1 {
+		t.Fatalf("window after the caller's release holds %v (%v), want 1: the payment's slot", counts, err)
+	}
+}
