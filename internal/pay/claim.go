@@ -95,16 +95,20 @@ func (s *Service) claimFailed(o *Order, fate claimFate, key ratelimit.Key, claim
 // settleAbandoned ends an abandoned claim: if our row turns up (a commit the
 // flow could not confirm), it is finished as FAILED NOT_SENT, which no
 // channel call can follow, and only then is the limiter slot released. It
-// retries until StaleAfter has passed; a row of another request, or none,
-// is left alone and the slot kept.
+// looks until StaleAfter has passed and the store has answered that there
+// is no such row; while the store fails it keeps trying, so that a row that
+// shows up after a long outage (and that the stale sweeper may have marked
+// UNKNOWN meanwhile: UNKNOWN -> NOT_SENT is allowed) still ends NOT_SENT. A
+// row of another request, or none, is left alone and the slot kept.
 func (s *Service) settleAbandoned(o *Order, key ratelimit.Key) {
 	deadline := time.Now().Add(s.opts.StaleAfter)
 	wait := 50 * time.Millisecond
-	for time.Now().Before(deadline) {
+	for missing := false; time.Now().Before(deadline) || !missing; {
 		time.Sleep(wait)
 		wait = min(wait*2, 2*time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		got, err := s.orders.Get(ctx, o.RequestID)
+		missing = errors.Is(err, ErrOrderNotFound)
 		if err == nil && (got.OrderNo != o.OrderNo || CheckFinishFrom(got) != nil) {
 			// Another request's claim, or ours already final.
 			cancel()
