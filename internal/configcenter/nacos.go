@@ -289,12 +289,7 @@ func (s *NacosSource) sdkClient() (config_client.IConfigClient, error) {
 		Username:            s.opts.Username,
 		Password:            s.opts.Password,
 	}
-	servers := make([]constant.ServerConfig, len(s.servers))
-	copy(servers, s.servers)
-	warmLocalIP()
-	sdkMu.Lock()
-	c, err := clients.NewConfigClient(vo.NacosClientParam{ClientConfig: &cc, ServerConfigs: servers})
-	sdkMu.Unlock()
+	c, err := newSDKClient(cc, s.servers, clients.NewConfigClient)
 	if err != nil {
 		return nil, fmt.Errorf("configcenter: nacos: create config client: %w", err)
 	}

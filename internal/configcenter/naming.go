@@ -88,6 +88,17 @@ var sdkMu sync.Mutex
 // detector reports between the config and the naming client).
 var warmLocalIP = sync.OnceFunc(func() { util.LocalIP() })
 
+// newSDKClient creates an SDK client (config or naming) on a copy of
+// servers, after warming the SDK's local-IP cache, under sdkMu.
+func newSDKClient[C any](cc constant.ClientConfig, servers []constant.ServerConfig, create func(vo.NacosClientParam) (C, error)) (C, error) {
+	own := make([]constant.ServerConfig, len(servers))
+	copy(own, servers)
+	warmLocalIP()
+	sdkMu.Lock()
+	defer sdkMu.Unlock()
+	return create(vo.NacosClientParam{ClientConfig: &cc, ServerConfigs: own})
+}
+
 // shutdownSDK shuts an SDK client down under sdkMu.
 func shutdownSDK(closeClient func()) {
 	sdkMu.Lock()
@@ -230,12 +241,7 @@ func (m *Membership) Run(ctx context.Context) error {
 		Username:             m.opts.Username,
 		Password:             m.opts.Password,
 	}
-	servers := make([]constant.ServerConfig, len(m.servers))
-	copy(servers, m.servers)
-	warmLocalIP()
-	sdkMu.Lock()
-	client, err := clients.NewNamingClient(vo.NacosClientParam{ClientConfig: &cc, ServerConfigs: servers})
-	sdkMu.Unlock()
+	client, err := newSDKClient(cc, m.servers, clients.NewNamingClient)
 	if err != nil {
 		return fmt.Errorf("configcenter: naming: create client: %w", err)
 	}
