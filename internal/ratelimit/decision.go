@@ -20,18 +20,28 @@ const (
 type Decision struct {
 	Key     Key
 	Allowed bool
+	// Scope is the key whose window binds: Key, or the channel-wide key
+	// "*:CHANNEL" when one of its windows binds.
+	Scope Key
+	// Rule names the binding window's kind, as Window.Name does: "count/1s",
+	// "amount/day". Empty for an unlimited key.
+	Rule string
+	// Amount is true when the binding window caps amounts: Limit, Count and
+	// Remaining are then in minor units.
+	Amount bool
 	// Limit and Window describe the binding window: the one that refused, or
 	// the admitted window with the least room left. Limit is Unlimited for an
-	// unlimited key.
+	// unlimited key; Window is zero for a calendar window.
 	Limit  int64
 	Window time.Duration
-	// Count is the binding window's occupancy after the check; Remaining is
-	// what is left of its limit.
+	// Count is the binding window's use after the check (admissions, or
+	// amount); Remaining is what is left of its limit.
 	Count     int64
 	Remaining int64
-	// Windows is every window of the rule with its occupancy after the
-	// check, when the store reported it (Redis and in-process decisions);
-	// nil otherwise.
+	// Windows is every window that applied to the request (the key's, then
+	// the channel-wide key's), each with its limit for this bizType and its
+	// use after the check, when the store reported it (Redis and in-process
+	// decisions); nil otherwise.
 	Windows []WindowUsage
 	// RetryAfter is how long until every refusing window has room; zero
 	// when allowed, and zero for a closed key (it has no reopening time).
@@ -44,9 +54,13 @@ type Decision struct {
 	Duplicate bool
 }
 
-// WindowUsage is one window of a rule and how many admissions it holds.
+// WindowUsage is one window of a rule and what it holds: admissions, or
+// amount for an amount window.
 type WindowUsage struct {
 	Window
+	// Scope is the key the window belongs to (the request's key, or the
+	// channel-wide key).
+	Scope Key
 	Count int64
 }
 

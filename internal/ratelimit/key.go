@@ -16,6 +16,16 @@ type Key struct {
 	Channel string
 }
 
+// AnyBizType is the bizType of a channel-wide key, "*:CHANNEL": every
+// bizType on the channel together.
+const AnyBizType = "*"
+
+// ChannelWide returns the channel-wide key of channel.
+func ChannelWide(channel string) Key { return Key{BizType: AnyBizType, Channel: channel} }
+
+// IsChannelWide reports whether k is a channel-wide key.
+func (k Key) IsChannelWide() bool { return k.BizType == AnyBizType }
+
 // String returns the key as ops write it in the limits document:
 // "BIZTYPE:CHANNEL".
 func (k Key) String() string { return k.BizType + ":" + k.Channel }
@@ -33,9 +43,10 @@ func ParseKey(s string) (Key, error) {
 	return k, nil
 }
 
-// Validate reports whether both halves are well-formed codes.
+// Validate reports whether both halves are well-formed codes; the bizType
+// may also be AnyBizType.
 func (k Key) Validate() error {
-	if reason := CodeProblem(k.BizType); reason != "" {
+	if reason := CodeProblem(k.BizType); reason != "" && !k.IsChannelWide() {
 		return fmt.Errorf("key %q: bizType %s", k.String(), reason)
 	}
 	if reason := CodeProblem(k.Channel); reason != "" {
