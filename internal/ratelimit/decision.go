@@ -20,6 +20,10 @@ const (
 type Decision struct {
 	Key     Key
 	Allowed bool
+	// RequestAmount and Currency are what the request pays (zero and empty
+	// for a request without an amount), for reports.
+	RequestAmount int64
+	Currency      string
 	// Scope is the key whose window binds: Key, or the channel-wide key
 	// "*:CHANNEL" when one of its windows binds.
 	Scope Key

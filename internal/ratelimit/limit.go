@@ -142,11 +142,12 @@ type Rule struct {
 	// calendar windows (day before month); count before amount. Their IDs are
 	// distinct. Empty means unlimited.
 	Windows []Window
-	// Reserve, on a channel-wide key (bizType "*"), keeps part of each
-	// window's limit for the named bizTypes: any other bizType may use at
-	// most the limit minus the sum of the reservations. Named bizTypes may
-	// use the whole limit.
-	Reserve map[string]int64
+	// Reserve, on a channel-wide key (bizType "*"), is for each window (same
+	// index as Windows; nil or shorter when none) the part of its limit kept
+	// for the named bizTypes: any other bizType may use at most the limit
+	// minus the sum of that window's reservations. Named bizTypes may use the
+	// whole limit.
+	Reserve []map[string]int64
 	// Shadow makes the limiter evaluate and count the rule but always admit.
 	Shadow bool
 }
@@ -165,27 +166,23 @@ func (r Rule) IsClosed() bool {
 	return false
 }
 
-// Reserved is the sum of the reservations, which a bizType not named in
-// Reserve cannot use.
-func (r Rule) Reserved() int64 {
-	var n int64
-	for _, v := range r.Reserve {
-		n += v
-	}
-	return n
-}
-
-// LimitFor returns w's limit for bizType under the rule's reservations: the
-// whole limit for a bizType named in Reserve (and on a rule without any),
-// else the limit minus the reservations, never below zero.
-func (r Rule) LimitFor(w Window, bizType string) int64 {
-	if len(r.Reserve) == 0 {
+// LimitFor returns the limit of window i for bizType under the rule's
+// reservations: the whole limit for a bizType named in the window's
+// reservations (and for a window without any), else the limit minus the
+// reservations, never below zero.
+func (r Rule) LimitFor(i int, bizType string) int64 {
+	w := r.Windows[i]
+	if i >= len(r.Reserve) || len(r.Reserve[i]) == 0 {
 		return w.Limit
 	}
-	if _, ok := r.Reserve[bizType]; ok {
+	if _, ok := r.Reserve[i][bizType]; ok {
 		return w.Limit
 	}
-	return max(w.Limit-r.Reserved(), 0)
+	var reserved int64
+	for _, n := range r.Reserve[i] {
+		reserved += n
+	}
+	return max(w.Limit-reserved, 0)
 }
 
 // Longest returns the longest sliding window size, or 0 for a rule without
