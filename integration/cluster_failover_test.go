@@ -179,7 +179,7 @@ func runFailover(t *testing.T, run failoverRun) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := newRedisRecord(run.addrs, rs.RedisKey(ratelimit.Key{BizType: biz, Channel: "ALIPAY"}, ratelimit.Window{Limit: foPerMinute, Size: time.Minute}))
+	rec := newRedisRecord(run.addrs, rs.RedisKey(ratelimit.KeyWindow{Key: ratelimit.Key{BizType: biz, Channel: "ALIPAY"}, Window: ratelimit.Window{Limit: foPerMinute, Size: time.Minute}}))
 	defer rec.close()
 
 	// Load: each worker paces itself to one request per 60 ms on instance

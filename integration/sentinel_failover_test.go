@@ -158,7 +158,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	minuteKey := rs.RedisKey(ratelimit.Key{BizType: biz, Channel: "ALIPAY"}, ratelimit.Window{Limit: perMinute, Size: time.Minute})
+	minuteKey := rs.RedisKey(ratelimit.KeyWindow{Key: ratelimit.Key{BizType: biz, Channel: "ALIPAY"}, Window: ratelimit.Window{Limit: perMinute, Size: time.Minute}})
 	var (
 		redisMu       sync.Mutex
 		redisAdmitted = map[string]time.Time{}

@@ -120,7 +120,7 @@ func TestRedisTLSWithACLUser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := rs.RedisKey(ratelimit.Key{BizType: biz, Channel: "ALIPAY"}, ratelimit.Window{Limit: limit, Size: time.Minute})
+		key := rs.RedisKey(ratelimit.KeyWindow{Key: ratelimit.Key{BizType: biz, Channel: "ALIPAY"}, Window: ratelimit.Window{Limit: limit, Size: time.Minute}})
 		if n, err := c.ZCard(context.Background(), key).Result(); err != nil || n != limit {
 			t.Fatalf("got %d members in %s on the TLS Redis (err %v), want %d", n, key, err, limit)
 		}

@@ -265,7 +265,7 @@ func zsetSize(args []string) error {
 		biz := "ZSET" + strconv.FormatInt(f, 10)
 		key := ratelimit.Key{BizType: biz, Channel: "ALIPAY"}
 		w := ratelimit.Window{Limit: ratelimit.MaxLimit, Size: time.Hour}
-		rk := st.RedisKey(key, w)
+		rk := st.RedisKey(ratelimit.KeyWindow{Key: key, Window: w})
 		keys = append(keys, rk)
 		client.Unlink(ctx, rk)
 		now, err := client.Time(ctx).Result()

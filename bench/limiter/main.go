@@ -396,7 +396,7 @@ func (b *bench) loadScript() error {
 	if err := b.client.ConfigResetStat(b.ctx).Err(); err != nil {
 		return err
 	}
-	if _, err := b.store.Check(b.ctx, ratelimit.Key{BizType: "BENCH", Channel: "PROBE"}, openRule.Windows, "probe"); err != nil {
+	if _, err := b.store.Check(b.ctx, ratelimit.KeyWindows(ratelimit.Key{BizType: "BENCH", Channel: "PROBE"}, openRule.Windows), "probe", 0); err != nil {
 		return fmt.Errorf("RedisStore.Check probe: %w", err)
 	}
 	st, err := commandStats(b.ctx, b.client)
@@ -462,9 +462,9 @@ func (b *bench) skip(id string) bool { return b.only != nil && !b.only[id] }
 func (b *bench) storeContender(id, name, channel string, rule ratelimit.Rule) contender {
 	k := ratelimit.Key{BizType: "BENCH", Channel: channel}
 	return contender{
-		id: id, name: name, keys: []string{b.store.RedisKey(k, rule.Windows[0])}, wantCallsPerCheck: 1,
+		id: id, name: name, keys: []string{b.store.RedisKey(ratelimit.KeyWindow{Key: k, Window: rule.Windows[0]})}, wantCallsPerCheck: 1,
 		op: func(ctx context.Context, m string) (bool, error) {
-			r, err := b.store.Check(ctx, k, rule.Windows, m)
+			r, err := b.store.Check(ctx, ratelimit.KeyWindows(k, rule.Windows), m, 0)
 			return r.Allowed, err
 		},
 	}
@@ -478,7 +478,7 @@ func (b *bench) coContender(id, name, channel string, rule ratelimit.Rule) conte
 	k := ratelimit.Key{BizType: "BENCH", Channel: channel}
 	c.wantCallsPerCheck = 0
 	c.op = func(ctx context.Context, m string) (bool, error) {
-		r, err := b.co.Check(ctx, k, rule.Windows, m)
+		r, err := b.co.Check(ctx, ratelimit.KeyWindows(k, rule.Windows), m, 0)
 		return r.Allowed, err
 	}
 	return c
@@ -488,7 +488,7 @@ func (b *bench) limiterContender(id, name, channel string) contender {
 	k := ratelimit.Key{BizType: "BENCH", Channel: channel}
 	rule := b.lim.Config().Rule(k)
 	return contender{
-		id: id, name: name, keys: []string{b.store.RedisKey(k, rule.Windows[0])},
+		id: id, name: name, keys: []string{b.store.RedisKey(ratelimit.KeyWindow{Key: k, Window: rule.Windows[0]})},
 		op: func(ctx context.Context, m string) (bool, error) {
 			d, err := b.lim.Allow(ctx, k, m)
 			if err == nil && d.Source != ratelimit.SourceRedis && d.Source != ratelimit.SourceNearCache {
@@ -519,7 +519,7 @@ func (b *bench) naiveContender(id, name, channel string, rule ratelimit.Rule) co
 		id: id, name: name,
 		keys: []string{b.naive.Prefix + k.BizType + k.Channel + ":" + strconv.FormatInt(window.Milliseconds(), 10)},
 		op: func(ctx context.Context, m string) (bool, error) {
-			r, err := b.naive.Check(ctx, k, rule.Windows, m)
+			r, err := b.naive.Check(ctx, ratelimit.KeyWindows(k, rule.Windows), m, 0)
 			return r.Allowed, err
 		},
 	}
@@ -742,7 +742,7 @@ func (b *bench) rbRun(id, name, channel string, rule ratelimit.Rule) func() (res
 		}
 		fmt.Fprintf(os.Stderr, "running %-13s %s ...\n", id, name)
 		w := rule.Windows[0]
-		key := b.store.RedisKey(ratelimit.Key{BizType: "BENCH", Channel: channel}, w)
+		key := b.store.RedisKey(ratelimit.KeyWindow{Key: ratelimit.Key{BizType: "BENCH", Channel: channel}, Window: w})
 		if err := b.del(key); err != nil {
 			return result{}, err
 		}

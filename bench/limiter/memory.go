@@ -24,7 +24,7 @@ func (b *bench) memory() error {
 	var pts []point
 	for _, n := range []int{100, 10_000} {
 		k := ratelimit.Key{BizType: "BENCH", Channel: fmt.Sprintf("MEM%d", n)}
-		key := b.store.RedisKey(k, w)
+		key := b.store.RedisKey(ratelimit.KeyWindow{Key: k, Window: w})
 		if err := b.del(key); err != nil {
 			return err
 		}
@@ -35,7 +35,7 @@ func (b *bench) memory() error {
 			go func(g int) {
 				defer wg.Done()
 				for i := g; i < n; i += 16 {
-					r, err := b.store.Check(b.ctx, k, []ratelimit.Window{w}, fmt.Sprintf(memberFmt, i))
+					r, err := b.store.Check(b.ctx, ratelimit.KeyWindows(k, []ratelimit.Window{w}), fmt.Sprintf(memberFmt, i), 0)
 					if err == nil && !r.Allowed {
 						err = fmt.Errorf("fill %s: member %d refused", key, i)
 					}
@@ -85,7 +85,7 @@ func (b *bench) allocs() error {
 	limOpen := ratelimit.Key{BizType: "BENCH", Channel: "LOPEN"}
 	limFull := ratelimit.Key{BizType: "BENCH", Channel: "LFULL"}
 	wOpen := openRule.Windows
-	redisKey := b.store.RedisKey(openKey, wOpen[0])
+	redisKey := b.store.RedisKey(ratelimit.KeyWindow{Key: openKey, Window: wOpen[0]})
 	rawKeys := []string{redisKey}
 	rrLimit := redisRateOpen()
 	stubLim, err := ratelimit.New(stubStore{}, ratelimit.Options{Policy: ratelimit.PolicyDeny, Timeout: 5 * time.Second})
@@ -102,14 +102,14 @@ func (b *bench) allocs() error {
 			return b.client.EvalSha(ctx, b.sha, rawKeys, int64(1000), int64(openLimit), int64(1_000_000), m).Err()
 		}},
 		{"payserver RedisStore.Check unbatched", []string{redisKey}, func(ctx context.Context, m string) error {
-			_, err := b.store.Check(ctx, openKey, wOpen, m)
+			_, err := b.store.Check(ctx, ratelimit.KeyWindows(openKey, wOpen), m, 0)
 			return err
 		}},
 		{"payserver RedisStore.Check as shipped (coalesced; serial, so one member per call)", []string{redisKey}, func(ctx context.Context, m string) error {
-			_, err := b.co.Check(ctx, openKey, wOpen, m)
+			_, err := b.co.Check(ctx, ratelimit.KeyWindows(openKey, wOpen), m, 0)
 			return err
 		}},
-		{"payserver Limiter.Allow, open (Redis call)", []string{b.store.RedisKey(limOpen, wOpen[0])}, func(ctx context.Context, m string) error {
+		{"payserver Limiter.Allow, open (Redis call)", []string{b.store.RedisKey(ratelimit.KeyWindow{Key: limOpen, Window: wOpen[0]})}, func(ctx context.Context, m string) error {
 			_, err := b.lim.Allow(ctx, limOpen, m)
 			return err
 		}},
@@ -117,7 +117,7 @@ func (b *bench) allocs() error {
 			_, err := stubLim.Allow(ctx, limOpen, m)
 			return err
 		}},
-		{"payserver Limiter.Allow, saturated (near-cache hit, no Redis call)", []string{b.store.RedisKey(limFull, wOpen[0])}, func(ctx context.Context, m string) error {
+		{"payserver Limiter.Allow, saturated (near-cache hit, no Redis call)", []string{b.store.RedisKey(ratelimit.KeyWindow{Key: limFull, Window: wOpen[0]})}, func(ctx context.Context, m string) error {
 			d, err := b.lim.Allow(ctx, limFull, m)
 			if err == nil && d.Source != ratelimit.SourceNearCache && !strings.HasPrefix(m, "fill-") {
 				err = fmt.Errorf("decided by %s, not the near-cache", d.Source)
@@ -129,7 +129,7 @@ func (b *bench) allocs() error {
 			return err
 		}},
 		{"naive 3 commands", nil, func(ctx context.Context, m string) error {
-			_, err := b.naive.Check(ctx, openKey, wOpen, m)
+			_, err := b.naive.Check(ctx, ratelimit.KeyWindows(openKey, wOpen), m, 0)
 			return err
 		}},
 	}
@@ -179,13 +179,13 @@ func (b *bench) allocs() error {
 // allocations from the store's.
 type stubStore struct{}
 
-func (stubStore) Check(context.Context, ratelimit.Key, []ratelimit.Window, string) (ratelimit.StoreResult, error) {
+func (stubStore) Check(context.Context, []ratelimit.KeyWindow, string, int64) (ratelimit.StoreResult, error) {
 	return ratelimit.StoreResult{Allowed: true, Count: 1}, nil
 }
-func (stubStore) Release(context.Context, ratelimit.Key, []ratelimit.Window, string) error {
+func (stubStore) Release(context.Context, []ratelimit.KeyWindow, string) error {
 	return nil
 }
-func (stubStore) Usage(_ context.Context, _ ratelimit.Key, ws []ratelimit.Window) ([]int64, error) {
+func (stubStore) Usage(_ context.Context, ws []ratelimit.KeyWindow) ([]int64, error) {
 	return make([]int64, len(ws)), nil
 }
 func (stubStore) Ping(context.Context) error { return nil }

@@ -111,7 +111,7 @@ func TestBatchedStoreSameAnswers(t *testing.T) {
 					st ratelimit.Store
 					k  ratelimit.Key
 				}{{plain, kp}, {batched, kb}} {
-					if err := s.st.Release(context.Background(), s.k, ws, m[1:]); err != nil {
+					if err := s.st.Release(context.Background(), ratelimit.KeyWindows(s.k, ws), m[1:]); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -124,8 +124,8 @@ func TestBatchedStoreSameAnswers(t *testing.T) {
 				t.Fatalf("step %d (%s): batched %+v, plain %+v", i, m, got, want)
 			}
 		}
-		up, err1 := plain.Usage(context.Background(), kp, ws)
-		ub, err2 := batched.Usage(context.Background(), kb, ws)
+		up, err1 := plain.Usage(context.Background(), ratelimit.KeyWindows(kp, ws))
+		ub, err2 := batched.Usage(context.Background(), ratelimit.KeyWindows(kb, ws))
 		if err1 != nil || err2 != nil || len(up) != len(ws) || fmt.Sprint(up) != fmt.Sprint(ub) {
 			t.Fatalf("usage: batched %v, plain %v", ub, up)
 		}
@@ -182,7 +182,7 @@ func testHonoursDeadline(t *testing.T, o ratelimit.RedisStoreOptions) {
 	for i := 0; i < 3; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		start := time.Now()
-		_, err := s.Check(ctx, newKey(), []ratelimit.Window{{Limit: 5, Size: time.Second}}, "a")
+		_, err := s.Check(ctx, ratelimit.KeyWindows(newKey(), []ratelimit.Window{{Limit: 5, Size: time.Second}}), "a", 0)
 		el := time.Since(start)
 		cancel()
 		// The client turns the deadline into the socket's read deadline

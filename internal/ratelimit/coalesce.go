@@ -35,8 +35,8 @@ type coalescer struct {
 }
 
 type checkArg struct {
-	windows []Window
-	member  string
+	windows []KeyWindow
+	member  checkMember
 }
 
 type keyBatcher = batch.Batcher[checkArg, StoreResult]
@@ -52,15 +52,16 @@ func newCoalescer(s *RedisStore, maxBatch int) *coalescer {
 // batch of the key. A queued caller that leaves on ctx may still be decided
 // (and, if admitted, recorded) by a call already on its way, as with a plain
 // client whose reply came too late.
-func (c *coalescer) check(ctx context.Context, k Key, windows []Window, member string) (StoreResult, error) {
+func (c *coalescer) check(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
+	k := windows[0].Key // the request's own key comes first
 	b, ok := c.keys.Load(k)
 	if !ok {
-		b, _ = c.keys.LoadOrStore(k, c.newBatcher(k))
+		b, _ = c.keys.LoadOrStore(k, c.newBatcher())
 	}
-	return b.(*keyBatcher).Do(ctx, checkArg{windows: windows, member: member})
+	return b.(*keyBatcher).Do(ctx, checkArg{windows: windows, member: checkMember{member, amount}})
 }
 
-func (c *coalescer) newBatcher(k Key) *keyBatcher {
+func (c *coalescer) newBatcher() *keyBatcher {
 	return &keyBatcher{
 		Max:     c.max,
 		Timeout: batchTimeout,
@@ -74,15 +75,15 @@ func (c *coalescer) newBatcher(k Key) *keyBatcher {
 			return len(calls)
 		},
 		One: func(ctx context.Context, a checkArg) (StoreResult, error) {
-			return c.s.checkOne(ctx, k, a.windows, a.member)
+			return c.s.checkOne(ctx, a.windows, a.member.id, a.member.amount)
 		},
 		Many: func(ctx context.Context, calls []*batch.Call[checkArg, StoreResult]) {
 			windows := calls[0].Arg.windows
-			members := make([]string, len(calls))
+			members := make([]checkMember, len(calls))
 			for i, call := range calls {
 				members[i] = call.Arg.member
 			}
-			res, err := c.s.runCheck(ctx, c.s.keys(k, windows), checkArgs(windows, members...))
+			res, err := c.s.runCheck(ctx, c.s.keys(windows), checkArgs(windows, members...))
 			out := make([]StoreResult, len(calls))
 			if err == nil {
 				err = parseCheckReply(res, len(windows), out)

@@ -82,29 +82,6 @@ type Observer interface {
 	StoreFailed(k Key, err error)
 }
 
-// decision turns a store's answer for rule into a Decision.
-func decision(key Key, rule Rule, res StoreResult, src Source) Decision {
-	w := rule.Windows[res.Window]
-	d := Decision{
-		Key:        key,
-		Allowed:    res.Allowed,
-		Limit:      w.Limit,
-		Window:     w.Size,
-		Count:      res.Count,
-		Remaining:  max(w.Limit-res.Count, 0),
-		RetryAfter: res.RetryAfter,
-		Source:     src,
-		Duplicate:  res.Duplicate,
-	}
-	if len(res.Counts) == len(rule.Windows) {
-		d.Windows = make([]WindowUsage, len(rule.Windows))
-		for i, w := range rule.Windows {
-			d.Windows[i] = WindowUsage{Window: w, Count: res.Counts[i]}
-		}
-	}
-	return d
-}
-
 type nopObserver struct{}
 
 func (nopObserver) Decided(Decision, time.Duration) {}

@@ -38,49 +38,53 @@ func ParsePolicy(s string) (Policy, error) {
 
 // onRedis decides on the shared store. Under PolicyLocal, admissions decided
 // in process during an outage that are still in their windows lower the
-// limits asked of Redis, which does not hold them; and each Redis admission
-// is copied into the in-process windows, so that a later outage starts from
-// it.
-func (l *Limiter) onRedis(ctx context.Context, key Key, rule Rule, member string, now time.Time, end *time.Time) (Decision, error) {
-	windows, localOnly := rule.Windows, []int64(nil)
-	if l.followsRedis(rule) && l.local.MayHoldLocalOnly(now) {
+// limits asked of Redis, which does not hold them; and each Redis answer is
+// kept for a later outage: admissions copied into the in-process sliding
+// count windows, and the use of amount and calendar windows.
+func (l *Limiter) onRedis(ctx context.Context, p plan, r Request, now time.Time, end *time.Time) (Decision, error) {
+	asked, localOnly := p, []int64(nil)
+	if l.opts.Policy == PolicyLocal && !p.shadow && l.local.MayHoldLocalOnly(now) {
 		var refused *Decision
-		if windows, localOnly, refused = l.lowerByLocalOnly(key, rule, now); refused != nil {
+		if asked, localOnly, refused = l.lowerByLocalOnly(p, r.Key, now); refused != nil {
 			l.breaker.abandon()
 			return *refused, nil
 		}
 	}
-	res, unknown, err := l.check(ctx, key, windows, member)
+	res, unknown, err := l.check(ctx, asked.windows, r.Member, r.Amount)
 	if err != nil {
 		if ctx.Err() != nil {
 			l.breaker.abandon()
-			return Decision{Key: key}, ctx.Err()
+			return Decision{Key: r.Key}, ctx.Err()
 		}
-		l.opts.Observer.StoreFailed(key, err)
+		l.opts.Observer.StoreFailed(r.Key, err)
 		if l.breaker.failure() {
-			l.log.Warn("limiter store failing; degraded decisions until it answers", "policy", string(l.opts.Policy), "key", key.String(), "err", err)
+			l.log.Warn("limiter store failing; degraded decisions until it answers", "policy", string(l.opts.Policy), "key", r.Key.String(), "err", err)
 		}
 		if unknown {
-			return l.unknownOutcome(key, rule)
+			return l.unknownOutcome(p, r.Key)
 		}
-		return l.decideDegraded(key, rule, member)
+		return l.decideDegraded(p, r)
 	}
 	*end = l.opts.Now()
 	if l.breaker.success() {
-		l.log.Warn("limiter store answers again; back to shared windows", "key", key.String())
+		l.log.Warn("limiter store answers again; back to shared windows", "key", r.Key.String())
 	}
-	d := decision(key, rule, res, SourceRedis)
 	if localOnly != nil {
-		d.Count += localOnly[res.Window]
-		d.Remaining = max(d.Limit-d.Count, 0)
-		for i := range d.Windows {
-			d.Windows[i].Count += localOnly[i]
+		for i := range res.Counts {
+			res.Counts[i] += localOnly[i]
 		}
+		res.Count = res.Counts[res.Window]
 	}
-	if d.Allowed && l.followsRedis(rule) {
+	d := p.decision(r.Key, res, SourceRedis)
+	if l.opts.Policy == PolicyLocal && !p.shadow {
 		// Stamped after the answer: Redis admitted no later, so the copy
 		// leaves its window no earlier than Redis's entry.
-		l.local.CopyRedisAdmission(key, rule.Windows, l.LocalShare(), member, *end)
+		if d.Allowed {
+			l.local.CopyRedisAdmission(p.windows, l.LocalShare(), r.Member, *end)
+		}
+		if p.hasBaseline {
+			l.local.NoteRedisUse(p.windows, res.Counts, *end)
+		}
 	}
 	return d, nil
 }
@@ -90,15 +94,15 @@ func (l *Limiter) onRedis(ctx context.Context, key Key, rule Rule, member string
 // It is asked once more, with the same member, under RetryTimeout: the
 // script never counts a member twice, so the answer is exact either way.
 // unknown reports that the outcome is still unknown after the retry.
-func (l *Limiter) check(ctx context.Context, key Key, windows []Window, member string) (res StoreResult, unknown bool, err error) {
+func (l *Limiter) check(ctx context.Context, windows []KeyWindow, member string, amount int64) (res StoreResult, unknown bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	res, err = l.store.Check(cctx, key, windows, member)
+	res, err = l.store.Check(cctx, windows, member, amount)
 	cancel()
 	if err == nil || ctx.Err() != nil || neverReachedRedis(err) {
 		return res, false, err
 	}
 	cctx, cancel = context.WithTimeout(ctx, l.opts.RetryTimeout)
-	res, err = l.store.Check(cctx, key, windows, member)
+	res, err = l.store.Check(cctx, windows, member, amount)
 	cancel()
 	return res, err != nil, err
 }
@@ -122,77 +126,77 @@ func neverReachedRedis(err error) bool {
 // member without telling us. A late answer must never become an extra
 // admission, so under PolicyLocal it is refused, not decided in process;
 // the client may retry (with the same requestId it is never counted twice).
-func (l *Limiter) unknownOutcome(key Key, rule Rule) (Decision, error) {
+func (l *Limiter) unknownOutcome(p plan, key Key) (Decision, error) {
 	if l.opts.Policy != PolicyLocal {
-		return l.allowOrDeny(key, rule)
+		return l.allowOrDeny(p, key)
 	}
-	w := rule.Windows[0]
-	return Decision{Key: key, Limit: w.Limit, Window: w.Size, RetryAfter: l.opts.BreakerCooldown, Source: SourceLocal}, nil
+	d := p.decision(key, StoreResult{}, SourceLocal)
+	d.Allowed, d.RetryAfter, d.Remaining = false, l.opts.BreakerCooldown, 0
+	return d, nil
 }
 
 // allowOrDeny is the answer of PolicyAllow (admit) and PolicyDeny
 // (ErrUnavailable) without the store.
-func (l *Limiter) allowOrDeny(key Key, rule Rule) (Decision, error) {
+func (l *Limiter) allowOrDeny(p plan, key Key) (Decision, error) {
 	if l.opts.Policy == PolicyDeny {
 		return Decision{Key: key}, ErrUnavailable
 	}
-	w := rule.Windows[0]
-	return Decision{Key: key, Allowed: true, Limit: w.Limit, Window: w.Size, Source: SourceFailOpen}, nil
+	d := p.decision(key, StoreResult{Allowed: true}, SourceFailOpen)
+	d.Remaining = 0
+	return d, nil
 }
 
-// decideDegraded decides without the shared store, by policy.
-func (l *Limiter) decideDegraded(key Key, rule Rule, member string) (Decision, error) {
-	l.log.Debug("degraded limiter decision", "policy", string(l.opts.Policy), "key", key.String())
+// decideDegraded decides without the shared store, by policy. Under
+// PolicyLocal every window is enforced in process with its limit cut to
+// this instance's share: of the whole limit for a sliding count window
+// (whose admissions by this instance were copied), of what Redis last
+// reported left for an amount or calendar window.
+func (l *Limiter) decideDegraded(p plan, r Request) (Decision, error) {
+	l.log.Debug("degraded limiter decision", "policy", string(l.opts.Policy), "key", r.Key.String())
 	if l.opts.Policy != PolicyLocal {
-		return l.allowOrDeny(key, rule)
+		return l.allowOrDeny(p, r.Key)
 	}
-	scaled := l.scaled(rule.Windows)
+	scaled := plan{windows: l.scaled(p), shadow: p.shadow}
 	var res StoreResult
-	if rule.Shadow {
-		res, _ = l.local.Check(context.Background(), key, scaled, member)
+	if p.shadow {
+		res, _ = l.local.Check(context.Background(), scaled.windows, r.Member, r.Amount)
 	} else {
-		res = l.local.CheckLocalOnly(key, scaled, member, l.opts.Now())
+		res = l.local.CheckLocalOnly(scaled.windows, r.Member, r.Amount, l.opts.Now())
 	}
-	return decision(key, Rule{Windows: scaled}, res, SourceLocal), nil
-}
-
-// followsRedis reports whether the in-process windows of rule must follow
-// what Redis admits: only under PolicyLocal, the one policy that reads them,
-// and not for shadow rules, which admit everything anyway. (Unlimited and
-// closed rules never reach the store.)
-func (l *Limiter) followsRedis(rule Rule) bool {
-	return l.opts.Policy == PolicyLocal && !rule.Shadow
+	return scaled.decision(r.Key, res, SourceLocal), nil
 }
 
 // lowerByLocalOnly is for the first checks on Redis after an outage, while
 // admissions decided in process are still inside their windows: Redis does
-// not hold them. It returns the windows to ask Redis with, each limit lowered
-// by the admissions that all instances are estimated to have made in
-// process and that are still in the window (this instance's own divided by
-// its share: the instances fail over together under balanced load, the
-// assumption of the share itself), and those estimates. When an estimate
-// alone fills a window, refused is the refusal, decided without asking
-// Redis.
-func (l *Limiter) lowerByLocalOnly(key Key, rule Rule, now time.Time) (windows []Window, estimates []int64, refused *Decision) {
-	counts, waits := l.local.LocalOnly(key, rule.Windows, now)
+// not hold them. It returns the plan to ask Redis with, each limit lowered
+// by the use that all instances are estimated to have made in process and
+// that is still in the window (this instance's own divided by its share:
+// the instances fail over together under balanced load, the assumption of
+// the share itself), and those estimates. When an estimate alone fills a
+// window, refused is the refusal, decided without asking Redis.
+func (l *Limiter) lowerByLocalOnly(p plan, key Key, now time.Time) (asked plan, estimates []int64, refused *Decision) {
+	uses, waits := l.local.LocalOnly(p.windows, now)
 	some := false
-	for _, c := range counts {
+	for _, c := range uses {
 		some = some || c > 0
 	}
 	if !some {
-		return rule.Windows, nil, nil
+		return p, nil, nil
 	}
 	share := l.LocalShare()
-	windows = make([]Window, len(rule.Windows))
-	for i, w := range rule.Windows {
-		o := int64(float64(counts[i])/share + 0.5)
-		counts[i] = o
-		windows[i] = Window{Limit: max(w.Limit-o, 0), Size: w.Size}
+	asked = plan{windows: make([]KeyWindow, len(p.windows)), shadow: p.shadow, hasBaseline: p.hasBaseline}
+	for i, w := range p.windows {
+		o := int64(float64(uses[i])/share + 0.5)
+		uses[i] = o
+		asked.windows[i] = w
+		asked.windows[i].Limit = max(w.Limit-o, 0)
 		if o >= w.Limit && (refused == nil || waits[i] > refused.RetryAfter) {
-			refused = &Decision{Key: key, Limit: w.Limit, Window: w.Size, Count: o, RetryAfter: waits[i], Source: SourceNearCache}
+			d := p.decision(key, StoreResult{Window: i, Count: o}, SourceNearCache)
+			d.RetryAfter, d.Remaining = waits[i], 0
+			refused = &d
 		}
 	}
-	return windows, counts, refused
+	return asked, uses, refused
 }
 
 // scaleLimit cuts limit to share, rounded down so that the instances
@@ -201,12 +205,23 @@ func scaleLimit(limit int64, share float64) int64 {
 	return int64(float64(limit) * share)
 }
 
-// scaled returns the windows with each limit cut to this instance's share.
-func (l *Limiter) scaled(ws []Window) []Window {
+// scaled returns the plan's windows with each limit cut to this instance's
+// share, amount and calendar windows after taking off the use Redis last
+// reported (Baseline).
+func (l *Limiter) scaled(p plan) []KeyWindow {
 	share := l.LocalShare()
-	out := make([]Window, len(ws))
-	for i, w := range ws {
-		out[i] = Window{Limit: scaleLimit(w.Limit, share), Size: w.Size}
+	var base []int64
+	if p.hasBaseline {
+		base = l.local.Baseline(p.windows, l.opts.Now())
+	}
+	out := make([]KeyWindow, len(p.windows))
+	for i, w := range p.windows {
+		limit := w.Limit
+		if base != nil {
+			limit = max(limit-base[i], 0)
+		}
+		out[i] = w
+		out[i].Limit = scaleLimit(limit, share)
 	}
 	return out
 }

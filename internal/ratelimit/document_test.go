@@ -14,23 +14,23 @@ func TestParseDocumentValid(t *testing.T) {
 		want Rule
 	}{
 		{"bare number uses default window", "window: 1s\nlimits:\n  ONLINE_PAY:ALIPAY: 100\n", "ONLINE_PAY:ALIPAY",
-			Rule{Windows: []Window{{100, time.Second}}}},
+			Rule{Windows: []Window{{Limit: 100, Size: time.Second}}}},
 		{"minus one is unlimited", "limits:\n  ONLINE_PAY:WECHAT: -1\n", "ONLINE_PAY:WECHAT", Rule{}},
-		{"zero is closed, not unlimited", "limits:\n  A:B: 0\n", "A:B", Rule{Windows: []Window{{0, time.Second}}}},
-		{"custom default window", "window: 1m\nlimits:\n  A:B: 5\n", "A:B", Rule{Windows: []Window{{5, time.Minute}}}},
+		{"zero is closed, not unlimited", "limits:\n  A:B: 0\n", "A:B", Rule{Windows: []Window{{Limit: 0, Size: time.Second}}}},
+		{"custom default window", "window: 1m\nlimits:\n  A:B: 5\n", "A:B", Rule{Windows: []Window{{Limit: 5, Size: time.Minute}}}},
 		{"several windows sorted", "limits:\n  REFUND:ALIPAY:\n    - {limit: 600, window: 1m}\n    - {limit: 20, window: 1s}\n", "REFUND:ALIPAY",
-			Rule{Windows: []Window{{20, time.Second}, {600, time.Minute}}}},
-		{"days", "limits:\n  A:B: [{limit: 10000, window: 1d}]\n", "A:B", Rule{Windows: []Window{{10000, 24 * time.Hour}}}},
+			Rule{Windows: []Window{{Limit: 20, Size: time.Second}, {Limit: 600, Size: time.Minute}}}},
+		{"days", "limits:\n  A:B: [{limit: 10000, window: 1d}]\n", "A:B", Rule{Windows: []Window{{Limit: 10000, Size: 24 * time.Hour}}}},
 		{"object with shadow", "limits:\n  A:B: {limit: 5, window: 500ms, shadow: true}\n", "A:B",
-			Rule{Windows: []Window{{5, 500 * time.Millisecond}}, Shadow: true}},
+			Rule{Windows: []Window{{Limit: 5, Size: 500 * time.Millisecond}}, Shadow: true}},
 		{"windows object with shadow", "limits:\n  A:B: {shadow: true, windows: [{limit: 5, window: 1s}]}\n", "A:B",
-			Rule{Windows: []Window{{5, time.Second}}, Shadow: true}},
+			Rule{Windows: []Window{{Limit: 5, Size: time.Second}}, Shadow: true}},
 		{"unlimited window dropped", "limits:\n  A:B: [{limit: -1, window: 1s}, {limit: 9, window: 1m}]\n", "A:B",
-			Rule{Windows: []Window{{9, time.Minute}}}},
+			Rule{Windows: []Window{{Limit: 9, Size: time.Minute}}}},
 		{"flat countLimitMap", `{"ONLINE_PAY:ALIPAY": 100, "ONLINE_PAY:WECHAT": -1}`, "ONLINE_PAY:ALIPAY",
-			Rule{Windows: []Window{{100, time.Second}}}},
-		{"json structured", `{"window":"2s","limits":{"A:B":3}}`, "A:B", Rule{Windows: []Window{{3, 2 * time.Second}}}},
-		{"whole float accepted", `{"A:B": 3.0}`, "A:B", Rule{Windows: []Window{{3, time.Second}}}},
+			Rule{Windows: []Window{{Limit: 100, Size: time.Second}}}},
+		{"json structured", `{"window":"2s","limits":{"A:B":3}}`, "A:B", Rule{Windows: []Window{{Limit: 3, Size: 2 * time.Second}}}},
+		{"whole float accepted", `{"A:B": 3.0}`, "A:B", Rule{Windows: []Window{{Limit: 3, Size: time.Second}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,13 +121,16 @@ func TestKeysNeverCollide(t *testing.T) {
 	// "AB"+"C" and "A"+"BC" shared a counter.
 	s := &RedisStore{prefix: DefaultKeyPrefix}
 	w := Window{Limit: 1, Size: time.Second}
-	a := s.RedisKey(Key{"AB", "C"}, w)
-	b := s.RedisKey(Key{"A", "BC"}, w)
-	if a == b {
-		t.Fatalf("keys collide: %s", a)
+	a := s.RedisKey(KeyWindow{Key{"AB", "C"}, w})
+	b := s.RedisKey(KeyWindow{Key{"A", "BC"}, w})
+	c := s.RedisKey(KeyWindow{Key{"A", "B"}, w})
+	if a == b || b == c {
+		t.Fatalf("keys collide: %s, %s, %s", a, b, c)
 	}
-	if !strings.Contains(a, "{AB:C}") {
-		t.Fatalf("key %s lacks the hash tag {AB:C}", a)
+	// Every key of a channel, its channel-wide key's included, shares the
+	// channel's hash tag (one Cluster slot, one script call).
+	if wide := s.RedisKey(KeyWindow{ChannelWide("C"), w}); !strings.Contains(a, "{C}") || !strings.Contains(wide, "{C}") {
+		t.Fatalf("keys %s, %s lack the hash tag {C}", a, wide)
 	}
 }
 

@@ -28,7 +28,7 @@ func hammer(t *testing.T, s ratelimit.Store, k ratelimit.Key, w ratelimit.Window
 			defer done.Done()
 			start.Wait()
 			for i := 0; i < perCaller; i++ {
-				res, err := s.Check(context.Background(), k, []ratelimit.Window{w}, fmt.Sprintf("c%d-r%d", c, i))
+				res, err := s.Check(context.Background(), ratelimit.KeyWindows(k, []ratelimit.Window{w}), fmt.Sprintf("c%d-r%d", c, i), 0)
 				if err != nil {
 					failed.Add(1)
 					continue

@@ -20,21 +20,21 @@ type lateStore struct {
 	fail   func(call int64) bool
 }
 
-func (s *lateStore) Check(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window, m string) (ratelimit.StoreResult, error) {
+func (s *lateStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
 	n := s.calls.Add(1)
-	res, err := s.shared.Check(ctx, k, ws, m)
+	res, err := s.shared.Check(ctx, ws, m, amount)
 	if err == nil && s.fail(n) {
 		return ratelimit.StoreResult{}, context.DeadlineExceeded
 	}
 	return res, err
 }
 
-func (s *lateStore) Release(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window, m string) error {
-	return s.shared.Release(ctx, k, ws, m)
+func (s *lateStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) error {
+	return s.shared.Release(ctx, ws, m)
 }
 
-func (s *lateStore) Usage(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window) ([]int64, error) {
-	return s.shared.Usage(ctx, k, ws)
+func (s *lateStore) Usage(ctx context.Context, ws []ratelimit.KeyWindow) ([]int64, error) {
+	return s.shared.Usage(ctx, ws)
 }
 
 func (s *lateStore) Ping(context.Context) error { return nil }
@@ -88,7 +88,7 @@ func TestLateRedisRefusalNeverBecomesALocalAdmission(t *testing.T) {
 			if err != nil || d.Allowed {
 				t.Fatalf("got %+v, %v; want refused (the key is full on Redis)", d, err)
 			}
-			if u, _ := shared.Usage(context.Background(), keyAB, mustConfig(t, lateDoc).Rule(keyAB).Windows); u[0] != 2 {
+			if u, _ := shared.Usage(context.Background(), ratelimit.KeyWindows(keyAB, mustConfig(t, lateDoc).Rule(keyAB).Windows)); u[0] != 2 {
 				t.Fatalf("Redis holds %v, want 2", u)
 			}
 		})
@@ -104,8 +104,8 @@ type gateStore struct {
 	release chan struct{}
 }
 
-func (s *gateStore) Check(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window, m string) (ratelimit.StoreResult, error) {
-	res, err := s.Store.Check(ctx, k, ws, m)
+func (s *gateStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
+	res, err := s.Store.Check(ctx, ws, m, amount)
 	if s.hold.CompareAndSwap(true, false) {
 		s.decided <- struct{}{}
 		<-s.release

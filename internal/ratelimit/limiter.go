@@ -140,8 +140,8 @@ func New(store Store, opts Options) (*Limiter, error) {
 // under this one: the near-cache serves one version only, and a refusal
 // that was in flight across the change is decided again. The in-process
 // windows keep what they hold, as Redis does: a new limit applies to the
-// admissions already made. Windows whose size no rule has any more are
-// forgotten.
+// admissions already made. Windows that no rule or schedule has any more
+// are forgotten.
 func (l *Limiter) SetConfig(c *Config) {
 	for {
 		old := l.limits.Load()
@@ -150,14 +150,21 @@ func (l *Limiter) SetConfig(c *Config) {
 		}
 	}
 	l.near.clear()
-	l.local.Retain(func(k Key, size time.Duration) bool {
-		for _, w := range c.Rule(k).Windows {
-			if w.Size == size {
-				return true
-			}
+	keep := map[windowID]bool{}
+	add := func(k Key, r Rule) {
+		for _, w := range r.Windows {
+			keep[idOf(KeyWindow{Key: k, Window: w})] = true
 		}
-		return false
-	})
+	}
+	if c != nil {
+		for k, r := range c.Rules {
+			add(k, r)
+		}
+		for _, sc := range c.Schedules {
+			add(sc.Key, sc.Rule)
+		}
+	}
+	l.local.Retain(func(id windowID) bool { return keep[id] })
 }
 
 // Config returns the snapshot in force, or nil before the first SetConfig.
@@ -181,34 +188,53 @@ func (l *Limiter) SetLocalShare(share float64) error {
 // PolicyLocal.
 func (l *Limiter) LocalShare() float64 { return math.Float64frombits(l.share.Load()) }
 
-// Allow checks one request, identified by member (its requestId), against
-// every window of key, and records it if admitted. A refusal is a Decision
-// with Allowed false, not an error. The error is non-nil only when the store
+// Request is one request to check: a member (its requestId) of a key, and
+// what it pays. A request without an amount (Amount 0) passes amount
+// windows uncounted.
+type Request struct {
+	Key      Key
+	Member   string
+	Amount   int64 // minor units
+	Currency string
+}
+
+// Allow checks a request without an amount. See Check.
+func (l *Limiter) Allow(ctx context.Context, key Key, member string) (Decision, error) {
+	return l.Check(ctx, Request{Key: key, Member: member})
+}
+
+// Check checks one request, identified by its member (its requestId),
+// against every window that applies to it, atomically: its key's, and its
+// channel-wide key's ("*:CHANNEL"), with the rules in force now (schedules
+// included), and records it if admitted. A refusal is a Decision with
+// Allowed false, not an error. The error is non-nil only when the store
 // failed under PolicyDeny (ErrUnavailable), no limits were loaded under
 // Unconfigured PolicyDeny, or ctx ended.
-func (l *Limiter) Allow(ctx context.Context, key Key, member string) (Decision, error) {
+func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 	start := l.opts.Now()
 	lim := l.limits.Load()
 	if lim.cfg == nil && l.opts.Unconfigured == PolicyDeny {
-		return Decision{Key: key}, fmt.Errorf("%w: no limits loaded yet", ErrUnavailable)
+		return Decision{Key: r.Key}, fmt.Errorf("%w: no limits loaded yet", ErrUnavailable)
 	}
-	rule := lim.cfg.Rule(key)
+	p := newPlan(lim.cfg, r, start)
 	var end time.Time
-	d, err := l.decide(ctx, key, rule, lim.version, member, start, &end)
+	d, err := l.decide(ctx, lim, p, r, start, &end)
 	if err == nil && !d.Allowed && d.Source == SourceRedis {
 		if now := l.limits.Load(); now.version != lim.version {
 			// The limits changed while Redis decided: decide again under
 			// the new ones (the member was not recorded: it was refused).
-			rule = now.cfg.Rule(key)
-			d, err = l.decide(ctx, key, rule, now.version, member, l.opts.Now(), &end)
+			lim = now
+			p = newPlan(lim.cfg, r, l.opts.Now())
+			d, err = l.decide(ctx, lim, p, r, l.opts.Now(), &end)
 		}
 	}
 	if err != nil {
 		return d, err
 	}
-	if !d.Allowed && rule.Shadow {
+	if !d.Allowed && p.shadow {
 		d.Allowed, d.Shadow = true, true
 	}
+	d.RequestAmount, d.Currency = r.Amount, r.Currency
 	if end.IsZero() {
 		end = l.opts.Now()
 	}
@@ -216,56 +242,73 @@ func (l *Limiter) Allow(ctx context.Context, key Key, member string) (Decision, 
 	return d, nil
 }
 
-// decide takes the decision for Allow under one limits version. When the
+// decide takes the decision for Check under one limits version. When the
 // store answered, it sets *end to the time read right after the answer (one
 // clock read serves the copy of the admission and the elapsed time).
-func (l *Limiter) decide(ctx context.Context, key Key, rule Rule, version uint64, member string, now time.Time, end *time.Time) (Decision, error) {
-	if rule.IsUnlimited() {
-		return Decision{Key: key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}, nil
+func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, now time.Time, end *time.Time) (Decision, error) {
+	if len(p.windows) == 0 {
+		return Decision{Key: r.Key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}, nil
 	}
-	if rule.IsClosed() {
-		for _, w := range rule.Windows {
-			if w.Limit == 0 {
-				return Decision{Key: key, Limit: 0, Window: w.Size, Source: SourceClosed}, nil
-			}
-		}
+	if i := p.closed(); i >= 0 {
+		d := p.decision(r.Key, StoreResult{Window: i}, SourceClosed)
+		d.Count, d.Remaining = 0, 0
+		return d, nil
 	}
-	useNear := !l.opts.DisableNearCache && !rule.Shadow
+	useNear := !l.opts.DisableNearCache && !p.shadow
 	if useNear {
-		if d, ok := l.near.refusal(key, version, now); ok {
+		if d, ok := l.near.refusal(r.Key, lim.version, now); ok {
 			return d, nil
 		}
 	}
 	if !l.breaker.allow() {
-		return l.decideDegraded(key, rule, member)
+		return l.decideDegraded(p, r)
 	}
-	d, err := l.onRedis(ctx, key, rule, member, now, end)
+	d, err := l.onRedis(ctx, p, r, now, end)
 	if err != nil {
 		return d, err
 	}
-	if useNear && !d.Allowed && d.Source == SourceRedis {
-		l.near.remember(d, version, now)
+	if useNear && !d.Allowed && d.Source == SourceRedis && !d.Amount {
+		// A count window stays full for every request of the key until its
+		// retry-after, or until a schedule changes a rule; an amount window
+		// may still take a smaller amount.
+		if next := p.nextChange(lim.cfg, r.Key, now); !next.IsZero() && next.Sub(now) < d.RetryAfter {
+			d.RetryAfter = next.Sub(now)
+		}
+		l.near.remember(d, lim.version, now)
 	}
 	return d, nil
 }
 
-// Release gives back the slot member holds in every window of key, in the
-// shared store and in the local fallback. The pay flow calls it only when no
-// channel call can happen for the request.
+// Release gives back the slot member holds in every window of key and of
+// its channel-wide key (those of the rules in force and of the base rules,
+// should a schedule have switched since), in the shared store and in the
+// local fallback. The pay flow calls it only when no channel call can
+// happen for the request.
 func (l *Limiter) Release(ctx context.Context, key Key, member string) error {
-	rule := l.Config().Rule(key)
-	if rule.IsUnlimited() || rule.IsClosed() {
+	return l.release(ctx, key, member, false)
+}
+
+// ReleaseAmount gives back what member paid in the amount windows of key and
+// of its channel-wide key, keeping its place in count windows: for a
+// payment the channel declined, which used a call but moved no money.
+func (l *Limiter) ReleaseAmount(ctx context.Context, key Key, member string) error {
+	return l.release(ctx, key, member, true)
+}
+
+func (l *Limiter) release(ctx context.Context, key Key, member string, amountsOnly bool) error {
+	windows := releaseWindows(l.Config(), key, l.opts.Now(), amountsOnly)
+	if len(windows) == 0 {
 		return nil
 	}
-	_ = l.local.Release(ctx, key, rule.Windows, member)
-	l.near.forget(key)
+	_ = l.local.Release(ctx, windows, member)
+	l.near.clear() // a channel-wide window may have room for other keys too
 	l.opts.Observer.Released(key)
 	if !l.breaker.allow() {
 		return ErrUnavailable
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	if err := l.store.Release(cctx, key, rule.Windows, member); err != nil {
+	if err := l.store.Release(cctx, windows, member); err != nil {
 		l.breaker.failure()
 		return fmt.Errorf("ratelimit: release %s: %w", key, err)
 	}
@@ -273,16 +316,21 @@ func (l *Limiter) Release(ctx context.Context, key Key, member string) error {
 	return nil
 }
 
-// Usage returns the current occupancy of each window of key, read from the
-// shared store, with the rule in force. It consumes nothing.
+// Usage returns the current use of each window of key (its own windows, not
+// its channel-wide key's), read from the shared store, with the rule in
+// force. It consumes nothing.
 func (l *Limiter) Usage(ctx context.Context, key Key) (Rule, []int64, error) {
-	rule := l.Config().Rule(key)
+	rule := l.Config().RuleAt(key, l.opts.Now())
 	if rule.IsUnlimited() {
 		return rule, nil, nil
 	}
+	windows := make([]KeyWindow, len(rule.Windows))
+	for i, w := range rule.Windows {
+		windows[i] = KeyWindow{Key: key, Window: w}
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
 	defer cancel()
-	counts, err := l.store.Usage(cctx, key, rule.Windows)
+	counts, err := l.store.Usage(cctx, windows)
 	return rule, counts, err
 }
 

@@ -23,12 +23,12 @@ type switchStore struct {
 // is refused, so the script provably never ran.
 var errDown = &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 
-func (s *switchStore) Check(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window, m string) (ratelimit.StoreResult, error) {
+func (s *switchStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
 	s.calls.Add(1)
 	if s.failing.Load() {
 		return ratelimit.StoreResult{}, errDown
 	}
-	return s.LocalStore.Check(ctx, k, ws, m)
+	return s.LocalStore.Check(ctx, ws, m, amount)
 }
 
 func mustConfig(t *testing.T, doc string) *ratelimit.Config {

@@ -12,11 +12,16 @@ import (
 // with each limit scaled to this instance's share, so that N instances
 // together cannot admit more than the shared limit.
 //
-// For the limiter it keeps two more things, so that a Redis failover is not
-// a fresh start in either direction:
-//   - copies of this instance's own Redis admissions (CopyRedisAdmission),
-//     the newest limit × share of each window, so that when Redis fails the
-//     in-process windows start from what this instance already admitted;
+// For the limiter it keeps three more things, so that a Redis failover is
+// not a fresh start in either direction:
+//   - copies of this instance's own Redis admissions in sliding count
+//     windows (CopyRedisAdmission), the newest limit × share of each window,
+//     so that when Redis fails those windows start from what this instance
+//     already admitted;
+//   - for amount and calendar windows, whose admissions can be too many to
+//     copy (a day's payments), the use Redis last reported (NoteRedisUse):
+//     while it can still be in the window, the in-process limit is the
+//     instance's share of what was left (Baseline);
 //   - the admissions decided in process (CheckLocalOnly), which Redis does
 //     not hold, until they leave their windows (LocalOnly), so that back on
 //     Redis the limiter can lower the limits it asks by them.
@@ -31,6 +36,16 @@ type LocalStore struct {
 	mu        sync.Mutex
 	windows   *Model // every admission: decided here, and copies of Redis's
 	localOnly *Model // the admissions decided here while Redis failed
+	seen      map[windowID]redisUse
+}
+
+// redisUse is a window's use as Redis last reported it, and until when (µs,
+// on the store's clock) it may still be in the window.
+type redisUse struct {
+	use   int64
+	until int64
+	// period is the calendar period (µs, wall clock) it was read in.
+	period int64
 }
 
 // NewLocalStore returns an empty LocalStore reading time from now (time.Now
@@ -39,44 +54,54 @@ func NewLocalStore(now func() time.Time) *LocalStore {
 	if now == nil {
 		now = time.Now
 	}
-	return &LocalStore{now: now, base: now(), windows: NewModel(), localOnly: NewModel()}
+	s := &LocalStore{now: now, base: now(), seen: map[windowID]redisUse{}}
+	s.windows, s.localOnly = NewModel(), NewModel()
+	s.windows.wall, s.localOnly.wall = s.wall, s.wall
+	return s
 }
 
+// wall turns a time on the store's clock back into wall-clock time.
+func (s *LocalStore) wall(t time.Time) time.Time { return s.base.Add(t.Sub(time.UnixMicro(0))) }
+
 // at is t on the store's clock: the time since base, so that wall-clock
-// jumps do not move windows (with time.Now's monotonic reading).
+// jumps do not move windows (with time.Now's monotonic reading). Calendar
+// periods are dates, found from the wall clock at base plus that time
+// (wall).
 func (s *LocalStore) at(t time.Time) time.Time { return time.UnixMicro(0).Add(t.Sub(s.base)) }
 
 // Check implements Store with Model.Check.
-func (s *LocalStore) Check(_ context.Context, k Key, windows []Window, member string) (StoreResult, error) {
+func (s *LocalStore) Check(_ context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
 	now := s.at(s.now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.windows.Check(k, windows, member, now), nil
+	return s.windows.Check(windows, member, amount, now), nil
 }
 
 // CheckLocalOnly is Check for a decision the limiter takes in process while
 // Redis fails: an admission is also remembered as one Redis does not hold,
 // in each window that did not hold the member yet.
-func (s *LocalStore) CheckLocalOnly(k Key, windows []Window, member string, t time.Time) StoreResult {
+func (s *LocalStore) CheckLocalOnly(windows []KeyWindow, member string, amount int64, t time.Time) StoreResult {
 	now := s.at(t)
-	at := micros(now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	held := make([]bool, len(windows))
 	for i, w := range windows {
-		held[i] = s.windows.window(k, w.Size, at).has(member)
+		held[i] = s.windows.holds(w, member, now)
 	}
-	res := s.windows.Check(k, windows, member, now)
+	res := s.windows.Check(windows, member, amount, now)
 	if !res.Allowed {
 		return res
 	}
+	fresh := windows[:0:0]
 	for i, w := range windows {
-		if held[i] {
-			continue
+		if !held[i] && !s.localOnly.holds(w, member, now) {
+			fresh = append(fresh, w)
 		}
-		if q := s.localOnly.window(k, w.Size, at); !q.has(member) {
-			q.push(localEntry{member: member, at: at})
-			s.localOnlyAt(at + w.Size.Microseconds())
+	}
+	if len(fresh) > 0 {
+		s.localOnly.Check(fresh, member, amount, now)
+		for _, w := range fresh {
+			s.localOnlyAt(micros(now) + w.stay(s.wall(now)))
 		}
 	}
 	return res
@@ -98,73 +123,128 @@ func (s *LocalStore) MayHoldLocalOnly(t time.Time) bool {
 	return s.localOnlyUntil.Load() > micros(s.at(t))
 }
 
-// CopyRedisAdmission records member, admitted by Redis at t, in every window
-// whose limit scaled by share is at least 1, and keeps only the newest
-// scaled-limit entries of each: enough to know whether this instance's own
-// admissions fill its share, and a bound on memory. A window that holds the
-// member already does not get it twice.
-func (s *LocalStore) CopyRedisAdmission(k Key, windows []Window, share float64, member string, t time.Time) {
+// CopyRedisAdmission records member, admitted by Redis at t, in every
+// sliding count window whose limit scaled by share is at least 1, and keeps
+// only the newest scaled-limit entries of each: enough to know whether this
+// instance's own admissions fill its share, and a bound on memory. A window
+// that holds the member already does not get it twice.
+func (s *LocalStore) CopyRedisAdmission(windows []KeyWindow, share float64, member string, t time.Time) {
 	at := micros(s.at(t))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range windows {
 		limit := scaleLimit(w.Limit, share)
-		if limit <= 0 {
+		if limit <= 0 || w.Amount || w.IsCalendar() {
 			continue
 		}
-		q := s.windows.window(k, w.Size, at)
+		q := s.windows.slidingAt(w, at)
 		if q.has(member) {
 			continue
 		}
 		if over := int64(q.len()) - limit + 1; over > 0 {
 			q.drop(int(over))
 		}
-		q.push(localEntry{member: member, at: at})
+		q.push(localEntry{member: member, at: at, weight: 1})
 	}
 }
 
-// LocalOnly returns, for each window of k, how many admissions decided in
-// process it still holds at t, and how long until the oldest of them leaves.
-func (s *LocalStore) LocalOnly(k Key, windows []Window, t time.Time) (counts []int64, waits []time.Duration) {
+// NoteRedisUse remembers, for each amount or calendar window, the use Redis
+// reported at t.
+func (s *LocalStore) NoteRedisUse(windows []KeyWindow, uses []int64, t time.Time) {
+	at := micros(s.at(t))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, w := range windows {
+		if i >= len(uses) || !(w.Amount || w.IsCalendar()) {
+			continue
+		}
+		u := redisUse{use: uses[i], until: at + w.Size.Microseconds()}
+		if w.IsCalendar() {
+			start, end := w.Calendar.Period(s.wall(s.at(t)))
+			u.period, u.until = micros(start), at+end.Sub(s.wall(s.at(t))).Microseconds()
+		}
+		s.seen[idOf(w)] = u
+	}
+}
+
+// Baseline returns, for each window, the use Redis last reported that may
+// still be in it at t (0 for sliding count windows, whose admissions are
+// copied instead, and for a use that has left).
+func (s *LocalStore) Baseline(windows []KeyWindow, t time.Time) []int64 {
+	at := micros(s.at(t))
+	out := make([]int64, len(windows))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, w := range windows {
+		u, ok := s.seen[idOf(w)]
+		if !ok || at >= u.until {
+			continue
+		}
+		if w.IsCalendar() {
+			if start, _ := w.Calendar.Period(s.wall(s.at(t))); micros(start) != u.period {
+				continue
+			}
+		}
+		out[i] = u.use
+	}
+	return out
+}
+
+// LocalOnly returns, for each window, the use by admissions decided in
+// process that it still holds at t, and how long until it may take them no
+// more: until the oldest of them leaves a sliding window, or until a
+// calendar window's period ends.
+func (s *LocalStore) LocalOnly(windows []KeyWindow, t time.Time) (uses []int64, waits []time.Duration) {
 	now := s.at(t)
 	at := micros(now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	counts = s.localOnly.Usage(k, windows, now)
+	uses = s.localOnly.Usage(windows, now)
 	waits = make([]time.Duration, len(windows))
 	for i, w := range windows {
-		if counts[i] > 0 {
-			oldest := s.localOnly.windows[windowID{k, w.Size}].get(0).at
-			waits[i] = time.Duration(oldest+w.Size.Microseconds()-at) * time.Microsecond
+		if uses[i] == 0 {
+			continue
 		}
+		if w.IsCalendar() {
+			_, end := w.Calendar.Period(s.wall(now))
+			waits[i] = end.Sub(s.wall(now))
+			continue
+		}
+		oldest := s.localOnly.sliding[idOf(w)].get(0).at
+		waits[i] = time.Duration(oldest+w.Size.Microseconds()-at) * time.Microsecond
 	}
-	return counts, waits
+	return uses, waits
 }
 
 // Retain forgets every window for which keep is false.
-func (s *LocalStore) Retain(keep func(k Key, size time.Duration) bool) {
+func (s *LocalStore) Retain(keep func(id windowID) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.windows.Retain(keep)
 	s.localOnly.Retain(keep)
+	for id := range s.seen {
+		if !keep(id) {
+			delete(s.seen, id)
+		}
+	}
 }
 
-// Release implements Store: it removes member from every window of k, the
+// Release implements Store: it removes member from every window given, the
 // admissions decided in process included.
-func (s *LocalStore) Release(_ context.Context, k Key, windows []Window, member string) error {
+func (s *LocalStore) Release(_ context.Context, windows []KeyWindow, member string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.windows.Release(k, windows, member)
-	s.localOnly.Release(k, windows, member)
+	s.windows.Release(windows, member)
+	s.localOnly.Release(windows, member)
 	return nil
 }
 
 // Usage implements Store.
-func (s *LocalStore) Usage(_ context.Context, k Key, windows []Window) ([]int64, error) {
+func (s *LocalStore) Usage(_ context.Context, windows []KeyWindow) ([]int64, error) {
 	now := s.at(s.now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.windows.Usage(k, windows, now), nil
+	return s.windows.Usage(windows, now), nil
 }
 
 // Ping implements Store; a LocalStore always answers.

@@ -2,35 +2,58 @@ package ratelimit
 
 import "github.com/redis/go-redis/v9"
 
-// checkScript decides one or more requests (members) of one key against every
-// window of that key, atomically, in arrival order: the answer for each
-// member is the one a script run for that member alone would give at the
-// same instant. All KEYS share one hash tag, so the script is Redis Cluster
-// safe. Time is read from Redis, never from app servers, in microseconds.
+// Window kinds as the scripts receive them: bit 1 amount, bit 2 calendar.
+const (
+	kindCount          = 0
+	kindAmount         = 1
+	kindCalendar       = 2
+	kindCalendarAmount = 3
+	// argsPerWindow is the stride of the window arguments: kind, limit,
+	// size (µs), and four period boundaries (µs; zero for sliding windows).
+	argsPerWindow = 7
+)
+
+// checkScript decides one or more requests (members, each with an amount)
+// against a list of windows, atomically, in arrival order: the answer for
+// each member is the one a script run for that member alone would give at
+// the same instant. All KEYS share one hash tag (the channel), so the script
+// is Redis Cluster safe. Time is read from Redis, never from app servers, in
+// microseconds.
 //
-//	KEYS[i]              sorted set of window i; member = requestId, score = admit time (µs)
-//	ARGV[1]              TTL in ms for every key: the longest window plus a margin
-//	                     (ttlMargin), so that no key expires while a member is in it
+//	KEYS[i], i ≤ n       window i: a sorted set (sliding; member = requestId,
+//	                     score = admit time µs) or a hash (calendar; field =
+//	                     requestId, value = weight; '#s' = use, '#p' = period)
+//	KEYS[n+1...]         for each sliding amount window, in order, the hash of
+//	                     its members' amounts ('#s' = their sum)
+//	ARGV[1]              TTL margin in ms, past the longest a member can stay
 //	ARGV[2]              0: read the time from Redis TIME (always, in production);
 //	                     else the time in µs (tests drive time through it)
-//	ARGV[2i+1], ARGV[2i+2] limit and size (µs) of window i
-//	ARGV[2n+3...]        the members (requestIds), in arrival order; n = #KEYS
+//	ARGV[3]              n, the number of windows
+//	ARGV[4+7(i-1)...]    window i: kind (1 amount, 2 calendar: bits), limit,
+//	                     size µs, and for a calendar window four period
+//	                     boundaries b1<b2<b3<b4 around the app server's clock
+//	                     (Calendar.Periods): the period is the one of
+//	                     [b1,b2), [b2,b3), [b3,b4) holding Redis's now
+//	ARGV[4+7n...]        member, amount pairs, in arrival order
 //
-// The rules are Model's (model.go): a window holds the admissions with score
-// in (now-size, now]; a member is admitted only if every window has room or
-// already holds it, and is then added to every window that does not hold it.
-// A member already held is not counted again (client or network retries,
-// or the same member twice in one call); refused members are not recorded.
+// The rules are Model's (model.go): a window's use is the sum of its
+// members' weights (1, or the amount in an amount window); a member is
+// admitted only if every window already holds it or has use + weight ≤
+// limit, and is then added to every window that does not hold it. A member
+// already held is not counted again (client or network retries, or the same
+// member twice in one call); refused members are not recorded.
 //
-// The Redis work is per call, not per member: TIME once; per window one
-// ZREMRANGEBYSCORE, ZCARD and ZMSCORE (which members are already in), at
-// most one ZRANGE (the oldest member that must leave, for the retry-after),
-// and, when something was admitted, one variadic ZADD and one PEXPIRE. So a
-// call carrying a batch of members (RedisStoreOptions.Coalesce) costs Redis
+// The Redis work is per call, not per member: TIME once; per window a trim
+// (sliding: ZREMRANGEBYSCORE, and for amounts the weights of the members
+// leaving; calendar: one HGET of the period, DEL when a new one started),
+// the use, one ZMSCORE or HMGET for the members already in, the oldest
+// members that must leave for a retry-after, and, when something was
+// admitted, one ZADD or HSET, one HINCRBY and one expiry. So a call
+// carrying a batch of members (RedisStoreOptions.Coalesce) costs Redis
 // little more than a call for one.
 //
 // Returns 4+n integers per member: {allowed, window index (1-based),
-// retry-after µs, duplicate, count of window 1, …, count of window n}. The
+// retry-after µs, duplicate, use of window 1, …, use of window n}. The
 // binding window is the refusing window with the longest wait, or, when
 // admitted, the window with the least room left.
 var checkScript = redis.NewScript(`
@@ -39,48 +62,133 @@ if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local n = #KEYS
-local first = 2 * n + 3
-local limits, sizes, counts, base, present, wait, add, nadd = {}, {}, {}, {}, {}, {}, {}, {}
-for i = 1, n do
-  limits[i] = tonumber(ARGV[2 * i + 1])
-  sizes[i] = tonumber(ARGV[2 * i + 2])
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - sizes[i])
-  counts[i] = redis.call('ZCARD', KEYS[i])
-  base[i] = counts[i]
-  if counts[i] > 0 then
-    present[i] = redis.call('ZMSCORE', KEYS[i], unpack(ARGV, first))
-  else
-    present[i] = {}
-  end
-  add[i], nadd[i] = {'NX'}, 1
+local margin = tonumber(ARGV[1])
+local n = tonumber(ARGV[3])
+local first = 4 + 7 * n
+local members, amounts = {}, {}
+for j = first, #ARGV, 2 do
+  members[#members + 1] = ARGV[j]
+  amounts[#amounts + 1] = tonumber(ARGV[j + 1])
 end
--- retry returns how long until window i, full, has room: until the member
--- of rank count-limit leaves. Members added by this call rank after every
--- member already there and were added at now.
-local function retry(i)
-  if wait[i] == nil then
-    local r = counts[i] - limits[i]
-    if r < base[i] then
-      local oldest = redis.call('ZRANGE', KEYS[i], r, r, 'WITHSCORES')
-      wait[i] = tonumber(oldest[2]) + sizes[i] - now
+local nm = #members
+local kind, limits, sizes, hk, used, base, present, pstart, pend = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local h = n
+for i = 1, n do
+  local o = 4 + 7 * (i - 1)
+  kind[i], limits[i], sizes[i] = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+  local k = KEYS[i]
+  if kind[i] >= 2 then
+    local at = 0
+    for b = 1, 3 do
+      if now >= tonumber(ARGV[o + 2 + b]) and now < tonumber(ARGV[o + 3 + b]) then
+        at = b
+      end
+    end
+    if at == 0 then
+      return redis.error_reply('ERR payserver: Redis time is more than a calendar period away from the app server clock')
+    end
+    pstart[i], pend[i] = ARGV[o + 2 + at], tonumber(ARGV[o + 3 + at])
+    local stored = redis.call('HGET', k, '#p')
+    if stored and stored ~= pstart[i] then
+      redis.call('DEL', k)
+    end
+    used[i] = tonumber(redis.call('HGET', k, '#s') or 0)
+    present[i] = redis.call('HMGET', k, unpack(members))
+  else
+    if kind[i] == 1 then
+      h = h + 1
+      hk[i] = KEYS[h]
+      local gone = redis.call('ZRANGEBYSCORE', k, '-inf', now - sizes[i])
+      if #gone > 0 then
+        local freed = 0
+        for c = 1, #gone, 1000 do
+          local part = {unpack(gone, c, math.min(c + 999, #gone))}
+          local ws = redis.call('HMGET', hk[i], unpack(part))
+          for e = 1, #part do
+            freed = freed + (tonumber(ws[e]) or 0)
+          end
+          redis.call('HDEL', hk[i], unpack(part))
+        end
+        redis.call('HINCRBY', hk[i], '#s', -freed)
+        redis.call('ZREMRANGEBYSCORE', k, '-inf', now - sizes[i])
+      end
+      used[i] = tonumber(redis.call('HGET', hk[i], '#s') or 0)
+      base[i] = redis.call('ZCARD', k)
     else
-      wait[i] = sizes[i]
+      redis.call('ZREMRANGEBYSCORE', k, '-inf', now - sizes[i])
+      base[i] = redis.call('ZCARD', k)
+      used[i] = base[i]
+    end
+    if base[i] > 0 then
+      present[i] = redis.call('ZMSCORE', k, unpack(members))
+    else
+      present[i] = {}
     end
   end
-  return wait[i]
+end
+-- wait returns how long until window i takes weight w more: until the next
+-- period (calendar); else until enough of the members that were in before
+-- this call have left (members added by this call leave last, at now+size).
+local cached = {}
+local function wait(i, w)
+  if kind[i] >= 2 then
+    return pend[i] - now
+  end
+  if kind[i] == 0 and cached[i] then
+    return cached[i]
+  end
+  local out = sizes[i]
+  local need = used[i] + w - limits[i]
+  if w <= limits[i] then
+    if kind[i] == 0 then
+      local r = need - 1
+      if r < base[i] then
+        local e = redis.call('ZRANGE', KEYS[i], r, r, 'WITHSCORES')
+        out = tonumber(e[2]) + sizes[i] - now
+      end
+      cached[i] = out
+    else
+      local freed, from = 0, 0
+      while from < base[i] and freed < need do
+        local to = math.min(from + 99, base[i] - 1)
+        local es = redis.call('ZRANGE', KEYS[i], from, to, 'WITHSCORES')
+        local names = {}
+        for e = 1, #es, 2 do
+          names[#names + 1] = es[e]
+        end
+        local ws = redis.call('HMGET', hk[i], unpack(names))
+        for e = 1, #names do
+          freed = freed + (tonumber(ws[e]) or 0)
+          if freed >= need then
+            out = tonumber(es[2 * e]) + sizes[i] - now
+            break
+          end
+        end
+        from = to + 1
+      end
+    end
+  end
+  return out
+end
+local zadd, hset, total = {}, {}, {}
+for i = 1, n do
+  zadd[i], hset[i], total[i] = {'NX'}, {}, 0
 end
 local out, o, seen = {}, 0, {}
-for j = 1, #ARGV - first + 1 do
-  local member = ARGV[first + j - 1]
+for j = 1, nm do
+  local member = members[j]
   local bind, longest, dup = 0, 0, 0
   for i = 1, n do
+    local w = 1
+    if kind[i] % 2 == 1 then
+      w = amounts[j]
+    end
     if present[i][j] or seen[member] then
       dup = 1
-    elseif counts[i] >= limits[i] then
-      local w = retry(i)
-      if bind == 0 or w > longest then
-        bind, longest = i, w
+    elseif used[i] + w > limits[i] then
+      local t = wait(i, w)
+      if bind == 0 or t > longest then
+        bind, longest = i, t
       end
     end
   end
@@ -90,12 +198,23 @@ for j = 1, #ARGV - first + 1 do
     local room = nil
     for i = 1, n do
       if not (present[i][j] or seen[member]) then
-        counts[i] = counts[i] + 1
-        local a, na = add[i], nadd[i]
-        a[na + 1], a[na + 2], nadd[i] = now, member, na + 2
+        local w = 1
+        if kind[i] % 2 == 1 then
+          w = amounts[j]
+        end
+        used[i] = used[i] + w
+        total[i] = total[i] + w
+        if kind[i] < 2 then
+          local z = zadd[i]
+          z[#z + 1], z[#z + 2] = now, member
+        end
+        if kind[i] ~= 0 then
+          local s = hset[i]
+          s[#s + 1], s[#s + 2] = member, w
+        end
       end
       -- room is negative where a lowered limit is under the members in
-      local left = limits[i] - counts[i]
+      local left = limits[i] - used[i]
       if room == nil or left < room then
         room, bind = left, i
       end
@@ -104,40 +223,100 @@ for j = 1, #ARGV - first + 1 do
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, bind, 0, dup
   end
   for i = 1, n do
-    out[o + 4 + i] = counts[i]
+    out[o + 4 + i] = used[i]
   end
   o = o + 4 + n
 end
 for i = 1, n do
-  if nadd[i] > 1 then
-    redis.call('ZADD', KEYS[i], unpack(add[i]))
-    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+  if #zadd[i] > 1 or #hset[i] > 0 then
+    local k = KEYS[i]
+    if kind[i] >= 2 then
+      local s = hset[i]
+      s[#s + 1], s[#s + 2] = '#p', pstart[i]
+      redis.call('HSET', k, unpack(s))
+      redis.call('HINCRBY', k, '#s', total[i])
+      redis.call('PEXPIRE', k, math.floor((pend[i] - now) / 1000) + margin)
+    else
+      local ttl = sizes[i] / 1000 + margin
+      redis.call('ZADD', k, unpack(zadd[i]))
+      redis.call('PEXPIRE', k, ttl)
+      if kind[i] == 1 then
+        redis.call('HSET', hk[i], unpack(hset[i]))
+        redis.call('HINCRBY', hk[i], '#s', total[i])
+        redis.call('PEXPIRE', hk[i], ttl)
+      end
+    end
   end
 end
 return out
 `)
 
-// releaseScript removes a member from every window of one key.
+// releaseScript removes a member from every window given, with its weight.
+// KEYS as checkScript's; ARGV[1] = n, ARGV[1+i] = kind of window i,
+// ARGV[n+2] = the member.
 var releaseScript = redis.NewScript(`
-local removed = 0
-for i = 1, #KEYS do
-  removed = removed + redis.call('ZREM', KEYS[i], ARGV[1])
+local n = tonumber(ARGV[1])
+local member = ARGV[n + 2]
+local h, removed = n, 0
+for i = 1, n do
+  local kind, k = tonumber(ARGV[1 + i]), KEYS[i]
+  if kind >= 2 then
+    local w = redis.call('HGET', k, member)
+    if w then
+      redis.call('HDEL', k, member)
+      redis.call('HINCRBY', k, '#s', -tonumber(w))
+      removed = removed + 1
+    end
+  elseif kind == 1 then
+    h = h + 1
+    if redis.call('ZREM', k, member) == 1 then
+      local w = redis.call('HGET', KEYS[h], member)
+      redis.call('HDEL', KEYS[h], member)
+      redis.call('HINCRBY', KEYS[h], '#s', -(tonumber(w) or 0))
+      removed = removed + 1
+    end
+  else
+    removed = removed + redis.call('ZREM', k, member)
+  end
 end
 return removed
 `)
 
-// usageScript counts, without changing anything, the members in each window
-// of one key. ARGV[1] is the time as for checkScript (0: Redis TIME);
-// ARGV[i+1] is the size (µs) of window i. Returns the counts.
+// usageScript reads, without changing anything, the use of each window.
+// KEYS as checkScript's; ARGV[1] is the time as checkScript's ARGV[2],
+// ARGV[2] = n, then the window arguments as checkScript's. Returns the uses.
 var usageScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local out = {}
-for i = 1, #KEYS do
-  out[i] = redis.call('ZCOUNT', KEYS[i], now - tonumber(ARGV[i + 1]) + 1, '+inf')
+local n = tonumber(ARGV[2])
+local out, h = {}, n
+for i = 1, n do
+  local o = 3 + 7 * (i - 1)
+  local kind, size, k = tonumber(ARGV[o]), tonumber(ARGV[o + 2]), KEYS[i]
+  if kind >= 2 then
+    out[i] = 0
+    for b = 1, 3 do
+      if now >= tonumber(ARGV[o + 2 + b]) and now < tonumber(ARGV[o + 3 + b]) and redis.call('HGET', k, '#p') == ARGV[o + 2 + b] then
+        out[i] = tonumber(redis.call('HGET', k, '#s') or 0)
+      end
+    end
+  elseif kind == 1 then
+    h = h + 1
+    local sum = tonumber(redis.call('HGET', KEYS[h], '#s') or 0)
+    local gone = redis.call('ZRANGEBYSCORE', k, '-inf', now - size)
+    for c = 1, #gone, 1000 do
+      local ws = redis.call('HMGET', KEYS[h], unpack(gone, c, math.min(c + 999, #gone)))
+      for e = 1, #ws do
+        sum = sum - (tonumber(ws[e]) or 0)
+      end
+    end
+    out[i] = sum
+  else
+    out[i] = redis.call('ZCOUNT', k, now - size + 1, '+inf')
+  end
 end
 return out
 `)

@@ -24,7 +24,7 @@ func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 	ws := []Window{{Limit: 2, Size: 10 * time.Second}}
 	mustSingle(t, s, k, ws, "old")
 	time.Sleep(300 * time.Millisecond)
-	res, err := s.runCheck(ctx, s.keys(k, ws), checkArgs(ws, "a", "b", "c"))
+	res, err := s.runCheck(ctx, s.keys(KeyWindows(k, ws)), checkArgs(KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 	}
 	ws2 := []Window{{Limit: 1, Size: 10 * time.Second}}
 	k2 := Key{BizType: testutil.UniqueName("R"), Channel: "X"}
-	res, _ = s.runCheck(ctx, s.keys(k2, ws2), checkArgs(ws2, "x", "y"))
+	res, _ = s.runCheck(ctx, s.keys(KeyWindows(k2, ws2)), checkArgs(KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}))
 	got = got[:2]
 	if err := parseCheckReply(res, 1, got); err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 
 func mustSingle(t *testing.T, s *RedisStore, k Key, ws []Window, m string) StoreResult {
 	t.Helper()
-	r, err := s.Check(context.Background(), k, ws, m)
+	r, err := s.Check(context.Background(), KeyWindows(k, ws), m, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // on the admitted path, without Redis.
 type admitStore struct{ *ratelimit.LocalStore }
 
-func (admitStore) Check(context.Context, ratelimit.Key, []ratelimit.Window, string) (ratelimit.StoreResult, error) {
+func (admitStore) Check(context.Context, []ratelimit.KeyWindow, string, int64) (ratelimit.StoreResult, error) {
 	return ratelimit.StoreResult{Allowed: true, Count: 1, Window: 0}, nil
 }
 
@@ -87,12 +87,12 @@ type budgetStore struct {
 	calls atomic.Int64
 }
 
-func (s *budgetStore) Check(ctx context.Context, k ratelimit.Key, ws []ratelimit.Window, m string) (ratelimit.StoreResult, error) {
+func (s *budgetStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
 	s.calls.Add(1)
 	if s.left.Add(-1) < 0 {
 		return ratelimit.StoreResult{}, errDown
 	}
-	return s.LocalStore.Check(ctx, k, ws, m)
+	return s.LocalStore.Check(ctx, ws, m, amount)
 }
 
 // newFailoverLimiter is an instance with a local share of 1/3 whose store
@@ -350,21 +350,21 @@ func TestLocalWindowsLarge(t *testing.T) {
 	k := ratelimit.Key{BizType: "BIG", Channel: "ALIPAY"}
 	ws := []ratelimit.Window{{Limit: 200_000, Size: time.Hour}}
 	for i := range 200_000 {
-		s.Check(context.Background(), k, ws, fmt.Sprint("m", i))
+		s.Check(context.Background(), ratelimit.KeyWindows(k, ws), fmt.Sprint("m", i), 0)
 	}
 	for i := range 2_000 {
-		if err := s.Release(context.Background(), k, ws, fmt.Sprint("absent", i)); err != nil {
+		if err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), fmt.Sprint("absent", i)); err != nil {
 			t.Fatal(err)
 		}
-		if r, _ := s.Check(context.Background(), k, ws, fmt.Sprint("m", i)); !r.Allowed || !r.Duplicate {
+		if r, _ := s.Check(context.Background(), ratelimit.KeyWindows(k, ws), fmt.Sprint("m", i), 0); !r.Allowed || !r.Duplicate {
 			t.Fatalf("m%d: %+v, want an admitted duplicate", i, r)
 		}
 	}
-	if err := s.Release(context.Background(), k, ws, "m7"); err != nil {
+	if err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), "m7"); err != nil {
 		t.Fatal(err)
 	}
 	// Released, m7 is new again, and its slot is free again.
-	if r, _ := s.Check(context.Background(), k, ws, "m7"); r.Duplicate || !r.Allowed || r.Count != 200_000 {
+	if r, _ := s.Check(context.Background(), ratelimit.KeyWindows(k, ws), "m7", 0); r.Duplicate || !r.Allowed || r.Count != 200_000 {
 		t.Fatalf("m7 after its release: %+v, want admitted anew into the freed slot", r)
 	}
 }

@@ -7,89 +7,210 @@ import "time"
 // it (the Lua script on Redis, Redis Cluster and the embedded server), and
 // the in-process fallback store runs on it. The rules:
 //
-//   - A key has one or more windows. Each window has a limit and a size and
-//     holds members (requestIds) with their admission time. A window of size
-//     S holds, at time now, the members admitted in (now-S, now]: a member
-//     admitted at t leaves at exactly t+S.
-//   - Windows are identified by their size: a limits change that keeps a size
-//     keeps that window's members and applies the new limit to them.
-//   - A member M is admitted at now if and only if every window of its key
-//     either holds fewer members than its limit or already holds M. When M
-//     is admitted it is recorded, at now, in every window that does not hold
-//     it yet. A refused member is recorded nowhere. So a retried member is
-//     never counted twice in any window, and a member held by one full window
-//     is no pass through another full window that does not hold it.
+//   - A request is a member (its requestId) with an amount, checked against
+//     a list of windows, each of some key (the request's own key and, when
+//     the document has one, its channel-wide key "*:CHANNEL"). Each window
+//     has a limit and holds members with their weight: 1 in a count window,
+//     the member's amount in an amount window. Its use is the sum of the
+//     weights it holds.
+//   - A sliding window of size S holds, at time now, the members admitted in
+//     (now-S, now]: a member admitted at t leaves at exactly t+S. A calendar
+//     window holds the members admitted in the current period of its
+//     calendar (Calendar.Period); it is empty when a new period starts.
+//   - Windows are identified by key and Window.ID: a limits change that
+//     keeps a window's ID keeps its members and applies the new limit to
+//     them.
+//   - A member M of weight w in a window is admitted at now if and only if
+//     every window either already holds M or has use + w ≤ limit. So a small
+//     payment can pass an amount window after a large one was refused. When
+//     M is admitted it is recorded, at now, in every window that does not
+//     hold it yet. A refused member is recorded nowhere. So a retried member
+//     is never counted twice in any window, and a member held by one full
+//     window is no pass through another full window that does not hold it.
 //   - Several members decided together (a batch) are decided one after the
 //     other, in order, at the same instant.
 //   - Retry-after, for a refused member, is the time until every refusing
-//     window has room for it: for each refusing window, until the member of
-//     rank count-limit (0 = oldest) leaves; the longest of these. A window
-//     with limit 0 never has room; its retry-after is its size.
-//   - Release removes a member from every window of the key.
+//     window would take it: for a sliding window, until enough of its oldest
+//     members have left that use + w ≤ limit (the window's size when that
+//     needs members admitted at now, or when w alone exceeds the limit); for
+//     a calendar window, until its next period starts. The longest of these.
+//   - Release removes a member from the windows given (all of a key's, or
+//     only its amount windows, to give an amount back).
 //
 // Times have the precision of Redis TIME, one microsecond: the model truncates
-// to it. Time must not go backwards within a key; an earlier now is taken as
-// the latest admission time already recorded. The zero Model is not usable;
-// call NewModel. A Model is not safe for concurrent use.
+// to it. Time must not go backwards within a window; an earlier now is taken
+// as the latest admission time already recorded. The zero Model is not
+// usable; call NewModel. A Model is not safe for concurrent use.
 type Model struct {
-	windows map[windowID]*queue
+	sliding map[windowID]*queue
+	periods map[windowID]*period
+	// wall maps a check's time to the wall-clock time calendar periods are
+	// found at; nil is the identity. LocalStore, whose clock is monotonic
+	// from its start, sets it.
+	wall func(time.Time) time.Time
 }
 
-// windowID names one window of one key.
+// KeyWindow is one window of one key, with the limit that applies to the
+// request at hand (Rule.LimitFor).
+type KeyWindow struct {
+	Key Key
+	Window
+}
+
+// windowID names one stored window: its key and everything that defines
+// the window but its limit (as Window.ID, without building a string).
 type windowID struct {
-	key  Key
-	size time.Duration
+	key      Key
+	size     time.Duration
+	amount   bool
+	currency string
+	unit     CalendarUnit
+	zone     string
+	cutoff   time.Duration
+}
+
+func idOf(w KeyWindow) windowID {
+	id := windowID{key: w.Key, size: w.Size, amount: w.Amount, currency: w.Currency, unit: w.Calendar.Unit, cutoff: w.Calendar.Cutoff}
+	if w.Calendar.Zone != nil {
+		id.zone = w.Calendar.Zone.String()
+	}
+	return id
+}
+
+// period is one calendar window: the members of its current period.
+type period struct {
+	start int64 // µs
+	end   int64 // µs
+	held  map[string]int64
+	used  int64
 }
 
 // NewModel returns a Model with every window empty.
-func NewModel() *Model { return &Model{windows: map[windowID]*queue{}} }
+func NewModel() *Model {
+	return &Model{sliding: map[windowID]*queue{}, periods: map[windowID]*period{}}
+}
 
 // micros is t as whole microseconds, the model's time unit.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// window returns the window of size for k trimmed to now, creating it.
-func (m *Model) window(k Key, size time.Duration, now int64) *queue {
-	id := windowID{k, size}
-	q := m.windows[id]
+// slidingAt returns the sliding window w trimmed to now, creating it.
+func (m *Model) slidingAt(w KeyWindow, now int64) *queue {
+	id := idOf(w)
+	q := m.sliding[id]
 	if q == nil {
 		q = &queue{}
-		m.windows[id] = q
+		m.sliding[id] = q
 	}
-	q.trim(now - size.Microseconds())
+	q.trim(now - w.Size.Microseconds())
 	return q
 }
 
-// Check decides member against windows of k at now and records it if
-// admitted. Result.Counts holds every window's occupancy after the decision.
-// The binding window (Result.Window) is, for a refusal, the refusing window
-// with the longest retry-after (the first of equals); for an admission, the
+// periodAt returns the calendar window w in its period at now, emptied when
+// a new period has started.
+func (m *Model) periodAt(w KeyWindow, now time.Time) *period {
+	id := idOf(w)
+	start, end := m.period(w, now)
+	p := m.periods[id]
+	if p == nil || p.start != start {
+		p = &period{start: start, end: end, held: map[string]int64{}}
+		m.periods[id] = p
+	}
+	return p
+}
+
+// period returns the calendar period of w holding now, in µs on the
+// model's clock.
+func (m *Model) period(w KeyWindow, now time.Time) (start, end int64) {
+	if m.wall == nil {
+		s, e := w.Calendar.Period(now)
+		return micros(s), micros(e)
+	}
+	wall := m.wall(now)
+	s, e := w.Calendar.Period(wall)
+	return micros(now) - wall.Sub(s).Microseconds(), micros(now) + e.Sub(wall).Microseconds()
+}
+
+// slot is one window as a check sees it.
+type slot struct {
+	q *queue  // sliding
+	p *period // calendar
+}
+
+func (s slot) used() int64 {
+	if s.p != nil {
+		return s.p.used
+	}
+	return s.q.sum
+}
+
+func (s slot) has(member string) bool {
+	if s.p != nil {
+		_, ok := s.p.held[member]
+		return ok
+	}
+	return s.q.has(member)
+}
+
+func (s slot) add(member string, weight, at int64) {
+	if s.p != nil {
+		s.p.held[member] = weight
+		s.p.used += weight
+		return
+	}
+	s.q.push(localEntry{member: member, at: at, weight: weight})
+}
+
+// wait is how long until window w (its slot s) takes weight more, at now.
+func (s slot) wait(w Window, weight, now int64) time.Duration {
+	if s.p != nil {
+		return time.Duration(s.p.end-now) * time.Microsecond
+	}
+	size := w.Size.Microseconds()
+	need := s.q.sum + weight - w.Limit
+	if weight <= w.Limit {
+		var freed int64
+		for i := 0; i < s.q.len(); i++ {
+			e := s.q.get(i)
+			if freed += e.weight; freed >= need {
+				return time.Duration(e.at+size-now) * time.Microsecond
+			}
+		}
+	}
+	return time.Duration(size) * time.Microsecond
+}
+
+// Check decides member, of amount, against windows at now and records it if
+// admitted. Result.Counts holds every window's use after the decision. The
+// binding window (Result.Window) is, for a refusal, the refusing window with
+// the longest retry-after (the first of equals); for an admission, the
 // window with the least room left (the first of equals).
-func (m *Model) Check(k Key, windows []Window, member string, now time.Time) StoreResult {
+func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time.Time) StoreResult {
 	if len(windows) == 0 {
 		return StoreResult{Allowed: true}
 	}
 	at := micros(now)
-	qs := make([]*queue, len(windows))
+	slots := make([]slot, len(windows))
 	res := StoreResult{Counts: make([]int64, len(windows)), Window: -1}
 	held := false
 	for i, w := range windows {
-		q := m.window(k, w.Size, at)
-		qs[i] = q
-		count := int64(q.len())
-		res.Counts[i] = count
-		if q.has(member) {
+		if w.IsCalendar() {
+			slots[i] = slot{p: m.periodAt(w, now)}
+		} else {
+			slots[i] = slot{q: m.slidingAt(w, at)}
+		}
+		used := slots[i].used()
+		res.Counts[i] = used
+		if slots[i].has(member) {
 			held = true
 			continue
 		}
-		if count < w.Limit {
+		weight := w.Weight(amount)
+		if used+weight <= w.Limit {
 			continue
 		}
-		wait := w.Size
-		if r := count - w.Limit; w.Limit > 0 && r < count {
-			wait = time.Duration(q.get(int(r)).at+w.Size.Microseconds()-at) * time.Microsecond
-		}
+		wait := slots[i].wait(w.Window, weight, at)
 		if res.Window < 0 || wait > res.RetryAfter {
-			res.Window, res.RetryAfter, res.Count = i, wait, count
+			res.Window, res.RetryAfter, res.Count = i, wait, used
 		}
 	}
 	if res.Window >= 0 {
@@ -97,9 +218,9 @@ func (m *Model) Check(k Key, windows []Window, member string, now time.Time) Sto
 	}
 	res.Allowed, res.Duplicate = true, held
 	for i, w := range windows {
-		if !qs[i].has(member) {
-			qs[i].push(localEntry{member: member, at: at})
-			res.Counts[i]++
+		if !slots[i].has(member) {
+			slots[i].add(member, w.Weight(amount), at)
+			res.Counts[i] = slots[i].used()
 		}
 		// Room can be negative: a lowered limit under members already in.
 		if res.Window < 0 || w.Limit-res.Counts[i] < windows[res.Window].Limit-res.Counts[res.Window] {
@@ -109,43 +230,76 @@ func (m *Model) Check(k Key, windows []Window, member string, now time.Time) Sto
 	return res
 }
 
-// CheckBatch decides members one after the other at the same instant, as
-// Check would for each in turn.
-func (m *Model) CheckBatch(k Key, windows []Window, members []string, now time.Time) []StoreResult {
-	out := make([]StoreResult, len(members))
-	for i, member := range members {
-		out[i] = m.Check(k, windows, member, now)
-	}
-	return out
-}
-
-// Release removes member from every window of k.
-func (m *Model) Release(k Key, windows []Window, member string) {
+// Release removes member from every window given.
+func (m *Model) Release(windows []KeyWindow, member string) {
 	for _, w := range windows {
-		if q := m.windows[windowID{k, w.Size}]; q != nil {
+		id := idOf(w)
+		if w.IsCalendar() {
+			if p := m.periods[id]; p != nil {
+				if weight, ok := p.held[member]; ok {
+					delete(p.held, member)
+					p.used -= weight
+				}
+			}
+		} else if q := m.sliding[id]; q != nil {
 			q.remove(member)
 		}
 	}
 }
 
-// Usage returns the occupancy of each window of k at now.
-func (m *Model) Usage(k Key, windows []Window, now time.Time) []int64 {
+// Usage returns the use of each window at now.
+func (m *Model) Usage(windows []KeyWindow, now time.Time) []int64 {
 	at := micros(now)
 	out := make([]int64, len(windows))
 	for i, w := range windows {
-		if q := m.windows[windowID{k, w.Size}]; q != nil {
+		id := idOf(w)
+		if w.IsCalendar() {
+			if p := m.periods[id]; p != nil {
+				if start, _ := m.period(w, now); p.start == start {
+					out[i] = p.used
+				}
+			}
+		} else if q := m.sliding[id]; q != nil {
 			q.trim(at - w.Size.Microseconds())
-			out[i] = int64(q.len())
+			out[i] = q.sum
 		}
 	}
 	return out
 }
 
 // Retain forgets every window for which keep is false.
-func (m *Model) Retain(keep func(k Key, size time.Duration) bool) {
-	for id := range m.windows {
-		if !keep(id.key, id.size) {
-			delete(m.windows, id)
+func (m *Model) Retain(keep func(id windowID) bool) {
+	for id := range m.sliding {
+		if !keep(id) {
+			delete(m.sliding, id)
 		}
 	}
+	for id := range m.periods {
+		if !keep(id) {
+			delete(m.periods, id)
+		}
+	}
+}
+
+// holds reports whether window w holds member at now.
+func (m *Model) holds(w KeyWindow, member string, now time.Time) bool {
+	if w.IsCalendar() {
+		return m.periodAt(w, now).has(member)
+	}
+	return m.slidingAt(w, micros(now)).has(member)
+}
+
+func (p *period) has(member string) bool {
+	_, ok := p.held[member]
+	return ok
+}
+
+// stay is how long, in µs, a member admitted at now stays in w: its size,
+// or until the end of the current calendar period.
+func (w Window) stay(now time.Time) int64 {
+	if w.IsCalendar() {
+		_, end := w.Calendar.Period(now)
+		return micros(end) - micros(now)
+	}
+	return w.Size.Microseconds()
 }

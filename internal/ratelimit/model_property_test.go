@@ -31,17 +31,17 @@ import (
 type modelTarget interface {
 	// checkBatch decides members in order at now, in one store call where
 	// the store has batches.
-	checkBatch(t *rapid.T, k Key, ws []Window, members []string, now time.Time) []StoreResult
-	release(t *rapid.T, k Key, ws []Window, member string)
-	usage(t *rapid.T, k Key, ws []Window, now time.Time) []int64
+	checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult
+	release(t *rapid.T, ws []KeyWindow, member string)
+	usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64
 }
 
 // redisTarget runs the check script on a Redis server with the time passed
 // in (ARGV[2]), the only difference from production, where Redis reads TIME.
 type redisTarget struct{ s *RedisStore }
 
-func (r redisTarget) checkBatch(t *rapid.T, k Key, ws []Window, members []string, now time.Time) []StoreResult {
-	res, err := r.s.runCheck(context.Background(), r.s.keys(k, ws), checkArgsAt(micros(now), ws, members...))
+func (r redisTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult {
+	res, err := r.s.runCheck(context.Background(), r.s.keys(ws), checkArgsAt(micros(now), now, ws, members...))
 	if err != nil {
 		t.Fatalf("check script: %v", err)
 	}
@@ -52,14 +52,14 @@ func (r redisTarget) checkBatch(t *rapid.T, k Key, ws []Window, members []string
 	return out
 }
 
-func (r redisTarget) release(t *rapid.T, k Key, ws []Window, member string) {
-	if err := r.s.Release(context.Background(), k, ws, member); err != nil {
+func (r redisTarget) release(t *rapid.T, ws []KeyWindow, member string) {
+	if err := r.s.Release(context.Background(), ws, member); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 }
 
-func (r redisTarget) usage(t *rapid.T, k Key, ws []Window, now time.Time) []int64 {
-	got, err := r.s.usageAt(context.Background(), micros(now), k, ws)
+func (r redisTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
+	got, err := r.s.usageAt(context.Background(), micros(now), now, ws)
 	if err != nil {
 		t.Fatalf("usage: %v", err)
 	}
@@ -72,11 +72,11 @@ type localTarget struct {
 	now *time.Time
 }
 
-func (l localTarget) checkBatch(t *rapid.T, k Key, ws []Window, members []string, now time.Time) []StoreResult {
+func (l localTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult {
 	*l.now = now
 	out := make([]StoreResult, len(members))
 	for i, m := range members {
-		res, err := l.s.Check(context.Background(), k, ws, m)
+		res, err := l.s.Check(context.Background(), ws, m.id, m.amount)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,15 +85,15 @@ func (l localTarget) checkBatch(t *rapid.T, k Key, ws []Window, members []string
 	return out
 }
 
-func (l localTarget) release(t *rapid.T, k Key, ws []Window, member string) {
-	if err := l.s.Release(context.Background(), k, ws, member); err != nil {
+func (l localTarget) release(t *rapid.T, ws []KeyWindow, member string) {
+	if err := l.s.Release(context.Background(), ws, member); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (l localTarget) usage(t *rapid.T, k Key, ws []Window, now time.Time) []int64 {
+func (l localTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
 	*l.now = now
-	got, err := l.s.Usage(context.Background(), k, ws)
+	got, err := l.s.Usage(context.Background(), ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,72 +160,152 @@ func TestStoresAgreeWithModel(t *testing.T) {
 
 var modelSizes = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, time.Minute}
 
-// genWindows draws 1 to 3 windows of distinct sizes, shortest first, with
-// small limits so that windows fill often (0 now and then).
-func genWindows(t *rapid.T) []Window {
-	sizes := rapid.SliceOfNDistinct(rapid.SampledFrom(modelSizes), 1, 3, rapid.ID[time.Duration]).Draw(t, "sizes")
-	slices.Sort(sizes)
-	ws := make([]Window, len(sizes))
-	for i, s := range sizes {
-		limit := rapid.Int64Range(1, 4).Draw(t, "limit")
-		if rapid.IntRange(0, 19).Draw(t, "closed") == 0 {
-			limit = 0
-		}
-		ws[i] = Window{Limit: limit, Size: s}
+// modelZones are calendar zones: one with daylight saving (New York: a
+// 23-hour day in March, a 25-hour day in November), one without, and UTC.
+var modelZones = []string{"America/New_York", "Asia/Shanghai", "UTC"}
+
+// modelStarts are instants near calendar edges: the New York spring and
+// autumn daylight-saving changes, a month's end in Shanghai, a UTC day.
+var modelStarts = []time.Time{
+	time.Date(2026, 3, 8, 6, 59, 58, 0, time.UTC),   // 01:59:58 EST, before 02:00 -> 03:00
+	time.Date(2026, 11, 1, 5, 59, 58, 0, time.UTC),  // 01:59:58 EDT, before 02:00 -> 01:00
+	time.Date(2026, 1, 31, 15, 59, 58, 0, time.UTC), // 23:59:58 in Shanghai, month's end
+	time.Date(2026, 11, 23, 23, 59, 58, 0, time.UTC),
+}
+
+// genWindow draws one window of any kind, with small limits so that windows
+// fill often (0 now and then).
+func genWindow(t *rapid.T) Window {
+	w := Window{Amount: rapid.Bool().Draw(t, "amount")}
+	if w.Amount {
+		w.Limit = rapid.Int64Range(1, 12).Draw(t, "cap")
+		w.Currency = rapid.SampledFrom([]string{"", "CNY"}).Draw(t, "currency")
+	} else {
+		w.Limit = rapid.Int64Range(1, 4).Draw(t, "limit")
 	}
-	return ws
+	if rapid.IntRange(0, 19).Draw(t, "closed") == 0 {
+		w.Limit = 0
+	}
+	if rapid.IntRange(0, 2).Draw(t, "calendar") == 0 {
+		zone, err := time.LoadLocation(rapid.SampledFrom(modelZones).Draw(t, "zone"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Calendar = Calendar{
+			Unit:   rapid.SampledFrom([]CalendarUnit{CalendarDay, CalendarMonth}).Draw(t, "unit"),
+			Zone:   zone,
+			Cutoff: rapid.SampledFrom([]time.Duration{0, 2*time.Hour + 30*time.Minute, 23 * time.Hour}).Draw(t, "cutoff"),
+		}
+		return w
+	}
+	w.Size = rapid.SampledFrom(modelSizes).Draw(t, "size")
+	return w
+}
+
+// genWindows draws the windows of one request: 1 to 3 of its own key's and
+// 0 to 2 of its channel-wide key's, of distinct IDs per key.
+func genWindows(t *rapid.T, own, wide Key) []KeyWindow {
+	var out []KeyWindow
+	for _, k := range []Key{own, wide} {
+		lo, hi := 1, 3
+		if k == wide {
+			lo, hi = 0, 2
+		}
+		seen := map[string]bool{}
+		for n := rapid.IntRange(lo, hi).Draw(t, "windows"); n > 0; n-- {
+			w := genWindow(t)
+			if !seen[w.ID()] {
+				seen[w.ID()] = true
+				out = append(out, KeyWindow{Key: k, Window: w})
+			}
+		}
+	}
+	return out
 }
 
 func runModelSequence(t *rapid.T, target modelTarget) {
-	k := Key{BizType: testutil.UniqueName("P"), Channel: "MODEL"}
+	own := Key{BizType: testutil.UniqueName("P"), Channel: testutil.UniqueName("C")}
+	wide := ChannelWide(own.Channel)
 	model := NewModel()
-	ws := genWindows(t)
-	// A fixed epoch plus a random offset; whole microseconds.
-	now := time.UnixMicro(1_800_000_000_000_000 + rapid.Int64Range(0, 1_000_000).Draw(t, "start"))
-	member := rapid.SampledFrom([]string{"m0", "m1", "m2", "m3", "m4", "m5"})
+	ws := genWindows(t, own, wide)
+	// An instant near a calendar edge plus a random offset; whole
+	// microseconds.
+	now := rapid.SampledFrom(modelStarts).Draw(t, "start").Add(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(t, "offset")) * time.Microsecond)
+	// Each member pays its own amount, as a requestId does.
+	amounts := rapid.SliceOfN(rapid.Int64Range(1, 6), 6, 6).Draw(t, "amounts")
+	member := rapid.Custom(func(t *rapid.T) checkMember {
+		i := rapid.IntRange(0, 5).Draw(t, "member")
+		return checkMember{id: fmt.Sprintf("m%d", i), amount: amounts[i]}
+	})
 
 	compare := func(what string, got, want []StoreResult) {
 		for i := range want {
 			if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
-				t.Fatalf("%s at %d µs, windows %v: member %d\n got %+v\nwant %+v (model)", what, micros(now), ws, i, got[i], want[i])
+				t.Fatalf("%s at %s (%d µs), windows %v: member %d\n got %+v\nwant %+v (model)", what, now.UTC().Format(time.RFC3339Nano), micros(now), ws, i, got[i], want[i])
 			}
 		}
 	}
 	t.Repeat(map[string]func(*rapid.T){
 		"check": func(t *rapid.T) {
 			m := member.Draw(t, "member")
-			compare("check "+m, target.checkBatch(t, k, ws, []string{m}, now), []StoreResult{model.Check(k, ws, m, now)})
+			compare("check "+m.id, target.checkBatch(t, ws, []checkMember{m}, now), []StoreResult{model.Check(ws, m.id, m.amount, now)})
 		},
 		"batch": func(t *rapid.T) {
 			ms := rapid.SliceOfN(member, 2, 8).Draw(t, "members")
-			compare(fmt.Sprintf("batch %v", ms), target.checkBatch(t, k, ws, ms, now), model.CheckBatch(k, ws, ms, now))
+			want := make([]StoreResult, len(ms))
+			for i, m := range ms {
+				want[i] = model.Check(ws, m.id, m.amount, now)
+			}
+			compare(fmt.Sprintf("batch %v", ms), target.checkBatch(t, ws, ms, now), want)
 		},
 		"release": func(t *rapid.T) {
 			m := member.Draw(t, "member")
-			target.release(t, k, ws, m)
-			model.Release(k, ws, m)
+			target.release(t, ws, m.id)
+			model.Release(ws, m.id)
+		},
+		// releaseAmounts gives a member's amount back, as after a decline.
+		"releaseAmounts": func(t *rapid.T) {
+			m := member.Draw(t, "member")
+			var amountWindows []KeyWindow
+			for _, w := range ws {
+				if w.Amount {
+					amountWindows = append(amountWindows, w)
+				}
+			}
+			if len(amountWindows) == 0 {
+				t.Skip("no amount window")
+			}
+			target.release(t, amountWindows, m.id)
+			model.Release(amountWindows, m.id)
 		},
 		"advance": func(t *rapid.T) {
 			now = now.Add(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(t, "µs")) * time.Microsecond)
 		},
-		// edge moves time to the instant a member leaves a window, or 1 µs
-		// either side of it.
+		// edge moves time to the instant a member leaves a sliding window,
+		// or to a calendar window's next period, or 1 µs either side.
 		"edge": func(t *rapid.T) {
-			i := rapid.IntRange(0, len(ws)-1).Draw(t, "window")
-			q := model.windows[windowID{k, ws[i].Size}]
-			if q == nil || q.len() == 0 {
-				t.Skip("empty window")
+			w := ws[rapid.IntRange(0, len(ws)-1).Draw(t, "window")]
+			var at time.Time
+			if w.IsCalendar() {
+				_, end := w.Calendar.Period(now)
+				at = end
+			} else {
+				q := model.sliding[idOf(w)]
+				if q == nil || q.len() == 0 {
+					t.Skip("empty window")
+				}
+				e := q.get(rapid.IntRange(0, q.len()-1).Draw(t, "entry"))
+				at = time.UnixMicro(e.at + w.Size.Microseconds())
 			}
-			e := q.get(rapid.IntRange(0, q.len()-1).Draw(t, "entry"))
-			at := time.UnixMicro(e.at + ws[i].Size.Microseconds() + rapid.Int64Range(-1, 1).Draw(t, "δ"))
+			at = at.Add(time.Duration(rapid.Int64Range(-1, 1).Draw(t, "δ")) * time.Microsecond)
 			if at.Before(now) {
 				t.Skip("in the past")
 			}
 			now = at
 		},
-		"limits": func(t *rapid.T) { ws = genWindows(t) },
+		"limits": func(t *rapid.T) { ws = genWindows(t, own, wide) },
 		"": func(t *rapid.T) {
-			got, want := target.usage(t, k, ws, now), model.Usage(k, ws, now)
+			got, want := target.usage(t, ws, now), model.Usage(ws, now)
 			if !slices.Equal(got, want) {
 				t.Fatalf("usage at %d µs, windows %v: got %v, want %v (model)", micros(now), ws, got, want)
 			}

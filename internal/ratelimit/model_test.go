@@ -18,17 +18,17 @@ func TestModelExamples(t *testing.T) {
 	t.Run("held by one full window, refused by another", func(t *testing.T) {
 		m := NewModel()
 		ws := []Window{{Limit: 1, Size: sec}, {Limit: 1, Size: min}}
-		m.Check(k, ws, "a", t0)
+		m.Check(KeyWindows(k, ws), "a", 1, t0)
 		// 1.5 s later "a" has left the 1 s window but is held by the full
 		// minute; the 1 s window has room: admitted, recorded there.
-		got := m.Check(k, ws, "a", t0.Add(1500*time.Millisecond))
+		got := m.Check(KeyWindows(k, ws), "a", 1, t0.Add(1500*time.Millisecond))
 		if !got.Allowed || !got.Duplicate || fmt.Sprint(got.Counts) != "[1 1]" {
 			t.Fatalf("got %+v, want admitted as a duplicate, counts [1 1]", got)
 		}
 		// A full 1 s window that does not hold "b" refuses it, though b is
 		// in no window at all; and "c", held by neither, likewise.
-		m.Check(k, []Window{{Limit: 1, Size: sec}, {Limit: 5, Size: min}}, "b", t0.Add(3*sec))
-		got = m.Check(k, []Window{{Limit: 1, Size: sec}, {Limit: 5, Size: min}}, "c", t0.Add(3*sec+100*time.Millisecond))
+		m.Check(KeyWindows(k, []Window{{Limit: 1, Size: sec}, {Limit: 5, Size: min}}), "b", 1, t0.Add(3*sec))
+		got = m.Check(KeyWindows(k, []Window{{Limit: 1, Size: sec}, {Limit: 5, Size: min}}), "c", 1, t0.Add(3*sec+100*time.Millisecond))
 		if got.Allowed || got.Window != 0 || got.RetryAfter != 900*time.Millisecond {
 			t.Fatalf("got %+v, want refused by the 1 s window for 900ms", got)
 		}
@@ -37,12 +37,12 @@ func TestModelExamples(t *testing.T) {
 		m := NewModel()
 		ws := []Window{{Limit: 4, Size: sec}, {Limit: 100, Size: min}}
 		for _, x := range []string{"a", "b", "c", "d"} {
-			m.Check(k, ws, x, t0)
+			m.Check(KeyWindows(k, ws), x, 1, t0)
 		}
 		// The 1 s limit is lowered to 1 under its 4 members; "a" is held
 		// by both windows and admitted again. The binding window is the
 		// one with the least room: the 1 s window, 3 over its limit.
-		got := m.Check(k, []Window{{Limit: 1, Size: sec}, {Limit: 100, Size: min}}, "a", t0.Add(time.Millisecond))
+		got := m.Check(KeyWindows(k, []Window{{Limit: 1, Size: sec}, {Limit: 100, Size: min}}), "a", 1, t0.Add(time.Millisecond))
 		if !got.Allowed || got.Window != 0 || got.Count != 4 {
 			t.Fatalf("got %+v, want admitted, binding window 0 with count 4", got)
 		}
@@ -50,15 +50,15 @@ func TestModelExamples(t *testing.T) {
 	t.Run("retry-after from the member that must leave", func(t *testing.T) {
 		m := NewModel()
 		ws := []Window{{Limit: 2, Size: 10 * sec}}
-		m.Check(k, ws, "old", t0)
+		m.Check(KeyWindows(k, ws), "old", 1, t0)
 		// a is admitted; b and c are refused: b waits for "old" (9.7 s
 		// left), c likewise (the rank count-limit = 0 member).
-		got := m.CheckBatch(k, ws, []string{"a", "b", "c"}, t0.Add(300*time.Millisecond))
+		got := checkBatch(m, KeyWindows(k, ws), []string{"a", "b", "c"}, t0.Add(300*time.Millisecond))
 		if !got[0].Allowed || got[1].Allowed || got[1].RetryAfter != 9700*time.Millisecond {
 			t.Fatalf("got %+v, want a admitted and b refused for 9.7s", got)
 		}
 		// Limit 0 never has room: its size.
-		if got := m.Check(k, []Window{{Limit: 0, Size: 10 * sec}}, "z", t0.Add(sec)); got.Allowed || got.RetryAfter != 10*sec {
+		if got := m.Check(KeyWindows(k, []Window{{Limit: 0, Size: 10 * sec}}), "z", 1, t0.Add(sec)); got.Allowed || got.RetryAfter != 10*sec {
 			t.Fatalf("limit 0: got %+v, want refused for the window's size", got)
 		}
 	})
@@ -75,7 +75,7 @@ func TestEmbeddedKeyOutlivesItsWindow(t *testing.T) {
 	k := Key{BizType: "TTL", Channel: "X"}
 	ws := []Window{{Limit: 1, Size: 2 * time.Second}}
 	ctx := context.Background()
-	if res, err := s.Check(ctx, k, ws, "a"); err != nil || !res.Allowed {
+	if res, err := s.Check(ctx, KeyWindows(k, ws), "a", 0); err != nil || !res.Allowed {
 		t.Fatalf("a: %+v, %v", res, err)
 	}
 	// Two ticks of the embedded server's TTL clock land within the window
@@ -84,7 +84,17 @@ func TestEmbeddedKeyOutlivesItsWindow(t *testing.T) {
 	mini.FastForward(time.Second)
 	mini.FastForward(time.Second)
 	mini.SetTime(t0.Add(1999 * time.Millisecond))
-	if res, err := s.Check(ctx, k, ws, "b"); err != nil || res.Allowed {
+	if res, err := s.Check(ctx, KeyWindows(k, ws), "b", 0); err != nil || res.Allowed {
 		t.Fatalf("b 1.999 s after a, window 2 s of 1: %+v, %v; want refused", res, err)
 	}
+}
+
+// checkBatch decides members one after the other at the same instant, each
+// paying 1.
+func checkBatch(m *Model, ws []KeyWindow, members []string, now time.Time) []StoreResult {
+	out := make([]StoreResult, len(members))
+	for i, member := range members {
+		out[i] = m.Check(ws, member, 1, now)
+	}
+	return out
 }

@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
+		"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -33,14 +32,15 @@ type StoreResult struct {
 // Store is the shared state behind the limiter: one atomic check per call.
 // RedisStore is the implementation; the interface lets tests and benchmarks
 // put other stores (such as the naive three-command version) behind the
-// same Limiter.
+// same Limiter. The windows of one call all belong to one channel.
 type Store interface {
-	// Check admits or refuses member against every window of the key at once.
-	Check(ctx context.Context, key Key, windows []Window, member string) (StoreResult, error)
-	// Release removes member from every window of the key.
-	Release(ctx context.Context, key Key, windows []Window, member string) error
-	// Usage returns the occupancy of each window of the key.
-	Usage(ctx context.Context, key Key, windows []Window) ([]int64, error)
+	// Check admits or refuses member, paying amount, against every window
+	// at once.
+	Check(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error)
+	// Release removes member from every window given.
+	Release(ctx context.Context, windows []KeyWindow, member string) error
+	// Usage returns the use of each window.
+	Usage(ctx context.Context, windows []KeyWindow) ([]int64, error)
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
 }
@@ -93,32 +93,41 @@ func NewRedisStoreWithOptions(client redis.UniversalClient, opts RedisStoreOptio
 	return s, nil
 }
 
-// RedisKey returns the sorted-set key of one window of k. The pair sits in a
-// hash tag, so every window of one key lives in one Cluster slot, and its
-// halves are drawn from [A-Z0-9_], so no other pair can produce the same key.
-func (s *RedisStore) RedisKey(k Key, w Window) string {
-	return s.prefix + "{" + k.BizType + ":" + k.Channel + "}:" + strconv.FormatInt(w.Size.Milliseconds(), 10)
+// RedisKey returns the Redis key of window w: prefix{CHANNEL}:BIZTYPE:ID.
+// The channel sits in a hash tag, so every window of one channel, its
+// channel-wide key's included, lives in one Cluster slot and one script call
+// can check them together; codes are drawn from [A-Z0-9_] (and "*"), and IDs
+// hold no ':', so no two windows share a key.
+func (s *RedisStore) RedisKey(w KeyWindow) string {
+	return s.prefix + "{" + w.Key.Channel + "}:" + w.Key.BizType + ":" + w.ID()
 }
 
-func (s *RedisStore) keys(k Key, windows []Window) []string {
-	keys := make([]string, len(windows))
+// keys returns the KEYS of a script call for windows: each window's key,
+// then the amounts hash of each sliding amount window.
+func (s *RedisStore) keys(windows []KeyWindow) []string {
+	keys := make([]string, len(windows), len(windows)+1)
 	for i, w := range windows {
-		keys[i] = s.RedisKey(k, w)
+		keys[i] = s.RedisKey(w)
+	}
+	for i, w := range windows {
+		if w.Amount && !w.IsCalendar() {
+			keys = append(keys, keys[i]+":v")
+		}
 	}
 	return keys
 }
 
 // Check implements Store with one EVALSHA (EVAL after NOSCRIPT,
-// transparently), shared with the concurrent checks of the same key when
-// the store coalesces.
-func (s *RedisStore) Check(ctx context.Context, k Key, windows []Window, member string) (StoreResult, error) {
+// transparently), shared with the concurrent checks of the same windows
+// when the store coalesces.
+func (s *RedisStore) Check(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
 	if len(windows) == 0 {
 		return StoreResult{Allowed: true}, nil
 	}
 	if s.co != nil {
-		return s.co.check(ctx, k, windows, member)
+		return s.co.check(ctx, windows, member, amount)
 	}
-	return s.checkOne(ctx, k, windows, member)
+	return s.checkOne(ctx, windows, member, amount)
 }
 
 // CoalesceStats returns how many script calls the coalescer sent and how
@@ -132,8 +141,8 @@ func (s *RedisStore) CoalesceStats() (calls, checks uint64) {
 }
 
 // checkOne checks one member in one script call.
-func (s *RedisStore) checkOne(ctx context.Context, k Key, windows []Window, member string) (StoreResult, error) {
-	res, err := s.runCheck(ctx, s.keys(k, windows), checkArgs(windows, member))
+func (s *RedisStore) checkOne(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
+	res, err := s.runCheck(ctx, s.keys(windows), checkArgs(windows, checkMember{member, amount}))
 	if err != nil {
 		return StoreResult{}, err
 	}
@@ -144,29 +153,53 @@ func (s *RedisStore) checkOne(ctx context.Context, k Key, windows []Window, memb
 	return out[0], nil
 }
 
-// ttlMargin is added to the longest window for the keys' TTL. A key must
-// not expire while its newest member is still in a window: with Redis, a
-// TTL equal to the window is exact, but the embedded server counts TTLs
-// down in one-second ticks (miniredis FastForward), so a key could vanish
-// up to a tick early and admit a whole limit again.
+// ttlMargin is added to the time a member can stay in a window for the
+// keys' TTL. A key must not expire while its newest member is still in a
+// window: with Redis, a TTL equal to the window is exact, but the embedded
+// server counts TTLs down in one-second ticks (miniredis FastForward), so a
+// key could vanish up to a tick early and admit a whole limit again.
 const ttlMargin = 2 * time.Second
 
-// checkArgs returns checkScript's ARGV for members of one key, with the time
-// read from Redis.
-func checkArgs(windows []Window, members ...string) []any {
-	return checkArgsAt(0, windows, members...)
+// checkMember is one member of a check and what it pays.
+type checkMember struct {
+	id     string
+	amount int64
+}
+
+// checkArgs returns checkScript's ARGV for members, with the time read from
+// Redis and calendar periods around the app server's clock.
+func checkArgs(windows []KeyWindow, members ...checkMember) []any {
+	return checkArgsAt(0, time.Now(), windows, members...)
 }
 
 // checkArgsAt is checkArgs with the time: 0 for Redis TIME (production), or
-// µs since the epoch (property tests drive time through it).
-func checkArgsAt(nowMicros int64, windows []Window, members ...string) []any {
-	args := make([]any, 0, 2+2*len(windows)+len(members))
-	args = append(args, (windows[len(windows)-1].Size + ttlMargin).Milliseconds(), nowMicros)
-	for _, w := range windows {
-		args = append(args, w.Limit, w.Size.Microseconds())
-	}
+// µs since the epoch (property tests drive time through it); periodsAt is
+// the time the calendar periods are computed around.
+func checkArgsAt(nowMicros int64, periodsAt time.Time, windows []KeyWindow, members ...checkMember) []any {
+	args := make([]any, 0, 3+argsPerWindow*len(windows)+2*len(members))
+	args = append(args, ttlMargin.Milliseconds(), nowMicros, len(windows))
+	args = appendWindowArgs(args, periodsAt, windows)
 	for _, m := range members {
-		args = append(args, m)
+		args = append(args, m.id, m.amount)
+	}
+	return args
+}
+
+// appendWindowArgs appends the scripts' arguments for each window: kind,
+// limit, size (µs) and four calendar period boundaries (µs).
+func appendWindowArgs(args []any, periodsAt time.Time, windows []KeyWindow) []any {
+	for _, w := range windows {
+		kind := kindCount
+		if w.Amount {
+			kind |= kindAmount
+		}
+		if w.IsCalendar() {
+			kind |= kindCalendar
+			b := w.Calendar.Periods(periodsAt)
+			args = append(args, kind, w.Limit, 0, micros(b[0]), micros(b[1]), micros(b[2]), micros(b[3]))
+			continue
+		}
+		args = append(args, kind, w.Limit, w.Size.Microseconds(), 0, 0, 0, 0)
 	}
 	return args
 }
@@ -203,29 +236,39 @@ func (s *RedisStore) runCheck(ctx context.Context, keys []string, args []any) ([
 }
 
 // Release implements Store.
-func (s *RedisStore) Release(ctx context.Context, k Key, windows []Window, member string) error {
+func (s *RedisStore) Release(ctx context.Context, windows []KeyWindow, member string) error {
 	if len(windows) == 0 {
 		return nil
 	}
-	return releaseScript.Run(ctx, s.client, s.keys(k, windows), member).Err()
+	args := make([]any, 0, 2+len(windows))
+	args = append(args, len(windows))
+	for _, w := range windows {
+		kind := kindCount
+		if w.Amount {
+			kind |= kindAmount
+		}
+		if w.IsCalendar() {
+			kind |= kindCalendar
+		}
+		args = append(args, kind)
+	}
+	return releaseScript.Run(ctx, s.client, s.keys(windows), append(args, member)...).Err()
 }
 
 // Usage implements Store.
-func (s *RedisStore) Usage(ctx context.Context, k Key, windows []Window) ([]int64, error) {
+func (s *RedisStore) Usage(ctx context.Context, windows []KeyWindow) ([]int64, error) {
 	if len(windows) == 0 {
 		return nil, nil
 	}
-	return s.usageAt(ctx, 0, k, windows)
+	return s.usageAt(ctx, 0, time.Now(), windows)
 }
 
-// usageAt is Usage at a time: 0 for Redis TIME, else µs since the epoch.
-func (s *RedisStore) usageAt(ctx context.Context, nowMicros int64, k Key, windows []Window) ([]int64, error) {
-	args := make([]any, 1+len(windows))
-	args[0] = nowMicros
-	for i, w := range windows {
-		args[i+1] = w.Size.Microseconds()
-	}
-	return usageScript.Run(ctx, s.client, s.keys(k, windows), args...).Int64Slice()
+// usageAt is Usage at a time: 0 for Redis TIME, else µs since the epoch;
+// periodsAt as for checkArgsAt.
+func (s *RedisStore) usageAt(ctx context.Context, nowMicros int64, periodsAt time.Time, windows []KeyWindow) ([]int64, error) {
+	args := make([]any, 0, 2+argsPerWindow*len(windows))
+	args = appendWindowArgs(append(args, nowMicros, len(windows)), periodsAt, windows)
+	return usageScript.Run(ctx, s.client, s.keys(windows), args...).Int64Slice()
 }
 
 // Warm loads the limiter's scripts on every node that can hold a key (each

@@ -39,7 +39,7 @@ func TestReplicaWaitCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := s.keys(k, ws)
+	keys := s.keys(KeyWindows(k, ws))
 	master, err := cc.MasterForKey(ctx, keys[0])
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestReplicaWaitCost(t *testing.T) {
 					m := fmt.Sprintf("m-%v-%d-%d", wait, c, i)
 					start := time.Now()
 					cmds, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-						p.EvalSha(ctx, checkScript.Hash(), keys, checkArgs(ws, m)...)
+						p.EvalSha(ctx, checkScript.Hash(), keys, checkArgs(KeyWindows(k, ws), checkMember{id: m})...)
 						if wait {
 							p.Do(ctx, "WAIT", 1, 100)
 						}

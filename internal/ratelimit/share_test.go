@@ -21,7 +21,7 @@ func TestSetLocalShare(t *testing.T) {
 	if err := l.SetLocalShare(1.0 / 3); err != nil {
 		t.Fatal(err)
 	}
-	if got := l.scaled([]Window{{Limit: 90, Size: time.Second}})[0].Limit; got != 30 {
+	if got := l.scaled(plan{windows: KeyWindows(Key{"A", "B"}, []Window{{Limit: 90, Size: time.Second}})})[0].Limit; got != 30 {
 		t.Fatalf("scaled limit = %d, want 30", got)
 	}
 }

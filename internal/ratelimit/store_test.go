@@ -72,7 +72,7 @@ func newKey() ratelimit.Key {
 
 func mustCheck(t *testing.T, s ratelimit.Store, k ratelimit.Key, ws []ratelimit.Window, member string) ratelimit.StoreResult {
 	t.Helper()
-	res, err := s.Check(context.Background(), k, ws, member)
+	res, err := s.Check(context.Background(), ratelimit.KeyWindows(k, ws), member, 0)
 	if err != nil {
 		t.Fatalf("Check(%s, %s): %v", k, member, err)
 	}
@@ -157,7 +157,7 @@ func TestStoreSuite(t *testing.T) {
 				for i := 0; i < 5; i++ {
 					mustCheck(t, s, k, ws, "x")
 				}
-				usage, err := s.Usage(context.Background(), k, ws)
+				usage, err := s.Usage(context.Background(), ratelimit.KeyWindows(k, ws))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -169,10 +169,10 @@ func TestStoreSuite(t *testing.T) {
 				s, k := sc.store(t), newKey()
 				ws := []ratelimit.Window{{Limit: 1, Size: 10 * time.Second}, {Limit: 5, Size: time.Minute}}
 				mustCheck(t, s, k, ws, "a")
-				if err := s.Release(context.Background(), k, ws, "a"); err != nil {
+				if err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), "a"); err != nil {
 					t.Fatal(err)
 				}
-				usage, _ := s.Usage(context.Background(), k, ws)
+				usage, _ := s.Usage(context.Background(), ratelimit.KeyWindows(k, ws))
 				if usage[0] != 0 || usage[1] != 0 {
 					t.Fatalf("usage after release = %v, want [0 0]", usage)
 				}
@@ -202,15 +202,16 @@ func TestRedisKeysHaveTTL(t *testing.T) {
 	ws := []ratelimit.Window{{Limit: 5, Size: time.Second}, {Limit: 50, Size: time.Minute}}
 	mustCheck(t, s, k, ws, "a")
 	for _, w := range ws {
-		ttl, err := client.PTTL(context.Background(), s.RedisKey(k, w)).Result()
+		key := s.RedisKey(ratelimit.KeyWindow{Key: k, Window: w})
+		ttl, err := client.PTTL(context.Background(), key).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The longest window plus the 2 s margin that keeps a key alive
-		// while its newest member is in a window (the embedded server
-		// counts TTLs down in whole seconds).
-		if ttl <= time.Minute || ttl > time.Minute+2*time.Second {
-			t.Fatalf("TTL of %s = %v, want in (1m, 1m2s] (the longest window plus 2 s)", s.RedisKey(k, w), ttl)
+		// The window plus the 2 s margin that keeps a key alive while its
+		// newest member is in the window (the embedded server counts TTLs
+		// down in whole seconds).
+		if ttl <= w.Size || ttl > w.Size+2*time.Second {
+			t.Fatalf("TTL of %s = %v, want in (%v, %v] (the window plus 2 s)", key, ttl, w.Size, w.Size+2*time.Second)
 		}
 	}
 }

@@ -1,10 +1,12 @@
 package ratelimit
 
-// localEntry is one member of a window and its admission time, in
-// microseconds (Model's unit).
+// localEntry is one member of a window, its admission time, in
+// microseconds (Model's unit), and its weight (1, or its amount in an amount
+// window).
 type localEntry struct {
 	member string
 	at     int64
+	weight int64
 }
 
 // queue is a time-ordered list of entries in a ring buffer (a power of two
@@ -14,6 +16,7 @@ type queue struct {
 	buf  []localEntry
 	head int // index in buf of the oldest entry
 	n    int
+	sum  int64 // the entries' weights
 	// idx counts the entries of each member, so that has and remove do not
 	// walk the queue: windows can hold up to their limit in entries.
 	idx map[string]int32
@@ -38,6 +41,7 @@ func (q *queue) drop(k int) {
 	for i := 0; i < k; i++ {
 		j := (q.head + i) & (len(q.buf) - 1)
 		q.unindex(q.buf[j].member)
+		q.sum -= q.buf[j].weight
 		q.buf[j] = localEntry{}
 	}
 	q.head = (q.head + k) & (len(q.buf) - 1)
@@ -73,6 +77,7 @@ func (q *queue) push(e localEntry) {
 	}
 	q.buf[(q.head+q.n)&(len(q.buf)-1)] = e
 	q.n++
+	q.sum += e.weight
 	if q.idx == nil {
 		q.idx = map[string]int32{}
 	}
@@ -92,6 +97,8 @@ func (q *queue) remove(member string) {
 		if e := q.get(i); e.member != member {
 			q.buf[(q.head+kept)&(len(q.buf)-1)] = e
 			kept++
+		} else {
+			q.sum -= e.weight
 		}
 	}
 	for i := kept; i < q.n; i++ {

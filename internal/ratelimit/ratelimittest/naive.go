@@ -23,9 +23,9 @@ type NaiveStore struct {
 }
 
 // Check implements ratelimit.Store, naively. Only the first window is used.
-func (s *NaiveStore) Check(ctx context.Context, k ratelimit.Key, windows []ratelimit.Window, member string) (ratelimit.StoreResult, error) {
+func (s *NaiveStore) Check(ctx context.Context, windows []ratelimit.KeyWindow, member string, _ int64) (ratelimit.StoreResult, error) {
 	w := windows[0]
-	key := s.Prefix + k.BizType + k.Channel + ":" + strconv.FormatInt(w.Size.Milliseconds(), 10)
+	key := s.Prefix + w.Key.BizType + w.Key.Channel + ":" + strconv.FormatInt(w.Size.Milliseconds(), 10)
 	now := time.Now().UnixMicro()
 	if err := s.Client.ZRemRangeByScore(ctx, key, "-inf", strconv.FormatInt(now-w.Size.Microseconds(), 10)).Err(); err != nil {
 		return ratelimit.StoreResult{}, err
@@ -45,12 +45,12 @@ func (s *NaiveStore) Check(ctx context.Context, k ratelimit.Key, windows []ratel
 }
 
 // Release implements ratelimit.Store.
-func (s *NaiveStore) Release(ctx context.Context, k ratelimit.Key, windows []ratelimit.Window, member string) error {
+func (s *NaiveStore) Release(ctx context.Context, windows []ratelimit.KeyWindow, member string) error {
 	return nil
 }
 
 // Usage implements ratelimit.Store.
-func (s *NaiveStore) Usage(ctx context.Context, k ratelimit.Key, windows []ratelimit.Window) ([]int64, error) {
+func (s *NaiveStore) Usage(ctx context.Context, windows []ratelimit.KeyWindow) ([]int64, error) {
 	return make([]int64, len(windows)), nil
 }
 
