@@ -98,3 +98,74 @@ func checkBatch(m *Model, ws []KeyWindow, members []string, now time.Time) []Sto
 	}
 	return out
 }
+
+// TestModelAmountAndCalendarExamples: amount caps, calendar periods and
+// give-back on hand-worked cases.
+func TestModelAmountAndCalendarExamples(t *testing.T) {
+	k := Key{BizType: "A", Channel: "B"}
+	sh, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 23, 20, 0, 0, 0, sh)
+	t.Run("a small payment passes after a large one was refused", func(t *testing.T) {
+		m := NewModel()
+		ws := KeyWindows(k, []Window{{Limit: 10, Size: time.Minute, Amount: true}})
+		if got := m.Check(ws, "a", 7, t0); !got.Allowed || got.Count != 7 {
+			t.Fatalf("a (7 of 10): got %+v, want admitted, use 7", got)
+		}
+		// 7 + 5 > 10: refused until a leaves, a minute after t0.
+		if got := m.Check(ws, "b", 5, t0.Add(10*time.Second)); got.Allowed || got.RetryAfter != 50*time.Second {
+			t.Fatalf("b (5): got %+v, want refused for 50s", got)
+		}
+		if got := m.Check(ws, "c", 3, t0.Add(10*time.Second)); !got.Allowed || got.Count != 10 {
+			t.Fatalf("c (3): got %+v, want admitted, use 10", got)
+		}
+		// More than the cap never fits: the window's size.
+		if got := m.Check(ws, "d", 11, t0.Add(20*time.Second)); got.Allowed || got.RetryAfter != time.Minute {
+			t.Fatalf("d (11 > cap): got %+v, want refused for the window's size", got)
+		}
+		// A decline gives a's amount back.
+		m.Release(ws, "a")
+		if got := m.Usage(ws, t0.Add(20*time.Second)); got[0] != 3 {
+			t.Fatalf("use after giving a back = %d, want 3", got[0])
+		}
+	})
+	t.Run("a retried payment is not counted twice", func(t *testing.T) {
+		m := NewModel()
+		ws := KeyWindows(k, []Window{{Limit: 10, Amount: true, Calendar: Calendar{Unit: CalendarDay, Zone: sh}}})
+		m.Check(ws, "a", 6, t0)
+		if got := m.Check(ws, "a", 6, t0.Add(time.Hour)); !got.Allowed || !got.Duplicate || got.Count != 6 {
+			t.Fatalf("retry of a: got %+v, want a duplicate, use 6", got)
+		}
+	})
+	t.Run("a calendar day resets at the cutoff", func(t *testing.T) {
+		m := NewModel()
+		day := Calendar{Unit: CalendarDay, Zone: sh, Cutoff: 23 * time.Hour}
+		ws := KeyWindows(k, []Window{{Limit: 2, Calendar: day}})
+		m.Check(ws, "a", 1, t0)
+		m.Check(ws, "b", 1, t0)
+		// 20:00 -> the day ends at 23:00: three hours.
+		if got := m.Check(ws, "c", 1, t0.Add(time.Hour)); got.Allowed || got.RetryAfter != 2*time.Hour {
+			t.Fatalf("c at 21:00: got %+v, want refused until 23:00 (2h)", got)
+		}
+		if got := m.Check(ws, "c", 1, t0.Add(3*time.Hour)); !got.Allowed || got.Count != 1 {
+			t.Fatalf("c at 23:00: got %+v, want admitted in a new day, use 1", got)
+		}
+	})
+	t.Run("own and channel-wide windows together", func(t *testing.T) {
+		m := NewModel()
+		own := KeyWindows(k, []Window{{Limit: 5, Size: time.Second}})
+		wide := KeyWindows(ChannelWide("B"), []Window{{Limit: 1, Size: time.Second}})
+		ws := append(own, wide...)
+		m.Check(KeyWindows(Key{"OTHER", "B"}, []Window{{Limit: 5, Size: time.Second}}), "x", 1, t0)
+		m.Check(append(KeyWindows(Key{"OTHER", "B"}, []Window{{Limit: 5, Size: time.Second}}), wide...), "x2", 1, t0)
+		got := m.Check(ws, "a", 1, t0)
+		if got.Allowed || got.Window != 1 {
+			t.Fatalf("a: got %+v, want refused by the channel-wide window (index 1)", got)
+		}
+		if u := m.Usage(own, t0); u[0] != 0 {
+			t.Fatalf("own window use %d after a refusal, want 0 (nothing recorded)", u[0])
+		}
+	})
+}

@@ -1,0 +1,158 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"payserver/internal/ratelimit"
+	"payserver/internal/testutil"
+)
+
+// quotaLimiter is a Limiter on real Redis with a settable clock (for
+// schedules and the near-cache; Redis reads its own time).
+func quotaLimiter(t *testing.T, cfg *ratelimit.Config, now *time.Time) *ratelimit.Limiter {
+	t.Helper()
+	s, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "test:quota:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(s, ratelimit.Options{Timeout: time.Second, Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	return l
+}
+
+func mustDecide(t *testing.T, l *ratelimit.Limiter, r ratelimit.Request) ratelimit.Decision {
+	t.Helper()
+	d, err := l.Check(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestChannelWideReserve: "*:CHANNEL" limits every bizType on the channel
+// together, and its reservation keeps part of it for REFUND: other bizTypes
+// stop at the limit minus the reservation, REFUND may use the rest.
+func TestChannelWideReserve(t *testing.T) {
+	ch := testutil.UniqueName("UP")
+	now := time.Now()
+	cfg := &ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{
+		ratelimit.ChannelWide(ch): {
+			Windows: []ratelimit.Window{{Limit: 5, Size: time.Minute}},
+			Reserve: []map[string]int64{{"REFUND": 2}},
+		},
+	}}
+	l := quotaLimiter(t, cfg, &now)
+	pay := ratelimit.Key{BizType: "ONLINE_PAY", Channel: ch}
+	refund := ratelimit.Key{BizType: "REFUND", Channel: ch}
+	for i, want := range []bool{true, true, true, false} {
+		d := mustDecide(t, l, ratelimit.Request{Key: pay, Member: "p" + string(rune('0'+i))})
+		if d.Allowed != want {
+			t.Fatalf("ONLINE_PAY #%d: allowed %v, want %v (%+v): others get 5-2 = 3", i+1, d.Allowed, want, d)
+		}
+		if !want && (d.Scope != ratelimit.ChannelWide(ch) || d.Limit != 3 || d.Rule != "count/1m") {
+			t.Fatalf("refusal names scope %v, limit %d, rule %q; want *:%s, 3, count/1m", d.Scope, d.Limit, d.Rule, ch)
+		}
+	}
+	for i, want := range []bool{true, true, false} {
+		if d := mustDecide(t, l, ratelimit.Request{Key: refund, Member: "r" + string(rune('0'+i))}); d.Allowed != want {
+			t.Fatalf("REFUND #%d: allowed %v, want %v (%+v): REFUND may use all 5", i+1, d.Allowed, want, d)
+		}
+	}
+}
+
+// TestAmountWindowCurrency: an amount cap counts only its currency, and a
+// request without an amount passes it uncounted; a decline gives the
+// amount back but keeps the call.
+func TestAmountWindowCurrency(t *testing.T) {
+	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: testutil.UniqueName("AL")}
+	now := time.Now()
+	cfg := &ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{k: {Windows: []ratelimit.Window{
+		{Limit: 3, Size: time.Minute},
+		{Limit: 1000, Size: time.Minute, Amount: true, Currency: "CNY"},
+	}}}}
+	l := quotaLimiter(t, cfg, &now)
+	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "a", Amount: 900, Currency: "CNY"}); !d.Allowed {
+		t.Fatalf("a: %+v", d)
+	}
+	d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "b", Amount: 200, Currency: "CNY"})
+	if d.Allowed || !d.Amount || d.Rule != "amount/1m" || d.Count != 900 || d.Limit != 1000 {
+		t.Fatalf("b (900+200 > 1000 CNY): got %+v, want refused by amount/1m, used 900 of 1000", d)
+	}
+	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "c", Amount: 5000, Currency: "USD"}); !d.Allowed {
+		t.Fatalf("c in USD is not counted by the CNY cap: %+v", d)
+	}
+	if err := l.ReleaseAmount(context.Background(), k, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "b", Amount: 200, Currency: "CNY"}); !d.Allowed {
+		t.Fatalf("b after a's amount came back: %+v", d)
+	}
+	// a, c and b hold the three calls: a's call was made (declined).
+	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "d"}); d.Allowed || d.Rule != "count/1m" {
+		t.Fatalf("d: got %+v, want refused by count/1m (a's call still counts)", d)
+	}
+}
+
+// TestScheduleSwitchesOnTheClock: a schedule applies from its start to its
+// end on the instance's own clock, with no new document; a refusal
+// remembered before the start does not outlive it.
+func TestScheduleSwitchesOnTheClock(t *testing.T) {
+	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: testutil.UniqueName("SC")}
+	t0 := time.Now()
+	from, to := t0.Add(time.Hour), t0.Add(2*time.Hour)
+	cfg := &ratelimit.Config{
+		Rules: map[ratelimit.Key]ratelimit.Rule{k: {Windows: []ratelimit.Window{{Limit: 1, Size: time.Minute}}}},
+		Schedules: []ratelimit.Schedule{
+			{Key: k, From: from, To: to, Rule: ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 0, Size: time.Minute}}}},
+			{Key: ratelimit.ChannelWide(k.Channel), From: to, To: to.Add(time.Hour), Rule: ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 100, Size: time.Minute}}}},
+		},
+	}
+	now := t0
+	l := quotaLimiter(t, cfg, &now)
+	mustDecide(t, l, ratelimit.Request{Key: k, Member: "a"})
+	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "b"}); d.Allowed || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("b before the schedule: %+v, want refused by Redis", d)
+	}
+	now = from.Add(-time.Millisecond)
+	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "b"}); d.Allowed {
+		t.Fatalf("b 1 ms before the schedule: %+v, want refused", d)
+	}
+	now = from
+	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "c"}); d.Allowed || !d.Closed() {
+		t.Fatalf("c at the schedule's start: %+v, want closed", d)
+	}
+	now = to
+	// Back to the base rule (a still holds its minute in Redis's time),
+	// under the channel-wide schedule that starts at the same instant.
+	d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "c"})
+	if d.Allowed || d.Closed() || d.Limit != 1 || len(d.Windows) != 2 || d.Windows[1].Limit != 100 {
+		t.Fatalf("c at the schedule's end: %+v, want refused by the base 1/1m, with the channel-wide 100/1m checked", d)
+	}
+}
+
+// TestNearCacheEndsAtAScheduleStart: a refusal remembered by the near-cache
+// lasts no longer than the rule it was decided under.
+func TestNearCacheEndsAtAScheduleStart(t *testing.T) {
+	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: testutil.UniqueName("NC")}
+	t0 := time.Now()
+	cfg := &ratelimit.Config{
+		Rules: map[ratelimit.Key]ratelimit.Rule{k: {Windows: []ratelimit.Window{{Limit: 1, Size: time.Minute}}}},
+		Schedules: []ratelimit.Schedule{{Key: k, From: t0.Add(10 * time.Second), To: t0.Add(time.Hour),
+			Rule: ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 5, Size: time.Minute}}}}},
+	}
+	now := t0
+	l := quotaLimiter(t, cfg, &now)
+	mustDecide(t, l, ratelimit.Request{Key: k, Member: "a"})
+	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "b"}); d.Allowed || d.RetryAfter > 10*time.Second {
+		t.Fatalf("b: %+v, want refused with a retry-after capped at the schedule's start (10s)", d)
+	}
+	now = t0.Add(10 * time.Second)
+	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "b"}); !d.Allowed {
+		t.Fatalf("b at the schedule's start: %+v, want admitted under 5/1m", d)
+	}
+}
