@@ -245,7 +245,8 @@ func storeFault(id string) error {
 // REDIS_DOWN.
 type fakeLimiter struct{}
 
-func (fakeLimiter) Allow(_ context.Context, k ratelimit.Key, _ string) (ratelimit.Decision, error) {
+func (fakeLimiter) Check(_ context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
+	k := r.Key
 	switch k.BizType {
 	case "LIMITED":
 		return ratelimit.Decision{Key: k, Limit: 2, Window: time.Second, Count: 2, RetryAfter: 1500 * time.Millisecond}, nil
@@ -258,6 +259,8 @@ func (fakeLimiter) Allow(_ context.Context, k ratelimit.Key, _ string) (ratelimi
 }
 
 func (fakeLimiter) Release(context.Context, ratelimit.Key, string) error { return nil }
+
+func (fakeLimiter) ReleaseAmount(context.Context, ratelimit.Key, string) error { return nil }
 
 type fakeLimits struct{ loaded atomic.Bool }
 

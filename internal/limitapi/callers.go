@@ -21,9 +21,10 @@ type CountedAdmitter struct {
 	Observer Observer
 }
 
-// Allow implements Admitter.
-func (c CountedAdmitter) Allow(ctx context.Context, key ratelimit.Key, member string) (ratelimit.Decision, error) {
-	d, err := c.Admitter.Allow(ctx, key, member)
+// Check implements Admitter.
+func (c CountedAdmitter) Check(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	key := req.Key
+	d, err := c.Admitter.Check(ctx, req)
 	r := ResultAdmitted
 	switch {
 	case err != nil:

@@ -31,8 +31,9 @@ func member(requestID string) string { return MemberPrefix + requestID }
 // Admitter decides admissions, waiting when the context carries a maximum
 // wait. *limitwait.Waiter implements it.
 type Admitter interface {
-	Allow(ctx context.Context, key ratelimit.Key, member string) (ratelimit.Decision, error)
+	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
 	Release(ctx context.Context, key ratelimit.Key, member string) error
+	ReleaseAmount(ctx context.Context, key ratelimit.Key, member string) error
 }
 
 // UsageReader reads the occupancy of each window of a key without
@@ -134,7 +135,7 @@ func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) 
 // Windows empty), not an error: for protocols that answer refusals in
 // their own terms (gRPC).
 func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
-	d, err := s.opts.Admit.Allow(limitwait.WithMaxWait(ctx, r.MaxWait), r.Key, member(r.RequestID))
+	d, err := s.opts.Admit.Check(limitwait.WithMaxWait(ctx, r.MaxWait), ratelimit.Request{Key: r.Key, Member: member(r.RequestID)})
 	if err != nil {
 		s.observe(client, OpAcquire, r.Key, ResultFailed)
 		return Acquired{}, limiterDown(err)

@@ -33,8 +33,9 @@ const DefaultMaxWaiters = 100
 
 // Limiter is the limiter a Waiter wraps. *ratelimit.Limiter implements it.
 type Limiter interface {
-	Allow(ctx context.Context, key ratelimit.Key, member string) (ratelimit.Decision, error)
+	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
 	Release(ctx context.Context, key ratelimit.Key, member string) error
+	ReleaseAmount(ctx context.Context, key ratelimit.Key, member string) error
 }
 
 // Outcome says how a wait ended.
@@ -134,6 +135,16 @@ func (w *Waiter) Release(ctx context.Context, key ratelimit.Key, member string) 
 	return w.inner.Release(ctx, key, member)
 }
 
+// ReleaseAmount passes through to the wrapped limiter.
+func (w *Waiter) ReleaseAmount(ctx context.Context, key ratelimit.Key, member string) error {
+	return w.inner.ReleaseAmount(ctx, key, member)
+}
+
+// Allow is Check for a request without an amount.
+func (w *Waiter) Allow(ctx context.Context, key ratelimit.Key, member string) (ratelimit.Decision, error) {
+	return w.Check(ctx, ratelimit.Request{Key: key, Member: member})
+}
+
 // Waiting returns how many requests wait for key now.
 func (w *Waiter) Waiting(key ratelimit.Key) int {
 	w.mu.Lock()
@@ -155,18 +166,19 @@ func (w *Waiter) Total() int {
 	return n
 }
 
-// Allow checks member against key. Without a maximum wait in ctx
-// (WithMaxWait) it is the wrapped limiter's Allow. With one, a refused
+// Check checks a request. Without a maximum wait in ctx (WithMaxWait) it
+// is the wrapped limiter's Check. With one, a refused
 // request waits its turn and is checked again when the windows should have
 // room, until it is admitted or the next check could only come after the
 // maximum wait; then the answer is the last refusal, its RetryAfter the
 // time until the windows should have room. It never waits past the
 // maximum. The error is the wrapped limiter's, or ctx's when ctx ends
 // while waiting.
-func (w *Waiter) Allow(ctx context.Context, key ratelimit.Key, member string) (ratelimit.Decision, error) {
+func (w *Waiter) Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
+	key := r.Key
 	maxWait := MaxWaitFrom(ctx)
 	if maxWait <= 0 {
-		return w.inner.Allow(ctx, key, member)
+		return w.inner.Check(ctx, r)
 	}
 	start := w.opts.Now()
 	deadline := start.Add(maxWait)
@@ -176,7 +188,7 @@ func (w *Waiter) Allow(ctx context.Context, key ratelimit.Key, member string) (r
 	if q == nil || len(q.waiters) == 0 {
 		// Nobody waits: check at once, as without a maximum wait.
 		w.mu.Unlock()
-		d, err := w.inner.Allow(ctx, key, member)
+		d, err := w.inner.Check(ctx, r)
 		if err != nil || d.Allowed || d.Closed() {
 			// A closed key (limit 0) has no reopening time: no wait.
 			return d, err
@@ -208,13 +220,14 @@ func (w *Waiter) Allow(ctx context.Context, key ratelimit.Key, member string) (r
 	w.mu.Unlock()
 	defer w.leave(key, q, t)
 
-	d, outcome, err := w.wait(ctx, key, member, q, t, deadline)
+	d, outcome, err := w.wait(ctx, r, q, t, deadline)
 	w.observe(key, outcome, start)
 	return d, err
 }
 
 // wait runs one waiter until it is admitted, times out, or ctx ends.
-func (w *Waiter) wait(ctx context.Context, key ratelimit.Key, member string, q *queue, t *ticket, deadline time.Time) (ratelimit.Decision, Outcome, error) {
+func (w *Waiter) wait(ctx context.Context, r ratelimit.Request, q *queue, t *ticket, deadline time.Time) (ratelimit.Decision, Outcome, error) {
+	key := r.Key
 	timer := time.NewTimer(deadline.Sub(w.opts.Now()))
 	defer timer.Stop()
 	select {
@@ -239,7 +252,7 @@ func (w *Waiter) wait(ctx context.Context, key ratelimit.Key, member string, q *
 			case <-timer.C:
 			}
 		}
-		d, err := w.inner.Allow(ctx, key, member)
+		d, err := w.inner.Check(ctx, r)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return d, Cancelled, err

@@ -30,13 +30,13 @@ func NewLimitsGate(limiter Limiter, loaded <-chan struct{}, source string) (*Lim
 	return &LimitsGate{limiter: limiter, loaded: loaded, source: source}, nil
 }
 
-// Allow implements Limiter.
-func (g *LimitsGate) Allow(ctx context.Context, key ratelimit.Key, requestID string) (ratelimit.Decision, error) {
+// Check implements Limiter.
+func (g *LimitsGate) Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
 	select {
 	case <-g.loaded:
-		return g.limiter.Allow(ctx, key, requestID)
+		return g.limiter.Check(ctx, r)
 	default:
-		return ratelimit.Decision{Key: key}, apperr.New(apperr.DependencyUnavailable,
+		return ratelimit.Decision{Key: r.Key}, apperr.New(apperr.DependencyUnavailable,
 			"no limits document has been loaded yet from the %s source; payments are refused until a valid one is", g.source).
 			WithDetails(map[string]any{"dependency": "limits", "source": g.source})
 	}
@@ -45,4 +45,9 @@ func (g *LimitsGate) Allow(ctx context.Context, key ratelimit.Key, requestID str
 // Release implements Limiter.
 func (g *LimitsGate) Release(ctx context.Context, key ratelimit.Key, requestID string) error {
 	return g.limiter.Release(ctx, key, requestID)
+}
+
+// ReleaseAmount implements Limiter.
+func (g *LimitsGate) ReleaseAmount(ctx context.Context, key ratelimit.Key, requestID string) error {
+	return g.limiter.ReleaseAmount(ctx, key, requestID)
 }

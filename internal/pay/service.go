@@ -21,8 +21,15 @@ import (
 // Limiter is the channel limiter the flow asks before each channel call.
 // *ratelimit.Limiter implements it.
 type Limiter interface {
-	Allow(ctx context.Context, key ratelimit.Key, requestID string) (ratelimit.Decision, error)
+	// Check checks a payment (its requestId and amount) against every
+	// window that applies to it.
+	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
+	// Release gives back every slot of requestId: only when no channel
+	// call can happen for it.
 	Release(ctx context.Context, key ratelimit.Key, requestID string) error
+	// ReleaseAmount gives back what requestId paid in amount windows, its
+	// call still counted: for a payment the channel declined.
+	ReleaseAmount(ctx context.Context, key ratelimit.Key, requestID string) error
 }
 
 // Channels finds a configured channel by code. *channel.Registry implements it.
@@ -112,7 +119,9 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	}
 
 	key := req.Key()
-	d, err := s.limiter.Allow(limitwait.WithMaxWait(ctx, req.MaxWait), key, req.RequestID)
+	d, err := s.limiter.Check(limitwait.WithMaxWait(ctx, req.MaxWait), ratelimit.Request{
+		Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency,
+	})
 	if err != nil {
 		if apperr.CodeOf(err) != apperr.Internal {
 			return nil, err // already classified, e.g. by LimitsGate
@@ -187,6 +196,11 @@ func (s *Service) callChannel(ctx context.Context, ch channel.Channel, o *Order)
 		s.log.Warn("channel call failed; outcome unknown", "channel", o.Channel, "requestId", o.RequestID, "err", err)
 	}
 	o.UpdatedAt = s.opts.Now().UTC()
+	if o.Status == StatusFailed {
+		// The channel refused it: no money moved, so its amount goes back to
+		// the amount caps; the call itself still counts.
+		s.giveBackAmount(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o.RequestID)
+	}
 	if err := s.finish(base, o); err != nil {
 		return nil, apperr.Wrap(err, apperr.DependencyUnavailable,
 			"the payment was sent to the channel but its outcome could not be recorded; query GET /pay/%s later", o.RequestID).
@@ -333,6 +347,15 @@ func (s *Service) release(key ratelimit.Key, requestID string) {
 	defer cancel()
 	if err := s.limiter.Release(ctx, key, requestID); err != nil {
 		s.log.Warn("could not release a limiter slot; it frees itself when the window passes", "key", key.String(), "requestId", requestID, "err", err)
+	}
+}
+
+// giveBackAmount returns what requestID paid to the amount windows of key.
+func (s *Service) giveBackAmount(key ratelimit.Key, requestID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.limiter.ReleaseAmount(ctx, key, requestID); err != nil {
+		s.log.Warn("could not give a declined payment's amount back; it frees itself when the window passes", "key", key.String(), "requestId", requestID, "err", err)
 	}
 }
 

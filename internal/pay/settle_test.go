@@ -76,9 +76,11 @@ func (s *lostCommitStore) Ping(context.Context) error { return nil }
 // allowAll admits everything and counts releases.
 type allowAll struct{ released atomic.Int64 }
 
-func (a *allowAll) Allow(_ context.Context, k ratelimit.Key, _ string) (ratelimit.Decision, error) {
-	return ratelimit.Decision{Key: k, Allowed: true, Limit: 10, Window: time.Minute}, nil
+func (a *allowAll) Check(_ context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
+	return ratelimit.Decision{Key: r.Key, Allowed: true, Limit: 10, Window: time.Minute}, nil
 }
+
+func (a *allowAll) ReleaseAmount(context.Context, ratelimit.Key, string) error { return nil }
 func (a *allowAll) Release(context.Context, ratelimit.Key, string) error {
 	a.released.Add(1)
 	return nil
