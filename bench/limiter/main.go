@@ -340,6 +340,12 @@ func run(o options) error {
 	printServerCPU(rows, lua)
 	fmt.Println("(MISS does not fail the run: see docs/PERFORMANCE.md for why a target can miss on a shared 2-core machine.)")
 
+	if b.only == nil || b.only["quota"] {
+		fmt.Println()
+		if err := b.quota(); err != nil {
+			return err
+		}
+	}
 	if !o.skipMemory {
 		fmt.Println()
 		if err := b.memory(); err != nil {

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -89,12 +90,15 @@ func (w Window) Weight(amount int64) int64 {
 //	day.0000.UTC           calendar count window: day from 00:00 UTC
 //	aday.2300.Asia/Shanghai.CNY  calendar amount window, day from 23:00
 func (w Window) ID() string {
+	if !w.Amount && !w.IsCalendar() {
+		return strconv.FormatInt(w.Size.Milliseconds(), 10) // the hot path: one allocation
+	}
 	var s string
 	if w.IsCalendar() {
 		c := w.Calendar
 		s = fmt.Sprintf("%s.%02d%02d.%s", c.Unit, int(c.Cutoff/time.Hour), int(c.Cutoff%time.Hour/time.Minute), c.Zone.String())
 	} else {
-		s = fmt.Sprint(w.Size.Milliseconds())
+		s = strconv.FormatInt(w.Size.Milliseconds(), 10)
 	}
 	if w.Amount {
 		s = "a" + s
