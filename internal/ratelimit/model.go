@@ -303,3 +303,54 @@ func (w Window) stay(now time.Time) int64 {
 	}
 	return w.Size.Microseconds()
 }
+
+// Decide applies the rules of cfg to request r at now (Applicable) and
+// checks it. It returns the windows checked and the result.
+func (m *Model) Decide(cfg *Config, r Request, now time.Time) ([]KeyWindow, StoreResult) {
+	windows := Applicable(cfg, r, now)
+	return windows, m.Check(windows, r.Member, r.Amount, now)
+}
+
+// Applicable returns the windows that apply to request r under cfg at now:
+// the rules in force at now (a schedule replaces a key's rule from its start,
+// inclusive, to its end, exclusive) of the request's key and of its
+// channel-wide key, in that order; of each, the windows that count the
+// request (every count window; an amount window only for a request with an
+// amount in its currency, or in any currency when it names none); each
+// window's limit cut, for a bizType its reservations do not name, by the
+// sum of those reservations (not below zero). Shadow rules are not
+// modelled. (The Limiter refuses a request one of whose windows has limit 0,
+// a closed key, before any store is asked, even a retry of a member the
+// windows hold: closed is closed.)
+func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
+	keys := []Key{r.Key}
+	if r.Key.BizType != AnyBizType {
+		keys = append(keys, Key{BizType: AnyBizType, Channel: r.Key.Channel})
+	}
+	var windows []KeyWindow
+	for _, k := range keys {
+		rule := cfg.Rules[k]
+		for _, s := range cfg.Schedules {
+			if s.Key == k && !now.Before(s.From) && now.Before(s.To) {
+				rule = s.Rule
+			}
+		}
+		for i, w := range rule.Windows {
+			if w.Amount && (r.Amount <= 0 || (w.Currency != "" && w.Currency != r.Currency)) {
+				continue
+			}
+			if i < len(rule.Reserve) && len(rule.Reserve[i]) > 0 {
+				if _, named := rule.Reserve[i][r.Key.BizType]; !named {
+					for _, n := range rule.Reserve[i] {
+						w.Limit -= n
+					}
+					if w.Limit < 0 {
+						w.Limit = 0
+					}
+				}
+			}
+			windows = append(windows, KeyWindow{Key: k, Window: w})
+		}
+	}
+	return windows
+}

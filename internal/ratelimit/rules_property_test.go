@@ -1,0 +1,192 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"payserver/internal/testutil"
+)
+
+// TestLimiterAgreesWithModel: the Limiter, on every store, decides as
+// Model.Decide on random sequences of payments of three bizTypes on one
+// channel, with amounts in two currencies, under random rules: its own
+// key's windows (counts and amounts, some for one currency), the channel's
+// channel-wide key with reservations for one bizType, and a schedule of
+// either key that starts and ends within the sequence; with releases and
+// amounts given back. This covers the rules the store-level test cannot:
+// which windows apply to a request, reservations, and schedules switching
+// on the clock.
+func TestLimiterAgreesWithModel(t *testing.T) {
+	propertyChecks(t)
+	for _, nt := range []struct {
+		name  string
+		store func(t *testing.T, now *time.Time) Store
+	}{
+		{"redis", func(t *testing.T, now *time.Time) Store {
+			s, _ := NewRedisStore(testutil.MustRedis(t), "test:rules:")
+			return clockedRedis{s, now}
+		}},
+		{"cluster", func(t *testing.T, now *time.Time) Store {
+			s, _ := NewRedisStore(testutil.MustCluster(t), "test:rules:")
+			return clockedRedis{s, now}
+		}},
+		{"embedded", func(t *testing.T, now *time.Time) Store {
+			_, c := testutil.MustMiniredis(t)
+			s, _ := NewRedisStore(c, "test:rules:")
+			return clockedRedis{s, now}
+		}},
+		{"local", func(t *testing.T, now *time.Time) Store {
+			return NewLocalStore(func() time.Time { return *now })
+		}},
+	} {
+		t.Run(nt.name, func(t *testing.T) {
+			now := new(time.Time)
+			*now = time.Unix(1_700_000_000, 0) // the in-process store's clock starts here
+			store := nt.store(t, now)
+			rapid.Check(t, func(rt *rapid.T) { runRulesSequence(rt, store, now) })
+		})
+	}
+}
+
+// clockedRedis is a RedisStore that passes the test's clock to the scripts
+// (ARGV) instead of letting Redis read TIME.
+type clockedRedis struct {
+	s   *RedisStore
+	now *time.Time
+}
+
+func (c clockedRedis) Check(ctx context.Context, ws []KeyWindow, member string, amount int64) (StoreResult, error) {
+	res, err := c.s.runCheck(ctx, c.s.keys(ws), checkArgsAt(micros(*c.now), *c.now, ws, checkMember{member, amount}))
+	if err != nil {
+		return StoreResult{}, err
+	}
+	out := make([]StoreResult, 1)
+	return out[0], parseCheckReply(res, len(ws), out)
+}
+
+func (c clockedRedis) Release(ctx context.Context, ws []KeyWindow, member string) error {
+	return c.s.Release(ctx, ws, member)
+}
+
+func (c clockedRedis) Usage(ctx context.Context, ws []KeyWindow) ([]int64, error) {
+	return c.s.usageAt(ctx, micros(*c.now), *c.now, ws)
+}
+
+func (c clockedRedis) Ping(ctx context.Context) error { return c.s.Ping(ctx) }
+
+// genRule draws a rule of 1 to 3 windows with distinct IDs, and, when
+// reserve is set, reservations for REFUND on some windows.
+func genRule(t *rapid.T, reserve bool) Rule {
+	var r Rule
+	seen := map[string]bool{}
+	for n := rapid.IntRange(1, 3).Draw(t, "windows"); n > 0; n-- {
+		w := genWindow(t)
+		if seen[w.ID()] {
+			continue
+		}
+		seen[w.ID()] = true
+		r.Windows = append(r.Windows, w)
+		var res map[string]int64
+		if reserve && rapid.Bool().Draw(t, "reserve") {
+			res = map[string]int64{"REFUND": rapid.Int64Range(0, w.Limit).Draw(t, "reserved")}
+		}
+		r.Reserve = append(r.Reserve, res)
+	}
+	return r
+}
+
+func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
+	ch := testutil.UniqueName("R")
+	wide := ChannelWide(ch)
+	*now = rapid.SampledFrom(modelStarts).Draw(t, "start").Add(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(t, "offset")) * time.Microsecond)
+	cfg := &Config{Rules: map[Key]Rule{}}
+	for _, biz := range []string{"PAY", "REFUND"} {
+		if rapid.Bool().Draw(t, "limited "+biz) {
+			cfg.Rules[Key{BizType: biz, Channel: ch}] = genRule(t, false)
+		}
+	}
+	if rapid.Bool().Draw(t, "channel-wide") {
+		cfg.Rules[wide] = genRule(t, true)
+	}
+	if rapid.Bool().Draw(t, "schedule") {
+		k := rapid.SampledFrom([]Key{{BizType: "PAY", Channel: ch}, wide}).Draw(t, "schedule key")
+		from := now.Add(time.Duration(rapid.Int64Range(0, 4_000_000).Draw(t, "from µs")) * time.Microsecond)
+		cfg.Schedules = []Schedule{{Key: k, From: from, To: from.Add(time.Duration(rapid.Int64Range(1, 4_000_000).Draw(t, "length µs")) * time.Microsecond),
+			Rule: genRule(t, k == wide)}}
+	}
+	l, err := New(store, Options{Timeout: 5 * time.Second, DisableNearCache: true, Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	model := NewModel()
+	amounts := rapid.SliceOfN(rapid.Int64Range(0, 6), 6, 6).Draw(t, "amounts")
+	currencies := rapid.SliceOfN(rapid.SampledFrom([]string{"CNY", "USD"}), 6, 6).Draw(t, "currencies")
+	bizTypes := rapid.SliceOfN(rapid.SampledFrom([]string{"PAY", "REFUND", "OTHER"}), 6, 6).Draw(t, "bizTypes")
+	request := func(t *rapid.T) Request {
+		i := rapid.IntRange(0, 5).Draw(t, "member")
+		return Request{Key: Key{BizType: bizTypes[i], Channel: ch}, Member: fmt.Sprintf("m%d", i), Amount: amounts[i], Currency: currencies[i]}
+	}
+	t.Repeat(map[string]func(*rapid.T){
+		"check": func(t *rapid.T) {
+			r := request(t)
+			got, err := l.Check(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			windows := Applicable(cfg, r, *now)
+			if len(windows) == 0 {
+				if !got.Allowed || got.Source != SourceUnlimited {
+					t.Fatalf("%+v at %s: got %+v, want unlimited", r, now.UTC().Format(time.RFC3339Nano), got)
+				}
+				return
+			}
+			if got.Closed() {
+				// Decided without the store, naming a window that refuses
+				// everything: the model refuses and records nothing too.
+				closedBy := false
+				for _, w := range windows {
+					closedBy = closedBy || (w.Limit == 0 && got.Scope == w.Key && got.Rule == w.Name())
+				}
+				if !closedBy || got.Limit != 0 {
+					t.Fatalf("%+v at %s, windows %v:\n got %+v, closed by no window of limit 0", r, now.UTC().Format(time.RFC3339Nano), windows, got)
+				}
+				return
+			}
+			want := model.Check(windows, r.Member, r.Amount, *now)
+			w := windows[want.Window]
+			if got.Allowed != want.Allowed || got.Scope != w.Key || got.Rule != w.Name() || got.Limit != w.Limit {
+				t.Fatalf("%+v at %s, windows %v:\n got %+v\nwant %+v (model)", r, now.UTC().Format(time.RFC3339Nano), windows, got, want)
+			}
+			if got.Count != want.Count || got.RetryAfter != want.RetryAfter || got.Duplicate != want.Duplicate {
+				t.Fatalf("%+v at %s, windows %v:\n got %+v\nwant %+v (model)", r, now.UTC().Format(time.RFC3339Nano), windows, got, want)
+			}
+			for i, u := range got.Windows {
+				if u.Count != want.Counts[i] {
+					t.Fatalf("%+v: window %d use %d, want %d (model)", r, i, u.Count, want.Counts[i])
+				}
+			}
+		},
+		"release": func(t *rapid.T) {
+			r := request(t)
+			if err := l.Release(context.Background(), r.Key, r.Member); err != nil {
+				t.Fatal(err)
+			}
+			model.Release(releaseWindows(cfg, r.Key, *now, false), r.Member)
+		},
+		"giveBack": func(t *rapid.T) {
+			r := request(t)
+			if err := l.ReleaseAmount(context.Background(), r.Key, r.Member); err != nil {
+				t.Fatal(err)
+			}
+			model.Release(releaseWindows(cfg, r.Key, *now, true), r.Member)
+		},
+		"advance": func(t *rapid.T) {
+			*now = now.Add(time.Duration(rapid.Int64Range(0, 1_500_000).Draw(t, "µs")) * time.Microsecond)
+		},
+	})
+}
