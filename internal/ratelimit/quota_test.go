@@ -156,3 +156,43 @@ func TestNearCacheEndsAtAScheduleStart(t *testing.T) {
 		t.Fatalf("b at the schedule's start: %+v, want admitted under 5/1m", d)
 	}
 }
+
+// TestFallbackStartsFromRedisUse: when Redis fails, an amount or calendar
+// window is enforced in process with what Redis last reported used: the
+// instance's share of what is left, not a fresh cap. A day's payments are
+// never copied in process; their use is.
+func TestFallbackStartsFromRedisUse(t *testing.T) {
+	clock := testutil.NewClock(time.Unix(1_800_000_000, 0))
+	store := &switchStore{LocalStore: ratelimit.NewLocalStore(clock.Now)}
+	l, err := ratelimit.New(store, ratelimit.Options{Now: clock.Now, BreakerThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{k: {Windows: []ratelimit.Window{
+		{Limit: 1000, Amount: true, Currency: "CNY", Calendar: ratelimit.Calendar{Unit: ratelimit.CalendarDay, Zone: time.UTC}},
+	}}}})
+	pay := func(member string, amount int64) ratelimit.Decision {
+		return mustDecide(t, l, ratelimit.Request{Key: k, Member: member, Amount: amount, Currency: "CNY"})
+	}
+	if d := pay("a", 900); !d.Allowed || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("a on Redis: %+v", d)
+	}
+	store.failing.Store(true)
+	if d := pay("b", 200); d.Allowed || d.Source != ratelimit.SourceLocal || d.Limit != 100 {
+		t.Fatalf("b (200) in process after Redis reported 900 of 1000 used: %+v, want refused with 100 left", d)
+	}
+	if d := pay("c", 100); !d.Allowed || d.Source != ratelimit.SourceLocal {
+		t.Fatalf("c (100) in process: %+v, want admitted", d)
+	}
+	if d := pay("d", 1); d.Allowed {
+		t.Fatalf("d (1) in process: %+v, want refused: the day's cap is used", d)
+	}
+	// Back on Redis, which does not hold c: the limit asked is lowered by
+	// the in-process use, so d is still refused.
+	store.failing.Store(false)
+	clock.Advance(time.Second)
+	if d := pay("d", 1); d.Allowed {
+		t.Fatalf("d back on Redis: %+v, want refused: c's 100 were paid in process", d)
+	}
+}
