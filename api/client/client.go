@@ -86,8 +86,15 @@ type AcquireRequest struct {
 
 // Window is one window's usage.
 type Window struct {
+	// Scope is the key the window belongs to: the request's BIZTYPE:CHANNEL
+	// or the channel-wide *:CHANNEL.
+	Scope string `json:"scope"`
+	// Rule is the window's kind: "count/1s", "amount/day"…
+	Rule string `json:"rule"`
+	// Amount is true when the window caps amounts (minor units).
+	Amount    bool          `json:"amount"`
 	Limit     int64         `json:"limit"`
-	WindowMs  int64         `json:"windowMs"`
+	WindowMs  int64         `json:"windowMs"` // 0 for a calendar window
 	Used      int64         `json:"used"`
 	Remaining int64         `json:"remaining"`
 	Size      time.Duration `json:"-"`
@@ -138,9 +145,18 @@ func (c *Client) Release(ctx context.Context, k Key, requestID string) error {
 // Peek reports the room in each window of k without consuming anything.
 // amount 0 means none.
 func (c *Client) Peek(ctx context.Context, k Key, amount int64) (Peeked, error) {
+	return c.PeekPayment(ctx, k, amount, "")
+}
+
+// PeekPayment is Peek for a payment of amount in currency, which amount
+// caps in that currency count ("" means none).
+func (c *Client) PeekPayment(ctx context.Context, k Key, amount int64, currency string) (Peeked, error) {
 	q := url.Values{"bizType": {k.BizType}, "channel": {k.Channel}}
 	if amount != 0 {
 		q.Set("amount", strconv.FormatInt(amount, 10))
+	}
+	if currency != "" {
+		q.Set("currency", currency)
 	}
 	var out Peeked
 	err := c.call(ctx, http.MethodGet, "/v1/limits/peek", q, nil, 0, &out)

@@ -23,16 +23,28 @@ type Body struct {
 // LimitedError is a refusal (429 REQUEST_LIMITED): the window is full.
 type LimitedError struct {
 	// RetryAfter is how long until the window should have room
-	// (details.retryAfterMs, else the Retry-After header).
+	// (details.retryAfterMs, else the Retry-After header); zero when
+	// Closed.
 	RetryAfter time.Duration
-	// Limit and Window describe the binding window.
+	// Closed is true for a key that refuses everything (a limit of 0, such
+	// as a maintenance schedule): retrying does not help until ops reopen
+	// it.
+	Closed bool
+	// Rule names the binding window ("count/1s", "amount/day"); Limit is its
+	// limit (the cap, in minor units, for an amount rule), Used what it
+	// holds, and Window its size (zero for a calendar window).
+	Rule   string
 	Limit  int64
+	Used   int64
 	Window time.Duration
 	Body   Body
 }
 
 func (e *LimitedError) Error() string {
-	return fmt.Sprintf("payserver: limited (%d per %v); retry after %v", e.Limit, e.Window, e.RetryAfter)
+	if e.Closed {
+		return "payserver: limited: the channel is closed for this bizType"
+	}
+	return fmt.Sprintf("payserver: limited by %s (%d of %d used); retry after %v", e.Rule, e.Used, e.Limit, e.RetryAfter)
 }
 
 // FieldError names one bad field.
@@ -85,7 +97,12 @@ func decodeError(resp *http.Response, data []byte) error {
 		}
 		if n, ok := number(b.Details["limit"]); ok {
 			e.Limit = n
+		} else if n, ok := number(b.Details["amount"]); ok {
+			e.Limit = n
 		}
+		e.Used, _ = number(b.Details["used"])
+		e.Rule, _ = b.Details["rule"].(string)
+		e.Closed, _ = b.Details["closed"].(bool)
 		if ms, ok := number(b.Details["windowMs"]); ok {
 			e.Window = time.Duration(ms) * time.Millisecond
 		}

@@ -155,7 +155,13 @@ func (m *Main) startLimitsAPI(orders limitapi.OrderFinder) error {
 	if err != nil {
 		return err
 	}
-	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Usage: m.limiter, Orders: orders, Observer: m.api.obs})
+	// Peeks are gated too: before the first document every key would look
+	// unlimited.
+	peek, err := m.limitsGate(m.limiter)
+	if err != nil {
+		return err
+	}
+	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Peek: peek, Orders: orders, Observer: m.api.obs})
 	if err != nil {
 		return err
 	}

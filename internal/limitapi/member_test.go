@@ -28,7 +28,7 @@ func TestCallerRequestIDsNeverShareAPaymentsSlot(t *testing.T) {
 	if d, err := l.Allow(ctx, key, "X"); err != nil || !d.Allowed {
 		t.Fatalf("pay X: %+v, %v", d, err)
 	}
-	svc, err := NewService(Options{Admit: l, Usage: l})
+	svc, err := NewService(Options{Admit: l, Peek: l})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,9 @@ type ReleaseRequest struct {
 
 // PeekRequest is a validated GET /v1/limits/peek query.
 type PeekRequest struct {
-	Key    ratelimit.Key
-	Amount int64 // 0 means none
+	Key      ratelimit.Key
+	Amount   int64  // 0 means none
+	Currency string // "" means none
 }
 
 // object is a decoded JSON object body, field by field, with the problems
@@ -177,7 +178,7 @@ func DecodeRelease(data []byte) (ReleaseRequest, error) {
 func ParsePeek(get func(name string) []string, names []string) (PeekRequest, error) {
 	var bad []apperr.FieldError
 	for _, n := range names {
-		if n != "bizType" && n != "channel" && n != "amount" {
+		if n != "bizType" && n != "channel" && n != "amount" && n != "currency" {
 			bad = append(bad, apperr.FieldError{Field: n, Reason: "unknown parameter"})
 		}
 	}
@@ -217,6 +218,12 @@ func ParsePeek(get func(name string) []string, names []string) (PeekRequest, err
 		default:
 			r.Amount = n
 		}
+	}
+	if v, ok := one("currency", false); ok {
+		if reason := pay.CurrencyProblem(v); reason != "" {
+			bad = append(bad, apperr.FieldError{Field: "currency", Reason: reason})
+		}
+		r.Currency = v
 	}
 	if len(bad) > 0 {
 		return PeekRequest{}, apperr.Invalid(bad...)

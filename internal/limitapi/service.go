@@ -36,10 +36,10 @@ type Admitter interface {
 	ReleaseAmount(ctx context.Context, key ratelimit.Key, member string) error
 }
 
-// UsageReader reads the occupancy of each window of a key without
-// consuming anything. *ratelimit.Limiter implements it.
-type UsageReader interface {
-	Usage(ctx context.Context, key ratelimit.Key) (ratelimit.Rule, []int64, error)
+// Peeker says whether a request would be admitted now, consuming nothing.
+// *ratelimit.Limiter implements it (behind *pay.LimitsGate in payserver).
+type Peeker interface {
+	Peek(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
 }
 
 // OrderFinder looks up a payment made through POST /pay. *pay.Service
@@ -77,10 +77,10 @@ type Observer interface {
 	Called(client string, op Op, key ratelimit.Key, result Result)
 }
 
-// Options wires a Service. Admit and Usage are required.
+// Options wires a Service. Admit and Peek are required.
 type Options struct {
 	Admit Admitter
-	Usage UsageReader
+	Peek  Peeker
 	// Orders, when set, lets Release refuse a requestId that belongs to a
 	// payment made through POST /pay: payserver itself frees those slots,
 	// only when the channel was never called.
@@ -95,15 +95,20 @@ type Service struct {
 
 // NewService returns a Service.
 func NewService(opts Options) (*Service, error) {
-	if opts.Admit == nil || opts.Usage == nil {
-		return nil, errors.New("limitapi: nil admitter or usage reader")
+	if opts.Admit == nil || opts.Peek == nil {
+		return nil, errors.New("limitapi: nil admitter or peeker")
 	}
 	return &Service{opts: opts}, nil
 }
 
-// WindowUsage is one window of a key: its limit and size, what it holds
-// and what is left.
+// WindowUsage is one window that applies to a request: the key it belongs
+// to (the request's, or its channel-wide key), its rule ("count/1s",
+// "amount/day"), its limit for the request's bizType, its size (zero for a
+// calendar window), what it holds (admissions, or amount) and what is left.
 type WindowUsage struct {
+	Scope     ratelimit.Key
+	Rule      string
+	Amount    bool
 	Limit     int64
 	Window    time.Duration
 	Used      int64
@@ -135,7 +140,9 @@ func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) 
 // Windows empty), not an error: for protocols that answer refusals in
 // their own terms (gRPC).
 func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
-	d, err := s.opts.Admit.Check(limitwait.WithMaxWait(ctx, r.MaxWait), ratelimit.Request{Key: r.Key, Member: member(r.RequestID)})
+	d, err := s.opts.Admit.Check(limitwait.WithMaxWait(ctx, r.MaxWait), ratelimit.Request{
+		Key: r.Key, Member: member(r.RequestID), Amount: r.Amount, Currency: r.Currency,
+	})
 	if err != nil {
 		s.observe(client, OpAcquire, r.Key, ResultFailed)
 		return Acquired{}, limiterDown(err)
@@ -169,11 +176,11 @@ func windowsAfter(d ratelimit.Decision) []WindowUsage {
 		return []WindowUsage{}
 	}
 	if len(d.Windows) == 0 {
-		return []WindowUsage{{Limit: d.Limit, Window: d.Window, Used: d.Count, Remaining: d.Remaining}}
+		return []WindowUsage{{Scope: d.Scope, Rule: d.Rule, Amount: d.Amount, Limit: d.Limit, Window: d.Window, Used: d.Count, Remaining: d.Remaining}}
 	}
 	out := make([]WindowUsage, len(d.Windows))
 	for i, w := range d.Windows {
-		out[i] = WindowUsage{Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Count, 0)}
+		out[i] = WindowUsage{Scope: w.Scope, Rule: w.Name(), Amount: w.Amount, Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Count, 0)}
 	}
 	return out
 }
@@ -208,48 +215,29 @@ func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) 
 // Peeked is what a peek found.
 type Peeked struct {
 	// Allowed reports whether a request would be admitted now: every
-	// window has room (or the key is unlimited, or in shadow mode).
+	// window that applies has room for it (or the key is unlimited, or in
+	// shadow mode).
 	Allowed bool
 	Shadow  bool
-	// Windows is every window of the key; empty for an unlimited key.
+	// Windows is every window that applies to the request, the
+	// channel-wide key's included; empty for an unlimited key.
 	Windows []WindowUsage
 }
 
-// Peek reports whether a request for r.Key would be admitted now and the
-// room left in each window. It consumes nothing. r.Amount counts against
-// money caps once the limits document has them (issue 14); count windows
-// ignore it.
+// Peek reports whether a request for r.Key, paying r.Amount in r.Currency
+// (both optional), would be admitted now, and the room left in each window
+// that applies to it. It consumes nothing.
 func (s *Service) Peek(ctx context.Context, client string, r PeekRequest) (Peeked, error) {
-	rule, counts, err := s.opts.Usage.Usage(ctx, r.Key)
+	d, err := s.opts.Peek.Peek(ctx, ratelimit.Request{Key: r.Key, Amount: r.Amount, Currency: r.Currency})
 	if err != nil {
 		s.observe(client, OpPeek, r.Key, ResultFailed)
 		return Peeked{}, limiterDown(err)
 	}
 	s.observe(client, OpPeek, r.Key, ResultPeeked)
-	if rule.IsUnlimited() {
+	if d.Source == ratelimit.SourceUnlimited {
 		return Peeked{Allowed: true, Windows: []WindowUsage{}}, nil
 	}
-	p := Peeked{Allowed: true, Shadow: rule.Shadow, Windows: usage(rule, counts)}
-	for _, w := range p.Windows {
-		if w.Remaining < 1 && !rule.Shadow {
-			p.Allowed = false
-		}
-	}
-	return p, nil
-}
-
-// usage pairs each window of rule with its count. A missing count (a
-// closed rule is never stored) is 0.
-func usage(rule ratelimit.Rule, counts []int64) []WindowUsage {
-	out := make([]WindowUsage, len(rule.Windows))
-	for i, w := range rule.Windows {
-		var used int64
-		if i < len(counts) {
-			used = counts[i]
-		}
-		out[i] = WindowUsage{Limit: w.Limit, Window: w.Size, Used: used, Remaining: max(w.Limit-used, 0)}
-	}
-	return out
+	return Peeked{Allowed: d.Allowed, Shadow: d.Shadow, Windows: windowsAfter(d)}, nil
 }
 
 func (s *Service) observe(client string, op Op, key ratelimit.Key, r Result) {

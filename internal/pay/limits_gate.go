@@ -47,6 +47,25 @@ func (g *LimitsGate) Release(ctx context.Context, key ratelimit.Key, requestID s
 	return g.limiter.Release(ctx, key, requestID)
 }
 
+// Peek asks the wrapped limiter, which must be able to peek (a
+// *ratelimit.Limiter, or anything with its Peek), once the first limits
+// document is in force; before, it answers DEPENDENCY_UNAVAILABLE like a
+// check.
+func (g *LimitsGate) Peek(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
+	select {
+	case <-g.loaded:
+	default:
+		return g.Check(ctx, r)
+	}
+	p, ok := g.limiter.(interface {
+		Peek(context.Context, ratelimit.Request) (ratelimit.Decision, error)
+	})
+	if !ok {
+		return ratelimit.Decision{Key: r.Key}, errors.New("pay: the gated limiter cannot peek")
+	}
+	return p.Peek(ctx, r)
+}
+
 // ReleaseAmount implements Limiter.
 func (g *LimitsGate) ReleaseAmount(ctx context.Context, key ratelimit.Key, requestID string) error {
 	return g.limiter.ReleaseAmount(ctx, key, requestID)

@@ -340,3 +340,46 @@ func (l *Limiter) Ping(ctx context.Context) error {
 	defer cancel()
 	return l.store.Ping(cctx)
 }
+
+// Peek reports whether r would be admitted now, without recording
+// anything: every window that applies to it (its key's and its channel-wide
+// key's, with the rules in force) has room for its weight. The Decision's
+// Windows hold each window's use now, its binding window is the first that
+// has no room (else the one with the least room left), and its RetryAfter
+// is zero: a peek does not look for when room comes. No member is given, so
+// a retry of an admitted requestId is not recognised: a held member peeks
+// as a new one.
+func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
+	now := l.opts.Now()
+	p := newPlan(l.Config(), r, now)
+	if len(p.windows) == 0 {
+		return Decision{Key: r.Key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}, nil
+	}
+	if i := p.closed(); i >= 0 {
+		d := p.decision(r.Key, StoreResult{Window: i}, SourceClosed)
+		d.Count, d.Remaining = 0, 0
+		return d, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
+	defer cancel()
+	uses, err := l.store.Usage(cctx, p.windows)
+	if err != nil {
+		return Decision{Key: r.Key}, err
+	}
+	res := StoreResult{Allowed: true, Counts: uses, Window: -1}
+	for i, w := range p.windows {
+		fits := uses[i]+w.Weight(r.Amount) <= w.Limit
+		switch {
+		case !fits && res.Allowed:
+			res.Allowed, res.Window = false, i
+		case res.Allowed && (res.Window < 0 || w.Limit-uses[i] < p.windows[res.Window].Limit-uses[res.Window]):
+			res.Window = i
+		}
+	}
+	res.Count = uses[res.Window]
+	d := p.decision(r.Key, res, SourceRedis)
+	if !d.Allowed && p.shadow {
+		d.Allowed, d.Shadow = true, true
+	}
+	return d, nil
+}

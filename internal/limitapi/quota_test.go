@@ -1,0 +1,57 @@
+package limitapi
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"payserver/internal/ratelimit"
+	"payserver/internal/testutil"
+)
+
+// TestAcquireAndPeekCountAmounts: a caller's acquire with an amount counts
+// against money caps of its currency and against the channel-wide key; a
+// peek says whether a payment of some amount would pass, without taking
+// anything.
+func TestAcquireAndPeekCountAmounts(t *testing.T) {
+	s, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "test:limitapi:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(s, ratelimit.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := testutil.UniqueName("AP")
+	key := ratelimit.Key{BizType: "REFUND", Channel: ch}
+	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{
+		key:                       {Windows: []ratelimit.Window{{Limit: 1000, Size: time.Minute, Amount: true, Currency: "CNY"}}},
+		ratelimit.ChannelWide(ch): {Windows: []ratelimit.Window{{Limit: 2, Size: time.Minute}}},
+	}})
+	svc, err := NewService(Options{Admit: l, Peek: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := svc.Acquire(ctx, "refunds", AcquireRequest{Key: key, RequestID: "r1", Amount: 900, Currency: "CNY"})
+	if err != nil || len(a.Windows) != 2 || a.Windows[0].Used != 900 || a.Windows[1].Scope != ratelimit.ChannelWide(ch) || a.Windows[1].Used != 1 {
+		t.Fatalf("acquire 900 CNY: %+v, %v; want the CNY cap at 900 and the channel-wide window at 1", a.Windows, err)
+	}
+	for _, tc := range []struct {
+		amount   int64
+		currency string
+		want     bool
+	}{{200, "CNY", false}, {100, "CNY", true}, {200, "USD", true}, {0, "", true}} {
+		p, err := svc.Peek(ctx, "refunds", PeekRequest{Key: key, Amount: tc.amount, Currency: tc.currency})
+		if err != nil || p.Allowed != tc.want {
+			t.Fatalf("peek %d %s: %+v, %v; want allowed %v", tc.amount, tc.currency, p, err, tc.want)
+		}
+	}
+	// The peeks took nothing: one more call fits the channel-wide 2/min.
+	if _, err := svc.Acquire(ctx, "refunds", AcquireRequest{Key: key, RequestID: "r2"}); err != nil {
+		t.Fatalf("acquire r2 after the peeks: %v", err)
+	}
+	if p, err := svc.Peek(ctx, "refunds", PeekRequest{Key: key}); err != nil || p.Allowed {
+		t.Fatalf("peek with the channel-wide window full: %+v, %v; want not allowed", p, err)
+	}
+}
