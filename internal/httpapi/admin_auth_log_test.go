@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/httpapi"
+	"payserver/internal/limitapi"
 
 	"payserver/internal/testutil"
 )
@@ -54,4 +56,52 @@ func TestFailedAdminAuthIsLogged(t *testing.T) {
 	if !strings.Contains(l, "route=/probe") || !strings.Contains(l, "level=WARN") {
 		t.Errorf("the log line lacks the route or the warn level:\n%s", l)
 	}
+}
+
+// TestFailedClientAuthIsRateLimited: /v1/limits calls without a valid
+// client token are logged at warn, never with the token, and a flood of
+// them is rate-limited like failed admin authentications.
+func TestFailedClientAuthIsRateLimited(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	var logs testutil.LogBuffer
+	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		LimitsAPI: nopLimitsAPI{}, ClientTokens: []httpapi.ClientToken{{Name: "refunds", Token: "tok-refunds-0123456789"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	const attempts = 200
+	for i := 0; i < attempts; i++ {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/limits/peek?bizType=A&channel=B", nil)
+		req.Header.Set("Authorization", "Bearer wrong-token-xyz")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("status %d, want 401", resp.StatusCode)
+		}
+	}
+	l := logs.String()
+	n := strings.Count(l, "limits call refused")
+	if n == 0 || n >= attempts/2 {
+		t.Fatalf("%d of %d failures logged; want some, rate-limited:\n%s", n, attempts, l)
+	}
+	if strings.Contains(l, "wrong-token-xyz") || strings.Contains(l, "tok-refunds") {
+		t.Errorf("a token was logged:\n%s", l)
+	}
+}
+
+type nopLimitsAPI struct{}
+
+func (nopLimitsAPI) Acquire(context.Context, string, limitapi.AcquireRequest) (limitapi.Acquired, error) {
+	return limitapi.Acquired{}, nil
+}
+
+func (nopLimitsAPI) Release(context.Context, string, limitapi.ReleaseRequest) error { return nil }
+
+func (nopLimitsAPI) Peek(context.Context, string, limitapi.PeekRequest) (limitapi.Peeked, error) {
+	return limitapi.Peeked{}, nil
 }

@@ -75,7 +75,7 @@ func (h *handler) requireClient(c *gin.Context) {
 	name, known := h.clients.match(token)
 	if !ok || !known || token == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-limits"`)
-		h.log.Warn("limits call refused: no valid client token", "route", c.FullPath(), "remote", c.ClientIP())
+		h.logClientAuthFailure(c)
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid client bearer token is required (PAYSERVER_CLIENT_TOKENS)"), "")
 		return
 	}

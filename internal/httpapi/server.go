@@ -67,7 +67,7 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Pay == nil || opts.Logger == nil {
 		return nil, errors.New("httpapi: nil pay service or logger")
 	}
-	h := &handler{opts: opts, log: opts.Logger, authLog: newAdminAuthLog(), clients: newClientTokens(opts.ClientTokens)}
+	h := &handler{opts: opts, log: opts.Logger, authLog: newAuthLog(), clientAuthLog: newAuthLog(), clients: newClientTokens(opts.ClientTokens)}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	// Route on the escaped path, so that an escaped slash stays inside its
@@ -103,8 +103,9 @@ func New(opts Options) (http.Handler, error) {
 }
 
 type handler struct {
-	opts    Options
-	log     *slog.Logger
-	authLog *ratelog.Limiter // failed admin authentications
-	clients clientTokens
+	opts          Options
+	log           *slog.Logger
+	authLog       *ratelog.Limiter // failed admin authentications
+	clientAuthLog *ratelog.Limiter // failed client-token authentications
+	clients       clientTokens
 }
