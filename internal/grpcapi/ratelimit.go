@@ -12,8 +12,11 @@
 //   - hits_addend (the descriptor's, else the request's; 0 means 1) is the
 //     count of hits. With request_id it must be 1 (one request is one
 //     member; a retried request_id is never counted twice). Without it,
-//     each hit gets a fresh unique member. Once money caps exist (issue 14)
-//     hits_addend is the amount (minor units) for a rule's amount windows.
+//     each hit gets a fresh unique member.
+//   - A payment: a "currency" entry (ISO 4217) makes hits_addend the
+//     payment's amount in minor units, counted by the rule's amount windows
+//     of that currency (and by its count windows as one request); it needs
+//     a request_id entry.
 //   - is_negative_hits with request_id releases that member, like POST
 //     /v1/limits/release.
 //   - A descriptor's limit override is ignored: payserver's limits document
@@ -98,6 +101,10 @@ type hit struct {
 	member   string // "" when the descriptor named none
 	hits     uint64
 	negative bool
+	// currency, when set, makes the descriptor one payment of amount
+	// (hits_addend) in it.
+	currency string
+	amount   int64
 }
 
 // ShouldRateLimit implements the rate limit service.
@@ -126,9 +133,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			if member == "" {
 				member = uniqueMember()
 			}
-			a, err := s.svc.Decide(ctx, client, limitapi.AcquireRequest{Key: h.key, RequestID: member})
+			a, err := s.svc.Decide(ctx, client, limitapi.AcquireRequest{Key: h.key, RequestID: member, Amount: h.amount, Currency: h.currency})
 			if err != nil {
-				s.undo(client, took)
+				// The slots taken so far are kept: Envoy answers an error
+				// by its failure mode, and when that lets the request
+				// through (failure_mode_deny false, its default), the
+				// channel is called under them. Kept slots free themselves
+				// when their windows pass.
 				return nil, toStatus(err)
 			}
 			st = descriptorStatus(a.Decision)
@@ -231,8 +242,13 @@ func parseDescriptor(d *commonv3.RateLimitDescriptor, requestHits uint32) (hit, 
 				return h, fmt.Errorf("entry request_id: %s", p)
 			}
 			h.member = v
+		case "currency":
+			if p := pay.CurrencyProblem(v); p != "" {
+				return h, fmt.Errorf("entry currency: %s", p)
+			}
+			h.currency = v
 		default:
-			return h, fmt.Errorf("entry %.64q: unknown (want bizType, channel, request_id)", e.GetKey())
+			return h, fmt.Errorf("entry %.64q: unknown (want bizType, channel, request_id, currency)", e.GetKey())
 		}
 	}
 	for _, k := range []string{"bizType", "channel"} {
@@ -248,6 +264,15 @@ func parseDescriptor(d *commonv3.RateLimitDescriptor, requestHits uint32) (hit, 
 		h.hits = 1
 	}
 	h.negative = d.GetIsNegativeHits()
+	if h.currency != "" && !h.negative {
+		if h.member == "" {
+			return h, errors.New("entry currency: a payment needs a request_id entry")
+		}
+		if p := pay.AmountProblem(int64(min(h.hits, 1<<62))); p != "" {
+			return h, fmt.Errorf("hits_addend: the amount %s", p)
+		}
+		h.amount, h.hits = int64(h.hits), 1
+	}
 	switch {
 	case h.negative && h.member == "":
 		return h, errors.New("is_negative_hits: needs a request_id entry (the member to release)")

@@ -55,6 +55,11 @@ func TestParse(t *testing.T) {
 	if h, _ := parse(&rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B")}}); h[0].hits != 1 {
 		t.Errorf("hits_addend 0: got %d hits, want 1", h[0].hits)
 	}
+	// A payment: hits_addend is its amount, counted once as a request.
+	h, err = parse(&rlsv3.RateLimitRequest{HitsAddend: 1999, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "request_id", "p-1", "currency", "CNY")}})
+	if err != nil || h[0].hits != 1 || h[0].amount != 1999 || h[0].currency != "CNY" {
+		t.Errorf("payment: got %+v, %v; want one hit of 1999 CNY", h, err)
+	}
 	negative := desc("bizType", "A", "channel", "B")
 	negative.IsNegativeHits = true
 	for name, req := range map[string]*rlsv3.RateLimitRequest{
@@ -65,6 +70,8 @@ func TestParse(t *testing.T) {
 		"hits with an id":  {HitsAddend: 2, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "request_id", "x")}},
 		"too many hits":    {HitsAddend: MaxHits + 1, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B")}},
 		"bad channel code": {Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "")}},
+		"payment, no id":   {HitsAddend: 1999, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "currency", "CNY")}},
+		"bad currency":     {HitsAddend: 1999, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "request_id", "x", "currency", "XXQ")}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := parse(req); status.Code(err) != codes.InvalidArgument {
