@@ -6,11 +6,11 @@ package repo
 func SetFlushHook(s *Orders, kind string, f func(n int)) {
 	switch kind {
 	case "create":
-		s.group.creates.FlushHook = f
+		s.group.creates.setFlushHook(f)
 	case "finish":
-		s.group.finishes.FlushHook = f
+		s.group.finishes.setFlushHook(f)
 	case "get":
-		s.group.gets.FlushHook = f
+		s.group.gets.setFlushHook(f)
 	default:
 		panic("unknown kind " + kind)
 	}
