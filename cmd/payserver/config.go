@@ -35,8 +35,8 @@ type Config struct {
 	DBBatchReads bool `yaml:"dbBatchReads"` // PAYSERVER_DB_BATCH_READS
 	// DBMaxBatch bounds one batched statement; 0 means 64, the most.
 	DBMaxBatch int `yaml:"dbMaxBatch"` // PAYSERVER_DB_MAX_BATCH
-	// DBInFlight is how many batched statements of each kind may be in
-	// flight at once (repo.OrdersOptions.InFlight); 0 means
+	// DBInFlight is how many batched claim INSERTs, and outcome UPDATEs,
+	// may be in flight at once (repo.OrdersOptions.InFlight); 0 means
 	// repo.DefaultInFlight (4).
 	DBInFlight int `yaml:"dbInFlight"` // PAYSERVER_DB_IN_FLIGHT
 

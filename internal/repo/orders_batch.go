@@ -36,9 +36,10 @@ import (
 // and when it returns they all go out together (at most MaxBatch), from a
 // goroutine that runs until the queue is empty. So there is at most one
 // statement of each kind in flight per lane, and batches grow with load.
-// OrdersOptions.InFlight sets the lanes per kind (orders_lanes.go): a call
-// that finds an idle lane goes out at once, so up to InFlight statements of
-// a kind are in flight, and queues form only when every lane is busy.
+// OrdersOptions.InFlight sets the lanes of INSERTs and of UPDATEs
+// (orders_lanes.go): a call that finds an idle lane goes out at once, so up
+// to InFlight statements of each are in flight, and queues form only when
+// every lane is busy. Lookups keep one lane.
 //
 // Failures:
 //   - A batched INSERT refused by the database (a duplicate key, or any other
@@ -70,9 +71,10 @@ type OrdersOptions struct {
 	// MaxBatch bounds the calls sent in one statement; 0 or more than 64
 	// means 64.
 	MaxBatch int
-	// InFlight is how many statements of each kind (INSERT, UPDATE,
-	// SELECT) may be in flight at once, each serving its own batch; 0 and
-	// 1 mean one. DefaultOrdersOptions sets DefaultInFlight.
+	// InFlight is how many claim INSERTs, and how many outcome UPDATEs,
+	// may be in flight at once, each serving its own batch; 0 and 1 mean
+	// one. DefaultOrdersOptions sets DefaultInFlight. Batched lookups keep
+	// one SELECT in flight: they wait for no fsync.
 	InFlight int
 }
 
@@ -192,7 +194,10 @@ func newOrderGroups(s *Orders, opts OrdersOptions) (*orderGroups, error) {
 		})
 	}
 	if opts.BatchGets {
-		g.gets = newLanes(opts.InFlight, func() *batch.Batcher[string, *pay.Order] {
+		// One lane: a SELECT waits for no fsync, so a second one in flight
+		// would only split the batch (a refused payment's whole database
+		// cost is its share of one SELECT).
+		g.gets = newLanes(1, func() *batch.Batcher[string, *pay.Order] {
 			return &batch.Batcher[string, *pay.Order]{Max: limit, One: s.getOne, Many: g.getMany}
 		})
 	}
