@@ -28,3 +28,12 @@ func Queued(s *Orders, kind string) int {
 	}
 	panic("unknown kind " + kind)
 }
+
+// FinishSQL is the batched outcome UPDATE for n outcomes on dialect, as the
+// store sends it; table "" gives it without the index hint.
+func FinishSQL(dialect string, n int, hinted bool) string {
+	if !hinted {
+		return finishSQL("orders", n)
+	}
+	return finishSQL(finishTable(dialect), n)
+}

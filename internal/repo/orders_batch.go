@@ -159,6 +159,9 @@ type orderGroups struct {
 	finishes *lanes[outcome, struct{}]
 	gets     *lanes[string, *pay.Order]
 
+	// finishTable is the batched UPDATE's table reference (finishTable).
+	finishTable string
+
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
 }
@@ -172,7 +175,7 @@ func newOrderGroups(s *Orders, opts OrdersOptions) (*orderGroups, error) {
 	if limit <= 0 || limit > maxBatch {
 		limit = maxBatch
 	}
-	g := &orderGroups{s: s, sqlDB: sqlDB, stmts: map[string]*sql.Stmt{}}
+	g := &orderGroups{s: s, sqlDB: sqlDB, stmts: map[string]*sql.Stmt{}, finishTable: finishTable(s.db.Dialector.Name())}
 	if opts.GroupCommit {
 		g.creates = newLanes(opts.InFlight, func() *batch.Batcher[orderRow, struct{}] {
 			return &batch.Batcher[orderRow, struct{}]{
@@ -240,7 +243,7 @@ func (g *orderGroups) refused(err error) bool {
 
 var (
 	insertSQLs sync.Map // row count -> INSERT text
-	finishSQLs sync.Map // padded count -> UPDATE text
+	finishSQLs sync.Map // finishKey -> UPDATE text
 	getSQLs    sync.Map // padded count -> SELECT text
 )
 
@@ -286,21 +289,54 @@ func (f *outcome) value(col int) any {
 // CASE does not match (which the IN list prevents) is left untouched rather
 // than written with NULL. Assignments do not read status, so MySQL's
 // left-to-right evaluation of SET does not matter.
-func finishSQL(n int) string {
-	return cachedSQL(&finishSQLs, n, func(n int) string {
-		var b strings.Builder
-		b.WriteString("UPDATE orders SET ")
-		for i, col := range finishColumns {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(col + " = CASE order_no")
-			b.WriteString(strings.Repeat(" WHEN ? THEN ?", n))
-			b.WriteString(" ELSE " + col + " END")
+//
+// table names the table with an index hint for request_id (finishTable):
+// left to itself, MariaDB reads the WHERE through (status, updated_at) when
+// few orders are PROCESSING, which is the usual case. That range scan takes
+// next-key locks on every PROCESSING row and the gaps between them, held
+// until the COMMIT's fsync, so every concurrent claim INSERT (a new
+// PROCESSING entry in that index) and every other outcome batch waited for
+// it (docs/PERFORMANCE.md, "The outcome UPDATE's plan").
+func finishSQL(table string, n int) string {
+	key := finishKey{table, n}
+	if q, ok := finishSQLs.Load(key); ok {
+		return q.(string)
+	}
+	q, _ := finishSQLs.LoadOrStore(key, buildFinishSQL(table, n))
+	return q.(string)
+}
+
+// finishKey is a finishSQL text's cache key.
+type finishKey struct {
+	table string
+	n     int
+}
+
+// finishTable is the table reference of the batched UPDATE for dialect:
+// orders through its unique request_id index.
+func finishTable(dialect string) string {
+	switch dialect {
+	case "mysql":
+		return "orders FORCE INDEX (uk_orders_request_id)"
+	case "sqlite":
+		return "orders INDEXED BY uk_orders_request_id"
+	}
+	return "orders"
+}
+
+func buildFinishSQL(table string, n int) string {
+	var b strings.Builder
+	b.WriteString("UPDATE " + table + " SET ")
+	for i, col := range finishColumns {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		b.WriteString(" WHERE request_id IN (" + placeholders(n) + ") AND order_no IN (" + placeholders(n) + ") AND status IN (?, ?)")
-		return b.String()
-	})
+		b.WriteString(col + " = CASE order_no")
+		b.WriteString(strings.Repeat(" WHEN ? THEN ?", n))
+		b.WriteString(" ELSE " + col + " END")
+	}
+	b.WriteString(" WHERE request_id IN (" + placeholders(n) + ") AND order_no IN (" + placeholders(n) + ") AND status IN (?, ?)")
+	return b.String()
 }
 
 func getSQL(n int) string {
@@ -348,7 +384,7 @@ func (g *orderGroups) createMany(ctx context.Context, calls []*batch.Call[orderR
 func (g *orderGroups) finishMany(ctx context.Context, calls []*batch.Call[outcome, struct{}]) {
 	n := len(calls)
 	p := padded(n)
-	query := finishSQL(p)
+	query := finishSQL(g.finishTable, p)
 	args := make([]any, 0, 12*p+2)
 	for col := range finishColumns {
 		for i := 0; i < n; i++ {

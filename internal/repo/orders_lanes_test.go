@@ -23,10 +23,10 @@ func TestBatchesInFlight(t *testing.T) {
 			db := open(t)
 			ctx := context.Background()
 
-			t.Run("a held statement holds the others only when no lane is idle", func(t *testing.T) {
+			t.Run("a deep queue behind a held statement spills into the next lane", func(t *testing.T) {
 				for _, tc := range []struct {
 					inFlight   int
-					wantQueued int // of 3 calls made while the first is held
+					wantQueued int // of the 3 calls made once lane 0 is full
 				}{
 					{inFlight: 1, wantQueued: 3},
 					{inFlight: 4, wantQueued: 0},
@@ -45,13 +45,27 @@ func TestBatchesInFlight(t *testing.T) {
 								<-gate
 							}
 						})
-						prefix := fmt.Sprintf("lane-%d-", tc.inFlight)
-						leadDone := make(chan error, 1)
-						go func() { leadDone <- s.Create(ctx, newOrder(prefix+"lead")) }()
+						prefix := fmt.Sprintf("spill-%d-", tc.inFlight)
+						var wg sync.WaitGroup
+						errs := make(chan error, 64)
+						create := func(id string) {
+							defer wg.Done()
+							if err := s.Create(ctx, newOrder(id)); err != nil {
+								errs <- fmt.Errorf("create %s: %w", id, err)
+							}
+						}
+						wg.Add(1)
+						go create(prefix + "lead")
 						<-entered
+						// Fill lane 0: the held statement and 16 queued behind it.
+						for i := 0; i < 16; i++ {
+							wg.Add(1)
+							go create(fmt.Sprintf("%sfill-%d", prefix, i))
+							waitFor(t, "the call to queue", func() bool { return repo.Queued(s, "create") == i+1 })
+						}
 						done := make(chan error, 3)
 						for i := 0; i < 3; i++ {
-							go func() { done <- s.Create(ctx, newOrder(fmt.Sprintf("%s%d", prefix, i))) }()
+							go func() { done <- s.Create(ctx, newOrder(fmt.Sprintf("%sspill-%d", prefix, i))) }()
 						}
 						finished := 0
 						timeout := time.After(3 * time.Second)
@@ -60,7 +74,7 @@ func TestBatchesInFlight(t *testing.T) {
 							select {
 							case err := <-done:
 								if err != nil {
-									t.Fatalf("create while the lead is held: %v", err)
+									t.Fatalf("create while lane 0 is held: %v", err)
 								}
 								finished++
 							case <-timeout:
@@ -68,22 +82,47 @@ func TestBatchesInFlight(t *testing.T) {
 							}
 						}
 						if got := 3 - finished; got != tc.wantQueued {
-							t.Fatalf("calls still waiting while one statement is held: got %d, want %d", got, tc.wantQueued)
+							t.Fatalf("calls still waiting while lane 0 is held and full: got %d, want %d", got, tc.wantQueued)
 						}
-						waitFor(t, "the rest to queue", func() bool { return repo.Queued(s, "create") == tc.wantQueued })
+						waitFor(t, "the rest to queue", func() bool { return repo.Queued(s, "create") == 16+tc.wantQueued })
 						close(gate)
-						if err := <-leadDone; err != nil {
-							t.Fatal(err)
-						}
+						wg.Wait()
 						for ; finished < 3; finished++ {
 							if err := <-done; err != nil {
 								t.Fatal(err)
 							}
 						}
+						close(errs)
+						for err := range errs {
+							t.Fatal(err)
+						}
 						for i := 0; i < 3; i++ {
-							mustGet(t, s, fmt.Sprintf("%s%d", prefix, i))
+							mustGet(t, s, fmt.Sprintf("%sspill-%d", prefix, i))
 						}
 					})
+				}
+			})
+
+			t.Run("a shallow queue stays in lane 0", func(t *testing.T) {
+				s, err := repo.NewOrdersWithOptions(db, repo.OrdersOptions{GroupCommit: true, BatchGets: true, InFlight: 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				orders := make([]*pay.Order, 8)
+				errs := make([]error, len(orders))
+				var calls []func()
+				for i := range orders {
+					orders[i] = newOrder(fmt.Sprintf("shallow-%d", i))
+					calls = append(calls, func() { errs[i] = s.Create(ctx, orders[i]) })
+				}
+				sizes := oneBatch(t, s, "create", func() { _ = s.Create(ctx, newOrder("shallow-lead")) }, calls, nil)
+				if fmt.Sprint(sizes) != "[1 8]" {
+					t.Fatalf("flush sizes %v, want [1 8]: one batch, as with one lane", sizes)
+				}
+				for i, err := range errs {
+					if err != nil {
+						t.Fatalf("create %d: %v", i, err)
+					}
 				}
 			})
 
