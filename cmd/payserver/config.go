@@ -37,7 +37,7 @@ type Config struct {
 	DBMaxBatch int `yaml:"dbMaxBatch"` // PAYSERVER_DB_MAX_BATCH
 	// DBInFlight is how many batched claim INSERTs, and outcome UPDATEs,
 	// may be in flight at once (repo.OrdersOptions.InFlight); 0 means
-	// repo.DefaultInFlight (4).
+	// repo.DefaultInFlight (1).
 	DBInFlight int `yaml:"dbInFlight"` // PAYSERVER_DB_IN_FLIGHT
 
 	// RedisMode says how RedisAddrs are read; empty infers it (see
@@ -171,7 +171,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("PAYSERVER_DB_MAX_BATCH must be in [0, 64] (0 = 64)"))
 	}
 	if c.DBInFlight < 0 || c.DBInFlight > 32 {
-		errs = append(errs, errors.New("PAYSERVER_DB_IN_FLIGHT must be in [0, 32] (0 = 4)"))
+		errs = append(errs, errors.New("PAYSERVER_DB_IN_FLIGHT must be in [0, 32] (0 = 1)"))
 	}
 	if c.Limiter.MaxBatch < 0 || c.Limiter.MaxBatch > 1000 {
 		errs = append(errs, errors.New("PAYSERVER_LIMITER_MAX_BATCH must be in [0, 1000] (0 = 128)"))

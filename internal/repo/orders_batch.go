@@ -37,9 +37,9 @@ import (
 // goroutine that runs until the queue is empty. So there is at most one
 // statement of each kind in flight per lane, and batches grow with load.
 // OrdersOptions.InFlight sets the lanes of INSERTs and of UPDATEs
-// (orders_lanes.go): a call that finds an idle lane goes out at once, so up
-// to InFlight statements of each are in flight, and queues form only when
-// every lane is busy. Lookups keep one lane.
+// (orders_lanes.go): a queue 16 deep behind one lane's statement spills
+// into the next lane, so up to InFlight statements of each are in flight
+// under load. Lookups keep one lane.
 //
 // Failures:
 //   - A batched INSERT refused by the database (a duplicate key, or any other
@@ -78,10 +78,14 @@ type OrdersOptions struct {
 	InFlight int
 }
 
-// DefaultInFlight is the default OrdersOptions.InFlight: measured on
-// durable MariaDB, 4 statements in flight carried 2.6–3.6× the rows of one
-// (docs/PERFORMANCE.md, "Batches in flight").
-const DefaultInFlight = 4
+// DefaultInFlight is the default OrdersOptions.InFlight: one. Measured end
+// to end on durable MariaDB on a CPU-bound machine, 4 lanes made batches
+// about half as large and a payment about a quarter dearer in server CPU,
+// for no measurable gain in payments/s (docs/PERFORMANCE.md, "Batches in
+// flight"). More lanes pay where the database's fsyncs, not CPU, limit a
+// single statement in flight (mysqlslap: 4 INSERTs of 16 rows in flight
+// carried 2.6–3.6× the rows of one).
+const DefaultInFlight = 1
 
 // DefaultOrdersOptions is what NewOrders uses: group commit and batched
 // reads on. docs/PERFORMANCE.md ("End-to-end") has the measurements.
