@@ -30,10 +30,10 @@ func Queued(s *Orders, kind string) int {
 }
 
 // FinishSQL is the batched outcome UPDATE for n outcomes on dialect, as the
-// store sends it; table "" gives it without the index hint.
-func FinishSQL(dialect string, n int, hinted bool) string {
-	if !hinted {
-		return finishSQL("orders", n)
+// store sends it, or, with table set, on that table reference instead.
+func FinishSQL(dialect string, n int, table string) string {
+	if table == "" {
+		table = finishTable(dialect)
 	}
-	return finishSQL(finishTable(dialect), n)
+	return finishSQL(table, n)
 }
