@@ -5,7 +5,7 @@ SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 
-.PHONY: run build test unit race services services-stop browser alerts integration vet bench bench-e2e bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: run build test unit race services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, in-process Redis, configs/channel-limits.yaml)
@@ -86,6 +86,10 @@ bench-e2e: services
 ## profile: CPU and allocation profiles of the admitted path under load
 profile: services
 	scripts/profile.sh
+
+## bench-codec: encoding/json against goccy/go-json and sonic on the pay path's payloads (bench/codec, a module of its own)
+bench-codec:
+	cd bench/codec && $(GO) run . -benchtime 300ms -rounds 3
 
 ## failover: only the failover test (also in `make test`): 3 instances on the failover cluster (3 masters + 3 replicas,
 ## 127.0.0.1:17101..17106), 40 s load per policy (local, deny), the key's master killed and failed over (about 1.5 min)

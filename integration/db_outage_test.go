@@ -27,7 +27,7 @@ func TestDatabaseOutage(t *testing.T) {
 	wantDependencyDown(t, s, biz, "db", 10, "database")
 	// No slot is held for the refused requests: only db-0 is in the window.
 	rdb := testutil.MustRedis(t)
-	members, err := rdb.ZRange(context.Background(), "payserver:rl:{"+biz+":ALIPAY}:60000", 0, -1).Result()
+	members, err := rdb.ZRange(context.Background(), "payserver:rl:{ALIPAY}:"+biz+":60000", 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestClaimLostConnection(t *testing.T) {
 		t.Fatalf("details %v name an order: the channel was not called", details)
 	}
 	rdb := testutil.MustRedis(t)
-	members, err := rdb.ZRange(context.Background(), "payserver:rl:{"+biz+":ALIPAY}:60000", 0, -1).Result()
+	members, err := rdb.ZRange(context.Background(), "payserver:rl:{ALIPAY}:"+biz+":60000", 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

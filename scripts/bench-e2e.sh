@@ -43,19 +43,35 @@
 # Knobs: E2E_DURATION (10s), E2E_CONCURRENCY ("50 64 200"), E2E_THREADS (2),
 # E2E_NONDURABLE_CONCURRENCY ("64"; "" skips step 5), E2E_BATCHING (1; 0
 # skips the limiter batching part of step 6),
-# E2E_PORT (18090: A; B, C and D are E2E_PORT+1, +2 and +3).
+# E2E_PORT (18090: A; B, C and D are E2E_PORT+1, +2 and +3),
+# E2E_BASELINE (a git revision, e.g. main; empty: none): builds that
+#   revision's payserver too (git archive, so no worktree is touched) and
+#   runs it as instance E (E2E_PORT+4, like A) beside A: base-roomy right
+#   after roomy and base-full-nearcache right after full-nearcache, so the
+#   before/after ratios are side by side in one run,
+# E2E_SCALE (e.g. "1 2 3"; empty: skipped): throughput of 1, 2 and 3
+#   instances like A (E2E_PORT, +5, +6) on the same durable MariaDB and
+#   Redis, E2E_SCALE_CONCURRENCY (64) connections in all, split evenly over
+#   one wrk per instance, on ROOMY.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO="${GO:-go}"
 DURATION="${E2E_DURATION:-10s}"
-CONCURRENCY="${E2E_CONCURRENCY:-50 64 200}"
+CONCURRENCY="${E2E_CONCURRENCY-50 64 200}"
 NONDURABLE_CONCURRENCY="${E2E_NONDURABLE_CONCURRENCY-64}"
 THREADS="${E2E_THREADS:-2}"
 PORT_A="${E2E_PORT:-18090}"
 PORT_B=$((PORT_A + 1))
 PORT_C=$((PORT_A + 2))
 PORT_D=$((PORT_A + 3))
+PORT_E=$((PORT_A + 4))
+PORT_F=$((PORT_A + 7))
+AB_ROUNDS="${E2E_AB_ROUNDS:-3}"
+AB_C="${E2E_AB_CONCURRENCY:-64}"
+BASELINE="${E2E_BASELINE:-}"
+SCALE="${E2E_SCALE:-}"
+SCALE_C="${E2E_SCALE_CONCURRENCY:-64}"
 DURABLE_MYSQL_PORT=13308 # scripts/services.sh mariadb-durable
 SHARED_MYSQL_PORT=13306  # scripts/services.sh mariadb
 MYSQL_PORT="$DURABLE_MYSQL_PORT"
@@ -96,6 +112,14 @@ sql() { # sql PORT STATEMENTS
 log "building payserver"
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
 "$GO" build -o "$WORK/e2e" ./bench/e2e
+BASELINE_DESC=""
+if [[ -n "$BASELINE" ]]; then
+  BASELINE_DESC="$(git rev-parse --short "$BASELINE") ($(git log -1 --format=%s "$BASELINE" | cut -c1-60))"
+  log "building the baseline payserver at $BASELINE_DESC"
+  mkdir -p "$WORK/base"
+  git archive "$BASELINE" | tar -x -C "$WORK/base"
+  (cd "$WORK/base" && "$GO" build -o "$WORK/payserver-base" ./cmd/payserver)
+fi
 
 for p in "$DURABLE_MYSQL_PORT" "$SHARED_MYSQL_PORT"; do
   sql "$p" "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
@@ -104,7 +128,9 @@ DURABILITY="$(sql "$DURABLE_MYSQL_PORT" 'SELECT CONCAT("innodb_flush_log_at_trx_
 [[ "$DURABILITY" == "innodb_flush_log_at_trx_commit=1, log_bin=ON, sync_binlog=1" ]] ||
   die "the durable MariaDB on $DURABLE_MYSQL_PORT is not durable: $DURABILITY"
 SHARED_DURABILITY="$(sql "$SHARED_MYSQL_PORT" 'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", log_bin=", @@log_bin, ", sync_binlog=", @@sync_binlog)')"
-for k in '{BENCH:ALIPAY}' '{ROOMY:ALIPAY}' '{FULL:ALIPAY}'; do
+# The limiter's keys: payserver:rl:{CHANNEL}:BIZTYPE:… now, and
+# payserver:rl:{BIZTYPE:CHANNEL}:… before (a baseline may be older).
+for k in '{ALIPAY}:BENCH' '{ALIPAY}:ROOMY' '{ALIPAY}:FULL' '{BENCH:ALIPAY}' '{ROOMY:ALIPAY}' '{FULL:ALIPAY}'; do
   redis-cli -h "$HOST" -p 16379 --scan --pattern "payserver:rl:$k:*" | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
 done
 cat >"$WORK/limits.yaml" <<'EOF'
@@ -119,9 +145,10 @@ channels:
   ALIPAY: {}
 EOF
 
-# start_server NAME PORT NEARCACHE BATCHING MYSQL_PORT
+declare -A PORT_PID # port -> payserver pid
+# start_server NAME PORT NEARCACHE BATCHING MYSQL_PORT [BINARY]
 start_server() {
-  local name="$1" port="$2" nc="$3" batching="$4" mport="$5"
+  local name="$1" port="$2" nc="$3" batching="$4" mport="$5" bin="${6:-$WORK/payserver}"
   (
     export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$port"
     export PAYSERVER_DATA_DIR="$WORK/data-$name" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
@@ -134,9 +161,10 @@ start_server() {
     if [[ "$batching" == false ]]; then
       export PAYSERVER_LIMITER_COALESCE=false PAYSERVER_DB_GROUP_COMMIT=false PAYSERVER_DB_BATCH_READS=false
     fi
-    exec "$WORK/payserver"
+    exec "$bin"
   ) >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
+  PORT_PID[$port]=$!
   local i
   for i in $(seq 150); do
     [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://$HOST:$port/readyz")" == 200 ]] && return 0
@@ -150,11 +178,26 @@ start_server a "$PORT_A" true true "$DURABLE_MYSQL_PORT" # A must migrate before
 start_server b "$PORT_B" false true "$DURABLE_MYSQL_PORT"
 start_server c "$PORT_C" true false "$DURABLE_MYSQL_PORT" # no batching
 [[ -z "$NONDURABLE_CONCURRENCY" ]] || start_server d "$PORT_D" true true "$SHARED_MYSQL_PORT"
+if [[ -n "$BASELINE" ]]; then
+  start_server e "$PORT_E" true true "$DURABLE_MYSQL_PORT" "$WORK/payserver-base"
+  PAYSERVER_DB_IN_FLIGHT=4 start_server f "$PORT_F" true true "$DURABLE_MYSQL_PORT"
+fi
+if [[ -n "$SCALE" ]]; then
+  start_server a2 $((PORT_A + 5)) true true "$DURABLE_MYSQL_PORT"
+  start_server a3 $((PORT_A + 6)) true true "$DURABLE_MYSQL_PORT"
+fi
 
 # Fill FULL:ALIPAY (1 per hour) with one admitted payment.
 code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$HOST:$PORT_A/pay" -H 'Content-Type: application/json' \
   -d '{"requestId":"e2e-fill-'"$$"'","bizType":"FULL","channel":"ALIPAY","merchantId":"M1","amount":1999,"currency":"CNY"}')"
 [[ "$code" == 200 ]] || die "filling FULL:ALIPAY answered $code"
+if [[ -n "$BASELINE" ]]; then
+  # A baseline with another key layout has windows of its own to fill (one
+  # with the same layout answers 429: already full).
+  code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$HOST:$PORT_E/pay" -H 'Content-Type: application/json' \
+    -d '{"requestId":"e2e-fill-base-'"$$"'","bizType":"FULL","channel":"ALIPAY","merchantId":"M1","amount":1999,"currency":"CNY"}')"
+  [[ "$code" == 200 || "$code" == 429 ]] || die "filling FULL:ALIPAY through the baseline answered $code"
+fi
 
 DURABLE_MARIADB_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/mariadb-durable/mariadbd.pid")"
 SHARED_MARIADB_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/mariadb/mariadbd.pid")"
@@ -178,23 +221,72 @@ cpu_report() {
       printf "CPU label=%s total_ms=%.4f payserver_ms=%.4f mariadb_ms=%.4f redis_ms=%.4f\n", l, (p + m + r) * k, p * k, m * k, r * k >>out }'
 }
 
+# db_start / db_report N: the server's statements, row lock waits and
+# deadlocks over a run, per 1000 requests (SHOW GLOBAL STATUS deltas; on the
+# durable server nothing else runs, so they are exact).
+DB_VARS="Com_select Com_insert Com_update Com_commit Innodb_row_lock_waits Innodb_row_lock_time Innodb_deadlocks"
+db_status() {
+  sql "$MYSQL_PORT" "SHOW GLOBAL STATUS WHERE Variable_name IN ('${DB_VARS// /\',\'}')" | sort
+}
+db_start() { DB0="$(db_status)"; }
+db_report() {
+  join <(echo "$DB0") <(db_status) | awk -v n="$1" 'BEGIN { if (n < 1) n = 1 } {
+      d[$1] = $3 - $2 } END {
+      printf "  DB per 1000 requests: SELECT %.0f, INSERT %.0f, UPDATE %.0f, COMMIT %.0f; row lock waits %.1f (%.0f ms in all), deadlocks %d\n",
+        d["Com_select"] * 1000 / n, d["Com_insert"] * 1000 / n, d["Com_update"] * 1000 / n, d["Com_commit"] * 1000 / n,
+        d["Innodb_row_lock_waits"] * 1000 / n, d["Innodb_row_lock_time"], d["Innodb_deadlocks"] }'
+}
+
 RESULTS="$WORK/results"
 : >"$RESULTS"
 RUN="r$(date +%s)"
 
 # wrk_run LABEL PORT MODE [BIZTYPE]: one bounded wrk run; keeps its RESULT line.
 wrk_run() {
-  local label="$1" port="$2" mode="$3" biz="${4:-BENCH}" c="$5" out pid="${PIDS[0]}"
-  [[ "$port" == "$PORT_B" ]] && pid="${PIDS[1]}"
-  [[ "$port" == "$PORT_C" ]] && pid="${PIDS[2]}"
-  [[ "$port" == "$PORT_D" ]] && pid="${PIDS[3]}"
+  local label="$1" port="$2" mode="$3" biz="${4:-BENCH}" c="$5" out pid="${PORT_PID[$2]}"
   cpu_start "$pid"
+  db_start
   out="$(timeout 120 wrk -t"$THREADS" -c"$c" -d"$DURATION" --timeout 10s -s bench/e2e/pay.lua \
     "http://$HOST:$port" -- "$label" "$mode" "$biz" "$RUN-$label")" || die "wrk $label failed: $out"
   grep -v '^RESULT ' <<<"$out" | grep -v -e '^Running' -e 'threads and' -e 'requests in' -e '^Requests/sec' -e '^Transfer/sec' -e 'Non-2xx' -e 'Thread Stats' -e 'Latency' -e 'Req/Sec' -e 'Socket errors'
   grep '^RESULT ' <<<"$out" >>"$RESULTS"
   cpu_report "$label" "$pid" "$(field "$label" requests)" request
+  db_report "$(field "$label" requests)"
   kill -0 "${PIDS[@]}" 2>/dev/null || die "a payserver instance died during $label"
+}
+
+# scale_run N C: C connections over N instances like A (one wrk each, C/N
+# connections), ROOMY, at once; keeps one RESULT line (summed requests,
+# the slowest wrk's seconds, the worst p50/p99) and one CPU line (the N
+# payserver processes summed).
+scale_run() {
+  local n="$1" c="$2" label="scale-$1-c$2" ports=() wrks=() i p t0 t1 m0 m1 r0 r1 hz
+  ports=("$PORT_A" $((PORT_A + 5)) $((PORT_A + 6)))
+  t0=0
+  for ((i = 0; i < n; i++)); do t0=$((t0 + $(cpu_ticks "${PORT_PID[${ports[$i]}]}"))); done
+  m0="$(cpu_ticks "$MARIADB_PID")" r0="$(cpu_ticks "$REDIS_PID")"
+  for ((i = 0; i < n; i++)); do
+    timeout 120 wrk -t1 -c$((c / n)) -d"$DURATION" --timeout 10s -s bench/e2e/pay.lua \
+      "http://$HOST:${ports[$i]}" -- "$label" pay ROOMY "$RUN-$label-$i" >"$WORK/$label-$i.out" &
+    wrks+=($!)
+  done
+  for p in "${wrks[@]}"; do wait "$p" || die "wrk $label failed: $(cat "$WORK/$label"-*.out)"; done
+  t1=0
+  for ((i = 0; i < n; i++)); do t1=$((t1 + $(cpu_ticks "${PORT_PID[${ports[$i]}]}"))); done
+  m1="$(cpu_ticks "$MARIADB_PID")" r1="$(cpu_ticks "$REDIS_PID")"
+  hz="$(getconf CLK_TCK)"
+  cat "$WORK/$label"-*.out | grep '^RESULT ' | awk -v l="$label" -v n="$n" -v p=$((t1 - t0)) -v m=$((m1 - m0)) -v r=$((r1 - r0)) -v hz="$hz" -v out="$RESULTS" '{
+      for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+      req += v["requests"]; ok += v["ok"]; if (v["secs"] > secs) secs = v["secs"]
+      if (v["p50_us"] > p50) p50 = v["p50_us"]; if (v["p99_us"] > p99) p99 = v["p99_us"]
+    } END {
+      k = 1000 / hz / (ok > 0 ? ok : 1)
+      printf "  run %-30s %d instances: %.0f payments/s (p50 %.2f ms, p99 %.2f ms, the worst instance), %d of %d answers 200\n", l, n, ok / secs, p50 / 1000, p99 / 1000, ok, req
+      printf "  CPU ms per payment: payserver %.3f (all instances), mariadbd %.3f, redis %.3f\n", p * k, m * k, r * k
+      printf "RESULT label=%s requests=%d secs=%.3f rps=%.1f ok_rps=%.1f p50_us=%d p99_us=%d ok=%d s200=%d\n", l, req, secs, req / secs, ok / secs, p50, p99, ok, ok >>out
+      printf "CPU label=%s total_ms=%.4f payserver_ms=%.4f mariadb_ms=%.4f redis_ms=%.4f\n", l, (p + m + r) * k, p * k, m * k, r * k >>out
+    }'
+  expect_only "$label" 200
 }
 
 SLAP_CREATE="CREATE TABLE orders ($(sed -n '/^CREATE TABLE orders (/,/^) ENGINE/p' migrations/mysql/00001_*.sql | sed '1d;$d' | tr '\n' ' ')) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"
@@ -247,6 +339,38 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
   [[ "$total" == "$want" ]] || die "$1: $want of $total answers were $2 (see the table above)"
 }
 
+# ab_ratio NAME TARGET NUM-LABEL NUM-KEY DEN-LABEL DEN-KEY: the ratio in each
+# A/B round (labels with R for the round) and their median.
+ab_ratio() {
+  local name="$1" t="$2" r vals=()
+  for ((r = 1; r <= AB_ROUNDS; r++)); do
+    vals+=("$(awk -v a="$(field "${3//R/r$r}" "$4")" -v b="$(field "${5//R/r$r}" "$6")" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')")
+  done
+  printf '%s\n' "${vals[@]}" | sort -n | awk -v name="$name" -v t="$t" -v all="${vals[*]}" '{ v[NR] = $1 } END {
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    gsub(/ /, ", ", all)
+    if (t == "") printf "RATIO %s = %.2f (reported; median of rounds: %s)\n", name, m, all
+    else printf "RATIO %s = %.2f (target >= %s) %s (median of rounds: %s)\n", name, m, t, (m >= t) ? "PASS" : "MISS", all }'
+}
+ab_ratios() {
+  summary_header
+  local r i
+  for ((r = 1; r <= AB_ROUNDS; r++)); do
+    for i in a e f; do row "ab-roomy-$i-r$r" "$AB_C" payments; done
+    row "ab-healthz-a-r$r" "$AB_C" requests
+    for i in a e; do row "ab-full-$i-r$r" "$AB_C" 429s; done
+  done
+  ab_ratio "A/B this/baseline admitted payments/s c=$AB_C" "" ab-roomy-a-R ok_rps ab-roomy-e-R ok_rps
+  ab_ratio "A/B this/baseline 429/s c=$AB_C" "" ab-full-a-R rps ab-full-e-R rps
+  ab_ratio "A/B this rejection 429/healthz c=$AB_C" 0.6 ab-full-a-R rps ab-healthz-a-R ok_rps
+  ab_ratio "A/B baseline rejection 429/healthz c=$AB_C" 0.6 ab-full-e-R rps ab-healthz-a-R ok_rps
+  ab_ratio "A/B in-flight 4/1 (this build, F/A) admitted payments/s c=$AB_C" "" ab-roomy-f-R ok_rps ab-roomy-a-R ok_rps
+  ab_ratio "A/B cpu-bound this/baseline admitted (server CPU per payment, E/A) c=$AB_C" "" ab-roomy-e-R total_ms ab-roomy-a-R total_ms
+  ab_ratio "A/B cpu-bound this/baseline 429 (server CPU per 429, E/A) c=$AB_C" "" ab-full-e-R total_ms ab-full-a-R total_ms
+  ab_ratio "A/B cpu-bound in-flight 4/1 admitted (server CPU per payment, A/F) c=$AB_C" "" ab-roomy-a-R total_ms ab-roomy-f-R total_ms
+  ab_ratio "A/B payserver CPU per 429, baseline/this (E/A) c=$AB_C" "" ab-full-e-R payserver_ms ab-full-a-R payserver_ms
+}
+
 # row LABEL C UNIT: one line of the summary table, from the RESULT and CPU lines.
 row() {
   local rps p50 p99
@@ -271,6 +395,8 @@ summary_header() {
   echo "   headline MariaDB :$DURABLE_MYSQL_PORT (mariadb-durable): $DURABILITY"
   echo "   secondary MariaDB :$SHARED_MYSQL_PORT (shared test server, NOT durable): $SHARED_DURABILITY"
   echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching (durable DB); D :$PORT_D as A on the non-durable DB"
+  [[ -z "$BASELINE" ]] || echo "   payserver E :$PORT_E as A, built from the baseline $BASELINE = $BASELINE_DESC"
+  echo "   this build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- cmd internal || echo ' + uncommitted changes')"
   echo "   load average at the start $(cut -d' ' -f1-3 /proc/loadavg)"
   for c in $CONCURRENCY; do
     echo
@@ -290,6 +416,35 @@ summary_header() {
     wrk_run "full-redis-c$c" "$PORT_B" pay FULL "$c"
     expect_only "full-redis-c$c" 429
   done
+  if [[ -n "$BASELINE" ]]; then
+    for ((r = 1; r <= AB_ROUNDS; r++)); do
+      echo
+      echo "== A/B round $r of $AB_ROUNDS, c=$AB_C (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+      order=(a e f)
+      ((r % 2 == 0)) && order=(f e a)
+      for i in "${order[@]}"; do
+        port="$PORT_A"
+        [[ "$i" == e ]] && port="$PORT_E"
+        [[ "$i" == f ]] && port="$PORT_F"
+        wrk_run "ab-roomy-$i-r$r" "$port" pay ROOMY "$AB_C"
+        expect_only "ab-roomy-$i-r$r" 200
+      done
+      wrk_run "ab-healthz-a-r$r" "$PORT_A" get BENCH "$AB_C"
+      expect_only "ab-healthz-a-r$r" 200
+      for i in "${order[@]}"; do
+        [[ "$i" == f ]] && continue
+        port="$PORT_A"
+        [[ "$i" == e ]] && port="$PORT_E"
+        wrk_run "ab-full-$i-r$r" "$port" pay FULL "$AB_C"
+        expect_only "ab-full-$i-r$r" 429
+      done
+    done
+  fi
+  if [[ -n "$SCALE" ]]; then
+    echo
+    echo "== DURABLE, instances: $SCALE, $SCALE_C connections in all (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    for n in $SCALE; do scale_run "$n" "$SCALE_C"; done
+  fi
   MYSQL_PORT="$SHARED_MYSQL_PORT" MARIADB_PID="$SHARED_MARIADB_PID"
   for c in $NONDURABLE_CONCURRENCY; do
     echo
@@ -313,6 +468,7 @@ summary_header() {
     row "roomy-nobatching-c$c" "$c" payments
     row "mysqlslap-3stmt-c$c" "$c" payments
   done
+  for n in $SCALE; do row "scale-$n-c$SCALE_C" "$SCALE_C" payments; done
   if [[ -n "$NONDURABLE_CONCURRENCY" ]]; then
     echo
     echo "== summary, secondary, NON-DURABLE MariaDB ($SHARED_DURABILITY)"
@@ -330,6 +486,14 @@ summary_header() {
     ratio "durable admitted/mysqlslap c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "mysqlslap-c$c" rps)" 0.5
     ratio "durable rejection 429(near-cache)/healthz c=$c" "$(per "full-nearcache-c$c" s429)" "$(field "healthz-c$c" ok_rps)" 0.6
     ratio "durable limiter-overhead roomy/unlimited c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "unlimited-c$c" ok_rps)" 0.95
+  done
+  if [[ -n "$BASELINE" ]]; then
+    echo
+    echo "== A/B on DURABLE MariaDB, c=$AB_C, $AB_ROUNDS interleaved rounds: this build (A) against the baseline $BASELINE_DESC (E) and this build with up to 4 INSERTs and 4 UPDATEs in flight (F, PAYSERVER_DB_IN_FLIGHT=4)"
+    ab_ratios
+  fi
+  for n in $SCALE; do
+    ratio "durable scale $n instances/1 instance c=$SCALE_C" "$(field "scale-$n-c$SCALE_C" ok_rps)" "$(field "scale-1-c$SCALE_C" ok_rps)" ""
   done
   for c in $CONCURRENCY; do
     ratio "durable rejection 429(near-cache off)/429(near-cache on) c=$c" "$(per "full-redis-c$c" s429)" "$(per "full-nearcache-c$c" s429)" ""

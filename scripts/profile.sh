@@ -59,7 +59,7 @@ trap cleanup EXIT
 
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
 msql -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-redis-cli -h "$HOST" -p 16379 --scan --pattern 'payserver:rl:{FULL:ALIPAY}:*' | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
+redis-cli -h "$HOST" -p 16379 --scan --pattern 'payserver:rl:{ALIPAY}:FULL:*' | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
 cat >"$WORK/limits.yaml" <<'EOF'
 window: 1s
 limits:

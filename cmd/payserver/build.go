@@ -51,8 +51,12 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 // buildPay makes the order store and the payment service, and starts the
 // sweeper of stale orders.
 func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
+	inFlight := m.cfg.DBInFlight
+	if inFlight == 0 {
+		inFlight = repo.DefaultInFlight
+	}
 	orders, err := repo.NewOrdersWithOptions(m.db, repo.OrdersOptions{
-		GroupCommit: m.cfg.DBGroupCommit, BatchGets: m.cfg.DBBatchReads, MaxBatch: m.cfg.DBMaxBatch,
+		GroupCommit: m.cfg.DBGroupCommit, BatchGets: m.cfg.DBBatchReads, MaxBatch: m.cfg.DBMaxBatch, InFlight: inFlight,
 	})
 	if err != nil {
 		return nil, err
@@ -65,7 +69,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 			"get":    {st.Get.Calls, st.Get.Batched},
 		}
 	})
-	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads)
+	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads, "inFlight", inFlight)
 	// Fail-safe start: no payment before the first limits document.
 	gate, err := m.limitsGate(m.payLimiter())
 	if err != nil {

@@ -35,6 +35,10 @@ type Config struct {
 	DBBatchReads bool `yaml:"dbBatchReads"` // PAYSERVER_DB_BATCH_READS
 	// DBMaxBatch bounds one batched statement; 0 means 64, the most.
 	DBMaxBatch int `yaml:"dbMaxBatch"` // PAYSERVER_DB_MAX_BATCH
+	// DBInFlight is how many batched claim INSERTs, and outcome UPDATEs,
+	// may be in flight at once (repo.OrdersOptions.InFlight); 0 means
+	// repo.DefaultInFlight (1).
+	DBInFlight int `yaml:"dbInFlight"` // PAYSERVER_DB_IN_FLIGHT
 
 	// RedisMode says how RedisAddrs are read; empty infers it (see
 	// RedisMode). Sentinel mode reads RedisSentinels and RedisMaster instead.
@@ -165,6 +169,9 @@ func (c Config) Validate() error {
 	}
 	if c.DBMaxBatch < 0 || c.DBMaxBatch > 64 {
 		errs = append(errs, errors.New("PAYSERVER_DB_MAX_BATCH must be in [0, 64] (0 = 64)"))
+	}
+	if c.DBInFlight < 0 || c.DBInFlight > 32 {
+		errs = append(errs, errors.New("PAYSERVER_DB_IN_FLIGHT must be in [0, 32] (0 = 1)"))
 	}
 	if c.Limiter.MaxBatch < 0 || c.Limiter.MaxBatch > 1000 {
 		errs = append(errs, errors.New("PAYSERVER_LIMITER_MAX_BATCH must be in [0, 1000] (0 = 128)"))

@@ -24,6 +24,7 @@ var envKeys = map[string]string{
 	"PAYSERVER_DB_GROUP_COMMIT":         "dbGroupCommit",
 	"PAYSERVER_DB_BATCH_READS":          "dbBatchReads",
 	"PAYSERVER_DB_MAX_BATCH":            "dbMaxBatch",
+	"PAYSERVER_DB_IN_FLIGHT":            "dbInFlight",
 	"PAYSERVER_REDIS_MODE":              "redisMode",
 	"PAYSERVER_REDIS_ADDR":              "redisAddrs",
 	"PAYSERVER_REDIS_ADDRS":             "redisAddrs",

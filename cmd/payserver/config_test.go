@@ -146,11 +146,11 @@ func TestBatchingDefaults(t *testing.T) {
 	}
 	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": path,
 		"PAYSERVER_LIMITER_COALESCE": "false", "PAYSERVER_DB_GROUP_COMMIT": "false",
-		"PAYSERVER_DB_BATCH_READS": "false", "PAYSERVER_DB_MAX_BATCH": "16"}))
+		"PAYSERVER_DB_BATCH_READS": "false", "PAYSERVER_DB_MAX_BATCH": "16", "PAYSERVER_DB_IN_FLIGHT": "2"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Limiter.Coalesce || cfg.DBGroupCommit || cfg.DBBatchReads || cfg.DBMaxBatch != 16 {
+	if cfg.Limiter.Coalesce || cfg.DBGroupCommit || cfg.DBBatchReads || cfg.DBMaxBatch != 16 || cfg.DBInFlight != 2 {
 		t.Fatalf("env not applied: %+v", cfg)
 	}
 }

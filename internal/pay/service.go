@@ -109,13 +109,12 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		return nil, apperr.New(apperr.ChannelNotSupported, "channel %s is not supported", req.Channel).
 			WithDetails(map[string]any{"channel": req.Channel})
 	}
-	hash := req.Hash()
-	existing, err := s.orders.Get(ctx, req.RequestID)
-	switch {
-	case err == nil:
-		return s.replay(ctx, existing, hash)
-	case !errors.Is(err, ErrOrderNotFound):
-		return nil, s.storeDown(err, "look up the requestId")
+	existing, err := s.priorOrder(ctx, req.RequestID)
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil {
+		return s.replay(ctx, existing, req.Hash())
 	}
 
 	key := req.Key()
@@ -136,6 +135,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		return nil, LimitedError(key, d)
 	}
 
+	hash := req.Hash() // only now: a refused request never needs it
 	now := s.opts.Now().UTC()
 	o := &Order{
 		OrderNo: newOrderNo(now), RequestID: req.RequestID, RequestHash: hash,

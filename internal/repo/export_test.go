@@ -6,11 +6,11 @@ package repo
 func SetFlushHook(s *Orders, kind string, f func(n int)) {
 	switch kind {
 	case "create":
-		s.group.creates.FlushHook = f
+		s.group.creates.setFlushHook(f)
 	case "finish":
-		s.group.finishes.FlushHook = f
+		s.group.finishes.setFlushHook(f)
 	case "get":
-		s.group.gets.FlushHook = f
+		s.group.gets.setFlushHook(f)
 	default:
 		panic("unknown kind " + kind)
 	}
@@ -27,4 +27,13 @@ func Queued(s *Orders, kind string) int {
 		return s.group.gets.Queued()
 	}
 	panic("unknown kind " + kind)
+}
+
+// FinishSQL is the batched outcome UPDATE for n outcomes on dialect, as the
+// store sends it, or, with table set, on that table reference instead.
+func FinishSQL(dialect string, n int, table string) string {
+	if table == "" {
+		table = finishTable(dialect)
+	}
+	return finishSQL(table, n)
 }

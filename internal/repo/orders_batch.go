@@ -35,7 +35,11 @@ import (
 // Calls that arrive while a statement of their kind is in flight queue up,
 // and when it returns they all go out together (at most MaxBatch), from a
 // goroutine that runs until the queue is empty. So there is at most one
-// statement of each kind in flight per Orders, and batches grow with load.
+// statement of each kind in flight per lane, and batches grow with load.
+// OrdersOptions.InFlight sets the lanes of INSERTs and of UPDATEs
+// (orders_lanes.go): a queue 16 deep behind one lane's statement spills
+// into the next lane, so up to InFlight statements of each are in flight
+// under load. Lookups keep one lane.
 //
 // Failures:
 //   - A batched INSERT refused by the database (a duplicate key, or any other
@@ -67,12 +71,26 @@ type OrdersOptions struct {
 	// MaxBatch bounds the calls sent in one statement; 0 or more than 64
 	// means 64.
 	MaxBatch int
+	// InFlight is how many claim INSERTs, and how many outcome UPDATEs,
+	// may be in flight at once, each serving its own batch; 0 and 1 mean
+	// one. DefaultOrdersOptions sets DefaultInFlight. Batched lookups keep
+	// one SELECT in flight: they wait for no fsync.
+	InFlight int
 }
+
+// DefaultInFlight is the default OrdersOptions.InFlight: one. Measured end
+// to end on durable MariaDB on a CPU-bound machine, 4 lanes made batches
+// about half as large and a payment about a quarter dearer in server CPU,
+// for no measurable gain in payments/s (docs/PERFORMANCE.md, "Batches in
+// flight"). More lanes pay where the database's fsyncs, not CPU, limit a
+// single statement in flight (mysqlslap: 4 INSERTs of 16 rows in flight
+// carried 2.6–3.6× the rows of one).
+const DefaultInFlight = 1
 
 // DefaultOrdersOptions is what NewOrders uses: group commit and batched
 // reads on. docs/PERFORMANCE.md ("End-to-end") has the measurements.
 func DefaultOrdersOptions() OrdersOptions {
-	return OrdersOptions{GroupCommit: true, BatchGets: true, MaxBatch: maxBatch}
+	return OrdersOptions{GroupCommit: true, BatchGets: true, MaxBatch: maxBatch, InFlight: DefaultInFlight}
 }
 
 // maxBatch is the largest batch and the default OrdersOptions.MaxBatch.
@@ -141,9 +159,12 @@ func (s *Orders) Stats() OrdersStats {
 type orderGroups struct {
 	s        *Orders
 	sqlDB    *sql.DB
-	creates  *batch.Batcher[orderRow, struct{}]
-	finishes *batch.Batcher[outcome, struct{}]
-	gets     *batch.Batcher[string, *pay.Order]
+	creates  *lanes[orderRow, struct{}]
+	finishes *lanes[outcome, struct{}]
+	gets     *lanes[string, *pay.Order]
+
+	// finishTable is the batched UPDATE's table reference (finishTable).
+	finishTable string
 
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
@@ -158,25 +179,34 @@ func newOrderGroups(s *Orders, opts OrdersOptions) (*orderGroups, error) {
 	if limit <= 0 || limit > maxBatch {
 		limit = maxBatch
 	}
-	g := &orderGroups{s: s, sqlDB: sqlDB, stmts: map[string]*sql.Stmt{}}
+	g := &orderGroups{s: s, sqlDB: sqlDB, stmts: map[string]*sql.Stmt{}, finishTable: finishTable(s.db.Dialector.Name())}
 	if opts.GroupCommit {
-		g.creates = &batch.Batcher[orderRow, struct{}]{
-			Max: limit, Fit: func(calls []*batch.Call[orderRow, struct{}]) int { return createFit(len(calls)) },
-			One: func(ctx context.Context, r orderRow) (struct{}, error) {
-				return struct{}{}, s.createOne(ctx, r)
-			},
-			Many: g.createMany,
-		}
-		g.finishes = &batch.Batcher[outcome, struct{}]{
-			Max: limit,
-			One: func(ctx context.Context, f outcome) (struct{}, error) {
-				return struct{}{}, s.finishOne(ctx, f)
-			},
-			Many: g.finishMany,
-		}
+		g.creates = newLanes(opts.InFlight, func() *batch.Batcher[orderRow, struct{}] {
+			return &batch.Batcher[orderRow, struct{}]{
+				Max: limit, Fit: func(calls []*batch.Call[orderRow, struct{}]) int { return createFit(len(calls)) },
+				One: func(ctx context.Context, r orderRow) (struct{}, error) {
+					return struct{}{}, s.createOne(ctx, r)
+				},
+				Many: g.createMany,
+			}
+		})
+		g.finishes = newLanes(opts.InFlight, func() *batch.Batcher[outcome, struct{}] {
+			return &batch.Batcher[outcome, struct{}]{
+				Max: limit,
+				One: func(ctx context.Context, f outcome) (struct{}, error) {
+					return struct{}{}, s.finishOne(ctx, f)
+				},
+				Many: g.finishMany,
+			}
+		})
 	}
 	if opts.BatchGets {
-		g.gets = &batch.Batcher[string, *pay.Order]{Max: limit, One: s.getOne, Many: g.getMany}
+		// One lane: a SELECT waits for no fsync, so a second one in flight
+		// would only split the batch (a refused payment's whole database
+		// cost is its share of one SELECT).
+		g.gets = newLanes(1, func() *batch.Batcher[string, *pay.Order] {
+			return &batch.Batcher[string, *pay.Order]{Max: limit, One: s.getOne, Many: g.getMany}
+		})
 	}
 	return g, nil
 }
@@ -217,7 +247,7 @@ func (g *orderGroups) refused(err error) bool {
 
 var (
 	insertSQLs sync.Map // row count -> INSERT text
-	finishSQLs sync.Map // padded count -> UPDATE text
+	finishSQLs sync.Map // finishKey -> UPDATE text
 	getSQLs    sync.Map // padded count -> SELECT text
 )
 
@@ -263,21 +293,54 @@ func (f *outcome) value(col int) any {
 // CASE does not match (which the IN list prevents) is left untouched rather
 // than written with NULL. Assignments do not read status, so MySQL's
 // left-to-right evaluation of SET does not matter.
-func finishSQL(n int) string {
-	return cachedSQL(&finishSQLs, n, func(n int) string {
-		var b strings.Builder
-		b.WriteString("UPDATE orders SET ")
-		for i, col := range finishColumns {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(col + " = CASE order_no")
-			b.WriteString(strings.Repeat(" WHEN ? THEN ?", n))
-			b.WriteString(" ELSE " + col + " END")
+//
+// table names the table with an index hint for request_id (finishTable):
+// left to itself, MariaDB reads the WHERE through (status, updated_at) when
+// few orders are PROCESSING, which is the usual case. That range scan takes
+// next-key locks on every PROCESSING row and the gaps between them, held
+// until the COMMIT's fsync, so every concurrent claim INSERT (a new
+// PROCESSING entry in that index) and every other outcome batch waited for
+// it (docs/PERFORMANCE.md, "The outcome UPDATE's plan").
+func finishSQL(table string, n int) string {
+	key := finishKey{table, n}
+	if q, ok := finishSQLs.Load(key); ok {
+		return q.(string)
+	}
+	q, _ := finishSQLs.LoadOrStore(key, buildFinishSQL(table, n))
+	return q.(string)
+}
+
+// finishKey is a finishSQL text's cache key.
+type finishKey struct {
+	table string
+	n     int
+}
+
+// finishTable is the table reference of the batched UPDATE for dialect:
+// orders through its unique request_id index.
+func finishTable(dialect string) string {
+	switch dialect {
+	case "mysql":
+		return "orders FORCE INDEX (uk_orders_request_id)"
+	case "sqlite":
+		return "orders INDEXED BY uk_orders_request_id"
+	}
+	return "orders"
+}
+
+func buildFinishSQL(table string, n int) string {
+	var b strings.Builder
+	b.WriteString("UPDATE " + table + " SET ")
+	for i, col := range finishColumns {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		b.WriteString(" WHERE request_id IN (" + placeholders(n) + ") AND order_no IN (" + placeholders(n) + ") AND status IN (?, ?)")
-		return b.String()
-	})
+		b.WriteString(col + " = CASE order_no")
+		b.WriteString(strings.Repeat(" WHEN ? THEN ?", n))
+		b.WriteString(" ELSE " + col + " END")
+	}
+	b.WriteString(" WHERE request_id IN (" + placeholders(n) + ") AND order_no IN (" + placeholders(n) + ") AND status IN (?, ?)")
+	return b.String()
 }
 
 func getSQL(n int) string {
@@ -325,7 +388,7 @@ func (g *orderGroups) createMany(ctx context.Context, calls []*batch.Call[orderR
 func (g *orderGroups) finishMany(ctx context.Context, calls []*batch.Call[outcome, struct{}]) {
 	n := len(calls)
 	p := padded(n)
-	query := finishSQL(p)
+	query := finishSQL(g.finishTable, p)
 	args := make([]any, 0, 12*p+2)
 	for col := range finishColumns {
 		for i := 0; i < n; i++ {

@@ -26,7 +26,8 @@ func openCases() map[string]func(t *testing.T) *repo.Orders {
 			}
 			return o
 		}
-		for variant, opts := range map[string]repo.OrdersOptions{"grouped": groupedOptions, "single": {}} {
+		for variant, opts := range map[string]repo.OrdersOptions{"grouped": groupedOptions, "single": {},
+			"grouped-4-in-flight": {GroupCommit: true, BatchGets: true, InFlight: 4}} {
 			out[name+"/"+variant] = func(t *testing.T) *repo.Orders {
 				o, err := repo.NewOrdersWithOptions(open(t), opts)
 				if err != nil {
@@ -147,8 +148,9 @@ func TestOrderStoreSuite(t *testing.T) {
 				if _, err := s.MarkStaleUnknown(ctx, time.Now().Add(-time.Minute)); err != nil {
 					t.Fatal(err)
 				}
-				if got, _ := s.Get(ctx, "r-stale"); got.Status != pay.StatusUnknown {
-					t.Fatalf("stale order status %s, want UNKNOWN", got.Status)
+				if got, _ := s.Get(ctx, "r-stale"); got.Status != pay.StatusUnknown || got.FailureCode != "OUTCOME_NOT_RECORDED" ||
+					!got.UpdatedAt.After(old.UpdatedAt) {
+					t.Fatalf("stale order: got %s %s updated %v, want UNKNOWN OUTCOME_NOT_RECORDED updated now", got.Status, got.FailureCode, got.UpdatedAt)
 				}
 				if got, _ := s.Get(ctx, "r-fresh"); got.Status != pay.StatusProcessing {
 					t.Fatalf("fresh order status %s, want PROCESSING", got.Status)
