@@ -565,7 +565,9 @@ func TestRedisKeyInjection(t *testing.T) {
 			t.Fatal(err)
 		}
 		sort.Strings(keys)
-		want := []string{"payserver:rl:{" + x + "A:BC}:60000", "payserver:rl:{" + x + "AB:C}:60000"}
+		// Keys are payserver:rl:{CHANNEL}:BIZTYPE:<window>, the channel in the
+		// hash tag (every key of a channel in one Cluster slot).
+		want := []string{"payserver:rl:{BC}:" + x + "A:60000", "payserver:rl:{C}:" + x + "AB:60000"}
 		if strings.Join(keys, " ") != strings.Join(want, " ") {
 			t.Fatalf("keys %q, want %q", keys, want)
 		}
