@@ -12,8 +12,8 @@ import (
 // rule ({limit, windowMs}); retryAfterMs is the time until it may admit
 // (until a breaker's cool-down ends for an unhealthy one), absent for a
 // closed candidate, which has no reopening time. RetryAfter (the
-// Retry-After header) is the smallest wait among them, and absent when
-// every candidate is closed.
+// Retry-After header) is the smallest wait among them; when every candidate
+// is closed there is none, and details.closed is true, as for a closed key.
 func RoutesRefusedError(bizType string, refused []candidateRefusal) *apperr.Error {
 	e := apperr.New(apperr.RequestLimited, "every candidate channel of the route of %s refused the payment", bizType)
 	cands := make([]map[string]any, len(refused))
@@ -35,6 +35,8 @@ func RoutesRefusedError(bizType string, refused []candidateRefusal) *apperr.Erro
 	e.RetryAfter = least
 	if least > 0 {
 		e.Details["retryAfterMs"] = apperr.Ceil(least, time.Millisecond)
+	} else {
+		e.Details["closed"] = true // every candidate is closed: no retry can succeed
 	}
 	return e
 }
