@@ -7,8 +7,8 @@ import (
 )
 
 // routeDiff lists the routes that differ between two snapshots as
-// "route BIZTYPE: old -> new", each side its candidates joined by ">"
-// (ALIPAY>WECHAT) or "absent", for the audit history beside the keys.
+// "route BIZTYPE: old -> new", each side as DescribeRoute renders it, for
+// the audit history beside the keys.
 func routeDiff(old, cur *ratelimit.Config) []string {
 	var oldRoutes, curRoutes ratelimit.Routes
 	if old != nil {
@@ -34,11 +34,12 @@ func routeDiff(old, cur *ratelimit.Config) []string {
 	return out
 }
 
-// DescribeRoute renders a route's candidates as ops read them, in order of
-// preference: "ALIPAY>WECHAT>UNIONPAY"; no candidates render "absent".
+// DescribeRoute renders a route's candidates as the document writes them,
+// in order of preference: "[ALIPAY, WECHAT, UNIONPAY]"; no candidates
+// render "absent".
 func DescribeRoute(candidates []string) string {
 	if len(candidates) == 0 {
 		return "absent"
 	}
-	return strings.Join(candidates, ">")
+	return "[" + strings.Join(candidates, ", ") + "]"
 }

@@ -127,7 +127,7 @@ func (rr *RouteReports) get(c *gin.Context) {
 // routeView is one route on the dashboard.
 type routeView struct {
 	BizType    string
-	Candidates string // ALIPAY>WECHAT
+	Candidates string // [ALIPAY, WECHAT]
 	// Preferred is the channel a routed payment would go to now: the first
 	// candidate that is healthy, not closed and not full; "" when none.
 	Preferred string
