@@ -22,7 +22,7 @@ import (
 )
 
 // TestRoutingAgreesWithModel extends the model-based property tests with
-// routing decisions: random routes, limits, failing channels, breaker
+// routing decisions: random routes, limits (channel-wide ones too), failing channels, breaker
 // thresholds and sequences of unpinned, pinned and retried payments run
 // through the payment service over the real limiter on real Redis, and
 // each answer, and every window's occupancy after it, must equal an oracle
@@ -46,25 +46,28 @@ import (
 func TestRoutingAgreesWithModel(t *testing.T) {
 	routingChecks(t)
 	client := testutil.MustRedis(t)
-	store, err := ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: testutil.UniqueName("rtprop") + ":"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	codes := []string{"A", "B", "C", "D"}
 	rapid.Check(t, func(rt *rapid.T) {
 		biz := testutil.UniqueName("RP")
+		// A prefix per sequence: channel-wide keys are shared by bizTypes.
+		store, err := ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: "rtprop" + biz + ":"})
+		if err != nil {
+			rt.Fatal(err)
+		}
 		lim, err := ratelimit.New(store, ratelimit.Options{DisableNearCache: true, Timeout: time.Second})
 		if err != nil {
 			rt.Fatal(err)
 		}
-		limits := map[string]int64{}
 		refuses := map[string]bool{}
 		doc := "window: 1h\nlimits:\n"
 		var chs []channel.Channel
 		for _, c := range codes {
-			limits[c] = rapid.Int64Range(-1, 3).Draw(rt, "limit"+c)
+			limit := rapid.Int64Range(-1, 3).Draw(rt, "limit"+c)
 			refuses[c] = rapid.Float64Range(0, 1).Draw(rt, "refuse"+c) < 0.25
-			doc += fmt.Sprintf("  %s:%s: %d\n", biz, c, limits[c])
+			doc += fmt.Sprintf("  %s:%s: %d\n", biz, c, limit)
+			if wide := rapid.Int64Range(-1, 3).Draw(rt, "wide"+c); wide >= 0 {
+				doc += fmt.Sprintf("  \"*:%s\": %d\n", c, wide) // the channel-wide key
+			}
 			cfg := channel.SimulatorConfig{}
 			if refuses[c] {
 				cfg.RefuseRate = 1
@@ -95,7 +98,7 @@ func TestRoutingAgreesWithModel(t *testing.T) {
 			rt.Fatal(err)
 		}
 
-		o := newRouteOracle(biz, limits, refuses, failures)
+		o := newRouteOracle(biz, cfg, refuses, failures)
 		var ids []string
 		ctx := context.Background()
 		for step := range rapid.IntRange(1, 12).Draw(rt, "steps") {
@@ -123,13 +126,14 @@ func TestRoutingAgreesWithModel(t *testing.T) {
 				ids = append(ids, req.RequestID)
 			}
 			for _, c := range codes {
-				key := ratelimit.Key{BizType: biz, Channel: c}
-				_, counts, err := lim.Usage(ctx, key)
-				if err != nil {
-					rt.Fatal(err)
-				}
-				if w := o.usage(c); !reflect.DeepEqual(counts, w) {
-					rt.Fatalf("step %d: %s holds %v, model %v", step, c, counts, w)
+				for _, key := range []ratelimit.Key{{BizType: biz, Channel: c}, ratelimit.ChannelWide(c)} {
+					_, counts, err := lim.Usage(ctx, key)
+					if err != nil {
+						rt.Fatal(err)
+					}
+					if w := o.usage(key); !reflect.DeepEqual(counts, w) {
+						rt.Fatalf("step %d: %s holds %v, model %v", step, key, counts, w)
+					}
 				}
 			}
 		}
@@ -166,12 +170,14 @@ func answerOf(o *pay.Order, err error) routeAnswer {
 	return a
 }
 
-// routeOracle predicts routing from ratelimit.Model.
+// routeOracle predicts routing from ratelimit.Model: Model.Decide gives the
+// windows that apply to a payment (its key's and its channel-wide key's)
+// and whether it is admitted.
 type routeOracle struct {
 	biz      string
+	cfg      *ratelimit.Config
 	model    *ratelimit.Model
 	now      time.Time
-	limits   map[string]int64
 	refuses  map[string]bool
 	failures uint32
 	failed   map[string]uint32 // failed calls in a row, per channel
@@ -180,26 +186,36 @@ type routeOracle struct {
 	answers  map[string]routeAnswer
 }
 
-func newRouteOracle(biz string, limits map[string]int64, refuses map[string]bool, failures uint32) *routeOracle {
-	return &routeOracle{biz: biz, model: ratelimit.NewModel(), now: time.Now(), limits: limits, refuses: refuses,
+func newRouteOracle(biz string, cfg *ratelimit.Config, refuses map[string]bool, failures uint32) *routeOracle {
+	return &routeOracle{biz: biz, cfg: cfg, model: ratelimit.NewModel(), now: time.Now(), refuses: refuses,
 		failures: failures, failed: map[string]uint32{}, open: map[string]bool{},
 		sent: map[string]pay.PayRequest{}, answers: map[string]routeAnswer{}}
 }
 
-func (o *routeOracle) windows(c string) []ratelimit.Window {
-	if o.limits[c] == ratelimit.Unlimited {
-		return nil
-	}
-	return []ratelimit.Window{{Limit: o.limits[c], Size: time.Hour}}
+// check decides id's payment on channel c in the model; it returns the
+// windows it was decided on, to release them.
+func (o *routeOracle) check(id, c string) ([]ratelimit.KeyWindow, ratelimit.StoreResult) {
+	return o.model.Decide(o.cfg, ratelimit.Request{Key: ratelimit.Key{BizType: o.biz, Channel: c}, Member: id, Amount: 1, Currency: "CNY"}, o.now)
 }
 
-func (o *routeOracle) key(c string) ratelimit.Key { return ratelimit.Key{BizType: o.biz, Channel: c} }
+// closed reports whether a window of c's key or its channel-wide key has
+// limit 0.
+func (o *routeOracle) closed(c string) bool {
+	return o.cfg.Rule(ratelimit.Key{BizType: o.biz, Channel: c}).IsClosed() || o.cfg.Rule(ratelimit.ChannelWide(c)).IsClosed()
+}
 
-func (o *routeOracle) usage(c string) []int64 {
-	if o.limits[c] == ratelimit.Unlimited {
+// usage is the model's occupancy of key's windows, as Limiter.Usage reads
+// them (nil for an unlimited key).
+func (o *routeOracle) usage(key ratelimit.Key) []int64 {
+	rule := o.cfg.Rule(key)
+	if rule.IsUnlimited() {
 		return nil
 	}
-	return o.model.Usage(o.key(c), o.windows(c), o.now)
+	ws := make([]ratelimit.KeyWindow, len(rule.Windows))
+	for i, w := range rule.Windows {
+		ws[i] = ratelimit.KeyWindow{Key: key, Window: w}
+	}
+	return o.model.Usage(ws, o.now)
 }
 
 // routed predicts an unpinned payment.
@@ -211,9 +227,10 @@ func (o *routeOracle) routed(id string, cands []string) routeAnswer {
 			skipped = append(skipped, pay.RouteSkip{Channel: c, Reason: pay.ReasonUnhealthy})
 			continue
 		}
-		if res := o.model.Check(o.key(c), o.windows(c), id, o.now); !res.Allowed {
+		ws, res := o.check(id, c)
+		if !res.Allowed {
 			reason := pay.ReasonLimited
-			if o.limits[c] == 0 {
+			if o.closed(c) {
 				reason = pay.ReasonClosed
 			}
 			skipped = append(skipped, pay.RouteSkip{Channel: c, Reason: reason})
@@ -224,7 +241,7 @@ func (o *routeOracle) routed(id string, cands []string) routeAnswer {
 			if o.failed[c] >= o.failures {
 				o.open[c] = true
 			}
-			o.model.Release(o.key(c), o.windows(c), id)
+			o.model.Release(ws, id)
 			skipped = append(skipped, pay.RouteSkip{Channel: c, Reason: pay.ReasonUnhealthy})
 			lastTried = c
 			continue
@@ -241,11 +258,12 @@ func (o *routeOracle) routed(id string, cands []string) routeAnswer {
 
 // pinned predicts a payment pinned to c: no breaker, no rerouting.
 func (o *routeOracle) pinned(id, c string) routeAnswer {
-	if res := o.model.Check(o.key(c), o.windows(c), id, o.now); !res.Allowed {
+	ws, res := o.check(id, c)
+	if !res.Allowed {
 		return routeAnswer{Code: apperr.RequestLimited}
 	}
 	if o.refuses[c] {
-		o.model.Release(o.key(c), o.windows(c), id)
+		o.model.Release(ws, id)
 		return routeAnswer{Channel: c, Status: pay.StatusFailed}
 	}
 	return routeAnswer{Channel: c, Status: pay.StatusSucceeded}
