@@ -199,26 +199,18 @@ func (rr *RouteReports) routeViews(ctx context.Context, cfg *ratelimit.Config, n
 }
 
 // preferred returns the first candidate of biz's route that would admit a
-// payment now (healthy, not closed, every window with room), and why the
-// ones before it would be skipped.
+// payment now (healthy, its key and its channel-wide key neither closed nor
+// full), and why the ones before it would be skipped.
 func (rr *RouteReports) preferred(ctx context.Context, cfg *ratelimit.Config, biz string) (string, string) {
 	var skipped []string
 	for _, ch := range cfg.Route(biz) {
-		key := ratelimit.Key{BizType: biz, Channel: ch}
 		reason := ""
-		switch rule := cfg.Rule(key); {
-		case rr.opts.Health.Unhealthy(ch):
+		if rr.opts.Health.Unhealthy(ch) {
 			reason = "unhealthy"
-		case rule.IsClosed():
-			reason = "closed"
-		case !rule.IsUnlimited():
-			_, counts, err := rr.opts.Usage.Usage(ctx, key)
-			if err == nil {
-				for i, w := range rule.Windows {
-					if i < len(counts) && counts[i] >= w.Limit {
-						reason = "limited"
-					}
-				}
+		}
+		for _, key := range []ratelimit.Key{{BizType: biz, Channel: ch}, ratelimit.ChannelWide(ch)} {
+			if reason == "" {
+				reason = rr.refusal(ctx, cfg, key)
 			}
 		}
 		if reason == "" {
@@ -227,4 +219,27 @@ func (rr *RouteReports) preferred(ctx context.Context, cfg *ratelimit.Config, bi
 		skipped = append(skipped, ch+" "+reason)
 	}
 	return "", strings.Join(skipped, ", ")
+}
+
+// refusal says why key would refuse a payment now: "closed", "limited" (a
+// window full, as read from the limiter's store), or "" when it has room
+// or its occupancy cannot be read.
+func (rr *RouteReports) refusal(ctx context.Context, cfg *ratelimit.Config, key ratelimit.Key) string {
+	rule := cfg.Rule(key)
+	switch {
+	case rule.IsClosed():
+		return "closed"
+	case rule.IsUnlimited():
+		return ""
+	}
+	_, counts, err := rr.opts.Usage.Usage(ctx, key)
+	if err != nil {
+		return ""
+	}
+	for i, w := range rule.Windows {
+		if i < len(counts) && counts[i] >= w.Limit {
+			return "limited"
+		}
+	}
+	return ""
 }

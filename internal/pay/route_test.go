@@ -10,6 +10,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
+	"payserver/internal/limitwait"
 	"payserver/internal/pay"
 	"payserver/internal/pay/paytest"
 	"payserver/internal/ratelimit"
@@ -356,5 +357,45 @@ func TestLostClaimReleasesItsSlotElsewhere(t *testing.T) {
 	}
 	if calls := f.sims["A"].Calls() + f.sims["B"].Calls(); calls != 1 {
 		t.Errorf("%d channel calls, want 1", calls)
+	}
+}
+
+// TestRoutedWaitGoesToTheShortestWait: with maxWaitMs, a routed payment
+// that every candidate refused waits for the limited candidate with the
+// shortest wait, not for the first.
+func TestRoutedWaitGoesToTheShortestWait(t *testing.T) {
+	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setDoc(t, lim, "routes:\n  B: [A, C]\nlimits:\n  B:A: {limit: 1, window: 1m}\n  B:C: {limit: 1, window: 300ms}\n")
+	waiter, err := limitwait.New(lim, limitwait.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := channel.NewSimulator("A", channel.SimulatorConfig{})
+	c, _ := channel.NewSimulator("C", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(a, c)
+	svc, err := pay.NewService(paytest.NewMemStore(), waiter, reg, pay.Options{Routes: staticRoutes{lim}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []string{"A", "C"} {
+		r := unpinned("fill-" + ch)
+		r.Channel = ch
+		if _, err := svc.Pay(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := unpinned("r1")
+	r.MaxWait = 2 * time.Second
+	start := time.Now()
+	o, err := svc.Pay(context.Background(), r)
+	want := []pay.RouteSkip{{Channel: "A", Reason: pay.ReasonLimited}}
+	if err != nil || o.Channel != "C" || !reflect.DeepEqual(o.RoutedFrom, want) {
+		t.Fatalf("order %+v, %v; want C after waiting, from A limited", o, err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("waited %v; C had room after 300ms", waited)
 	}
 }
