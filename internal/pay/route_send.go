@@ -82,15 +82,21 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	return true, left, nil
 }
 
+// notSentRouted is the failure message of a routed payment that no
+// candidate could take.
+const notSentRouted = "no candidate channel could be reached or admitted the payment; nothing was sent or charged"
+
 // settleNotSent ends o, which no channel call reached, as FAILED NOT_SENT,
 // and then releases the slots of keys: no call under them can follow. When
-// that cannot be recorded, the slots are kept (they free themselves when
-// their windows pass) and DEPENDENCY_UNAVAILABLE is returned.
+// that cannot be recorded, DEPENDENCY_UNAVAILABLE is returned and the
+// settling goes on in the background (settleAbandoned), so that the order
+// ends NOT_SENT rather than UNKNOWN once the database answers; the slots
+// are kept until then.
 func (s *Service) settleNotSent(ctx context.Context, o *Order, keys ...ratelimit.Key) error {
-	o.Status, o.FailureCode = StatusFailed, FailureNotSent
-	o.FailureMessage = "no candidate channel could be reached or admitted the payment; nothing was sent or charged"
+	o.Status, o.FailureCode, o.FailureMessage = StatusFailed, FailureNotSent, notSentRouted
 	o.UpdatedAt = s.opts.Now().UTC()
 	if err := s.finish(context.WithoutCancel(ctx), o); err != nil {
+		go s.settleAbandoned(o, notSentRouted, keys...)
 		return apperr.Wrap(err, apperr.DependencyUnavailable,
 			"the payment was not sent, but that could not be recorded; query GET /pay/%s later", o.RequestID).
 			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo})
