@@ -81,7 +81,7 @@ func (rr *RouteReports) get(c *gin.Context) {
 	from, to := now.Add(-time.Hour), now
 	var bad []apperr.FieldError
 	for name, dst := range map[string]*time.Time{"from": &from, "to": &to} {
-		if v := c.Query(name); v != "" {
+		if v, given := c.GetQuery(name); given { // an empty value is not absent
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
 				bad = append(bad, apperr.FieldError{Field: name, Reason: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"})

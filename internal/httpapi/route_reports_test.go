@@ -85,6 +85,7 @@ func TestRouteReport(t *testing.T) {
 		{"default range", "", 200, `"payments":{"WECHAT":7}`},
 		{"fallback to none", "?bizType=PAY", 200, `{"from":"UNIONPAY","to":"","reason":"unhealthy","count":2}`},
 		{"bad time", "?from=yesterday", 400, `"field":"from"`},
+		{"empty time", "?to=", 400, `"field":"to"`},
 		{"to before from", "?from=2026-03-01T10:00:00Z&to=2026-03-01T09:00:00Z", 400, `"field":"to"`},
 		{"too long", "?from=2026-01-01T00:00:00Z&to=2026-03-01T00:00:00Z", 400, "31 days"},
 		{"bad bizType", "?bizType=pay", 400, `"field":"bizType"`},

@@ -399,3 +399,26 @@ func TestRoutedWaitGoesToTheShortestWait(t *testing.T) {
 		t.Errorf("waited %v; C had room after 300ms", waited)
 	}
 }
+
+// noRerouteStore refuses every Reroute, as when the sweeper took the claim.
+type noRerouteStore struct{ pay.OrderStore }
+
+func (noRerouteStore) Reroute(context.Context, *pay.Order, string) error { return pay.ErrOrderNotFound }
+
+// TestNotSentClaimThatCannotMove: when the claim cannot be moved to the
+// next candidate, nothing more is sent: the payment ends NOT_SENT and both
+// slots are released.
+func TestNotSentClaimThatCannotMove(t *testing.T) {
+	f := newRouteFlow(t, noRerouteStore{paytest.NewMemStore()}, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n",
+		map[string]channel.SimulatorConfig{"A": {RefuseRate: 1}}, channel.HealthOptions{})
+	o, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	if err != nil || o.Status != pay.StatusFailed || o.FailureCode != pay.FailureNotSent {
+		t.Fatalf("order %+v, %v; want FAILED NOT_SENT", o, err)
+	}
+	if a, b := f.held(t, "A"), f.held(t, "B"); a != 0 || b != 0 {
+		t.Errorf("A holds %d, B holds %d; want 0 and 0", a, b)
+	}
+	if calls := f.sims["A"].Calls() + f.sims["B"].Calls(); calls != 0 {
+		t.Errorf("%d channel calls, want 0", calls)
+	}
+}
