@@ -52,8 +52,8 @@ trap cleanup EXIT
 
 mariadb --no-defaults --protocol=tcp -h "$HOST" -P "$MYSQL_PORT" -upayserver -ppayserver -N \
   -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-for k in RPIN RROUTE RFALL; do
-  redis-cli -h "$HOST" -p 16379 --scan --pattern "payserver:rl:{$k:*" | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
+for k in RPIN RROUTE RFALL; do # keys are payserver:rl:{CHANNEL}:BIZTYPE:...
+  redis-cli -h "$HOST" -p 16379 --scan --pattern "payserver:rl:*:$k:*" | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
 done
 log "building payserver"
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
@@ -97,7 +97,7 @@ RUN="r$(date +%s)"
       read -r label mode biz <<<"$spec"
       out="$(timeout 120 wrk -t"$THREADS" -c"$CONC" -d"$DURATION" --timeout 10s -s bench/e2e/route.lua \
         "http://$HOST:$PORT" -- "$label" "$mode" "$biz" "$RUN-$r-$label")" || die "wrk $label failed: $out"
-      grep -e '^  run ' -e '^  answers' -e '^ *[0-9]' <<<"$out"
+      grep -E -e '^  run ' -e '^  answers' -e '^ +[0-9]+ +[0-9]+\.[0-9]+ ' <<<"$out"
       grep '^RESULT ' <<<"$out" >>"$RESULTS"
       kill -0 "$PID" 2>/dev/null || die "payserver died during $label"
     done

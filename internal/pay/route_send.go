@@ -54,7 +54,10 @@ func (s *Service) sendRouted(ctx context.Context, o *Order, rest []string) (*Ord
 func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bool, left []string, err error) {
 	from := ratelimit.Key{BizType: o.BizType, Channel: o.Channel}
 	skipped := append(append([]RouteSkip{}, o.RoutedFrom...), RouteSkip{Channel: o.Channel, Reason: ReasonUnhealthy})
-	chosen, refused, left, err := s.pick(ctx, PayRequest{RequestID: o.RequestID, BizType: o.BizType, Amount: o.Amount, Currency: o.Currency}, rest)
+	// Detached, as the channel call is: a client leaving now must not
+	// change where a claimed payment ends.
+	chosen, refused, left, err := s.pick(context.WithoutCancel(ctx),
+		PayRequest{RequestID: o.RequestID, BizType: o.BizType, Amount: o.Amount, Currency: o.Currency}, rest)
 	if err != nil || chosen == "" {
 		if err != nil {
 			s.log.Warn("the limiter failed while a routed payment looked for its next candidate; it ends NOT_SENT",
