@@ -54,7 +54,8 @@ type Change struct {
 	Name   string
 	// MD5 is the document's version; "" for a deleted document.
 	MD5 string
-	// Keys lists each key whose rule changed as "KEY: old -> new".
+	// Keys lists each key whose rule changed as "KEY: old -> new", and
+	// each route that changed as "route BIZTYPE: old -> new" (routeDiff).
 	Keys []string
 	// Refusal is why a KindRefused document was refused; "" otherwise.
 	Refusal string

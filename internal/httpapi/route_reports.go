@@ -243,3 +243,13 @@ func (rr *RouteReports) refusal(ctx context.Context, cfg *ratelimit.Config, key 
 	}
 	return ""
 }
+
+// routesJSON is the routes in force for GET /limits: bizType to its
+// candidates in order of preference; {} when there are none.
+func routesJSON(r ratelimit.Routes) map[string][]string {
+	out := make(map[string][]string, len(r))
+	for biz, cands := range r {
+		out[biz] = cands
+	}
+	return out
+}
