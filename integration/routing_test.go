@@ -416,6 +416,13 @@ func liveRouteChange(t *testing.T, s *server, biz string, publish func(route str
 	waitFor(t, "the first document", 10*time.Second, func() bool { return routedTo() == "ALIPAY" })
 	publish("WECHAT, ALIPAY")
 	waitFor(t, "the new route to apply", 10*time.Second, func() bool { return routedTo() == "WECHAT" })
+	var limits struct {
+		Routes map[string][]string `json:"routes"`
+	}
+	if err := json.Unmarshal(s.do(t, http.MethodGet, "/limits", nil, nil).Body, &limits); err != nil ||
+		strings.Join(limits.Routes[biz], ",") != "WECHAT,ALIPAY" {
+		t.Fatalf("GET /limits routes %v (%v), want %s: [WECHAT, ALIPAY]", limits.Routes, err, biz)
+	}
 
 	publish("XPAY, ALIPAY")
 	waitFor(t, "the bad route to be refused", 10*time.Second, func() bool {

@@ -22,9 +22,10 @@ import (
 )
 
 // TestRoutingAgreesWithModel extends the model-based property tests with
-// routing decisions: random routes, limits (channel-wide ones too), failing channels, breaker
-// thresholds and sequences of unpinned, pinned and retried payments run
-// through the payment service over the real limiter on real Redis, and
+// routing decisions: random routes, limits (channel-wide ones too),
+// refusing channels, breaker thresholds and sequences of unpinned, pinned
+// and retried payments run through the payment service over the real
+// limiter on real Redis, and
 // each answer, and every window's occupancy after it, must equal an oracle
 // built on ratelimit.Model:
 //
