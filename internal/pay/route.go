@@ -88,15 +88,14 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 		return nil, apperr.Invalid(apperr.FieldError{Field: "channel",
 			Reason: "is required: bizType " + req.BizType + " has no route in the limits document"})
 	}
-	// The payload without a channel: a retry without one matches the
-	// stored order, whichever channel it went to.
-	hash := req.Hash()
-	existing, err := s.orders.Get(ctx, req.RequestID)
-	switch {
-	case err == nil:
-		return s.replay(ctx, existing, hash)
-	case !errors.Is(err, ErrOrderNotFound):
-		return nil, s.storeDown(err, "look up the requestId")
+	// The hash is of the payload without a channel: a retry without one
+	// matches the stored order, whichever channel it went to.
+	existing, err := s.priorOrder(ctx, req.RequestID)
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil {
+		return s.replay(ctx, existing, req.Hash())
 	}
 	chosen, refused, rest, err := s.pick(ctx, req, candidates)
 	if err != nil {
@@ -106,6 +105,7 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 		s.opts.RouteObserver.Exhausted(req.BizType, skipsOf(refused))
 		return nil, RoutesRefusedError(req.BizType, refused)
 	}
+	hash := req.Hash()
 	now := s.opts.Now().UTC()
 	o := &Order{
 		OrderNo: newOrderNo(now), RequestID: req.RequestID, RequestHash: hash,
