@@ -5,7 +5,7 @@ SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 
-.PHONY: run build test unit race services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: run build test unit race services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, in-process Redis, configs/channel-limits.yaml)
@@ -82,6 +82,10 @@ vulncheck:
 ## bench-e2e: end-to-end POST /pay on a durable MariaDB (own instance, :13308) and Redis, ratios side by side (about 7 minutes)
 bench-e2e: services
 	scripts/bench-e2e.sh
+
+## bench-routing: a routed POST /pay (no channel) against a pinned one, and one falling back past a full candidate, side by side on the durable MariaDB (about 2 minutes)
+bench-routing: services
+	scripts/bench-routing.sh
 
 ## profile: CPU and allocation profiles of the admitted path under load
 profile: services

@@ -43,13 +43,13 @@ func TestSpecLoadsAndValidates(t *testing.T) {
 	}
 	for _, p := range []string{"/pay", "/pay/{requestId}", "/healthz", "/readyz", "/limits", "/limits/history", "/metrics",
 		"/reports/channel-limits", "/channels/usage", "/dashboard",
-		"/v1/limits/acquire", "/v1/limits/release", "/v1/limits/peek", "/reports/limit-callers"} {
+		"/v1/limits/acquire", "/v1/limits/release", "/v1/limits/peek", "/reports/limit-callers", "/reports/routes"} {
 		if v.Doc().Paths.Value(p) == nil {
 			t.Errorf("path %s is not documented", p)
 		}
 	}
-	if got := len(v.Doc().Paths.Map()); got != 14 {
-		t.Errorf("%d paths documented, want 14", got)
+	if got := len(v.Doc().Paths.Map()); got != 15 {
+		t.Errorf("%d paths documented, want 15", got)
 	}
 	// Spec returns a copy: scribbling on it must not change the embedded one.
 	s := Spec()
@@ -241,6 +241,11 @@ func storeFault(id string) error {
 	return nil
 }
 
+// specRoutes is a fixed route table.
+type specRoutes map[string][]string
+
+func (r specRoutes) Route(biz string) ([]string, error) { return r[biz], nil }
+
 // fakeLimiter refuses bizType LIMITED and CLOSED, and is down for bizType
 // REDIS_DOWN.
 type fakeLimiter struct{}
@@ -329,7 +334,8 @@ func TestSpecMatchesServer(t *testing.T) {
 	}
 	store := paytest.NewMemStore()
 	store.GetFault = storeFault
-	svc, err := pay.NewService(store, fakeLimiter{}, reg, pay.Options{ChannelTimeout: 50 * time.Millisecond, InFlightWait: 10 * time.Millisecond})
+	svc, err := pay.NewService(store, fakeLimiter{}, reg, pay.Options{ChannelTimeout: 50 * time.Millisecond, InFlightWait: 10 * time.Millisecond,
+		Routes: specRoutes{"ONLINE_PAY": {"ALIPAY"}, "LIMITED": {"ALIPAY", "DECLINER"}, "CLOSED": {"ALIPAY"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,6 +427,24 @@ func TestSpecMatchesServer(t *testing.T) {
 			wantStatus: 502, wantCode: "CHANNEL_ERROR"},
 		{name: "limited", method: "POST", path: "/pay", body: payBody("lim-1", "LIMITED", "ALIPAY", "5"),
 			wantStatus: 429, wantCode: "REQUEST_LIMITED"},
+		{name: "routed", method: "POST", path: "/pay",
+			body:       `{"requestId":"routed-1","bizType":"ONLINE_PAY","merchantId":"M1","amount":1,"currency":"CNY"}`,
+			wantStatus: 200},
+		{name: "routed, empty channel", method: "POST", path: "/pay",
+			body:       `{"requestId":"routed-2","bizType":"ONLINE_PAY","channel":"","merchantId":"M1","amount":1,"currency":"CNY"}`,
+			wantStatus: 200},
+		{name: "routed replay", method: "POST", path: "/pay",
+			body:       `{"requestId":"routed-2","bizType":"ONLINE_PAY","channel":null,"merchantId":"M1","amount":1,"currency":"CNY"}`,
+			wantStatus: 200},
+		{name: "routed, every candidate limited", method: "POST", path: "/pay",
+			body:       `{"requestId":"routed-3","bizType":"LIMITED","merchantId":"M1","amount":1,"currency":"CNY"}`,
+			wantStatus: 429, wantCode: "REQUEST_LIMITED"},
+		{name: "routed, every candidate closed", method: "POST", path: "/pay",
+			body:       `{"requestId":"routed-4","bizType":"CLOSED","merchantId":"M1","amount":1,"currency":"CNY"}`,
+			wantStatus: 429, wantCode: "REQUEST_LIMITED"},
+		{name: "no channel and no route", method: "POST", path: "/pay",
+			body:       `{"requestId":"routed-5","bizType":"NOROUTE","merchantId":"M1","amount":1,"currency":"CNY"}`,
+			wantStatus: 400, wantCode: "INVALID_REQUEST"},
 		{name: "closed key", method: "POST", path: "/pay", body: payBody("lim-2", "CLOSED", "ALIPAY", "5"),
 			wantStatus: 429, wantCode: "REQUEST_LIMITED"},
 		{name: "limiter down", method: "POST", path: "/pay", body: payBody("rd-1", "REDIS_DOWN", "ALIPAY", "5"),

@@ -178,7 +178,7 @@ func TestAlertAndDashboardMetricsExist(t *testing.T) {
 	// biz:ALIPAY fills up (admitted, then limited); biz:WECHAT never does,
 	// so with Redis cut its checks go to the local windows rather than
 	// being answered by the near-cache's memory of a full window.
-	good := fmt.Sprintf("window: 1m\nlimits:\n  %s:ALIPAY: 2\n  %s:WECHAT: 100000\n", biz, biz)
+	good := fmt.Sprintf("window: 1m\nroutes:\n  %[1]s: [ALIPAY, WECHAT]\nlimits:\n  %[1]s:ALIPAY: 2\n  %[1]s:WECHAT: 100000\n", biz)
 	nacosPublish(t, nacos, dataID, good)
 	t.Cleanup(func() { nacosDelete(t, nacos, dataID) })
 	redis := startProxy(t, testutil.RedisAddr(t))
@@ -189,6 +189,10 @@ func TestAlertAndDashboardMetricsExist(t *testing.T) {
 	waitFor(t, "limits from Nacos", 10*time.Second, func() bool { return limitsRule(t, s, biz+":ALIPAY") != "" })
 	for i := 0; i < 3; i++ { // 2 admitted, 1 limited, through Redis
 		s.pay(t, payBody(testutil.UniqueName("mx"), biz, "ALIPAY"))
+	}
+	// A routed payment falls back from the full ALIPAY to WECHAT.
+	if r := s.pay(t, routedBody(testutil.UniqueName("mx"), biz)); r.Status != 200 {
+		t.Fatalf("routed payment: %d %s", r.Status, r.Body)
 	}
 	redis.Down()
 	waitFor(t, "a decision without Redis", 10*time.Second, func() bool {

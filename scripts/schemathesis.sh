@@ -32,13 +32,16 @@
 # the JSON 414 and 431.
 #
 # What is not a failure: a schema-valid request that payserver refuses for a
-# reason the schema cannot express. Two exist, and a hook allows exactly them
-# (any other 400 to schema-valid data still fails):
+# reason the schema cannot express. These exist, and a hook allows exactly
+# them (any other 400 to schema-valid data still fails):
 #   POST /pay                    400 CHANNEL_NOT_SUPPORTED (a well-formed
-#                                channel code that is not configured)
+#                                channel code that is not configured), and
+#                                400 INVALID_REQUEST on `channel` alone for
+#                                a payment without one whose bizType has no
+#                                route in the limits document
 #   GET /reports/channel-limits  400 INVALID_REQUEST on `from`/`to` only (to
-#                                not after from, span over the granularity's
-#                                cap, a time before 1970)
+#   GET /reports/routes          not after from, span over the cap, a time
+#                                before 1970)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -97,6 +100,10 @@ else
   CLIENT_TOKEN="stc-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   cat >"$WORK/limits.yaml" <<'EOF'
 window: 1s
+routes:
+  ONLINE_PAY: [UNIONPAY, ALIPAY, WECHAT]
+  DEMO: [ALIPAY]
+  REFUND: [ALIPAY, WECHAT]
 limits:
   ONLINE_PAY:ALIPAY: 100
   ONLINE_PAY:WECHAT: -1
@@ -157,7 +164,7 @@ report-to = { values = ["2026-03-01T11:00:00Z", "2026-03-01T12:00:01.5Z", "2026-
 "query.to" = { dictionary = "report-to", probability = 0.6 }
 
 [[operations]]
-include-operation-id = ["pay", "getChannelLimitReport"]
+include-operation-id = ["pay", "getChannelLimitReport", "getRouteReport"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", 400, 401, 403, 404, 409, 429, "5xx"]
 
 # The limits service: a full window is 429 (acquire), and a requestId of a
@@ -181,20 +188,23 @@ import schemathesis
 @schemathesis.check
 def payserver_semantic_refusals_only(ctx, response, case):
     """A schema-valid request may be refused with 400 only for the reasons
-    the schema cannot express: an unconfigured channel on POST /pay, and the
-    from/to relation on the report."""
+    the schema cannot express: an unconfigured channel on POST /pay, or no
+    channel for a bizType without a route, and the from/to relation on the
+    reports."""
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive or response.status_code != 400:
         return None
     label = case.operation.label
-    if label not in ("POST /pay", "GET /reports/channel-limits"):
+    if label not in ("POST /pay", "GET /reports/channel-limits", "GET /reports/routes"):
         return None
     body = response.json()
+    fields = {f.get("field") for f in body.get("details", {}).get("fields", [])}
     if label == "POST /pay":
-        if body.get("code") != "CHANNEL_NOT_SUPPORTED":
+        sent = case.body if isinstance(case.body, dict) else {}
+        unrouted = not sent.get("channel") and body.get("code") == "INVALID_REQUEST" and fields == {"channel"}
+        if body.get("code") != "CHANNEL_NOT_SUPPORTED" and not unrouted:
             raise AssertionError(f"schema-valid payment refused with {body.get('code')}: {body}")
         return None
-    fields = {f.get("field") for f in body.get("details", {}).get("fields", [])}
     if body.get("code") != "INVALID_REQUEST" or not fields or not fields <= {"from", "to"}:
         raise AssertionError(f"schema-valid report query refused for {sorted(fields)}: {body}")
     return None

@@ -40,6 +40,7 @@ type Main struct {
 	channels *channel.Registry
 	metrics  *metrics.Metrics
 	stats    statsWiring
+	routing  routingWiring
 	api      apiWiring
 	server   *http.Server
 	listener net.Listener
@@ -107,10 +108,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openLimitsAPI(); err != nil {
 		return err
 	}
-	if err := m.startLimits(bg); err != nil {
+	// The channels before the limits: the limits source refuses routes
+	// naming channels this server does not have.
+	if err := m.openChannels(); err != nil {
 		return err
 	}
-	if err := m.openChannels(); err != nil {
+	if err := m.openRouting(bg); err != nil {
+		return err
+	}
+	if err := m.startLimits(bg); err != nil {
 		return err
 	}
 	svc, err := m.buildPay(bg)
@@ -159,6 +165,9 @@ func (m *Main) Close() error {
 	}
 	m.wg.Wait()
 	if err := m.drainStats(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.drainRouting(); err != nil {
 		errs = append(errs, err)
 	}
 	if m.mini != nil {

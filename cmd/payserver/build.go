@@ -75,9 +75,13 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	routes, health, routed := m.payRouting(gate)
 	svc, err := pay.NewService(m.metrics.CountOrders(orders), gate, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     m.cfg.OrderStaleAfter,
+		Routes:         routes,
+		Health:         health,
+		RouteObserver:  routed,
 		Logger:         m.log.With("component", "pay"),
 	})
 	if err != nil {
@@ -130,6 +134,7 @@ func (m *Main) startLimits(ctx context.Context) error {
 		History:      history,
 		LastGoodPath: filepath.Join(m.cfg.DataDir, "limits", "last-good.yaml"),
 		Hooks:        configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused},
+		Check:        m.checkRoutes,
 	})
 	if err != nil {
 		return err

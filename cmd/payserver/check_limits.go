@@ -44,5 +44,16 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  %-40s %s\n", k.String(), configcenter.DescribeRule(cfg.Rule(k), true))
 	}
 	fmt.Fprintln(stdout, "Keys not listed are unlimited.")
+	bizTypes := make([]string, 0, len(cfg.Routes))
+	for biz := range cfg.Routes {
+		bizTypes = append(bizTypes, biz)
+	}
+	sort.Strings(bizTypes)
+	for _, biz := range bizTypes {
+		fmt.Fprintf(stdout, "  route %-34s %s\n", biz, configcenter.DescribeRoute(cfg.Routes[biz]))
+	}
+	if len(bizTypes) > 0 {
+		fmt.Fprintln(stdout, "A server refuses routes that name a channel it is not configured with.")
+	}
 	return 0
 }

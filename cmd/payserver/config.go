@@ -70,6 +70,7 @@ type Config struct {
 	Limiter LimiterConfig `yaml:"limiter"`
 	Nacos   NacosConfig   `yaml:"nacos"`
 	Stats   StatsConfig   `yaml:"stats"`
+	Routing RoutingConfig `yaml:"routing"`
 
 	ChannelTimeout  time.Duration `yaml:"channelTimeout"`  // PAYSERVER_CHANNEL_TIMEOUT
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"` // PAYSERVER_SHUTDOWN_TIMEOUT
@@ -107,6 +108,17 @@ type LimiterConfig struct {
 	Unconfigured ratelimit.Policy `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
 }
 
+// RoutingConfig tunes the channel health breakers of routed payments
+// (channel.HealthOptions): a channel whose last BreakerFailures calls
+// failed (transport errors, timeouts, channel system errors; not declines)
+// is skipped as unhealthy for BreakerCooldown, then BreakerProbes calls
+// probe it.
+type RoutingConfig struct {
+	BreakerFailures uint32        `yaml:"breakerFailures"` // PAYSERVER_ROUTE_BREAKER_FAILURES, default 5
+	BreakerCooldown time.Duration `yaml:"breakerCooldown"` // PAYSERVER_ROUTE_BREAKER_COOLDOWN, default 30s
+	BreakerProbes   uint32        `yaml:"breakerProbes"`   // PAYSERVER_ROUTE_BREAKER_PROBES, default 1
+}
+
 // NacosConfig selects Nacos as the limits source when Addrs is set.
 type NacosConfig struct {
 	Addrs     []string `yaml:"addrs"`     // PAYSERVER_NACOS_ADDR (comma list)
@@ -130,6 +142,7 @@ func DefaultConfig() Config {
 		Limiter:         LimiterConfig{Policy: ratelimit.PolicyLocal, Timeout: 50 * time.Millisecond, InstanceCount: 1, NearCache: true, Coalesce: true},
 		Nacos:           NacosConfig{Group: "PAY_GROUP", DataID: "payserver-channel-limits"},
 		Stats:           StatsConfig{FlushInterval: 5 * time.Second},
+		Routing:         RoutingConfig{BreakerFailures: 5, BreakerCooldown: 30 * time.Second, BreakerProbes: 1},
 		ChannelTimeout:  5 * time.Second,
 		ShutdownTimeout: 15 * time.Second,
 		Channels: map[string]channel.SimulatorConfig{
@@ -181,6 +194,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limiter.Timeout <= 0 || c.ChannelTimeout <= 0 || c.ShutdownTimeout <= 0 || c.Stats.FlushInterval <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if c.Routing.BreakerFailures < 1 || c.Routing.BreakerProbes < 1 || c.Routing.BreakerCooldown <= 0 {
+		errs = append(errs, errors.New("PAYSERVER_ROUTE_BREAKER_FAILURES and PAYSERVER_ROUTE_BREAKER_PROBES must be at least 1, PAYSERVER_ROUTE_BREAKER_COOLDOWN positive"))
 	}
 	if len(c.Channels) == 0 {
 		errs = append(errs, errors.New("no channels configured"))

@@ -61,6 +61,9 @@ var envKeys = map[string]string{
 	"PAYSERVER_SHUTDOWN_TIMEOUT":        "shutdownTimeout",
 	"PAYSERVER_ORDER_STALE_AFTER":       "orderStaleAfter",
 	"PAYSERVER_STATS_FLUSH_INTERVAL":    "stats.flushInterval",
+	"PAYSERVER_ROUTE_BREAKER_FAILURES":  "routing.breakerFailures",
+	"PAYSERVER_ROUTE_BREAKER_COOLDOWN":  "routing.breakerCooldown",
+	"PAYSERVER_ROUTE_BREAKER_PROBES":    "routing.breakerProbes",
 }
 
 // envLists are the keys whose variable is a comma list.

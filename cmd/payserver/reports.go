@@ -92,12 +92,17 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 	if err != nil {
 		return nil, err
 	}
+	routeReports, err := m.routeReports()
+	if err != nil {
+		return nil, err
+	}
 	routes, err := httpapi.Reports(httpapi.ReportsOptions{
 		Reports: reporter,
 		Usage:   m.limiter,
 		Limits:  limitsView{m.limiter, m.manager},
 		Logger:  m.log.With("component", "reports"),
 		Callers: m.api.tally,
+		Routes:  routeReports,
 	})
 	if err != nil {
 		return nil, err
@@ -106,7 +111,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 	if err != nil {
 		return nil, err
 	}
-	return []func(*gin.RouterGroup){routes, historyRoutes}, nil
+	return []func(*gin.RouterGroup){routes, historyRoutes, routeReports.Register}, nil
 }
 
 // drainStats writes the pending stats at shutdown, once the HTTP server

@@ -43,6 +43,14 @@ type Result struct {
 // blindly.
 var ErrTimeout = errors.New("channel: no answer in time; outcome unknown")
 
+// ErrNotSent means the payment provably never reached the channel: the
+// connection was refused before anything was sent, or the channel's health
+// breaker refused the call. Nothing was charged and nothing can be: the
+// caller may settle the payment as not sent, or send it elsewhere. A
+// Channel returns it (errors.Is) only when it is certain; any doubt is
+// ErrTimeout or a transport error, whose outcome is unknown.
+var ErrNotSent = errors.New("channel: the payment was not sent")
+
 // SystemError is a channel's explicit refusal to process a payment because of
 // its own fault (for example "system busy"). Nothing was charged.
 type SystemError struct {

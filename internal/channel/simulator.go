@@ -23,11 +23,15 @@ type SimulatorConfig struct {
 	DeclineRate float64 `yaml:"declineRate"`
 	TimeoutRate float64 `yaml:"timeoutRate"`
 	ErrorRate   float64 `yaml:"errorRate"`
+	// RefuseRate is the probability in [0, 1] that the call is refused
+	// before anything is sent (a refused connection): it answers
+	// ErrNotSent at once and is not counted as a call.
+	RefuseRate float64 `yaml:"refuseRate"`
 }
 
 // Validate reports a rate outside [0, 1] or a negative duration.
 func (c SimulatorConfig) Validate() error {
-	for name, r := range map[string]float64{"declineRate": c.DeclineRate, "timeoutRate": c.TimeoutRate, "errorRate": c.ErrorRate} {
+	for name, r := range map[string]float64{"declineRate": c.DeclineRate, "timeoutRate": c.TimeoutRate, "errorRate": c.ErrorRate, "refuseRate": c.RefuseRate} {
 		if r < 0 || r > 1 {
 			return fmt.Errorf("%s %v outside [0, 1]", name, r)
 		}
@@ -49,6 +53,7 @@ type Simulator struct {
 	cfg  SimulatorConfig
 
 	calls      atomic.Int64
+	refused    atomic.Int64
 	duplicates atomic.Int64
 	mu         sync.Mutex
 	seen       map[string]struct{}
@@ -83,8 +88,18 @@ func (s *Simulator) Calls() int64 { return s.calls.Load() }
 // Duplicates returns how many calls repeated a requestId already paid here.
 func (s *Simulator) Duplicates() int64 { return s.duplicates.Load() }
 
+// Refused returns how many calls were refused before sending (RefuseRate).
+func (s *Simulator) Refused() int64 { return s.refused.Load() }
+
 // Pay implements Channel.
 func (s *Simulator) Pay(ctx context.Context, req Request) (Result, error) {
+	s.mu.Lock()
+	refuse := s.cfg.RefuseRate > 0 && s.rnd.Float64() < s.cfg.RefuseRate
+	s.mu.Unlock()
+	if refuse {
+		s.refused.Add(1)
+		return Result{}, fmt.Errorf("channel %s: connection refused: %w", s.code, ErrNotSent)
+	}
 	s.calls.Add(1)
 	s.mu.Lock()
 	if _, dup := s.seen[req.RequestID]; dup {

@@ -54,7 +54,8 @@ type Change struct {
 	Name   string
 	// MD5 is the document's version; "" for a deleted document.
 	MD5 string
-	// Keys lists each key whose rule changed as "KEY: old -> new".
+	// Keys lists each key whose rule changed as "KEY: old -> new", and
+	// each route that changed as "route BIZTYPE: old -> new" (routeDiff).
 	Keys []string
 	// Refusal is why a KindRefused document was refused; "" otherwise.
 	Refusal string
@@ -106,6 +107,10 @@ type ManagerOptions struct {
 	// snapshot holds a refused document, still enforces the last good
 	// limits instead of none.
 	LastGoodPath string
+	// Check, when set, vets every parsed document against what only the
+	// running server knows (the channels it has, for routes); a document it
+	// refuses is refused like an invalid one.
+	Check func(*ratelimit.Config) error
 }
 
 // Manager validates each document a Source delivers and swaps good ones into
@@ -242,6 +247,9 @@ func (m *Manager) apply(d Document) (*Change, error) {
 		err = errors.New("the limits document was deleted")
 	} else {
 		cfg, err = ratelimit.ParseDocument(d.Content)
+		if err == nil && m.opts.Check != nil {
+			err = m.opts.Check(cfg)
+		}
 	}
 	now := m.opts.Now().UTC()
 	if err != nil {
@@ -324,6 +332,7 @@ func Diff(old, cur *ratelimit.Config) []string {
 			out = append(out, k.String()+": "+os+" -> "+ns)
 		}
 	}
+	out = append(out, routeDiff(old, cur)...)
 	sort.Strings(out)
 	return out
 }

@@ -67,6 +67,8 @@ type dashboardView struct {
 	ChartTo        string
 	Limits         []limitJSON
 	Callers        []limitapi.CallerCounts
+	Routes         []routeView
+	RoutesError    string
 }
 
 type sourceView struct {
@@ -131,6 +133,13 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	}
 	if d.r.opts.Callers != nil {
 		v.Callers = d.r.opts.Callers.Snapshot()
+	}
+	if d.r.opts.Routes != nil {
+		var err error
+		if v.Routes, err = d.r.opts.Routes.routeViews(ctx, cfg, now); err != nil {
+			d.r.log.Warn("dashboard: could not read the route stats", "err", err)
+			v.RoutesError = "The stats database is unavailable; the fallback counts are missing."
+		}
 	}
 	to := now.Truncate(time.Minute).Add(time.Minute)
 	from := to.Add(-dashboardMinutes * time.Minute)

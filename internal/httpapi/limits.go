@@ -87,6 +87,7 @@ func (h *handler) getLimits(c *gin.Context) {
 	if cfg != nil {
 		body["defaultWindow"] = configcenter.FormatWindow(cfg.DefaultWindow)
 		body["shadowAll"] = cfg.Shadow
+		body["routes"] = routesJSON(cfg.Routes)
 	}
 	writeJSON(c, h.log, http.StatusOK, body)
 }

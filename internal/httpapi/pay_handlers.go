@@ -32,6 +32,9 @@ type orderJSON struct {
 	FailureMessage   string `json:"failureMessage,omitempty"`
 	CreatedAt        string `json:"createdAt"`
 	UpdatedAt        string `json:"updatedAt"`
+	// RoutedFrom is present for a routed payment (no channel in the
+	// request): the candidates skipped before Channel, possibly none.
+	RoutedFrom *[]pay.RouteSkip `json:"routedFrom,omitempty"`
 }
 
 func toJSON(o *pay.Order) orderJSON {
@@ -39,7 +42,12 @@ func toJSON(o *pay.Order) orderJSON {
 	if e, ok := pay.CurrencyExponent(o.Currency); ok {
 		exponent = &e
 	}
+	var routedFrom *[]pay.RouteSkip
+	if o.RoutedFrom != nil {
+		routedFrom = &o.RoutedFrom
+	}
 	return orderJSON{
+		RoutedFrom:       routedFrom,
 		CurrencyExponent: exponent,
 		OrderNo:          o.OrderNo, RequestID: o.RequestID, BizType: o.BizType, Channel: o.Channel,
 		MerchantID: o.MerchantID, Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,

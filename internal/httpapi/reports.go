@@ -43,6 +43,9 @@ type ReportsOptions struct {
 	// Callers, when set, adds the limiter's operations per caller (client
 	// token names and POST /pay) to the dashboard.
 	Callers CallerTally
+	// Routes, when set, adds each route's preferred channel and fallbacks
+	// per minute to the dashboard (route_reports.go).
+	Routes *RouteReports
 }
 
 // usageTimeout bounds reading every key's occupancy for one answer.

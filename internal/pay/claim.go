@@ -9,6 +9,10 @@ import (
 	"payserver/internal/ratelimit"
 )
 
+// unconfirmedClaim is the failure message of a claim settled as NOT_SENT
+// because the database did not confirm it in time.
+const unconfirmedClaim = "the payment was abandoned before the channel was called: the order database did not confirm the claim in time; nothing was charged"
+
 // claimFate is what became of a claim whose INSERT did not answer nil.
 type claimFate int
 
@@ -83,7 +87,7 @@ func (s *Service) claimFailed(o *Order, fate claimFate, key ratelimit.Key, claim
 	if fate == claimUnknown {
 		// Our row may exist, PROCESSING, with nobody to send it: settle it
 		// as NOT_SENT once the database answers, so it does not end UNKNOWN.
-		go s.settleAbandoned(o, key)
+		go s.settleAbandoned(o, unconfirmedClaim, key)
 	}
 	s.log.Error("order store failed", "op", "claim the requestId", "requestId", o.RequestID,
 		"mayBeCommitted", fate == claimUnknown, "err", claimErr)
@@ -100,7 +104,9 @@ func (s *Service) claimFailed(o *Order, fate claimFate, key ratelimit.Key, claim
 // shows up after a long outage (and that the stale sweeper may have marked
 // UNKNOWN meanwhile: UNKNOWN -> NOT_SENT is allowed) still ends NOT_SENT. A
 // row of another request, or none, is left alone and the slot kept.
-func (s *Service) settleAbandoned(o *Order, key ratelimit.Key) {
+//
+// why is the failure message recorded; the slots of keys are released.
+func (s *Service) settleAbandoned(o *Order, why string, keys ...ratelimit.Key) {
 	deadline := time.Now().Add(s.opts.StaleAfter)
 	wait := 50 * time.Millisecond
 	for missing := false; time.Now().Before(deadline) || !missing; {
@@ -117,13 +123,15 @@ func (s *Service) settleAbandoned(o *Order, key ratelimit.Key) {
 		if err == nil {
 			n := *got
 			n.Status, n.FailureCode = StatusFailed, FailureNotSent
-			n.FailureMessage = "the payment was abandoned before the channel was called: the order database did not confirm the claim in time; nothing was charged"
+			n.FailureMessage = why
 			n.UpdatedAt = s.opts.Now().UTC()
 			err = s.orders.Finish(ctx, &n)
 			if err == nil {
 				cancel()
 				s.log.Warn("an abandoned claim was settled as NOT_SENT", "requestId", o.RequestID, "orderNo", o.OrderNo)
-				s.release(key, o.RequestID)
+				for _, key := range keys {
+					s.release(key, o.RequestID)
+				}
 				return
 			}
 		}

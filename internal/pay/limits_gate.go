@@ -32,11 +32,20 @@ func NewLimitsGate(limiter Limiter, loaded <-chan struct{}, source string) (*Lim
 
 // Check implements Limiter.
 func (g *LimitsGate) Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
+	if err := g.NotLoaded(); err != nil {
+		return ratelimit.Decision{Key: r.Key}, err
+	}
+	return g.limiter.Check(ctx, r)
+}
+
+// NotLoaded returns the gate's DEPENDENCY_UNAVAILABLE error until the first
+// limits document is in force, and nil from then on.
+func (g *LimitsGate) NotLoaded() error {
 	select {
 	case <-g.loaded:
-		return g.limiter.Check(ctx, r)
+		return nil
 	default:
-		return ratelimit.Decision{Key: r.Key}, apperr.New(apperr.DependencyUnavailable,
+		return apperr.New(apperr.DependencyUnavailable,
 			"no limits document has been loaded yet from the %s source; payments are refused until a valid one is", g.source).
 			WithDetails(map[string]any{"dependency": "limits", "source": g.source})
 	}

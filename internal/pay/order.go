@@ -116,6 +116,11 @@ type Order struct {
 	FailureMessage string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// RoutedFrom is nil for a payment pinned to its channel by the client.
+	// For a routed payment (no channel in the request) it is non-nil: the
+	// candidates it was not sent to, in order of preference, each with its
+	// reason; empty when it went to its first candidate.
+	RoutedFrom []RouteSkip
 }
 
 // Errors an OrderStore returns; any other error means the store failed.
@@ -143,6 +148,11 @@ type OrderStore interface {
 	// no such order is left to finish, and refuses a target state that
 	// Allowed forbids from both.
 	Finish(ctx context.Context, o *Order) error
+	// Reroute moves a PROCESSING order with o's RequestID and OrderNo whose
+	// channel is from to o.Channel, with o.RoutedFrom and o.UpdatedAt: a
+	// routed payment that provably never reached from goes to its next
+	// candidate. It returns ErrOrderNotFound when no such order is left.
+	Reroute(ctx context.Context, o *Order, from string) error
 	// MarkStaleUnknown turns PROCESSING orders last updated before cutoff
 	// into UNKNOWN and returns how many it changed.
 	MarkStaleUnknown(ctx context.Context, cutoff time.Time) (int64, error)

@@ -26,8 +26,10 @@ const (
 
 // PayRequest is a validated POST /pay body.
 type PayRequest struct {
-	RequestID  string
-	BizType    string
+	RequestID string
+	BizType   string
+	// Channel pins the payment to one channel; "" routes it by its
+	// bizType's route (route.go).
 	Channel    string
 	MerchantID string
 	Amount     int64 // minor units
@@ -44,7 +46,10 @@ func (r PayRequest) Key() ratelimit.Key {
 }
 
 // Hash fingerprints everything but the requestId, so that a replay with the
-// same requestId and another payload is detected.
+// same requestId and another payload is detected. The channel is part of
+// it as the client sent it: "" for a routed payment, whichever channel it
+// went to, so that a retry without a channel matches its stored order and
+// a retry pinned to a channel does not.
 func (r PayRequest) Hash() string {
 	h := sha256.New()
 	for _, s := range []string{r.BizType, r.Channel, r.MerchantID, strconv.FormatInt(r.Amount, 10), r.Currency, r.Subject} {
@@ -106,7 +111,7 @@ func DecodePayRequest(data []byte) (PayRequest, error) {
 	}
 	str("requestId", &r.RequestID, true)
 	str("bizType", &r.BizType, true)
-	str("channel", &r.Channel, true)
+	str("channel", &r.Channel, false) // absent or "": routed (route.go)
 	str("merchantId", &r.MerchantID, true)
 	str("currency", &r.Currency, true)
 	str("subject", &r.Subject, false)
@@ -144,7 +149,9 @@ func (r PayRequest) problems(decoded []apperr.FieldError) []apperr.FieldError {
 	}
 	add("requestId", requestIDProblem(r.RequestID))
 	add("bizType", ratelimit.CodeProblem(r.BizType))
-	add("channel", ratelimit.CodeProblem(r.Channel))
+	if r.Channel != "" {
+		add("channel", ratelimit.CodeProblem(r.Channel))
+	}
 	// Invalid UTF-8 and lone surrogates never get here: encoding/json would
 	// have replaced them with U+FFFD, so strictJSONProblems refuses them in
 	// the raw body.

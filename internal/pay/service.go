@@ -52,7 +52,15 @@ type Options struct {
 	// StaleAfter is the age past which a PROCESSING order is marked
 	// UNKNOWN by SweepStale. Default ChannelTimeout + 1m.
 	StaleAfter time.Duration
-	Logger     *slog.Logger
+	// Routes gives the routes of payments without a channel (route.go).
+	// Default none: such payments are refused (INVALID_REQUEST, channel).
+	Routes RouteTable
+	// Health gates and counts the channel calls of routed payments.
+	// Default: every channel healthy, calls made directly.
+	Health ChannelHealth
+	// RouteObserver is told how routed payments were routed. Optional.
+	RouteObserver RouteObserver
+	Logger        *slog.Logger
 	// Now is the clock for order timestamps. Default time.Now.
 	Now func() time.Time
 }
@@ -89,6 +97,7 @@ func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Opti
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	setRouteDefaults(&opts)
 	return &Service{orders: orders, limiter: limiter, channels: channels, opts: opts, log: opts.Logger}, nil
 }
 
@@ -104,6 +113,9 @@ func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Opti
 // happens (resolveClaim); the limiter slot is released only for an order
 // settled as NOT_SENT, which no channel call can follow.
 func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
+	if req.Channel == "" {
+		return s.payRouted(ctx, req) // route.go
+	}
 	ch, ok := s.channels.Get(req.Channel)
 	if !ok {
 		return nil, apperr.New(apperr.ChannelNotSupported, "channel %s is not supported", req.Channel).
@@ -122,14 +134,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency,
 	})
 	if err != nil {
-		if apperr.CodeOf(err) != apperr.Internal {
-			return nil, err // already classified, e.g. by LimitsGate
-		}
-		if errors.Is(err, ratelimit.ErrUnavailable) {
-			return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter is unavailable").
-				WithDetails(map[string]any{"dependency": "redis"})
-		}
-		return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter did not answer")
+		return nil, s.limiterFailed(err)
 	}
 	if !d.Allowed {
 		return nil, LimitedError(key, d)
@@ -172,15 +177,22 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 // callChannel calls the channel once and records the outcome. It is detached
 // from the caller's cancellation: a started payment always gets recorded.
 func (s *Service) callChannel(ctx context.Context, ch channel.Channel, o *Order) (*Order, error) {
-	base := context.WithoutCancel(ctx)
-	cctx, cancel := context.WithTimeout(base, s.opts.ChannelTimeout)
-	res, err := ch.Pay(cctx, channel.Request{
-		OrderNo: o.OrderNo, RequestID: o.RequestID, BizType: o.BizType, MerchantID: o.MerchantID,
-		Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,
-	})
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ChannelTimeout)
+	res, err := ch.Pay(cctx, channelRequest(o))
 	cancel()
+	return s.record(ctx, o, res, err)
+}
+
+// record records the outcome of o's one channel call. A call that provably
+// never reached the channel (channel.ErrNotSent) ends FAILED NOT_SENT, and
+// its limiter slot is released once that is recorded.
+func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err error) (*Order, error) {
+	base := context.WithoutCancel(ctx)
 	var sysErr *channel.SystemError
 	switch {
+	case errors.Is(err, channel.ErrNotSent):
+		o.Status, o.FailureCode = StatusFailed, FailureNotSent
+		o.FailureMessage = "the channel could not be reached; the payment was not sent and nothing was charged"
 	case err == nil:
 		o.Status, o.ChannelTradeNo = Status(res.Status), res.TradeNo
 		o.FailureCode, o.FailureMessage = res.DeclineCode, res.DeclineReason
@@ -205,6 +217,9 @@ func (s *Service) callChannel(ctx context.Context, ch channel.Channel, o *Order)
 		return nil, apperr.Wrap(err, apperr.DependencyUnavailable,
 			"the payment was sent to the channel but its outcome could not be recorded; query GET /pay/%s later", o.RequestID).
 			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo, "status": string(StatusUnknown)})
+	}
+	if StateOf(o) == StateNotSent {
+		s.release(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o.RequestID)
 	}
 	return s.outcome(o)
 }

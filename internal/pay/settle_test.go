@@ -73,6 +73,10 @@ func (s *lostCommitStore) MarkStaleUnknown(_ context.Context, cutoff time.Time) 
 }
 func (s *lostCommitStore) Ping(context.Context) error { return nil }
 
+func (s *lostCommitStore) Reroute(context.Context, *pay.Order, string) error {
+	return pay.ErrOrderNotFound
+}
+
 // allowAll admits everything and counts releases.
 type allowAll struct{ released atomic.Int64 }
 

@@ -110,7 +110,7 @@ func splitRoot(root map[string]any, cfg *Config) (map[string]any, error) {
 	_, hasLimits := root["limits"]
 	if !hasLimits {
 		for name := range root {
-			if name == "window" || name == "shadow" {
+			if name == "window" || name == "shadow" || name == "routes" {
 				return nil, errors.New(`limits document has "` + name + `" but no "limits" map`)
 			}
 		}
@@ -131,8 +131,14 @@ func splitRoot(root map[string]any, cfg *Config) (map[string]any, error) {
 				return nil, errors.New("shadow: want true or false")
 			}
 			cfg.Shadow = b
+		case "routes":
+			routes, err := parseRoutes(v)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Routes = routes
 		default:
-			return nil, fmt.Errorf("unknown top-level field %q (want window, shadow, limits)", name)
+			return nil, fmt.Errorf("unknown top-level field %q (want window, shadow, limits, routes)", name)
 		}
 	}
 	limits, ok := root["limits"].(map[string]any)

@@ -227,6 +227,9 @@ type Config struct {
 	// Schedules are the document's scheduled changes, sorted by key and
 	// From; two schedules of one key never overlap.
 	Schedules []Schedule
+	// Routes holds the document's routes (routes.go); nil or empty when it
+	// has none.
+	Routes Routes
 }
 
 // Rule returns the rule for k in force now: the base rule, unless a

@@ -34,6 +34,9 @@ type orderRow struct {
 	FailureMessage string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// RoutedFrom is the routed payment's skipped candidates as JSON, '' for
+	// a pinned payment (routedFromColumn).
+	RoutedFrom string
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -78,9 +81,11 @@ var _ pay.OrderStore = (*Orders)(nil)
 // and slow statements still go to gorm's logger (see trace).
 const (
 	orderColumns = "order_no, request_id, request_hash, biz_type, channel, merchant_id, amount, currency, subject, " +
-		"status, channel_trade_no, failure_code, failure_message, created_at, updated_at"
+		"status, channel_trade_no, failure_code, failure_message, created_at, updated_at, routed_from"
+	// orderRowValues is one row's placeholders for orderColumns.
+	orderRowValues = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	getOrderSQL    = "SELECT " + orderColumns + " FROM orders WHERE request_id = ?"
-	createOrderSQL = "INSERT INTO orders (" + orderColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	createOrderSQL = "INSERT INTO orders (" + orderColumns + ") VALUES " + orderRowValues
 	finishOrderSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ? " +
 		"WHERE request_id = ? AND order_no = ? AND status IN (?, ?)"
 	// markStaleSQL is the sweeper's (MarkStaleUnknown): it uses the
@@ -160,7 +165,13 @@ func scanOne(rows *sql.Rows, r *orderRow) error {
 func (r *orderRow) scan(rows *sql.Rows) error {
 	return rows.Scan(&r.OrderNo, &r.RequestID, &r.RequestHash,
 		&r.BizType, &r.Channel, &r.MerchantID, &r.Amount, &r.Currency, &r.Subject,
-		&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt)
+		&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt, &r.RoutedFrom)
+}
+
+// values are r's values for orderColumns, in order.
+func (r *orderRow) values() []any {
+	return []any{r.OrderNo, r.RequestID, r.RequestHash, r.BizType, r.Channel, r.MerchantID, r.Amount,
+		r.Currency, r.Subject, r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt, r.RoutedFrom}
 }
 
 // Create implements pay.OrderStore. It returns nil only once the row is
@@ -177,9 +188,7 @@ func (s *Orders) Create(ctx context.Context, o *pay.Order) error {
 // createOne is Create as one single-row autocommit INSERT.
 func (s *Orders) createOne(ctx context.Context, r orderRow) error {
 	begin := time.Now()
-	_, err := s.db.ConnPool.ExecContext(ctx, createOrderSQL, r.OrderNo, r.RequestID, r.RequestHash,
-		r.BizType, r.Channel, r.MerchantID, r.Amount, r.Currency, r.Subject,
-		r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt)
+	_, err := s.db.ConnPool.ExecContext(ctx, createOrderSQL, r.values()...)
 	s.trace(ctx, begin, createOrderSQL, err)
 	err = s.translate(err)
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
@@ -301,6 +310,7 @@ func rowOf(o *pay.Order) orderRow {
 		Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
 		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage,
 		CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+		RoutedFrom: routedFromColumn(o.RoutedFrom),
 	}
 }
 
@@ -312,5 +322,6 @@ func (r orderRow) order() *pay.Order {
 		Status: pay.Status(r.Status), ChannelTradeNo: r.ChannelTradeNo,
 		FailureCode: r.FailureCode, FailureMessage: r.FailureMessage,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		RoutedFrom: routedFromOf(r.RoutedFrom),
 	}
 }

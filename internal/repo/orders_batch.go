@@ -261,8 +261,7 @@ func cachedSQL(m *sync.Map, n int, build func(int) string) string {
 
 func insertSQL(n int) string {
 	return cachedSQL(&insertSQLs, n, func(n int) string {
-		row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-		return "INSERT INTO orders (" + orderColumns + ") VALUES " + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+		return "INSERT INTO orders (" + orderColumns + ") VALUES " + strings.TrimSuffix(strings.Repeat(orderRowValues+", ", n), ", ")
 	})
 }
 
@@ -356,11 +355,9 @@ func placeholders(n int) string {
 // createMany inserts the rows of two or more Create calls in one statement.
 func (g *orderGroups) createMany(ctx context.Context, calls []*batch.Call[orderRow, struct{}]) {
 	query := insertSQL(len(calls))
-	args := make([]any, 0, 15*len(calls))
+	args := make([]any, 0, 16*len(calls))
 	for _, c := range calls {
-		r := &c.Arg
-		args = append(args, r.OrderNo, r.RequestID, r.RequestHash, r.BizType, r.Channel, r.MerchantID, r.Amount,
-			r.Currency, r.Subject, r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt)
+		args = append(args, c.Arg.values()...)
 	}
 	begin := time.Now()
 	st, err := g.stmt(ctx, query)

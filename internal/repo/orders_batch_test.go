@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -108,7 +109,7 @@ func TestGroupCommit(t *testing.T) {
 				}
 				wg.Wait()
 				for _, o := range orders {
-					if got := mustGet(t, s, o.RequestID); *got != *o {
+					if got := mustGet(t, s, o.RequestID); !reflect.DeepEqual(*got, *o) {
 						t.Fatalf("got %+v\nwant %+v", got, o)
 					}
 				}
@@ -140,7 +141,7 @@ func TestGroupCommit(t *testing.T) {
 					if errs[i] != nil {
 						t.Fatalf("create %d: %v", i, errs[i])
 					}
-					if got := mustGet(t, s, o.RequestID); *got != *o {
+					if got := mustGet(t, s, o.RequestID); !reflect.DeepEqual(*got, *o) {
 						t.Fatalf("got %+v\nwant %+v", got, o)
 					}
 				}
@@ -206,7 +207,7 @@ func TestGroupCommit(t *testing.T) {
 				if winner < 0 {
 					t.Fatal("no call won")
 				}
-				if got := mustGet(t, s, "same-id"); *got != *orders[winner] {
+				if got := mustGet(t, s, "same-id"); !reflect.DeepEqual(*got, *orders[winner]) {
 					t.Fatalf("stored %+v\nwant the winner's %+v", got, orders[winner])
 				}
 				if st := s.Stats().Create; st.Retried != 16 {
@@ -244,11 +245,11 @@ func TestGroupCommit(t *testing.T) {
 					if errs[i] != nil {
 						t.Fatalf("create %d: %v", i, errs[i])
 					}
-					if got := mustGet(t, s, o.RequestID); *got != *o {
+					if got := mustGet(t, s, o.RequestID); !reflect.DeepEqual(*got, *o) {
 						t.Fatalf("got %+v\nwant %+v", got, o)
 					}
 				}
-				if got := mustGet(t, s, "pre-existing"); *got != *existing {
+				if got := mustGet(t, s, "pre-existing"); !reflect.DeepEqual(*got, *existing) {
 					t.Fatalf("the existing order changed: %+v", got)
 				}
 			})
@@ -326,7 +327,7 @@ func TestGroupCommit(t *testing.T) {
 					if errs[i] != nil {
 						t.Fatalf("%s: %v", id, errs[i])
 					}
-					if got := mustGet(t, s, id); *got != *want[id] {
+					if got := mustGet(t, s, id); !reflect.DeepEqual(*got, *want[id]) {
 						t.Fatalf("%s: got %+v\nwant %+v", id, got, want[id])
 					}
 				}
@@ -362,7 +363,7 @@ func TestGroupCommit(t *testing.T) {
 					if errs[i] != nil {
 						t.Fatalf("finish %d: %v", i, errs[i])
 					}
-					if got := mustGet(t, s, o.RequestID); *got != *o {
+					if got := mustGet(t, s, o.RequestID); !reflect.DeepEqual(*got, *o) {
 						t.Fatalf("got %+v\nwant %+v", got, o)
 					}
 				}
@@ -409,7 +410,7 @@ func TestGroupCommit(t *testing.T) {
 				}
 				for i, id := range ids {
 					if w := want[id]; w != nil {
-						if errs[i] != nil || *got[i] != *w {
+						if errs[i] != nil || !reflect.DeepEqual(*got[i], *w) {
 							t.Fatalf("get %s: %+v, %v", id, got[i], errs[i])
 						}
 						continue

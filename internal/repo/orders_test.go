@@ -3,6 +3,7 @@ package repo_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,7 +64,7 @@ func TestOrderStoreSuite(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if *got != *o {
+				if !reflect.DeepEqual(*got, *o) {
 					t.Fatalf("got %+v\nwant %+v", got, o)
 				}
 			})

@@ -102,20 +102,14 @@ func (s *ChannelStats) Add(ctx context.Context, rows []stats.Row) error {
 		return nil
 	}
 	now := s.now().UTC()
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for start := 0; start < len(rows); start += statsChunk {
-			chunk := rows[start:min(start+statsChunk, len(rows))]
-			args := make([]any, 0, len(chunk)*len(statsColumns))
-			for _, r := range chunk {
-				args = append(args, r.Minute.Unix(), r.Key.BizType, r.Key.Channel,
-					r.Attempts, r.Admitted, r.Limited, r.ShadowLimited, r.Degraded, r.Released, r.NearCacheRefusals,
-					r.PeakUtilization, truncate(r.Rule, 255), now)
-			}
-			if err := tx.Exec(s.upsertSQL(len(chunk)), args...).Error; err != nil {
-				return err
-			}
+	err := upsertChunks(ctx, s.db, len(rows), func(start, end int) (string, []any) {
+		args := make([]any, 0, (end-start)*len(statsColumns))
+		for _, r := range rows[start:end] {
+			args = append(args, r.Minute.Unix(), r.Key.BizType, r.Key.Channel,
+				r.Attempts, r.Admitted, r.Limited, r.ShadowLimited, r.Degraded, r.Released, r.NearCacheRefusals,
+				r.PeakUtilization, truncate(r.Rule, 255), now)
 		}
-		return nil
+		return s.upsertSQL(end - start), args
 	})
 	if err != nil {
 		return fmt.Errorf("repo: add channel stats: %w", err)

@@ -84,6 +84,22 @@ func (s *MemStore) Finish(_ context.Context, o *pay.Order) error {
 	return nil
 }
 
+// Reroute implements pay.OrderStore.
+func (s *MemStore) Reroute(_ context.Context, o *pay.Order, from string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.FailFinish != nil {
+		return s.FailFinish
+	}
+	cur, ok := s.orders[o.RequestID]
+	if !ok || cur.OrderNo != o.OrderNo || cur.Channel != from || cur.Status != pay.StatusProcessing {
+		return pay.ErrOrderNotFound
+	}
+	cur.Channel, cur.RoutedFrom, cur.UpdatedAt = o.Channel, append([]pay.RouteSkip(nil), o.RoutedFrom...), o.UpdatedAt
+	s.orders[o.RequestID] = cur
+	return nil
+}
+
 // MarkStaleUnknown implements pay.OrderStore; the memory store never sweeps.
 func (s *MemStore) MarkStaleUnknown(context.Context, time.Time) (int64, error) { return 0, nil }
 

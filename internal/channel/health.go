@@ -1,0 +1,131 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// HealthOptions tunes the per-channel circuit breakers of Health. Zero
+// values select the documented defaults.
+type HealthOptions struct {
+	// Failures is how many failed calls in a row (transport errors,
+	// timeouts, channel system errors; never declines) open a channel's
+	// breaker. Default 5.
+	Failures uint32
+	// Cooldown is how long an open breaker skips its channel before
+	// letting probes through (half-open). Default 30s.
+	Cooldown time.Duration
+	// Probes is how many calls a half-open breaker lets through; that many
+	// successes in a row close it, one failure opens it again. Default 1.
+	Probes uint32
+	// OnStateChange, when set, is told of every breaker state change, for
+	// logs and metrics.
+	OnStateChange func(channel string, from, to gobreaker.State)
+}
+
+// Health tracks whether each channel answers, with one sony/gobreaker
+// circuit breaker per channel. Routed payments skip an unhealthy channel
+// (open breaker) and go through Call, which counts each outcome. It is safe
+// for concurrent use.
+type Health struct {
+	breakers map[string]*gobreaker.CircuitBreaker[Result]
+	cooldown time.Duration
+	now      func() time.Time
+
+	mu     sync.Mutex
+	opened map[string]time.Time // when each open breaker last opened
+}
+
+// NewHealth returns a Health for the channels codes, all healthy.
+func NewHealth(codes []string, opts HealthOptions) *Health {
+	if opts.Failures == 0 {
+		opts.Failures = 5
+	}
+	if opts.Cooldown <= 0 {
+		opts.Cooldown = 30 * time.Second
+	}
+	if opts.Probes == 0 {
+		opts.Probes = 1
+	}
+	h := &Health{
+		breakers: make(map[string]*gobreaker.CircuitBreaker[Result], len(codes)),
+		cooldown: opts.Cooldown, now: time.Now, opened: map[string]time.Time{},
+	}
+	for _, code := range codes {
+		st := gobreaker.Settings{
+			Name:         code,
+			MaxRequests:  opts.Probes,
+			Timeout:      opts.Cooldown,
+			ReadyToTrip:  func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= opts.Failures },
+			IsSuccessful: func(err error) bool { return !Failed(err) },
+		}
+		st.OnStateChange = func(name string, from, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				h.mu.Lock()
+				h.opened[name] = h.now()
+				h.mu.Unlock()
+			}
+			if opts.OnStateChange != nil {
+				opts.OnStateChange(name, from, to)
+			}
+		}
+		h.breakers[code] = gobreaker.NewCircuitBreaker[Result](st)
+	}
+	return h
+}
+
+// Failed reports whether a channel call's error counts against the
+// channel's health: every error (a refused connection, a transport error, a
+// timeout, a channel system error). A decline is a Result, not an error,
+// and counts as a healthy answer.
+func Failed(err error) bool { return err != nil }
+
+// Unhealthy reports whether code's breaker is open now: routed payments
+// skip it until its cool-down has passed. An unknown code is healthy.
+func (h *Health) Unhealthy(code string) bool {
+	b, ok := h.breakers[code]
+	return ok && b.State() == gobreaker.StateOpen
+}
+
+// RetryAfter returns how long until an unhealthy code's breaker lets a
+// probe through; 0 when it is not open.
+func (h *Health) RetryAfter(code string) time.Duration {
+	if !h.Unhealthy(code) {
+		return 0
+	}
+	h.mu.Lock()
+	opened := h.opened[code]
+	h.mu.Unlock()
+	return max(h.cooldown-h.now().Sub(opened), time.Millisecond)
+}
+
+// States returns each channel's breaker state: "closed", "half-open" or
+// "open".
+func (h *Health) States() map[string]string {
+	out := make(map[string]string, len(h.breakers))
+	for code, b := range h.breakers {
+		out[code] = b.State().String()
+	}
+	return out
+}
+
+// Call calls ch.Pay through ch's breaker and counts the outcome. When the
+// breaker refuses the call (open, or half-open with its probes taken) the
+// channel is not called and the error wraps ErrNotSent. A channel without
+// a breaker is called directly.
+func (h *Health) Call(ctx context.Context, ch Channel, req Request) (Result, error) {
+	b, ok := h.breakers[ch.Code()]
+	if !ok {
+		return ch.Pay(ctx, req)
+	}
+	res, err := b.Execute(func() (Result, error) { return ch.Pay(ctx, req) })
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return Result{}, fmt.Errorf("channel %s is unhealthy (%w): %w", ch.Code(), err, ErrNotSent)
+	}
+	return res, err
+}

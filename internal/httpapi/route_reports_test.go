@@ -1,0 +1,137 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/api"
+	"payserver/internal/configcenter"
+	"payserver/internal/httpapi"
+	"payserver/internal/ratelimit"
+	"payserver/internal/stats"
+)
+
+type fakeRouteRows struct {
+	rows []stats.RouteRow
+	err  error
+}
+
+func (f fakeRouteRows) Routes(context.Context, time.Time, time.Time, string) ([]stats.RouteRow, error) {
+	return f.rows, f.err
+}
+
+type fakeHealth map[string]bool
+
+func (f fakeHealth) Unhealthy(code string) bool { return f[code] }
+
+func newRouteServer(t *testing.T, rows fakeRouteRows) *testServer {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	cfg, err := ratelimit.ParseDocument([]byte(`routes:
+  PAY: [ALIPAY, WECHAT, UNIONPAY]
+  SHOP: [UNIONPAY]
+limits:
+  PAY:ALIPAY: 0
+  PAY:WECHAT: 4
+  SHOP:UNIONPAY: 5
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := httpapi.NewRouteReports(httpapi.RouteReportsOptions{Rows: rows, Usage: fakeUsage{cfg},
+		Health: fakeHealth{"UNIONPAY": true}, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg},
+		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true}}, Logger: slog.New(slog.DiscardHandler),
+		Now: func() time.Time { return now }, Routes: rr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler),
+		Admin: []func(*gin.RouterGroup){routes, rr.Register}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := api.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{srv: httptest.NewServer(h), v: v}
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func TestRouteReport(t *testing.T) {
+	m := now.Truncate(time.Minute).Add(-time.Minute)
+	s := newRouteServer(t, fakeRouteRows{rows: []stats.RouteRow{
+		{Minute: m, BizType: "PAY", To: "WECHAT", Count: 7},
+		{Minute: m, BizType: "PAY", From: "ALIPAY", To: "WECHAT", Reason: "closed", Count: 7},
+		{Minute: m, BizType: "PAY", From: "UNIONPAY", Reason: "unhealthy", Count: 2},
+	}})
+	tests := []struct {
+		name, query string
+		status      int
+		want        string
+	}{
+		{"default range", "", 200, `"payments":{"WECHAT":7}`},
+		{"fallback to none", "?bizType=PAY", 200, `{"from":"UNIONPAY","to":"","reason":"unhealthy","count":2}`},
+		{"bad time", "?from=yesterday", 400, `"field":"from"`},
+		{"empty time", "?to=", 400, `"field":"to"`},
+		{"to before from", "?from=2026-03-01T10:00:00Z&to=2026-03-01T09:00:00Z", 400, `"field":"to"`},
+		{"too long", "?from=2026-01-01T00:00:00Z&to=2026-03-01T00:00:00Z", 400, "31 days"},
+		{"bad bizType", "?bizType=pay", 400, `"field":"bizType"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := s.get(t, "/reports/routes"+tt.query, "")
+			if a.status != tt.status || !strings.Contains(a.body, tt.want) {
+				t.Fatalf("got %d %s, want %d with %s", a.status, a.body, tt.status, tt.want)
+			}
+		})
+	}
+	down := newRouteServer(t, fakeRouteRows{err: errors.New("connection refused")})
+	if a := down.get(t, "/reports/routes", ""); a.status != 503 {
+		t.Fatalf("database down: %d %s, want 503", a.status, a.body)
+	}
+}
+
+// TestDashboardRoutes: each route with the channel a payment would go to
+// now (skipping the closed and unhealthy ones, saying why) and its
+// fallbacks per minute.
+func TestDashboardRoutes(t *testing.T) {
+	m := now.Truncate(time.Minute).Add(-time.Minute)
+	s := newRouteServer(t, fakeRouteRows{rows: []stats.RouteRow{
+		{Minute: m, BizType: "PAY", From: "ALIPAY", To: "WECHAT", Reason: "closed", Count: 7},
+		{Minute: m.Add(-time.Minute), BizType: "PAY", From: "ALIPAY", To: "WECHAT", Reason: "closed", Count: 5},
+	}})
+	a := s.get(t, "/dashboard", "")
+	if a.status != 200 {
+		t.Fatalf("status %d", a.status)
+	}
+	row := func(biz string) string {
+		i := strings.Index(a.body, `data-biz="`+biz+`"`)
+		if i < 0 {
+			t.Fatalf("no row for %s:\n%s", biz, a.body)
+		}
+		r, _, _ := strings.Cut(a.body[i:], "</tr>")
+		return r
+	}
+	pay := row("PAY")
+	for _, want := range []string{"[ALIPAY, WECHAT, UNIONPAY]", `preferred">WECHAT`, "(ALIPAY closed)", `last-minute">7<`, ">0.20<"} {
+		if !strings.Contains(pay, want) {
+			t.Errorf("PAY row lacks %q:\n%s", want, pay)
+		}
+	}
+	if shop := row("SHOP"); !strings.Contains(shop, "none admits") || !strings.Contains(shop, "UNIONPAY unhealthy") {
+		t.Errorf("SHOP row:\n%s", shop)
+	}
+}

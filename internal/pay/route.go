@@ -1,0 +1,258 @@
+package pay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"payserver/internal/apperr"
+	"payserver/internal/channel"
+	"payserver/internal/limitwait"
+	"payserver/internal/ratelimit"
+)
+
+// Reasons a routed payment skipped a candidate (RouteSkip.Reason).
+const (
+	// ReasonLimited: the candidate's limiter refused: a window is full.
+	ReasonLimited = "limited"
+	// ReasonClosed: the candidate's limit is 0 (closed).
+	ReasonClosed = "closed"
+	// ReasonUnhealthy: the candidate's health breaker is open, or the call
+	// provably never reached it (channel.ErrNotSent).
+	ReasonUnhealthy = "unhealthy"
+)
+
+// RouteSkip is one candidate a routed payment was not sent to, and why.
+type RouteSkip struct {
+	Channel string `json:"channel"`
+	Reason  string `json:"reason"`
+}
+
+// RouteTable gives the routes of the limits document in force.
+type RouteTable interface {
+	// Route returns bizType's candidates in order of preference, nil when
+	// it has no route. The error is an *apperr.Error when no limits
+	// document is in force yet.
+	Route(bizType string) ([]string, error)
+}
+
+// ChannelHealth says which channels routed payments skip, and counts the
+// outcome of their calls. *channel.Health implements it.
+type ChannelHealth interface {
+	// Unhealthy reports whether code is skipped now.
+	Unhealthy(code string) bool
+	// RetryAfter is how long until an unhealthy code is probed again.
+	RetryAfter(code string) time.Duration
+	// Call calls ch unless its health forbids it, in which case the error
+	// wraps channel.ErrNotSent.
+	Call(ctx context.Context, ch channel.Channel, req channel.Request) (channel.Result, error)
+}
+
+// RouteObserver is told how routed payments were routed, for metrics and
+// reports. It is called on the request path and must not block.
+type RouteObserver interface {
+	// Routed: a routed payment was sent to channel after skipping skipped.
+	Routed(bizType, channel string, skipped []RouteSkip)
+	// Exhausted: every candidate of a routed payment refused it.
+	Exhausted(bizType string, skipped []RouteSkip)
+}
+
+// candidateRefusal is a candidate that refused a routed payment: the skip, and the
+// limiter's decision (zero for an unhealthy candidate).
+type candidateRefusal struct {
+	skip RouteSkip
+	d    ratelimit.Decision
+	wait time.Duration // until it may admit; 0 for a closed candidate
+}
+
+func skipsOf(rs []candidateRefusal) []RouteSkip {
+	out := make([]RouteSkip, len(rs))
+	for i, r := range rs {
+		out[i] = r.skip
+	}
+	return out
+}
+
+// payRouted runs a payment without a channel: the first candidate of its
+// bizType's route whose limiter admits it is used, and the order records
+// the candidates skipped (RoutedFrom). It holds a limiter slot in exactly
+// one candidate's windows: a refusing candidate records nothing, and a slot
+// taken by a duplicate that lost the claim to an order on another channel
+// is released once that order is final (lostClaim).
+func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error) {
+	candidates, err := s.opts.Routes.Route(req.BizType)
+	if err != nil {
+		return nil, err
+	}
+	if len(candidates) == 0 {
+		return nil, apperr.Invalid(apperr.FieldError{Field: "channel",
+			Reason: "is required: bizType " + req.BizType + " has no route in the limits document"})
+	}
+	// The hash is of the payload without a channel: a retry without one
+	// matches the stored order, whichever channel it went to.
+	existing, err := s.priorOrder(ctx, req.RequestID)
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil {
+		return s.replay(ctx, existing, req.Hash())
+	}
+	chosen, refused, rest, err := s.pick(ctx, req, candidates)
+	if err != nil {
+		return nil, err
+	}
+	if chosen == "" {
+		s.opts.RouteObserver.Exhausted(req.BizType, skipsOf(refused))
+		return nil, RoutesRefusedError(req.BizType, refused)
+	}
+	hash := req.Hash()
+	now := s.opts.Now().UTC()
+	o := &Order{
+		OrderNo: newOrderNo(now), RequestID: req.RequestID, RequestHash: hash,
+		BizType: req.BizType, Channel: chosen, MerchantID: req.MerchantID,
+		Amount: req.Amount, Currency: req.Currency, Subject: req.Subject,
+		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
+		RoutedFrom: skipsOf(refused),
+	}
+	key := ratelimit.Key{BizType: req.BizType, Channel: chosen}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
+	err = s.orders.Create(cctx, o)
+	cancel()
+	if err == nil {
+		return s.sendRouted(ctx, o, rest)
+	}
+	if errors.Is(err, ErrDuplicateOrder) {
+		return s.lostClaim(ctx, req.RequestID, hash, key)
+	}
+	switch fate, _ := s.resolveClaim(ctx, o, err); fate {
+	case claimOurs:
+		return s.sendRouted(ctx, o, rest)
+	case claimTheirs:
+		return s.lostClaim(ctx, req.RequestID, hash, key)
+	default:
+		return nil, s.claimFailed(o, fate, key, err)
+	}
+}
+
+// pick asks the candidates in order and takes the first whose health and
+// limiter admit the request; refused lists those before it that refused,
+// rest those after it. chosen is "" when every candidate refused. A
+// candidate's limiter refusal records nothing, so only the chosen one holds
+// a slot. maxWaitMs applies once all refused: the request then waits for
+// the limited candidate with the shortest wait, if it is within maxWaitMs.
+func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string) (chosen string, refused []candidateRefusal, rest []string, err error) {
+	for i, c := range candidates {
+		r, ok, err := s.try(ctx, req, c)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		if ok {
+			return c, refused, candidates[i+1:], nil
+		}
+		refused = append(refused, r)
+	}
+	best := -1
+	for i, r := range refused {
+		if r.skip.Reason == ReasonLimited && r.wait <= req.MaxWait && (best < 0 || r.wait < refused[best].wait) {
+			best = i
+		}
+	}
+	if best < 0 || req.MaxWait <= 0 {
+		return "", refused, nil, nil
+	}
+	c := refused[best].skip.Channel
+	key := ratelimit.Key{BizType: req.BizType, Channel: c}
+	d, err := s.limiter.Check(limitwait.WithMaxWait(ctx, req.MaxWait), checkOf(req, key))
+	if err != nil {
+		return "", nil, nil, s.limiterFailed(err)
+	}
+	if !d.Allowed {
+		refused[best].d, refused[best].wait = d, d.RetryAfter
+		return "", refused, nil, nil
+	}
+	return c, refused[:best], candidates[indexOf(candidates, c)+1:], nil
+}
+
+// try asks one candidate: its health first, then its limiter (without
+// waiting). ok is true when it admitted the request and holds its slot.
+func (s *Service) try(ctx context.Context, req PayRequest, c string) (candidateRefusal, bool, error) {
+	if _, known := s.channels.Get(c); !known {
+		// The live loader refuses routes naming unknown channels; this
+		// guards a table built some other way.
+		s.log.Warn("a route names a channel that is not configured; skipped as closed", "bizType", req.BizType, "channel", c)
+		return candidateRefusal{skip: RouteSkip{Channel: c, Reason: ReasonClosed}}, false, nil
+	}
+	if s.opts.Health.Unhealthy(c) {
+		return candidateRefusal{skip: RouteSkip{Channel: c, Reason: ReasonUnhealthy}, wait: s.opts.Health.RetryAfter(c)}, false, nil
+	}
+	key := ratelimit.Key{BizType: req.BizType, Channel: c}
+	d, err := s.limiter.Check(ctx, checkOf(req, key))
+	if err != nil {
+		return candidateRefusal{}, false, s.limiterFailed(err)
+	}
+	if d.Allowed {
+		return candidateRefusal{}, true, nil
+	}
+	reason := ReasonLimited
+	if d.Closed() {
+		reason = ReasonClosed
+	}
+	return candidateRefusal{skip: RouteSkip{Channel: c, Reason: reason}, d: d, wait: d.RetryAfter}, false, nil
+}
+
+// limiterFailed turns a limiter error into the API's error.
+func (s *Service) limiterFailed(err error) error {
+	if apperr.CodeOf(err) != apperr.Internal {
+		return err // already classified, e.g. by LimitsGate
+	}
+	if errors.Is(err, ratelimit.ErrUnavailable) {
+		return apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter is unavailable").
+			WithDetails(map[string]any{"dependency": "redis"})
+	}
+	return apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter did not answer")
+}
+
+// checkOf is the limiter check of req on key: its requestId, amount and
+// currency.
+func checkOf(req PayRequest, key ratelimit.Key) ratelimit.Request {
+	return ratelimit.Request{Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency}
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return len(list) - 1
+}
+
+// setRouteDefaults fills the routing options left nil.
+func setRouteDefaults(opts *Options) {
+	if opts.Routes == nil {
+		opts.Routes = noRoutes{}
+	}
+	if opts.Health == nil {
+		opts.Health = alwaysHealthy{}
+	}
+	if opts.RouteObserver == nil {
+		opts.RouteObserver = nopRouteObserver{}
+	}
+}
+
+type noRoutes struct{}
+
+func (noRoutes) Route(string) ([]string, error) { return nil, nil }
+
+type alwaysHealthy struct{}
+
+func (alwaysHealthy) Unhealthy(string) bool           { return false }
+func (alwaysHealthy) RetryAfter(string) time.Duration { return 0 }
+func (alwaysHealthy) Call(ctx context.Context, ch channel.Channel, req channel.Request) (channel.Result, error) {
+	return ch.Pay(ctx, req)
+}
+
+type nopRouteObserver struct{}
+
+func (nopRouteObserver) Routed(string, string, []RouteSkip) {}
+func (nopRouteObserver) Exhausted(string, []RouteSkip)      {}

@@ -1,0 +1,135 @@
+package pay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"payserver/internal/apperr"
+	"payserver/internal/channel"
+	"payserver/internal/ratelimit"
+)
+
+// sendRouted calls the channel of o, a claimed routed payment, through its
+// health breaker. Only a call that provably never reached the channel
+// (channel.ErrNotSent: a refused connection, or the breaker refusing the
+// call) moves on to the next candidate of rest that admits it, and only
+// after the claim names that candidate (moveOn): the order row always names
+// the one channel that may have been called. Any other outcome, a timeout
+// above all, is recorded as for a pinned payment and never sent elsewhere.
+func (s *Service) sendRouted(ctx context.Context, o *Order, rest []string) (*Order, error) {
+	for {
+		ch, ok := s.channels.Get(o.Channel)
+		if !ok {
+			// pick never chooses an unknown channel.
+			return nil, apperr.New(apperr.Internal, "channel %s of a routed payment is not configured", o.Channel)
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ChannelTimeout)
+		res, err := s.opts.Health.Call(cctx, ch, channelRequest(o))
+		cancel()
+		if !errors.Is(err, channel.ErrNotSent) {
+			s.opts.RouteObserver.Routed(o.BizType, o.Channel, o.RoutedFrom)
+			return s.record(ctx, o, res, err)
+		}
+		s.log.Warn("a routed payment never reached its channel; trying the next candidate",
+			"requestId", o.RequestID, "channel", o.Channel, "err", err)
+		var moved bool
+		if moved, rest, err = s.moveOn(ctx, o, rest); !moved {
+			if err != nil {
+				return nil, err
+			}
+			return s.outcome(o)
+		}
+	}
+}
+
+// moveOn moves o, whose call provably never reached o.Channel, to the next
+// candidate of rest that admits it: the claim is updated to name the new
+// channel (PROCESSING, same owner) before any call, and the old channel's
+// slot is released only then, when no call on it can follow. moved is
+// false when the payment ends here instead, settled as FAILED NOT_SENT (no
+// candidate admits it, the limiter failed, or the claim could not be
+// moved); err is then nil, or DEPENDENCY_UNAVAILABLE when that could not be
+// recorded.
+func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bool, left []string, err error) {
+	from := ratelimit.Key{BizType: o.BizType, Channel: o.Channel}
+	skipped := append(append([]RouteSkip{}, o.RoutedFrom...), RouteSkip{Channel: o.Channel, Reason: ReasonUnhealthy})
+	// Detached, as the channel call is: a client leaving now must not
+	// change where a claimed payment ends.
+	chosen, refused, left, err := s.pick(context.WithoutCancel(ctx),
+		PayRequest{RequestID: o.RequestID, BizType: o.BizType, Amount: o.Amount, Currency: o.Currency}, rest)
+	if err != nil || chosen == "" {
+		if err != nil {
+			s.log.Warn("the limiter failed while a routed payment looked for its next candidate; it ends NOT_SENT",
+				"requestId", o.RequestID, "err", err)
+		}
+		s.opts.RouteObserver.Exhausted(o.BizType, append(skipped, skipsOf(refused)...))
+		return false, nil, s.settleNotSent(ctx, o, from)
+	}
+	to := ratelimit.Key{BizType: o.BizType, Channel: chosen}
+	n := *o
+	n.Channel, n.RoutedFrom = chosen, append(skipped, skipsOf(refused)...)
+	n.UpdatedAt = s.opts.Now().UTC()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
+	err = s.orders.Reroute(rctx, &n, o.Channel)
+	cancel()
+	if err != nil {
+		// Not moved (the sweeper took the claim), or perhaps moved: send
+		// nothing more, under either channel.
+		s.log.Warn("a routed payment could not be moved to its next candidate; it ends NOT_SENT",
+			"requestId", o.RequestID, "from", from.Channel, "to", chosen, "err", err)
+		return false, nil, s.settleNotSent(ctx, o, from, to)
+	}
+	*o = n
+	s.release(from, o.RequestID)
+	return true, left, nil
+}
+
+// notSentRouted is the failure message of a routed payment that no
+// candidate could take.
+const notSentRouted = "no candidate channel could be reached or admitted the payment; nothing was sent or charged"
+
+// settleNotSent ends o, which no channel call reached, as FAILED NOT_SENT,
+// and then releases the slots of keys: no call under them can follow. When
+// that cannot be recorded, DEPENDENCY_UNAVAILABLE is returned and the
+// settling goes on in the background (settleAbandoned), so that the order
+// ends NOT_SENT rather than UNKNOWN once the database answers; the slots
+// are kept until then.
+func (s *Service) settleNotSent(ctx context.Context, o *Order, keys ...ratelimit.Key) error {
+	o.Status, o.FailureCode, o.FailureMessage = StatusFailed, FailureNotSent, notSentRouted
+	o.UpdatedAt = s.opts.Now().UTC()
+	if err := s.finish(context.WithoutCancel(ctx), o); err != nil {
+		go s.settleAbandoned(o, notSentRouted, keys...)
+		return apperr.Wrap(err, apperr.DependencyUnavailable,
+			"the payment was not sent, but that could not be recorded; query GET /pay/%s later", o.RequestID).
+			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo})
+	}
+	for _, k := range keys {
+		s.release(k, o.RequestID)
+	}
+	return nil
+}
+
+// lostClaim answers a routed request whose claim a concurrent duplicate
+// won: it waits for that order's outcome, as any duplicate does. The slot
+// it took on key's channel is released once the order is final on another
+// channel: the order row is unique by requestId and only its owner calls a
+// channel, so no call under that slot can happen. While the order is still
+// PROCESSING (its owner may yet move it to key's channel) the slot is kept.
+func (s *Service) lostClaim(ctx context.Context, requestID, hash string, key ratelimit.Key) (*Order, error) {
+	o, err := s.awaitExisting(ctx, requestID, hash)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	got, gerr := s.orders.Get(gctx, requestID)
+	cancel()
+	if gerr == nil && got.Status != StatusProcessing && got.Channel != key.Channel {
+		s.release(key, requestID)
+	}
+	return o, err
+}
+
+func channelRequest(o *Order) channel.Request {
+	return channel.Request{
+		OrderNo: o.OrderNo, RequestID: o.RequestID, BizType: o.BizType, MerchantID: o.MerchantID,
+		Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,
+	}
+}

@@ -1,0 +1,424 @@
+package pay_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"payserver/internal/apperr"
+	"payserver/internal/channel"
+	"payserver/internal/limitwait"
+	"payserver/internal/pay"
+	"payserver/internal/pay/paytest"
+	"payserver/internal/ratelimit"
+)
+
+// routeFlow is a payment service with three simulated channels A, B and C,
+// the in-process limiter (the Redis one is tested against the model in
+// route_property_test.go and end to end in integration/routing_test.go),
+// and the routes of doc.
+type routeFlow struct {
+	svc    *pay.Service
+	lim    *ratelimit.Limiter
+	store  pay.OrderStore
+	sims   map[string]*channel.Simulator
+	health *channel.Health
+}
+
+type staticRoutes struct{ lim *ratelimit.Limiter }
+
+func (r staticRoutes) Route(biz string) ([]string, error) { return r.lim.Config().Route(biz), nil }
+
+func newRouteFlow(t *testing.T, store pay.OrderStore, doc string, sims map[string]channel.SimulatorConfig, health channel.HealthOptions) *routeFlow {
+	t.Helper()
+	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setDoc(t, lim, doc)
+	f := &routeFlow{lim: lim, store: store, sims: map[string]*channel.Simulator{}}
+	var chs []channel.Channel
+	var codes []string
+	for _, code := range []string{"A", "B", "C"} {
+		sim, err := channel.NewSimulator(code, sims[code])
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.sims[code] = sim
+		chs = append(chs, sim)
+		codes = append(codes, code)
+	}
+	reg, _ := channel.NewRegistry(chs...)
+	f.health = channel.NewHealth(codes, health)
+	f.svc, err = pay.NewService(store, lim, reg, pay.Options{
+		ChannelTimeout: 100 * time.Millisecond, ClaimTimeout: 200 * time.Millisecond, InFlightWait: 2 * time.Second,
+		Routes: staticRoutes{lim}, Health: f.health,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func setDoc(t *testing.T, lim *ratelimit.Limiter, doc string) {
+	t.Helper()
+	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.SetConfig(cfg)
+}
+
+// held returns how many admissions the 1-minute window of B:ch holds.
+func (f *routeFlow) held(t *testing.T, ch string) int64 {
+	t.Helper()
+	_, counts, err := f.lim.Usage(context.Background(), ratelimit.Key{BizType: "B", Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) == 0 {
+		return 0
+	}
+	return counts[0]
+}
+
+func unpinned(id string) pay.PayRequest {
+	return pay.PayRequest{RequestID: id, BizType: "B", MerchantID: "M", Amount: 1, Currency: "CNY"}
+}
+
+// TestRoutedPaymentGoesToFirstAdmittingCandidate: the first candidate
+// whose health and limiter admit the payment is used, the order records
+// the ones skipped with their reasons, and the candidates that refused
+// hold nothing.
+func TestRoutedPaymentGoesToFirstAdmittingCandidate(t *testing.T) {
+	tests := []struct {
+		name     string
+		limits   string
+		fill     map[string]int // admissions made first, pinned
+		want     string
+		wantFrom []pay.RouteSkip
+	}{
+		{"first admits", "A: 5\n  B:B: 5\n  B:C: 5", nil, "A", []pay.RouteSkip{}},
+		{"first full", "A: 1\n  B:B: 5\n  B:C: 5", map[string]int{"A": 1}, "B",
+			[]pay.RouteSkip{{Channel: "A", Reason: pay.ReasonLimited}}},
+		{"first closed, second full", "A: 0\n  B:B: 1\n  B:C: 5", map[string]int{"B": 1}, "C",
+			[]pay.RouteSkip{{Channel: "A", Reason: pay.ReasonClosed}, {Channel: "B", Reason: pay.ReasonLimited}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := "window: 1m\nroutes:\n  B: [A, B, C]\nlimits:\n  B:" + tt.limits + "\n"
+			f := newRouteFlow(t, paytest.NewMemStore(), doc, nil, channel.HealthOptions{})
+			before := map[string]int64{}
+			for ch, n := range tt.fill {
+				for i := range n {
+					r := unpinned("fill-" + ch + string(rune('0'+i)))
+					r.Channel = ch
+					if _, err := f.svc.Pay(context.Background(), r); err != nil {
+						t.Fatalf("fill %s: %v", ch, err)
+					}
+				}
+			}
+			for _, ch := range []string{"A", "B", "C"} {
+				before[ch] = f.held(t, ch)
+			}
+			o, err := f.svc.Pay(context.Background(), unpinned("r1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Channel != tt.want || !reflect.DeepEqual(o.RoutedFrom, tt.wantFrom) {
+				t.Fatalf("got channel %s routedFrom %+v; want %s %+v", o.Channel, o.RoutedFrom, tt.want, tt.wantFrom)
+			}
+			for _, ch := range []string{"A", "B", "C"} {
+				want := before[ch]
+				if ch == tt.want {
+					want++
+				}
+				if got := f.held(t, ch); got != want {
+					t.Errorf("%s holds %d admissions, want %d", ch, got, want)
+				}
+			}
+			stored, err := f.store.Get(context.Background(), "r1")
+			if err != nil || stored.Channel != tt.want || !reflect.DeepEqual(stored.RoutedFrom, tt.wantFrom) {
+				t.Fatalf("stored %+v, %v", stored, err)
+			}
+		})
+	}
+}
+
+// TestEveryCandidateRefuses: 429 REQUEST_LIMITED listing each candidate
+// with its reason, rule and wait; Retry-After is the smallest wait; a
+// closed candidate has no wait.
+func TestEveryCandidateRefuses(t *testing.T) {
+	doc := "routes:\n  B: [A, B, C]\nlimits:\n  B:A: 0\n  B:B: {limit: 1, window: 1m}\n  B:C: {limit: 1, window: 10s}\n"
+	f := newRouteFlow(t, paytest.NewMemStore(), doc, nil, channel.HealthOptions{})
+	for _, ch := range []string{"B", "C"} {
+		r := unpinned("fill-" + ch)
+		r.Channel = ch
+		if _, err := f.svc.Pay(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != apperr.RequestLimited {
+		t.Fatalf("err = %v, want REQUEST_LIMITED", err)
+	}
+	cands, _ := e.Details["candidates"].([]map[string]any)
+	if len(cands) != 3 {
+		t.Fatalf("candidates = %+v, want 3", e.Details["candidates"])
+	}
+	for i, want := range []struct{ ch, reason string }{{"A", "closed"}, {"B", "limited"}, {"C", "limited"}} {
+		if cands[i]["channel"] != want.ch || cands[i]["reason"] != want.reason {
+			t.Errorf("candidate %d = %+v, want %s %s", i, cands[i], want.ch, want.reason)
+		}
+	}
+	if _, ok := cands[0]["retryAfterMs"]; ok {
+		t.Errorf("closed candidate has retryAfterMs: %+v", cands[0])
+	}
+	if e.RetryAfter <= 0 || e.RetryAfter > 10*time.Second {
+		t.Errorf("RetryAfter = %v, want C's wait (at most 10s), the smallest", e.RetryAfter)
+	}
+	if rule, _ := cands[2]["rule"].(map[string]any); rule["limit"] != int64(1) || rule["windowMs"] != int64(10_000) {
+		t.Errorf("C's rule = %+v, want limit 1 windowMs 10000", cands[2]["rule"])
+	}
+	if got := f.held(t, "B") + f.held(t, "C"); got != 2 {
+		t.Errorf("refused candidates hold %d admissions, want the 2 fills only", got)
+	}
+}
+
+// TestUnroutedBizTypeWithoutChannel: no route and no channel is a 400
+// naming the field channel.
+func TestUnroutedBizTypeWithoutChannel(t *testing.T) {
+	f := newRouteFlow(t, paytest.NewMemStore(), "routes:\n  OTHER: [A]\nlimits:\n  B:A: 5\n", nil, channel.HealthOptions{})
+	_, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != apperr.InvalidRequest {
+		t.Fatalf("err = %+v, want INVALID_REQUEST", err)
+	}
+	if fields, _ := e.Details["fields"].([]apperr.FieldError); len(fields) != 1 || fields[0].Field != "channel" {
+		t.Fatalf("fields = %+v, want channel", e.Details["fields"])
+	}
+}
+
+// TestRoutedRetryNeverRoutesAgain: a retry of a routed requestId answers
+// its stored order on the same channel, even once that channel would
+// refuse, without a second call; a retry pinned to a channel is another
+// payload.
+func TestRoutedRetryNeverRoutesAgain(t *testing.T) {
+	f := newRouteFlow(t, paytest.NewMemStore(), "routes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n", nil, channel.HealthOptions{})
+	first, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	if err != nil || first.Channel != "A" {
+		t.Fatalf("first = %+v, %v", first, err)
+	}
+	setDoc(t, f.lim, "routes:\n  B: [A, B]\nlimits:\n  B:A: 0\n  B:B: 5\n")
+	again, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	if err != nil || again.Channel != "A" || again.OrderNo != first.OrderNo {
+		t.Fatalf("retry = %+v, %v; want the stored order on A", again, err)
+	}
+	if a, b := f.sims["A"].Calls(), f.sims["B"].Calls(); a != 1 || b != 0 {
+		t.Errorf("calls A=%d B=%d, want 1 and 0", a, b)
+	}
+	pinned := unpinned("r1")
+	pinned.Channel = "A"
+	if _, err := f.svc.Pay(context.Background(), pinned); apperr.CodeOf(err) != apperr.IdempotencyConflict {
+		t.Errorf("pinned retry = %v, want IDEMPOTENCY_CONFLICT", err)
+	}
+}
+
+// TestNotSentMovesToNextCandidate: a call refused before sending moves the
+// claim to the next candidate before calling it; the first channel's slot
+// is released, so the payment holds one slot, on the channel called.
+func TestNotSentMovesToNextCandidate(t *testing.T) {
+	f := newRouteFlow(t, paytest.NewMemStore(), "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n",
+		map[string]channel.SimulatorConfig{"A": {RefuseRate: 1}}, channel.HealthOptions{})
+	o, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []pay.RouteSkip{{Channel: "A", Reason: pay.ReasonUnhealthy}}
+	if o.Channel != "B" || o.Status != pay.StatusSucceeded || !reflect.DeepEqual(o.RoutedFrom, want) {
+		t.Fatalf("order %+v; want SUCCEEDED on B from A unhealthy", o)
+	}
+	if a, b := f.held(t, "A"), f.held(t, "B"); a != 0 || b != 1 {
+		t.Errorf("A holds %d, B holds %d; want 0 and 1", a, b)
+	}
+	if f.sims["A"].Calls() != 0 || f.sims["B"].Calls() != 1 {
+		t.Errorf("calls A=%d B=%d, want 0 and 1", f.sims["A"].Calls(), f.sims["B"].Calls())
+	}
+	stored, _ := f.store.Get(context.Background(), "r1")
+	if stored.Channel != "B" || !reflect.DeepEqual(stored.RoutedFrom, want) {
+		t.Errorf("stored %+v", stored)
+	}
+}
+
+// TestNotSentWithNowhereToGo: when no later candidate admits it, a
+// payment that reached no channel ends FAILED NOT_SENT and holds nothing.
+func TestNotSentWithNowhereToGo(t *testing.T) {
+	f := newRouteFlow(t, paytest.NewMemStore(), "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 0\n",
+		map[string]channel.SimulatorConfig{"A": {RefuseRate: 1}}, channel.HealthOptions{})
+	o, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	if err != nil || o.Status != pay.StatusFailed || o.FailureCode != pay.FailureNotSent || o.Channel != "A" {
+		t.Fatalf("order %+v, %v; want FAILED NOT_SENT on A", o, err)
+	}
+	if a := f.held(t, "A"); a != 0 {
+		t.Errorf("A holds %d, want 0: nothing was sent", a)
+	}
+}
+
+// TestTimeoutIsNeverResent: a call whose outcome is unknown stays UNKNOWN
+// on its channel; the next candidate is never called.
+func TestTimeoutIsNeverResent(t *testing.T) {
+	f := newRouteFlow(t, paytest.NewMemStore(), "routes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n",
+		map[string]channel.SimulatorConfig{"A": {TimeoutRate: 1}}, channel.HealthOptions{})
+	o, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	if err != nil || o.Status != pay.StatusUnknown || o.Channel != "A" {
+		t.Fatalf("order %+v, %v; want UNKNOWN on A", o, err)
+	}
+	if f.sims["B"].Calls() != 0 {
+		t.Errorf("B was called %d times after A timed out", f.sims["B"].Calls())
+	}
+}
+
+// TestUnhealthyChannelIsSkipped: after Failures failed calls in a row the
+// channel is skipped as unhealthy until its cool-down passes, then probed.
+func TestUnhealthyChannelIsSkipped(t *testing.T) {
+	f := newRouteFlow(t, paytest.NewMemStore(), "routes:\n  B: [A, B]\nlimits:\n  B:A: 100\n  B:B: 100\n",
+		map[string]channel.SimulatorConfig{"A": {ErrorRate: 1}}, channel.HealthOptions{Failures: 2, Cooldown: 300 * time.Millisecond})
+	for i := range 2 {
+		_, err := f.svc.Pay(context.Background(), unpinned("fail-"+string(rune('0'+i))))
+		if apperr.CodeOf(err) != apperr.ChannelError {
+			t.Fatalf("call %d: %v, want CHANNEL_ERROR from A (reached, not rerouted)", i, err)
+		}
+	}
+	o, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	want := []pay.RouteSkip{{Channel: "A", Reason: pay.ReasonUnhealthy}}
+	if err != nil || o.Channel != "B" || !reflect.DeepEqual(o.RoutedFrom, want) {
+		t.Fatalf("order %+v, %v; want B, from A unhealthy", o, err)
+	}
+	if got := f.sims["A"].Calls(); got != 2 {
+		t.Errorf("A called %d times, want 2: skipped while open", got)
+	}
+	time.Sleep(350 * time.Millisecond)
+	if _, err := f.svc.Pay(context.Background(), unpinned("probe")); apperr.CodeOf(err) != apperr.ChannelError {
+		t.Fatalf("probe = %v, want CHANNEL_ERROR from A after the cool-down", err)
+	}
+}
+
+// gatedStore blocks the first Create until release is closed.
+type gatedStore struct {
+	pay.OrderStore
+	once    sync.Once
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (s *gatedStore) Create(ctx context.Context, o *pay.Order) error {
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		close(s.reached)
+		<-s.release
+	}
+	return s.OrderStore.Create(ctx, o)
+}
+
+// TestLostClaimReleasesItsSlotElsewhere: a duplicate of an unpinned
+// requestId that took a slot on B, and lost the claim to an order on A,
+// releases B once that order is final: the payment holds a slot in A's
+// windows only.
+func TestLostClaimReleasesItsSlotElsewhere(t *testing.T) {
+	store := &gatedStore{OrderStore: paytest.NewMemStore(), reached: make(chan struct{}), release: make(chan struct{})}
+	f := newRouteFlow(t, store, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 0\n  B:B: 5\n", nil, channel.HealthOptions{})
+	type answer struct {
+		o   *pay.Order
+		err error
+	}
+	loser := make(chan answer, 1)
+	go func() {
+		o, err := f.svc.Pay(context.Background(), unpinned("dup"))
+		loser <- answer{o, err}
+	}()
+	<-store.reached // the loser holds B's slot, its claim not yet written
+	setDoc(t, f.lim, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n")
+	won, err := f.svc.Pay(context.Background(), unpinned("dup"))
+	if err != nil || won.Channel != "A" {
+		t.Fatalf("winner = %+v, %v; want A", won, err)
+	}
+	close(store.release)
+	got := <-loser
+	if got.err != nil || got.o.OrderNo != won.OrderNo || got.o.Channel != "A" {
+		t.Fatalf("loser = %+v, %v; want the winner's order", got.o, got.err)
+	}
+	if a, b := f.held(t, "A"), f.held(t, "B"); a != 1 || b != 0 {
+		t.Errorf("A holds %d, B holds %d; want 1 and 0: one payment, one slot", a, b)
+	}
+	if calls := f.sims["A"].Calls() + f.sims["B"].Calls(); calls != 1 {
+		t.Errorf("%d channel calls, want 1", calls)
+	}
+}
+
+// TestRoutedWaitGoesToTheShortestWait: with maxWaitMs, a routed payment
+// that every candidate refused waits for the limited candidate with the
+// shortest wait, not for the first.
+func TestRoutedWaitGoesToTheShortestWait(t *testing.T) {
+	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setDoc(t, lim, "routes:\n  B: [A, C]\nlimits:\n  B:A: {limit: 1, window: 1m}\n  B:C: {limit: 1, window: 300ms}\n")
+	waiter, err := limitwait.New(lim, limitwait.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := channel.NewSimulator("A", channel.SimulatorConfig{})
+	c, _ := channel.NewSimulator("C", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(a, c)
+	svc, err := pay.NewService(paytest.NewMemStore(), waiter, reg, pay.Options{Routes: staticRoutes{lim}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []string{"A", "C"} {
+		r := unpinned("fill-" + ch)
+		r.Channel = ch
+		if _, err := svc.Pay(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := unpinned("r1")
+	r.MaxWait = 2 * time.Second
+	start := time.Now()
+	o, err := svc.Pay(context.Background(), r)
+	want := []pay.RouteSkip{{Channel: "A", Reason: pay.ReasonLimited}}
+	if err != nil || o.Channel != "C" || !reflect.DeepEqual(o.RoutedFrom, want) {
+		t.Fatalf("order %+v, %v; want C after waiting, from A limited", o, err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("waited %v; C had room after 300ms", waited)
+	}
+}
+
+// noRerouteStore refuses every Reroute, as when the sweeper took the claim.
+type noRerouteStore struct{ pay.OrderStore }
+
+func (noRerouteStore) Reroute(context.Context, *pay.Order, string) error { return pay.ErrOrderNotFound }
+
+// TestNotSentClaimThatCannotMove: when the claim cannot be moved to the
+// next candidate, nothing more is sent: the payment ends NOT_SENT and both
+// slots are released.
+func TestNotSentClaimThatCannotMove(t *testing.T) {
+	f := newRouteFlow(t, noRerouteStore{paytest.NewMemStore()}, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n",
+		map[string]channel.SimulatorConfig{"A": {RefuseRate: 1}}, channel.HealthOptions{})
+	o, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	if err != nil || o.Status != pay.StatusFailed || o.FailureCode != pay.FailureNotSent {
+		t.Fatalf("order %+v, %v; want FAILED NOT_SENT", o, err)
+	}
+	if a, b := f.held(t, "A"), f.held(t, "B"); a != 0 || b != 0 {
+		t.Errorf("A holds %d, B holds %d; want 0 and 0", a, b)
+	}
+	if calls := f.sims["A"].Calls() + f.sims["B"].Calls(); calls != 0 {
+		t.Errorf("%d channel calls, want 0", calls)
+	}
+}
