@@ -136,14 +136,28 @@ const validLimited = `{
   "code": "REQUEST_LIMITED",
   "message": "channel ALIPAY is at its limit for ONLINE_PAY",
   "requestId": "ORD-1",
-  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "limit": 100, "windowMs": 1000, "retryAfterMs": 420}
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": 100, "used": 100, "windowMs": 1000, "retryAfterMs": 420}
 }`
 
 const validClosed = `{
   "code": "REQUEST_LIMITED",
   "message": "channel ALIPAY is closed for ONLINE_PAY",
   "requestId": "ORD-1",
-  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "limit": 0, "windowMs": 1000, "closed": true}
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": 0, "used": 0, "windowMs": 1000, "closed": true}
+}`
+
+const validAmountDay = `{
+  "code": "REQUEST_LIMITED",
+  "message": "channel UNIONPAY is at its channel-wide limit (amount/day) for ONLINE_PAY",
+  "requestId": "ORD-1",
+  "details": {"bizType": "ONLINE_PAY", "channel": "UNIONPAY", "rule": "amount/day", "amount": 500000000, "used": 499990000, "scope": "*:UNIONPAY", "retryAfterMs": 8400000}
+}`
+
+const validExceedsCap = `{
+  "code": "REQUEST_LIMITED",
+  "message": "amount 500 is above the amount/60s cap 100 of channel ALIPAY for ONLINE_PAY",
+  "requestId": "ORD-1",
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/60s", "amount": 100, "used": 0, "windowMs": 60000, "exceedsCap": true}
 }`
 
 func TestCheckResponseHandBuilt(t *testing.T) {
@@ -164,6 +178,8 @@ func TestCheckResponseHandBuilt(t *testing.T) {
 		{"200 order on GET, any host", get, 200, jsonHeader(), validOrder},
 		{"429 with Retry-After", post, 429, limitedHeader, validLimited},
 		{"429 closed without Retry-After", post, 429, jsonHeader(), validClosed},
+		{"429 calendar amount on a channel-wide key", post, 429, limitedHeader, validAmountDay},
+		{"429 amount above its cap without Retry-After", post, 429, jsonHeader(), validExceedsCap},
 		{"400 CHANNEL_NOT_SUPPORTED", post, 400, jsonHeader(),
 			`{"code":"CHANNEL_NOT_SUPPORTED","message":"x","requestId":"","details":{"channel":"PAYPAL"}}`},
 		{"unknown path answered NOT_FOUND", httptest.NewRequest("GET", "/nope", nil), 404, jsonHeader(),
@@ -194,6 +210,8 @@ func TestCheckResponseHandBuilt(t *testing.T) {
 		{"order status BOGUS", post, 200, jsonHeader(), strings.Replace(validOrder, `"SUCCEEDED"`, `"BOGUS"`, 1), "value is not one of the allowed values"},
 		{"429 without Retry-After", post, 429, jsonHeader(), validLimited, "header \"Retry-After\" missing"},
 		{"429 closed with Retry-After", post, 429, limitedHeader, validClosed, "closed key"},
+		{"429 above its cap with Retry-After", post, 429, limitedHeader, validExceedsCap, "above its cap"},
+		{"429 with a bad rule name", post, 429, limitedHeader, strings.Replace(validAmountDay, "amount/day", "amount/week", -1), "/details/rule"},
 		{"429 with non-integer Retry-After", post, 429, http.Header{
 			"Content-Type": {"application/json"}, "Retry-After": {"soon"}}, validLimited, "Retry-After"},
 		{"code outside the enum", post, 500, jsonHeader(),
