@@ -295,11 +295,38 @@ limits:
     - {limit: 20, window: 1s}
     - {limit: 600, window: 1m}
   REFUND:WECHAT: {limit: 0, window: 500ms, shadow: true}
+  PAYOUT:ALIPAY:
+    - {amount: 500000000, calendar: day, zone: Asia/Shanghai, currency: CNY}
+    - {limit: 300000, calendar: day, cutoff: "23:00", zone: Asia/Shanghai}
+    - {amount: 100000, window: 60s}
+  "*:UNIONPAY":
+    - {limit: 200, window: 1s, reserve: {REFUND: 40}}
+schedules:
+  - {key: "*:UNIONPAY", from: "2000-12-01T02:00:00+08:00", to: "2000-12-01T04:00:00+08:00", limits: 0}
+  - {key: "*:UNIONPAY", from: "2000-12-02T00:00:00Z", to: "2999-01-01T00:00:00Z", limits: [{limit: 300, window: 1s}]}
+  - {key: "ONLINE_PAY:UNIONPAY", from: "2998-11-11T00:00:00+08:00", to: "2998-11-12T00:00:00+08:00", limits: [{limit: 300, window: 1s}]}
 `))
 	if err != nil {
 		panic(err)
 	}
 	return cfg
+}
+
+// Usage answers like the limiter: a count per window of the rule in force,
+// and an error for REFUND:ALIPAY (as if Redis were down for it).
+func (f *fakeLimits) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
+	r := f.Config().Rule(k)
+	if k.String() == "REFUND:ALIPAY" {
+		return r, nil, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+	}
+	if r.IsUnlimited() {
+		return r, nil, nil
+	}
+	counts := make([]int64, len(r.Windows))
+	for i, w := range r.Windows {
+		counts[i] = w.Limit / 2
+	}
+	return r, counts, nil
 }
 
 func (f *fakeLimits) Status() configcenter.Status {

@@ -58,11 +58,11 @@ func printLimits(stdout io.Writer, cfg *ratelimit.Config, now time.Time) {
 	if len(cfg.Schedules) > 0 {
 		fmt.Fprintf(stdout, "Schedules (%d), each replacing its key's rule from FROM to TO (exclusive):\n", len(cfg.Schedules))
 		for _, s := range cfg.Schedules {
-			state := "upcoming"
-			switch {
-			case s.Active(now):
+			state := s.StateAt(now)
+			switch state {
+			case ratelimit.ScheduleActive:
 				state = "ACTIVE now"
-			case !now.Before(s.To):
+			case ratelimit.SchedulePast:
 				state = "past, ignored"
 			}
 			fmt.Fprintf(stdout, "  %-40s %s .. %s  %s  (%s)\n", s.Key.String(), s.From.Format(time.RFC3339), s.To.Format(time.RFC3339),

@@ -60,7 +60,7 @@ func TestDiffSchedules(t *testing.T) {
 			"schedule *:U 2026-12-01T02:00:00+08:00/2026-12-01T04:00:00+08:00: 0/1s -> absent",
 			"schedule *:U 2026-12-01T02:00:00+08:00/2026-12-01T05:00:00+08:00: absent -> 0/1s",
 		}},
-		{"a key and a schedule change together", sched(closeU), strings.Replace(sched(closeU), "A:B: 10", "A:B: 11", 1)+"", []string{"A:B: 10/1s -> 11/1s"}},
+		{"a key and a schedule change together", sched(closeU), strings.Replace(sched(closeU), "A:B: 10", "A:B: 11", 1) + "", []string{"A:B: 10/1s -> 11/1s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

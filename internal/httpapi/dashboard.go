@@ -158,9 +158,11 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	for _, u := range d.r.usageOf(ctx, cfg, configured).Keys {
 		v.Usage = append(v.Usage, newUsageBar(u))
 	}
-	for _, l := range limitsJSON(cfg) {
-		if inPage[l.Key] {
-			v.Limits = append(v.Limits, l)
+	if cfg != nil {
+		for _, l := range limitsJSON(cfg, limitKeys(cfg), nil, now) {
+			if inPage[l.Key] {
+				v.Limits = append(v.Limits, l)
+			}
 		}
 	}
 	v.Charts = hourCharts(page, rows, from)
@@ -325,7 +327,7 @@ func newUsageBar(u keyUsage) usageBar {
 		if w.Count != nil {
 			count = *w.Count
 		}
-		b.Label = fmt.Sprintf("%d / %d in %s", count, w.Limit, w.Window)
+		b.Label = fmt.Sprintf("%d / %d in %s", count, w.Limit, w.span())
 		b.Percent = strconv.FormatFloat(100*util, 'f', 0, 64) + "%"
 		b.Fill = svgNum(math.Min(util, 1) * barW)
 		switch {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -124,10 +123,9 @@ func databaseDown(err error, msg string) error {
 
 // windowUsage is one window of a key, live.
 type windowUsage struct {
-	Limit    int64  `json:"limit"`
-	Window   string `json:"window"`
-	WindowMs int64  `json:"windowMs"`
-	// Count is the window's occupancy; nil when it could not be read.
+	windowJSON
+	// Count is the window's occupancy (admissions, or amount in minor
+	// units); nil when it could not be read.
 	Count *int64 `json:"count"`
 	// Utilization is Count / Limit (1 for a closed window); nil when unread.
 	Utilization *float64 `json:"utilization"`
@@ -180,58 +178,49 @@ func (r *reports) usage(ctx context.Context) usageReport {
 	return r.usageOf(ctx, cfg, keys)
 }
 
+// errUsageShape is a store answer with a count per window of another rule
+// (the limits changed between reading the rule and the counts).
+var errUsageShape = errors.New("limiter store returned a count per window for another rule")
+
 // usageOf reads the occupancy of keys (configured in cfg), in their order.
+// A key whose read fails carries the error; the others are still shown.
 func (r *reports) usageOf(ctx context.Context, cfg *ratelimit.Config, keys []ratelimit.Key) usageReport {
 	out := usageReport{At: r.opts.Now().UTC(), LimiterDegraded: r.opts.Limits.Degraded(), Keys: []keyUsage{}}
 	if cfg == nil || len(keys) == 0 {
 		return out
 	}
+	reads := readUsage(ctx, r.opts.Usage, keys)
 	out.Keys = make([]keyUsage, len(keys))
-	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
-	defer cancel()
-	sem := make(chan struct{}, usageParallelism)
-	var wg sync.WaitGroup
 	for i, k := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out.Keys[i] = r.keyUsage(ctx, cfg, k)
-		}()
+		out.Keys[i] = r.keyUsage(k, reads[i])
 	}
-	wg.Wait()
 	return out
 }
 
-func (r *reports) keyUsage(ctx context.Context, cfg *ratelimit.Config, k ratelimit.Key) keyUsage {
-	rule := cfg.Rule(k)
+func (r *reports) keyUsage(k ratelimit.Key, read usageRead) keyUsage {
+	rule := read.rule
 	u := keyUsage{
 		Key: k.String(), BizType: k.BizType, Channel: k.Channel, Rule: configcenter.DescribeRule(rule, true),
 		Unlimited: rule.IsUnlimited(), Shadow: rule.Shadow, Closed: rule.IsClosed(),
 		Windows: []windowUsage{}, Binding: -1,
 	}
-	for _, w := range rule.Windows {
-		u.Windows = append(u.Windows, windowUsage{Limit: w.Limit, Window: configcenter.FormatWindow(w.Size), WindowMs: w.Size.Milliseconds()})
+	for _, w := range describeWindows(rule) {
+		u.Windows = append(u.Windows, windowUsage{windowJSON: w})
+	}
+	if read.err != nil {
+		r.log.Warn("could not read window occupancy", "key", k.String(), "err", read.err)
+		u.Error = "could not read the window occupancy from Redis: " + read.err.Error()
+		return u
 	}
 	if rule.IsUnlimited() {
 		zero := 0.0
 		u.Utilization = &zero
 		return u
 	}
-	_, counts, err := r.opts.Usage.Usage(ctx, k)
-	if err == nil && len(counts) != len(u.Windows) {
-		err = errors.New("limiter store returned a count per window for another rule")
-	}
-	if err != nil {
-		r.log.Warn("could not read window occupancy", "key", k.String(), "err", err)
-		u.Error = "could not read the window occupancy from Redis: " + err.Error()
-		return u
-	}
 	best := -1.0
 	for i := range u.Windows {
 		w := &u.Windows[i]
-		n := counts[i]
+		n := read.counts[i]
 		util := 1.0
 		if w.Limit > 0 {
 			util = float64(n) / float64(w.Limit)

@@ -47,12 +47,21 @@ func (f *fakeReports) Report(_ context.Context, q stats.Query) (stats.Report, er
 	return r, nil
 }
 
-// fakeUsage serves a fixed config; bizType DOWN fails to read.
-type fakeUsage struct{ cfg *ratelimit.Config }
+// fakeUsage serves a fixed config, each window 3/4 full; bizType DOWN
+// fails to read.
+type fakeUsage struct {
+	cfg *ratelimit.Config
+	// now, when set, is the instant of the rule in force; default the
+	// wall clock.
+	now time.Time
+}
 
 func (f fakeUsage) Config() *ratelimit.Config { return f.cfg }
 func (f fakeUsage) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
 	r := f.cfg.Rule(k)
+	if !f.now.IsZero() {
+		r = f.cfg.RuleAt(k, f.now)
+	}
 	if k.BizType == "DOWN" {
 		return r, nil, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 	}
@@ -66,11 +75,16 @@ func (f fakeUsage) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []
 type fakeLimitsView struct {
 	cfg *ratelimit.Config
 	st  configcenter.Status
+	// now, when set, is the instant Usage reads the rule in force at.
+	now time.Time
 }
 
 func (f fakeLimitsView) Config() *ratelimit.Config   { return f.cfg }
 func (f fakeLimitsView) Status() configcenter.Status { return f.st }
 func (f fakeLimitsView) Degraded() bool              { return true }
+func (f fakeLimitsView) Usage(ctx context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
+	return fakeUsage{cfg: f.cfg, now: f.now}.Usage(ctx, k)
+}
 
 var now = time.Date(2026, 3, 1, 10, 30, 20, 0, time.UTC)
 
@@ -103,7 +117,7 @@ limits:
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file", Name: "/etc/limits.yaml", MD5: "0123456789abcdef0123456789abcdef",
 		LoadedAt: now.Add(-time.Hour), Applied: 2, Refusals: 1, LastRefusal: `limits: key "a<b>" is bad`,
 		LastRefusalAt: now.Add(-2 * time.Hour), LastRefusalSuperseded: true}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg}, Limits: lv,
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

@@ -133,3 +133,22 @@ func parseInstant(obj map[string]any, field string) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("%s %v: want an RFC 3339 time in quotes, such as \"2026-12-01T02:00:00+08:00\"", field, v)
 }
+
+// The states of a schedule at some instant, as StateAt names them.
+const (
+	ScheduleActive   = "active"
+	ScheduleUpcoming = "upcoming"
+	SchedulePast     = "past"
+)
+
+// StateAt says whether s is active at now, upcoming (it starts later) or
+// past (it ended: the document may keep it, and it is ignored).
+func (s Schedule) StateAt(now time.Time) string {
+	switch {
+	case s.Active(now):
+		return ScheduleActive
+	case now.Before(s.From):
+		return ScheduleUpcoming
+	}
+	return SchedulePast
+}
