@@ -36,6 +36,9 @@ const statsDrainTimeout = 10 * time.Second
 type statsWiring struct {
 	agg   *stats.Aggregator
 	store *repo.ChannelStats
+	// forecaster reads the calendar windows' use for the dashboard's and
+	// the metrics' time-to-exhaustion forecasts.
+	forecaster *stats.Forecaster
 }
 
 // openStats builds the stats aggregator, which the limiter reports every
@@ -82,6 +85,20 @@ func (m *Main) openStats(ctx context.Context) error {
 	return nil
 }
 
+// startForecaster starts reading the calendar windows' use every 30s, for
+// the time-to-exhaustion forecasts of the dashboard and of
+// payserver_quota_exhaustion_seconds. It runs once the limiter is built.
+func (m *Main) startForecaster(ctx context.Context) error {
+	f, err := stats.NewForecaster(stats.ForecasterOptions{Source: m.limiter, Logger: m.log.With("component", "forecast")})
+	if err != nil {
+		return err
+	}
+	m.stats.forecaster = f
+	m.metrics.WatchQuotas(f.Forecasts)
+	m.goBackground(func() { f.Run(ctx) })
+	return nil
+}
+
 // reportRoutes returns the admin routes of the reports and the dashboard.
 func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 	history, err := repo.NewLimitHistory(m.db, instanceName(m.cfg.HTTPAddr))
@@ -98,6 +115,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		Limits:  limitsView{m.limiter, m.manager},
 		Logger:  m.log.With("component", "reports"),
 		Callers: m.api.tally,
+		Quotas:  m.stats.forecaster.Forecasts,
 	})
 	if err != nil {
 		return nil, err

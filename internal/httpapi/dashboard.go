@@ -67,6 +67,9 @@ type dashboardView struct {
 	ChartTo        string
 	Limits         []limitJSON
 	Callers        []limitapi.CallerCounts
+	// Quotas are the page's calendar windows with their forecasts; nil
+	// without a forecaster.
+	Quotas []quotaLine
 }
 
 type sourceView struct {
@@ -164,6 +167,9 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 				v.Limits = append(v.Limits, l)
 			}
 		}
+	}
+	if d.r.opts.Quotas != nil {
+		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage)
 	}
 	v.Charts = hourCharts(page, rows, from)
 	return v

@@ -42,6 +42,10 @@ type ReportsOptions struct {
 	// Callers, when set, adds the limiter's operations per caller (client
 	// token names and POST /pay) to the dashboard.
 	Callers CallerTally
+	// Quotas, when set, adds each calendar window's use and its
+	// time-to-exhaustion forecast to the dashboard.
+	// (*stats.Forecaster).Forecasts fits.
+	Quotas func() []stats.Forecast
 }
 
 // usageTimeout bounds reading every key's occupancy for one answer.

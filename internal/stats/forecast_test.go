@@ -1,0 +1,115 @@
+package stats_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"payserver/internal/ratelimit"
+	"payserver/internal/stats"
+)
+
+// quotaSource serves a config and, per key, the use of every window.
+type quotaSource struct {
+	cfg  *ratelimit.Config
+	now  *time.Time
+	used map[string]int64 // key → use of each calendar window
+	fail bool
+}
+
+func (q *quotaSource) Config() *ratelimit.Config { return q.cfg }
+func (q *quotaSource) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
+	r := q.cfg.RuleAt(k, *q.now)
+	if q.fail {
+		return r, nil, errors.New("connection refused")
+	}
+	counts := make([]int64, len(r.Windows))
+	for i := range counts {
+		counts[i] = q.used[k.String()]
+	}
+	return r, counts, nil
+}
+
+func TestForecasterRunsOutAtTheCurrentRate(t *testing.T) {
+	cfg, err := ratelimit.ParseDocument([]byte(`zone: Asia/Shanghai
+limits:
+  ONLINE_PAY:ALIPAY:
+    - {limit: 100, window: 1s}
+    - {amount: 500000000, calendar: day}
+  REFUND:ALIPAY: [{limit: 1000, calendar: month}]
+  SLOW:ALIPAY: [{limit: 1000000, calendar: day}]
+  ONLY:SLIDING: 5
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, _ := time.LoadLocation("Asia/Shanghai")
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, sh)
+	src := &quotaSource{cfg: cfg, now: &now, used: map[string]int64{"ONLINE_PAY:ALIPAY": 200_000_000, "REFUND:ALIPAY": 1000, "SLOW:ALIPAY": 10}}
+	f, err := stats.NewForecaster(stats.ForecasterOptions{Source: src, Now: func() time.Time { return now }, Lookback: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Sample(context.Background())
+	// 200,000,000 in the 12 hours since midnight: 300,000,000 left at that
+	// average lasts 18 hours, past the day's end: no exhaustion yet.
+	got := byKey(f.Forecasts())
+	if fc := got["ONLINE_PAY:ALIPAY"]; fc.Used != 200_000_000 || !fc.ExhaustsAt.IsZero() || !fc.PeriodEnd.Equal(time.Date(2026, 11, 24, 0, 0, 0, 0, sh)) {
+		t.Errorf("first read = %+v, want no exhaustion before the day ends at midnight Shanghai", fc)
+	}
+	if fc := got["REFUND:ALIPAY"]; !fc.ExhaustsAt.Equal(now) || fc.Utilization() != 1 {
+		t.Errorf("a full month = %+v, want exhausted now", fc)
+	}
+	if _, ok := got["ONLY:SLIDING"]; ok {
+		t.Error("a key without calendar windows has a forecast")
+	}
+	// Ten minutes later 30,000,000 more: 50,000/s over the lookback; the
+	// 270,000,000 left last 5400 s: runs out at 13:40.
+	now = now.Add(10 * time.Minute)
+	src.used["ONLINE_PAY:ALIPAY"] = 230_000_000
+	f.Sample(context.Background())
+	fc := byKey(f.Forecasts())["ONLINE_PAY:ALIPAY"]
+	if want := time.Date(2026, 11, 23, 13, 40, 0, 0, sh); !fc.ExhaustsAt.Equal(want) || fc.Rate != 50_000 {
+		t.Errorf("forecast = rate %v exhausts %v, want 50000/s and %v", fc.Rate, fc.ExhaustsAt, want)
+	}
+	if fc := byKey(f.Forecasts())["SLOW:ALIPAY"]; !fc.ExhaustsAt.IsZero() {
+		t.Errorf("a window that does not move = %+v, want no exhaustion", fc)
+	}
+	// A new day: the reads of the last one do not count.
+	now = time.Date(2026, 11, 24, 0, 5, 0, 0, sh)
+	src.used["ONLINE_PAY:ALIPAY"] = 3_000_000
+	f.Sample(context.Background())
+	fc = byKey(f.Forecasts())["ONLINE_PAY:ALIPAY"]
+	if want := 10_000.0; fc.Rate != want || !fc.PeriodStart.Equal(time.Date(2026, 11, 24, 0, 0, 0, 0, sh)) {
+		t.Errorf("new day = rate %v period %v, want the average since midnight %v/s", fc.Rate, fc.PeriodStart, want)
+	}
+	// A store that fails: no forecasts rather than stale ones.
+	src.fail = true
+	f.Sample(context.Background())
+	if n := len(f.Forecasts()); n != 0 {
+		t.Errorf("forecasts after a failed read = %d, want 0", n)
+	}
+}
+
+func TestForecastTinyRateDoesNotOverflow(t *testing.T) {
+	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  A:B: [{amount: 1000000000000000, calendar: month}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)
+	src := &quotaSource{cfg: cfg, now: &now, used: map[string]int64{"A:B": 1}}
+	f, _ := stats.NewForecaster(stats.ForecasterOptions{Source: src, Now: func() time.Time { return now }})
+	f.Sample(context.Background())
+	if fc := f.Forecasts()[0]; !fc.ExhaustsAt.IsZero() {
+		t.Errorf("forecast = %+v, want no exhaustion", fc)
+	}
+}
+
+func byKey(fs []stats.Forecast) map[string]stats.Forecast {
+	m := map[string]stats.Forecast{}
+	for _, f := range fs {
+		m[f.Key.String()] = f
+	}
+	return m
+}
