@@ -42,14 +42,14 @@ func TestSpecLoadsAndValidates(t *testing.T) {
 		t.Fatalf("Spec() does not start with the OpenAPI 3.0.3 header")
 	}
 	for _, p := range []string{"/pay", "/pay/{requestId}", "/healthz", "/readyz", "/limits", "/limits/history", "/metrics",
-		"/reports/channel-limits", "/channels/usage", "/dashboard",
+		"/reports/channel-limits", "/reports/channel-amounts", "/channels/usage", "/dashboard",
 		"/v1/limits/acquire", "/v1/limits/release", "/v1/limits/peek", "/reports/limit-callers"} {
 		if v.Doc().Paths.Value(p) == nil {
 			t.Errorf("path %s is not documented", p)
 		}
 	}
-	if got := len(v.Doc().Paths.Map()); got != 14 {
-		t.Errorf("%d paths documented, want 14", got)
+	if got := len(v.Doc().Paths.Map()); got != 15 {
+		t.Errorf("%d paths documented, want 15", got)
 	}
 	// Spec returns a copy: scribbling on it must not change the embedded one.
 	s := Spec()

@@ -50,7 +50,8 @@ func (m *Main) openStats(ctx context.Context) error {
 		return err
 	}
 	agg, err := stats.NewAggregator(stats.AggregatorOptions{
-		Store: store,
+		Store:   store,
+		Amounts: store,
 		Config: func() *ratelimit.Config {
 			if m.limiter == nil {
 				return nil
@@ -105,7 +106,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 	if err != nil {
 		return nil, err
 	}
-	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: m.stats.store, History: history, Flusher: m.stats.agg})
+	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: m.stats.store, History: history, Flusher: m.stats.agg, Amounts: m.stats.store})
 	if err != nil {
 		return nil, err
 	}

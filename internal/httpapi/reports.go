@@ -17,9 +17,11 @@ import (
 	"payserver/internal/stats"
 )
 
-// ReportService builds channel-limit reports. *stats.Reporter implements it.
+// ReportService builds channel-limit and channel-amount reports.
+// *stats.Reporter implements it.
 type ReportService interface {
 	Report(ctx context.Context, q stats.Query) (stats.Report, error)
+	Amounts(ctx context.Context, q stats.Query) (stats.AmountReport, error)
 }
 
 // UsageSource reads live window occupancy from the limiter's shared store.
@@ -83,6 +85,7 @@ func Reports(opts ReportsOptions) (func(g *gin.RouterGroup), error) {
 	}
 	return func(g *gin.RouterGroup) {
 		g.GET("/reports/channel-limits", r.getReport)
+		g.GET("/reports/channel-amounts", r.getAmounts)
 		g.GET("/channels/usage", r.getUsage)
 		g.GET("/dashboard", dash.get)
 	}, nil
@@ -112,6 +115,36 @@ func (r *reports) getReport(c *gin.Context) {
 		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 		return
 	}
+	writeJSON(c, r.log, http.StatusOK, rep)
+}
+
+// getAmounts answers GET /reports/channel-amounts: the amounts the limiter
+// admitted and refused per channel and currency. It takes the parameters of
+// the channel-limits report but bizType, and answers JSON only.
+func (r *reports) getAmounts(c *gin.Context) {
+	q, err := stats.ParseQuery(c.Request.URL.Query())
+	if err == nil {
+		var bad []apperr.FieldError
+		if q.BizType != "" {
+			bad = append(bad, apperr.FieldError{Field: "bizType", Reason: "is not a parameter of this report: amounts are counted per channel"})
+		}
+		if q.Format != stats.FormatJSON {
+			bad = append(bad, apperr.FieldError{Field: "format", Reason: "must be json for this report"})
+		}
+		if len(bad) > 0 {
+			err = apperr.Invalid(bad...)
+		}
+	}
+	if err != nil {
+		writeError(c, r.log, err, "")
+		return
+	}
+	rep, err := r.opts.Reports.Amounts(c.Request.Context(), q)
+	if err != nil {
+		writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+		return
+	}
+	c.Header("Cache-Control", "no-store")
 	writeJSON(c, r.log, http.StatusOK, rep)
 }
 

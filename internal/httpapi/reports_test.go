@@ -32,9 +32,18 @@ func (nopPay) Pay(context.Context, pay.PayRequest) (*pay.Order, error) {
 func (nopPay) Get(context.Context, string) (*pay.Order, error) { return nil, errors.New("unused") }
 
 type fakeReports struct {
-	rep stats.Report
-	err error
-	got []stats.Query
+	rep     stats.Report
+	amounts []stats.AmountBucket
+	err     error
+	got     []stats.Query
+}
+
+func (f *fakeReports) Amounts(_ context.Context, q stats.Query) (stats.AmountReport, error) {
+	f.got = append(f.got, q)
+	if f.err != nil {
+		return stats.AmountReport{}, f.err
+	}
+	return stats.AmountReport{From: q.From, To: q.To, Granularity: q.Granularity, Rows: f.amounts}, nil
 }
 
 func (f *fakeReports) Report(_ context.Context, q stats.Query) (stats.Report, error) {
@@ -339,4 +348,25 @@ func TestDashboardRoute(t *testing.T) {
 			t.Fatalf("status %d", a.status)
 		}
 	})
+}
+
+func TestAmountReportRoute(t *testing.T) {
+	s := newTestServer(t, "tok")
+	s.reports.amounts = []stats.AmountBucket{
+		{Start: now.Truncate(time.Hour), Channel: "ALIPAY", Currency: "CNY", Admitted: 3, AdmittedAmount: 3005, Refused: 1, RefusedAmount: 500000000},
+		{Start: now.Truncate(time.Hour), Channel: "other", Currency: "other", Refused: 1, RefusedAmount: 9},
+	}
+	a := s.get(t, "/reports/channel-amounts?"+window+"&granularity=hour&channel=ALIPAY", "tok")
+	if a.status != 200 || !strings.Contains(a.body, `"admittedAmount":3005`) || !strings.Contains(a.body, `"refusedAmount":500000000`) {
+		t.Fatalf("status %d: %s", a.status, a.body)
+	}
+	if q := s.reports.got[len(s.reports.got)-1]; q.Channel != "ALIPAY" || q.Granularity != stats.Hour {
+		t.Errorf("report service got %+v", q)
+	}
+	for _, bad := range []struct{ q, field string }{{"&bizType=PAY", "bizType"}, {"&format=csv", "format"}, {"&channel=a%20b", "channel"}} {
+		a := s.get(t, "/reports/channel-amounts?"+window+bad.q, "tok")
+		if a.status != 400 || !strings.Contains(a.body, `"field":"`+bad.field+`"`) {
+			t.Errorf("%s: status %d %s; want 400 naming %s", bad.q, a.status, a.body, bad.field)
+		}
+	}
 }
