@@ -121,12 +121,18 @@ func NewForecaster(opts ForecasterOptions) (*Forecaster, error) {
 	return &Forecaster{opts: opts, log: opts.Logger, series: map[seriesID]*series{}}, nil
 }
 
-// Run reads at once, then every Interval, until ctx ends.
+// Run reads at once, then every Interval, and within a second of a new
+// limits snapshot, until ctx ends.
 func (f *Forecaster) Run(ctx context.Context) {
-	t := time.NewTicker(f.opts.Interval)
+	t := time.NewTicker(min(f.opts.Interval, time.Second))
 	defer t.Stop()
+	var cfg *ratelimit.Config
+	var last time.Time
 	for {
-		f.Sample(ctx)
+		if now := f.opts.Now(); cfg != f.opts.Source.Config() || now.Sub(last) >= f.opts.Interval {
+			cfg, last = f.opts.Source.Config(), now
+			f.Sample(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -144,14 +150,20 @@ func (f *Forecaster) Forecasts() []Forecast {
 }
 
 // Sample reads the use of every calendar window in force and updates the
-// forecasts. A key whose use cannot be read keeps no forecast until the
-// next read.
+// forecasts. A key whose use cannot be read keeps its last forecasts (their
+// At says how old they are) until a read succeeds.
 func (f *Forecaster) Sample(ctx context.Context) {
 	cfg := f.opts.Source.Config()
 	if cfg == nil {
 		return
 	}
 	now := f.opts.Now()
+	f.mu.Lock()
+	last := map[ratelimit.Key][]Forecast{}
+	for _, fc := range f.forecasts {
+		last[fc.Key] = append(last[fc.Key], fc)
+	}
+	f.mu.Unlock()
 	var out []Forecast
 	seen := map[seriesID]bool{}
 	for _, k := range quotaKeys(cfg, now) {
@@ -160,7 +172,11 @@ func (f *Forecaster) Sample(ctx context.Context) {
 			err = errors.New("limiter store returned a count per window for another rule")
 		}
 		if err != nil {
-			f.log.Warn("forecast: could not read the calendar windows' use", "key", k.String(), "err", err)
+			f.log.Warn("forecast: could not read the calendar windows' use; the last forecast stays", "key", k.String(), "err", err)
+			for _, fc := range last[k] {
+				seen[seriesID{k, fc.Window.ID()}] = true
+				out = append(out, fc)
+			}
 			continue
 		}
 		at := f.opts.Now()

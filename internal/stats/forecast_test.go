@@ -3,6 +3,7 @@ package stats_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,11 +85,12 @@ limits:
 	if want := 10_000.0; fc.Rate != want || !fc.PeriodStart.Equal(time.Date(2026, 11, 24, 0, 0, 0, 0, sh)) {
 		t.Errorf("new day = rate %v period %v, want the average since midnight %v/s", fc.Rate, fc.PeriodStart, want)
 	}
-	// A store that fails: no forecasts rather than stale ones.
+	// A store that fails: the last forecasts stay, with their time.
 	src.fail = true
+	now = now.Add(time.Minute)
 	f.Sample(context.Background())
-	if n := len(f.Forecasts()); n != 0 {
-		t.Errorf("forecasts after a failed read = %d, want 0", n)
+	if fc := byKey(f.Forecasts())["ONLINE_PAY:ALIPAY"]; fc.Used != 3_000_000 || !fc.At.Equal(now.Add(-time.Minute)) {
+		t.Errorf("forecast after a failed read = %+v, want the last one", fc)
 	}
 }
 
@@ -112,4 +114,36 @@ func byKey(fs []stats.Forecast) map[string]stats.Forecast {
 		m[f.Key.String()] = f
 	}
 	return m
+}
+
+// swapSource serves whatever config is stored, every window empty.
+type swapSource struct {
+	cfg atomic.Pointer[ratelimit.Config]
+}
+
+func (s *swapSource) Config() *ratelimit.Config { return s.cfg.Load() }
+func (s *swapSource) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
+	r := s.cfg.Load().Rule(k)
+	return r, make([]int64, len(r.Windows)), nil
+}
+
+// TestForecasterRunFollowsNewLimits: a new limits snapshot is read within a
+// second or two, not at the next 30s interval.
+func TestForecasterRunFollowsNewLimits(t *testing.T) {
+	src := &swapSource{}
+	src.cfg.Store(mustConfig(t, "limits:\n  A:B: 1\n"))
+	f, _ := stats.NewForecaster(stats.ForecasterOptions{Source: src, Interval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond)
+	src.cfg.Store(mustConfig(t, "limits:\n  A:B: [{limit: 5, calendar: day}]\n"))
+	deadline := time.Now().Add(3 * time.Second)
+	for len(f.Forecasts()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no forecast 3s after a snapshot with a calendar window")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
