@@ -155,9 +155,9 @@ const validAmountDay = `{
 
 const validExceedsCap = `{
   "code": "REQUEST_LIMITED",
-  "message": "amount 500 is above the amount/60s cap 100 of channel ALIPAY for ONLINE_PAY",
+  "message": "amount 500 is above the amount/1m cap 100 of channel ALIPAY for ONLINE_PAY",
   "requestId": "ORD-1",
-  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/60s", "amount": 100, "used": 0, "windowMs": 60000, "exceedsCap": true}
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": 100, "used": 0, "windowMs": 60000, "exceedsCap": true}
 }`
 
 func TestCheckResponseHandBuilt(t *testing.T) {

@@ -39,9 +39,9 @@ func TestLimitedErrorNamesTheBindingRule(t *testing.T) {
 			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": int64(0), "used": int64(0), "windowMs": int64(1000), "closed": true},
 			0, "channel ALIPAY is closed for ONLINE_PAY"},
 		{"an amount that never fits has no retry time",
-			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/60s", Amount: true, Limit: 100, Window: time.Minute, Count: 0, RequestAmount: 500, Source: ratelimit.SourceRedis},
-			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/60s", "amount": int64(100), "used": int64(0), "windowMs": int64(60000), "exceedsCap": true},
-			0, "amount 500 is above the amount/60s cap 100 of channel ALIPAY for ONLINE_PAY"},
+			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/1m", Amount: true, Limit: 100, Window: time.Minute, Count: 0, RequestAmount: 500, Source: ratelimit.SourceRedis},
+			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": int64(100), "used": int64(0), "windowMs": int64(60000), "exceedsCap": true},
+			0, "amount 500 is above the amount/1m cap 100 of channel ALIPAY for ONLINE_PAY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
