@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 	_ "time/tzdata" // calendar zones resolve the same on every host, with or without a system zoneinfo
+
+	"payserver/internal/iso4217"
 )
 
 // entry is one window entry of the document with its reservations.
@@ -169,14 +170,17 @@ func FormatCutoff(d time.Duration) string {
 	return fmt.Sprintf("%02d:%02d", int(d/time.Hour), int(d%time.Hour/time.Minute))
 }
 
-// parseCurrency reads a currency code: three upper-case letters, as ISO
-// 4217 writes them. Whether the code is an active currency is not checked
-// here (the ISO table lives in package pay, which imports this one): a
-// request in another currency is simply not counted by the window.
+// parseCurrency reads a currency code: an active ISO 4217 currency a
+// payment may be made in (the table POST /pay checks too), so that a typo
+// such as CYN, which no payment could ever match, is refused rather than
+// leaving the cap counting nothing.
 func parseCurrency(v any) (string, error) {
 	s, ok := v.(string)
-	if !ok || len(s) != 3 || strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+	if !ok {
 		return "", fmt.Errorf("currency %v: want an ISO 4217 code such as CNY", v)
+	}
+	if _, ok := iso4217.Exponent(s); !ok {
+		return "", fmt.Errorf("currency %q is not an active ISO 4217 currency a payment may be made in (such as CNY, USD)", s)
 	}
 	return s, nil
 }
