@@ -16,7 +16,8 @@ import (
 )
 
 // TestDashboardQuotaForecast: the dashboard shows each calendar window's
-// use and, in words, when it runs out at the current rate.
+// use and, in words, when it runs out at the current rate, and the hour's
+// amounts per channel and currency.
 func TestDashboardQuotaForecast(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	cfg, err := ratelimit.ParseDocument([]byte(`zone: Asia/Shanghai
@@ -41,7 +42,12 @@ limits:
 	used["ONLINE_PAY:ALIPAY"] = 230_000_000 // 50,000/s: 270,000,000 left last until 13:40
 	f.Sample(context.Background())
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+	fr := &fakeReports{amounts: []stats.AmountBucket{
+		{Channel: "ALIPAY", Currency: "CNY", Admitted: 2, AdmittedAmount: 3000, Refused: 1, RefusedAmount: 900},
+		{Channel: "ALIPAY", Currency: "USD", Admitted: 1, AdmittedAmount: 7},
+		{Channel: "ALIPAY", Currency: "CNY", Admitted: 1, AdmittedAmount: 1000},
+	}}
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts})
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +58,9 @@ limits:
 		"at this rate ALIPAY&#39;s daily amount for ONLINE_PAY runs out at 13:40 Asia/Shanghai",
 		"at this rate the channel-wide UNIONPAY&#39;s monthly count lasts until the period ends at Dec 1 00:00 Asia/Shanghai",
 		"WECHAT&#39;s daily count for REFUND has run out; it resets at Nov 24 00:00 Asia/Shanghai",
+		// The amounts of the hour, summed per channel and currency.
+		`<td class="key">ALIPAY</td><td class="key">CNY</td><td class="num">3</td><td class="num">4000</td><td class="num">1</td><td class="num">900</td>`,
+		`<td class="key">ALIPAY</td><td class="key">USD</td><td class="num">1</td><td class="num">7</td>`,
 	} {
 		if !strings.Contains(a.body, want) {
 			t.Errorf("dashboard lacks %q", want)
