@@ -201,25 +201,43 @@ func mod(a, b int64) int64 {
 	return m
 }
 
-// keyView maps observed keys to counted keys for one limits snapshot.
+// keyView maps observed keys to counted keys for one limits snapshot, with
+// the rule in force of each until the snapshot's next schedule boundary.
 type keyView struct {
 	cfg      *ratelimit.Config
 	rules    map[ratelimit.Key]string
 	channels map[string]bool
+	// until is the first schedule boundary after the view was built (zero
+	// when none is ahead): from then on, some key's rule in force differs.
+	until time.Time
 }
 
 // keys returns the view of the snapshot in force, building it once per
-// snapshot (snapshots change only when ops edit the limits).
+// snapshot (snapshots change only when ops edit the limits) and again at
+// each schedule boundary. Keys only schedules name are counted under
+// their own name too.
 func (a *Aggregator) keys() *keyView {
 	cfg := a.opts.Config()
-	if v := a.view.Load(); v != nil && v.cfg == cfg {
+	now := a.opts.Now()
+	if v := a.view.Load(); v != nil && v.cfg == cfg && (v.until.IsZero() || now.Before(v.until)) {
 		return v
 	}
 	v := &keyView{cfg: cfg, rules: map[ratelimit.Key]string{}, channels: map[string]bool{}}
 	if cfg != nil {
-		for k := range cfg.Rules {
-			v.rules[k] = configcenter.DescribeRule(cfg.Rule(k), true)
+		add := func(k ratelimit.Key) {
+			v.rules[k] = configcenter.DescribeRule(cfg.RuleAt(k, now), true)
 			v.channels[k.Channel] = true
+			if next := cfg.NextChange(k, now); !next.IsZero() && (v.until.IsZero() || next.Before(v.until)) {
+				v.until = next
+			}
+		}
+		for k := range cfg.Rules {
+			add(k)
+		}
+		for _, s := range cfg.Schedules {
+			if _, ok := v.rules[s.Key]; !ok {
+				add(s.Key)
+			}
 		}
 	}
 	a.view.Store(v)
