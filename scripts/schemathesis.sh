@@ -37,7 +37,7 @@
 #   POST /pay                    400 CHANNEL_NOT_SUPPORTED (a well-formed
 #                                channel code that is not configured)
 #   GET /reports/channel-limits  400 INVALID_REQUEST on `from`/`to` only (to
-#                                not after from, span over the granularity's
+#   GET /reports/channel-amounts not after from, span over the granularity's
 #                                cap, a time before 1970)
 set -euo pipefail
 
@@ -157,7 +157,7 @@ report-to = { values = ["2026-03-01T11:00:00Z", "2026-03-01T12:00:01.5Z", "2026-
 "query.to" = { dictionary = "report-to", probability = 0.6 }
 
 [[operations]]
-include-operation-id = ["pay", "getChannelLimitReport"]
+include-operation-id = ["pay", "getChannelLimitReport", "getChannelAmountReport"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", 400, 401, 403, 404, 409, 429, "5xx"]
 
 # The limits service: a full window is 429 (acquire), and a requestId of a
@@ -182,12 +182,12 @@ import schemathesis
 def payserver_semantic_refusals_only(ctx, response, case):
     """A schema-valid request may be refused with 400 only for the reasons
     the schema cannot express: an unconfigured channel on POST /pay, and the
-    from/to relation on the report."""
+    from/to relation on the reports."""
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive or response.status_code != 400:
         return None
     label = case.operation.label
-    if label not in ("POST /pay", "GET /reports/channel-limits"):
+    if label not in ("POST /pay", "GET /reports/channel-limits", "GET /reports/channel-amounts"):
         return None
     body = response.json()
     if label == "POST /pay":
