@@ -147,3 +147,23 @@ func TestForecasterRunFollowsNewLimits(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestForecastOnADaylightSavingDay: on Berlin's 23-hour day the period
+// ends at local midnight, 23 hours after it began, and the average rate
+// counts the hours that day had.
+func TestForecastOnADaylightSavingDay(t *testing.T) {
+	cfg := mustConfig(t, "zone: Europe/Berlin\nlimits:\n  A:B: [{limit: 22000, calendar: day}]\n")
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	now := time.Date(2026, 3, 29, 12, 0, 0, 0, berlin) // 11 hours into the day: 02:00 did not happen
+	src := &quotaSource{cfg: cfg, now: &now, used: map[string]int64{"A:B": 11000}}
+	f, _ := stats.NewForecaster(stats.ForecasterOptions{Source: src, Now: func() time.Time { return now }})
+	f.Sample(context.Background())
+	fc := f.Forecasts()[0]
+	if got := fc.PeriodEnd.Sub(fc.PeriodStart); got != 23*time.Hour {
+		t.Errorf("period = %v..%v (%v), want 23h", fc.PeriodStart, fc.PeriodEnd, got)
+	}
+	// 1000 an hour; 11000 left last 11 hours: 23:00 local, before midnight.
+	if want := time.Date(2026, 3, 29, 23, 0, 0, 0, berlin); !fc.ExhaustsAt.Equal(want) {
+		t.Errorf("exhausts at %v, want %v", fc.ExhaustsAt, want)
+	}
+}
