@@ -130,8 +130,11 @@ func TestQuotaCurrency(t *testing.T) {
 	}
 }
 
-// TestQuotaDeclinedGivesAmountBack: a payment the channel declined gives
-// its amount back, so the next one fits; an UNKNOWN one keeps it.
+// TestQuotaDeclinedGivesAmountBack: on a calendar-day amount window (stored
+// apart from sliding windows' sorted sets, so given back by another path
+// than TestAmountGivenBackOnlyWhenNoMoneyMoved's sliding one), a payment the
+// channel declined gives its amount back, so the next ones fit; an UNKNOWN
+// one keeps it.
 func TestQuotaDeclinedGivesAmountBack(t *testing.T) {
 	biz := testutil.UniqueName("QD")
 	declining, ch := quotaServer(t, "declineRate: 1", func(ch string) string {
