@@ -150,22 +150,25 @@ func (v *Validator) CheckResponse(req *http.Request, status int, header http.Hea
 }
 
 // checkRetryAfter enforces what OpenAPI 3.0 cannot express: a 429 carries
-// Retry-After exactly when its details.closed is not true.
+// Retry-After exactly when neither its details.closed nor its
+// details.exceedsCap is true.
 func checkRetryAfter(header http.Header, body []byte) error {
 	var e struct {
 		Details struct {
-			Closed bool `json:"closed"`
+			Closed     bool `json:"closed"`
+			ExceedsCap bool `json:"exceedsCap"`
 		} `json:"details"`
 	}
 	if err := json.Unmarshal(body, &e); err != nil {
 		return fmt.Errorf("api: 429 body: %w", err)
 	}
 	has := header.Get("Retry-After") != ""
+	never := e.Details.Closed || e.Details.ExceedsCap
 	switch {
-	case e.Details.Closed && has:
-		return errors.New(`api: 429 for a closed key (details.closed) must not carry header "Retry-After"`)
-	case !e.Details.Closed && !has:
-		return errors.New(`api: 429: response header "Retry-After" missing (required unless details.closed)`)
+	case never && has:
+		return errors.New(`api: 429 for a closed key (details.closed) or an amount above its cap (details.exceedsCap) must not carry header "Retry-After"`)
+	case !never && !has:
+		return errors.New(`api: 429: response header "Retry-After" missing (required unless details.closed or details.exceedsCap)`)
 	}
 	return nil
 }

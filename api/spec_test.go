@@ -42,14 +42,14 @@ func TestSpecLoadsAndValidates(t *testing.T) {
 		t.Fatalf("Spec() does not start with the OpenAPI 3.0.3 header")
 	}
 	for _, p := range []string{"/pay", "/pay/{requestId}", "/healthz", "/readyz", "/limits", "/limits/history", "/metrics",
-		"/reports/channel-limits", "/channels/usage", "/dashboard",
+		"/reports/channel-limits", "/reports/channel-amounts", "/channels/usage", "/dashboard",
 		"/v1/limits/acquire", "/v1/limits/release", "/v1/limits/peek", "/reports/limit-callers", "/reports/routes"} {
 		if v.Doc().Paths.Value(p) == nil {
 			t.Errorf("path %s is not documented", p)
 		}
 	}
-	if got := len(v.Doc().Paths.Map()); got != 15 {
-		t.Errorf("%d paths documented, want 15", got)
+	if got := len(v.Doc().Paths.Map()); got != 16 {
+		t.Errorf("%d paths documented, want 16", got)
 	}
 	// Spec returns a copy: scribbling on it must not change the embedded one.
 	s := Spec()
@@ -136,14 +136,28 @@ const validLimited = `{
   "code": "REQUEST_LIMITED",
   "message": "channel ALIPAY is at its limit for ONLINE_PAY",
   "requestId": "ORD-1",
-  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "limit": 100, "windowMs": 1000, "retryAfterMs": 420}
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": 100, "used": 100, "windowMs": 1000, "retryAfterMs": 420}
 }`
 
 const validClosed = `{
   "code": "REQUEST_LIMITED",
   "message": "channel ALIPAY is closed for ONLINE_PAY",
   "requestId": "ORD-1",
-  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "limit": 0, "windowMs": 1000, "closed": true}
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": 0, "used": 0, "windowMs": 1000, "closed": true}
+}`
+
+const validAmountDay = `{
+  "code": "REQUEST_LIMITED",
+  "message": "channel UNIONPAY is at its channel-wide limit (amount/day) for ONLINE_PAY",
+  "requestId": "ORD-1",
+  "details": {"bizType": "ONLINE_PAY", "channel": "UNIONPAY", "rule": "amount/day", "amount": 500000000, "used": 499990000, "scope": "*:UNIONPAY", "retryAfterMs": 8400000}
+}`
+
+const validExceedsCap = `{
+  "code": "REQUEST_LIMITED",
+  "message": "amount 500 is above the amount/1m cap 100 of channel ALIPAY for ONLINE_PAY",
+  "requestId": "ORD-1",
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": 100, "used": 0, "windowMs": 60000, "exceedsCap": true}
 }`
 
 func TestCheckResponseHandBuilt(t *testing.T) {
@@ -164,6 +178,8 @@ func TestCheckResponseHandBuilt(t *testing.T) {
 		{"200 order on GET, any host", get, 200, jsonHeader(), validOrder},
 		{"429 with Retry-After", post, 429, limitedHeader, validLimited},
 		{"429 closed without Retry-After", post, 429, jsonHeader(), validClosed},
+		{"429 calendar amount on a channel-wide key", post, 429, limitedHeader, validAmountDay},
+		{"429 amount above its cap without Retry-After", post, 429, jsonHeader(), validExceedsCap},
 		{"400 CHANNEL_NOT_SUPPORTED", post, 400, jsonHeader(),
 			`{"code":"CHANNEL_NOT_SUPPORTED","message":"x","requestId":"","details":{"channel":"PAYPAL"}}`},
 		{"unknown path answered NOT_FOUND", httptest.NewRequest("GET", "/nope", nil), 404, jsonHeader(),
@@ -194,6 +210,8 @@ func TestCheckResponseHandBuilt(t *testing.T) {
 		{"order status BOGUS", post, 200, jsonHeader(), strings.Replace(validOrder, `"SUCCEEDED"`, `"BOGUS"`, 1), "value is not one of the allowed values"},
 		{"429 without Retry-After", post, 429, jsonHeader(), validLimited, "header \"Retry-After\" missing"},
 		{"429 closed with Retry-After", post, 429, limitedHeader, validClosed, "closed key"},
+		{"429 above its cap with Retry-After", post, 429, limitedHeader, validExceedsCap, "above its cap"},
+		{"429 with a bad rule name", post, 429, limitedHeader, strings.Replace(validAmountDay, "amount/day", "amount/week", -1), "/details/rule"},
 		{"429 with non-integer Retry-After", post, 429, http.Header{
 			"Content-Type": {"application/json"}, "Retry-After": {"soon"}}, validLimited, "Retry-After"},
 		{"code outside the enum", post, 500, jsonHeader(),
@@ -282,11 +300,38 @@ limits:
     - {limit: 20, window: 1s}
     - {limit: 600, window: 1m}
   REFUND:WECHAT: {limit: 0, window: 500ms, shadow: true}
+  PAYOUT:ALIPAY:
+    - {amount: 500000000, calendar: day, zone: Asia/Shanghai, currency: CNY}
+    - {limit: 300000, calendar: day, cutoff: "23:00", zone: Asia/Shanghai}
+    - {amount: 100000, window: 60s}
+  "*:UNIONPAY":
+    - {limit: 200, window: 1s, reserve: {REFUND: 40}}
+schedules:
+  - {key: "*:UNIONPAY", from: "2000-12-01T02:00:00+08:00", to: "2000-12-01T04:00:00+08:00", limits: 0}
+  - {key: "*:UNIONPAY", from: "2000-12-02T00:00:00Z", to: "2999-01-01T00:00:00Z", limits: [{limit: 300, window: 1s}]}
+  - {key: "ONLINE_PAY:UNIONPAY", from: "2998-11-11T00:00:00+08:00", to: "2998-11-12T00:00:00+08:00", limits: [{limit: 300, window: 1s}]}
 `))
 	if err != nil {
 		panic(err)
 	}
 	return cfg
+}
+
+// Usage answers like the limiter: a count per window of the rule in force,
+// and an error for REFUND:ALIPAY (as if Redis were down for it).
+func (f *fakeLimits) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
+	r := f.Config().Rule(k)
+	if k.String() == "REFUND:ALIPAY" {
+		return r, nil, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+	}
+	if r.IsUnlimited() {
+		return r, nil, nil
+	}
+	counts := make([]int64, len(r.Windows))
+	for i, w := range r.Windows {
+		counts[i] = w.Limit / 2
+	}
+	return r, counts, nil
 }
 
 func (f *fakeLimits) Status() configcenter.Status {

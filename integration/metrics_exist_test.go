@@ -178,7 +178,9 @@ func TestAlertAndDashboardMetricsExist(t *testing.T) {
 	// biz:ALIPAY fills up (admitted, then limited); biz:WECHAT never does,
 	// so with Redis cut its checks go to the local windows rather than
 	// being answered by the near-cache's memory of a full window.
-	good := fmt.Sprintf("window: 1m\nroutes:\n  %[1]s: [ALIPAY, WECHAT]\nlimits:\n  %[1]s:ALIPAY: 2\n  %[1]s:WECHAT: 100000\n", biz)
+	// biz:UNIONPAY's day is closed (limit 0): its calendar window has run
+	// out, so the quota forecast series exist.
+	good := fmt.Sprintf("window: 1m\nroutes:\n  %[1]s: [ALIPAY, WECHAT]\nlimits:\n  %[1]s:ALIPAY: 2\n  %[1]s:WECHAT: 100000\n  %[1]s:UNIONPAY: [{limit: 0, calendar: day}]\n", biz)
 	nacosPublish(t, nacos, dataID, good)
 	t.Cleanup(func() { nacosDelete(t, nacos, dataID) })
 	redis := startProxy(t, testutil.RedisAddr(t))
@@ -187,6 +189,9 @@ func TestAlertAndDashboardMetricsExist(t *testing.T) {
 		"PAYSERVER_REDIS_ADDR": redis.addr, "PAYSERVER_LIMITER_POLICY": "local",
 	}})
 	waitFor(t, "limits from Nacos", 10*time.Second, func() bool { return limitsRule(t, s, biz+":ALIPAY") != "" })
+	waitFor(t, "a quota forecast", 10*time.Second, func() bool {
+		return exportedNames(s.do(t, http.MethodGet, "/metrics", nil, nil).Body)["payserver_quota_exhaustion_seconds"]
+	})
 	for i := 0; i < 3; i++ { // 2 admitted, 1 limited, through Redis
 		s.pay(t, payBody(testutil.UniqueName("mx"), biz, "ALIPAY"))
 	}

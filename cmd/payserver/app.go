@@ -105,6 +105,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.buildLimiter(bg); err != nil {
 		return err
 	}
+	if err := m.startForecaster(bg); err != nil {
+		return err
+	}
 	if err := m.openLimitsAPI(); err != nil {
 		return err
 	}

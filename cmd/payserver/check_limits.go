@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"time"
 
 	"payserver/internal/configcenter"
 	"payserver/internal/ratelimit"
@@ -34,14 +35,39 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "INVALID: %v\npayserver would refuse this document and keep the limits in force.\n", err)
 		return 1
 	}
+	printLimits(stdout, cfg, time.Now())
+	return 0
+}
+
+// printLimits writes what payserver would enforce: each key's base rule,
+// then each schedule with whether it is past, active or upcoming at now.
+func printLimits(stdout io.Writer, cfg *ratelimit.Config, now time.Time) {
 	keys := make([]ratelimit.Key, 0, len(cfg.Rules))
 	for k := range cfg.Rules {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	fmt.Fprintf(stdout, "OK: %d keys, default window %s, global shadow %v\n", len(keys), configcenter.FormatWindow(cfg.DefaultWindow), cfg.Shadow)
+	fmt.Fprintf(stdout, "OK: %d keys, default window %s, zone %s, global shadow %v\n", len(keys), configcenter.FormatWindow(cfg.DefaultWindow), cfg.Zone, cfg.Shadow)
 	for _, k := range keys {
-		fmt.Fprintf(stdout, "  %-40s %s\n", k.String(), configcenter.DescribeRule(cfg.Rule(k), true))
+		r := cfg.Rules[k]
+		if cfg.Shadow {
+			r.Shadow = true
+		}
+		fmt.Fprintf(stdout, "  %-40s %s\n", k.String(), configcenter.DescribeRule(r, true))
+	}
+	if len(cfg.Schedules) > 0 {
+		fmt.Fprintf(stdout, "Schedules (%d), each replacing its key's rule from FROM to TO (exclusive):\n", len(cfg.Schedules))
+		for _, s := range cfg.Schedules {
+			state := s.StateAt(now)
+			switch state {
+			case ratelimit.ScheduleActive:
+				state = "ACTIVE now"
+			case ratelimit.SchedulePast:
+				state = "past, ignored"
+			}
+			fmt.Fprintf(stdout, "  %-40s %s .. %s  %s  (%s)\n", s.Key.String(), s.From.Format(time.RFC3339), s.To.Format(time.RFC3339),
+				configcenter.DescribeRule(s.Rule, true), state)
+		}
 	}
 	fmt.Fprintln(stdout, "Keys not listed are unlimited.")
 	bizTypes := make([]string, 0, len(cfg.Routes))
@@ -55,5 +81,4 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 	if len(bizTypes) > 0 {
 		fmt.Fprintln(stdout, "A server refuses routes that name a channel it is not configured with.")
 	}
-	return 0
 }

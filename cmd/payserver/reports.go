@@ -36,6 +36,9 @@ const statsDrainTimeout = 10 * time.Second
 type statsWiring struct {
 	agg   *stats.Aggregator
 	store *repo.ChannelStats
+	// forecaster reads the calendar windows' use for the dashboard's and
+	// the metrics' time-to-exhaustion forecasts.
+	forecaster *stats.Forecaster
 }
 
 // openStats builds the stats aggregator, which the limiter reports every
@@ -47,7 +50,8 @@ func (m *Main) openStats(ctx context.Context) error {
 		return err
 	}
 	agg, err := stats.NewAggregator(stats.AggregatorOptions{
-		Store: store,
+		Store:   store,
+		Amounts: store,
 		Config: func() *ratelimit.Config {
 			if m.limiter == nil {
 				return nil
@@ -82,13 +86,27 @@ func (m *Main) openStats(ctx context.Context) error {
 	return nil
 }
 
+// startForecaster starts reading the calendar windows' use every 30s, for
+// the time-to-exhaustion forecasts of the dashboard and of
+// payserver_quota_exhaustion_seconds. It runs once the limiter is built.
+func (m *Main) startForecaster(ctx context.Context) error {
+	f, err := stats.NewForecaster(stats.ForecasterOptions{Source: m.limiter, Logger: m.log.With("component", "forecast")})
+	if err != nil {
+		return err
+	}
+	m.stats.forecaster = f
+	m.metrics.WatchQuotas(f.Forecasts)
+	m.goBackground(func() { f.Run(ctx) })
+	return nil
+}
+
 // reportRoutes returns the admin routes of the reports and the dashboard.
 func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 	history, err := repo.NewLimitHistory(m.db, instanceName(m.cfg.HTTPAddr))
 	if err != nil {
 		return nil, err
 	}
-	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: m.stats.store, History: history, Flusher: m.stats.agg})
+	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: m.stats.store, History: history, Flusher: m.stats.agg, Amounts: m.stats.store})
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +121,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		Logger:  m.log.With("component", "reports"),
 		Callers: m.api.tally,
 		Routes:  routeReports,
+		Quotas:  m.stats.forecaster.Forecasts,
 	})
 	if err != nil {
 		return nil, err

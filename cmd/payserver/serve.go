@@ -76,6 +76,9 @@ type limitsView struct {
 func (v limitsView) Config() *ratelimit.Config   { return v.limiter.Config() }
 func (v limitsView) Status() configcenter.Status { return v.manager.Status() }
 func (v limitsView) Degraded() bool              { return v.limiter.Degraded() }
+func (v limitsView) Usage(ctx context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
+	return v.limiter.Usage(ctx, k)
+}
 
 // startPprof serves net/http/pprof on its own loopback listener when
 // PAYSERVER_PPROF_ADDR is set (Validate refuses other hosts).

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -306,8 +305,9 @@ func (m *Manager) apply(d Document) (*Change, error) {
 	return &Change{At: now, Kind: kind, Source: d.Source, Name: d.Name, MD5: d.MD5, Keys: changed}, nil
 }
 
-// Diff lists the keys whose rules differ between two snapshots, sorted, as
-// "KEY: old -> new". A nil snapshot has no keys.
+// Diff lists the keys whose rules differ between two snapshots as
+// "KEY: old -> new", and the schedules that differ as "schedule KEY
+// FROM/TO: old -> new" (scheduleDiff), sorted. A nil snapshot has no keys.
 func Diff(old, cur *ratelimit.Config) []string {
 	keys := map[ratelimit.Key]bool{}
 	var oldRules, curRules map[ratelimit.Key]ratelimit.Rule
@@ -333,45 +333,7 @@ func Diff(old, cur *ratelimit.Config) []string {
 		}
 	}
 	out = append(out, routeDiff(old, cur)...)
+	out = append(out, scheduleDiff(old, cur)...)
 	sort.Strings(out)
 	return out
-}
-
-// DescribeRule renders a rule as ops write it, such as "20/1s+600/1m
-// (shadow)"; present false renders "absent".
-func DescribeRule(r ratelimit.Rule, present bool) string {
-	if !present {
-		return "absent"
-	}
-	if r.IsUnlimited() {
-		s := "unlimited"
-		if r.Shadow {
-			s += " (shadow)"
-		}
-		return s
-	}
-	parts := make([]string, len(r.Windows))
-	for i, w := range r.Windows {
-		parts[i] = fmt.Sprintf("%d/%s", w.Limit, FormatWindow(w.Size))
-	}
-	s := strings.Join(parts, "+")
-	if r.Shadow {
-		s += " (shadow)"
-	}
-	return s
-}
-
-// FormatWindow renders a window size compactly: 1s, 1m, 1h, 1d, 500ms.
-func FormatWindow(d time.Duration) string {
-	switch {
-	case d%(24*time.Hour) == 0:
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	case d%time.Second == 0:
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
-	return fmt.Sprintf("%dms", d/time.Millisecond)
 }

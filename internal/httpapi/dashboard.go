@@ -69,6 +69,14 @@ type dashboardView struct {
 	Callers        []limitapi.CallerCounts
 	Routes         []routeView
 	RoutesError    string
+	// Quotas are the page's calendar windows with their forecasts; nil
+	// without a forecaster.
+	Quotas []quotaLine
+	// Amounts are the amounts admitted and refused per channel and
+	// currency over the chart's hour; AmountsError says why they are
+	// missing.
+	Amounts      []stats.AmountBucket
+	AmountsError string
 }
 
 type sourceView struct {
@@ -151,6 +159,7 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 		v.ChartsError = "The stats database is unavailable; the history charts are missing."
 		rep.Rows = nil
 	}
+	v.Amounts, v.AmountsError = d.amounts(ctx, from, to, q)
 	keys, rows := q.keys(cfg, rep.Rows)
 	page, paging := q.page(keys)
 	v.Paging = paging
@@ -167,13 +176,57 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	for _, u := range d.r.usageOf(ctx, cfg, configured).Keys {
 		v.Usage = append(v.Usage, newUsageBar(u))
 	}
-	for _, l := range limitsJSON(cfg) {
-		if inPage[l.Key] {
-			v.Limits = append(v.Limits, l)
+	if cfg != nil {
+		for _, l := range limitsJSON(cfg, limitKeys(cfg), nil, now) {
+			if inPage[l.Key] {
+				v.Limits = append(v.Limits, l)
+			}
 		}
+	}
+	if d.r.opts.Quotas != nil {
+		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage)
 	}
 	v.Charts = hourCharts(page, rows, from)
 	return v
+}
+
+// amounts sums the amounts of [from, to) per channel and currency (one
+// channel when the filter names one; none when it names a bizType, as
+// amounts are counted per channel).
+func (d *dashboard) amounts(ctx context.Context, from, to time.Time, q dashQuery) ([]stats.AmountBucket, string) {
+	if q.BizType != "" {
+		return nil, ""
+	}
+	rep, err := d.r.opts.Reports.Amounts(ctx, stats.Query{From: from, To: to, Channel: q.Channel, Granularity: stats.Minute, Format: stats.FormatJSON})
+	if err != nil {
+		d.r.log.Warn("dashboard: could not read the last hour's amounts", "err", err)
+		return nil, "The stats database is unavailable; the amounts are missing."
+	}
+	type id struct{ channel, currency string }
+	sums := map[id]*stats.AmountBucket{}
+	for _, b := range rep.Rows {
+		k := id{b.Channel, b.Currency}
+		s := sums[k]
+		if s == nil {
+			s = &stats.AmountBucket{Start: from, Channel: b.Channel, Currency: b.Currency}
+			sums[k] = s
+		}
+		s.Admitted += b.Admitted
+		s.AdmittedAmount += b.AdmittedAmount
+		s.Refused += b.Refused
+		s.RefusedAmount += b.RefusedAmount
+	}
+	out := make([]stats.AmountBucket, 0, len(sums))
+	for _, s := range sums {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Channel != out[j].Channel {
+			return out[i].Channel < out[j].Channel
+		}
+		return out[i].Currency < out[j].Currency
+	})
+	return out, ""
 }
 
 // Paging of GET /dashboard.
@@ -334,7 +387,7 @@ func newUsageBar(u keyUsage) usageBar {
 		if w.Count != nil {
 			count = *w.Count
 		}
-		b.Label = fmt.Sprintf("%d / %d in %s", count, w.Limit, w.Window)
+		b.Label = fmt.Sprintf("%d / %d in %s", count, w.Limit, w.span())
 		b.Percent = strconv.FormatFloat(100*util, 'f', 0, 64) + "%"
 		b.Fill = svgNum(math.Min(util, 1) * barW)
 		switch {

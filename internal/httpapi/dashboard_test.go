@@ -82,7 +82,7 @@ func TestDashboardSizeAt2000Keys(t *testing.T) {
 		t.Fatal(err)
 	}
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg}, Limits: lv,
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -18,9 +17,11 @@ import (
 	"payserver/internal/stats"
 )
 
-// ReportService builds channel-limit reports. *stats.Reporter implements it.
+// ReportService builds channel-limit and channel-amount reports.
+// *stats.Reporter implements it.
 type ReportService interface {
 	Report(ctx context.Context, q stats.Query) (stats.Report, error)
+	Amounts(ctx context.Context, q stats.Query) (stats.AmountReport, error)
 }
 
 // UsageSource reads live window occupancy from the limiter's shared store.
@@ -46,6 +47,10 @@ type ReportsOptions struct {
 	// Routes, when set, adds each route's preferred channel and fallbacks
 	// per minute to the dashboard (route_reports.go).
 	Routes *RouteReports
+	// Quotas, when set, adds each calendar window's use and its
+	// time-to-exhaustion forecast to the dashboard.
+	// (*stats.Forecaster).Forecasts fits.
+	Quotas func() []stats.Forecast
 }
 
 // usageTimeout bounds reading every key's occupancy for one answer.
@@ -83,6 +88,7 @@ func Reports(opts ReportsOptions) (func(g *gin.RouterGroup), error) {
 	}
 	return func(g *gin.RouterGroup) {
 		g.GET("/reports/channel-limits", r.getReport)
+		g.GET("/reports/channel-amounts", r.getAmounts)
 		g.GET("/channels/usage", r.getUsage)
 		g.GET("/dashboard", dash.get)
 	}, nil
@@ -115,6 +121,36 @@ func (r *reports) getReport(c *gin.Context) {
 	writeJSON(c, r.log, http.StatusOK, rep)
 }
 
+// getAmounts answers GET /reports/channel-amounts: the amounts the limiter
+// admitted and refused per channel and currency. It takes the parameters of
+// the channel-limits report but bizType, and answers JSON only.
+func (r *reports) getAmounts(c *gin.Context) {
+	q, err := stats.ParseQuery(c.Request.URL.Query())
+	if err == nil {
+		var bad []apperr.FieldError
+		if q.BizType != "" {
+			bad = append(bad, apperr.FieldError{Field: "bizType", Reason: "is not a parameter of this report: amounts are counted per channel"})
+		}
+		if q.Format != stats.FormatJSON {
+			bad = append(bad, apperr.FieldError{Field: "format", Reason: "must be json for this report"})
+		}
+		if len(bad) > 0 {
+			err = apperr.Invalid(bad...)
+		}
+	}
+	if err != nil {
+		writeError(c, r.log, err, "")
+		return
+	}
+	rep, err := r.opts.Reports.Amounts(c.Request.Context(), q)
+	if err != nil {
+		writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	writeJSON(c, r.log, http.StatusOK, rep)
+}
+
 // databaseDown maps a storage error to DEPENDENCY_UNAVAILABLE; an
 // *apperr.Error passes through.
 func databaseDown(err error, msg string) error {
@@ -127,10 +163,9 @@ func databaseDown(err error, msg string) error {
 
 // windowUsage is one window of a key, live.
 type windowUsage struct {
-	Limit    int64  `json:"limit"`
-	Window   string `json:"window"`
-	WindowMs int64  `json:"windowMs"`
-	// Count is the window's occupancy; nil when it could not be read.
+	windowJSON
+	// Count is the window's occupancy (admissions, or amount in minor
+	// units); nil when it could not be read.
 	Count *int64 `json:"count"`
 	// Utilization is Count / Limit (1 for a closed window); nil when unread.
 	Utilization *float64 `json:"utilization"`
@@ -183,58 +218,49 @@ func (r *reports) usage(ctx context.Context) usageReport {
 	return r.usageOf(ctx, cfg, keys)
 }
 
+// errUsageShape is a store answer with a count per window of another rule
+// (the limits changed between reading the rule and the counts).
+var errUsageShape = errors.New("limiter store returned a count per window for another rule")
+
 // usageOf reads the occupancy of keys (configured in cfg), in their order.
+// A key whose read fails carries the error; the others are still shown.
 func (r *reports) usageOf(ctx context.Context, cfg *ratelimit.Config, keys []ratelimit.Key) usageReport {
 	out := usageReport{At: r.opts.Now().UTC(), LimiterDegraded: r.opts.Limits.Degraded(), Keys: []keyUsage{}}
 	if cfg == nil || len(keys) == 0 {
 		return out
 	}
+	reads := readUsage(ctx, r.opts.Usage, keys)
 	out.Keys = make([]keyUsage, len(keys))
-	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
-	defer cancel()
-	sem := make(chan struct{}, usageParallelism)
-	var wg sync.WaitGroup
 	for i, k := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out.Keys[i] = r.keyUsage(ctx, cfg, k)
-		}()
+		out.Keys[i] = r.keyUsage(k, reads[i])
 	}
-	wg.Wait()
 	return out
 }
 
-func (r *reports) keyUsage(ctx context.Context, cfg *ratelimit.Config, k ratelimit.Key) keyUsage {
-	rule := cfg.Rule(k)
+func (r *reports) keyUsage(k ratelimit.Key, read usageRead) keyUsage {
+	rule := read.rule
 	u := keyUsage{
 		Key: k.String(), BizType: k.BizType, Channel: k.Channel, Rule: configcenter.DescribeRule(rule, true),
 		Unlimited: rule.IsUnlimited(), Shadow: rule.Shadow, Closed: rule.IsClosed(),
 		Windows: []windowUsage{}, Binding: -1,
 	}
-	for _, w := range rule.Windows {
-		u.Windows = append(u.Windows, windowUsage{Limit: w.Limit, Window: configcenter.FormatWindow(w.Size), WindowMs: w.Size.Milliseconds()})
+	for _, w := range describeWindows(rule) {
+		u.Windows = append(u.Windows, windowUsage{windowJSON: w})
+	}
+	if read.err != nil {
+		r.log.Warn("could not read window occupancy", "key", k.String(), "err", read.err)
+		u.Error = "could not read the window occupancy from Redis: " + read.err.Error()
+		return u
 	}
 	if rule.IsUnlimited() {
 		zero := 0.0
 		u.Utilization = &zero
 		return u
 	}
-	_, counts, err := r.opts.Usage.Usage(ctx, k)
-	if err == nil && len(counts) != len(u.Windows) {
-		err = errors.New("limiter store returned a count per window for another rule")
-	}
-	if err != nil {
-		r.log.Warn("could not read window occupancy", "key", k.String(), "err", err)
-		u.Error = "could not read the window occupancy from Redis: " + err.Error()
-		return u
-	}
 	best := -1.0
 	for i := range u.Windows {
 		w := &u.Windows[i]
-		n := counts[i]
+		n := read.counts[i]
 		util := 1.0
 		if w.Limit > 0 {
 			util = float64(n) / float64(w.Limit)

@@ -32,9 +32,18 @@ func (nopPay) Pay(context.Context, pay.PayRequest) (*pay.Order, error) {
 func (nopPay) Get(context.Context, string) (*pay.Order, error) { return nil, errors.New("unused") }
 
 type fakeReports struct {
-	rep stats.Report
-	err error
-	got []stats.Query
+	rep     stats.Report
+	amounts []stats.AmountBucket
+	err     error
+	got     []stats.Query
+}
+
+func (f *fakeReports) Amounts(_ context.Context, q stats.Query) (stats.AmountReport, error) {
+	f.got = append(f.got, q)
+	if f.err != nil {
+		return stats.AmountReport{}, f.err
+	}
+	return stats.AmountReport{From: q.From, To: q.To, Granularity: q.Granularity, Rows: f.amounts}, nil
 }
 
 func (f *fakeReports) Report(_ context.Context, q stats.Query) (stats.Report, error) {
@@ -47,12 +56,21 @@ func (f *fakeReports) Report(_ context.Context, q stats.Query) (stats.Report, er
 	return r, nil
 }
 
-// fakeUsage serves a fixed config; bizType DOWN fails to read.
-type fakeUsage struct{ cfg *ratelimit.Config }
+// fakeUsage serves a fixed config, each window 3/4 full; bizType DOWN
+// fails to read.
+type fakeUsage struct {
+	cfg *ratelimit.Config
+	// now, when set, is the instant of the rule in force; default the
+	// wall clock.
+	now time.Time
+}
 
 func (f fakeUsage) Config() *ratelimit.Config { return f.cfg }
 func (f fakeUsage) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
 	r := f.cfg.Rule(k)
+	if !f.now.IsZero() {
+		r = f.cfg.RuleAt(k, f.now)
+	}
 	if k.BizType == "DOWN" {
 		return r, nil, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 	}
@@ -66,11 +84,16 @@ func (f fakeUsage) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []
 type fakeLimitsView struct {
 	cfg *ratelimit.Config
 	st  configcenter.Status
+	// now, when set, is the instant Usage reads the rule in force at.
+	now time.Time
 }
 
 func (f fakeLimitsView) Config() *ratelimit.Config   { return f.cfg }
 func (f fakeLimitsView) Status() configcenter.Status { return f.st }
 func (f fakeLimitsView) Degraded() bool              { return true }
+func (f fakeLimitsView) Usage(ctx context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
+	return fakeUsage{cfg: f.cfg, now: f.now}.Usage(ctx, k)
+}
 
 var now = time.Date(2026, 3, 1, 10, 30, 20, 0, time.UTC)
 
@@ -103,7 +126,7 @@ limits:
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file", Name: "/etc/limits.yaml", MD5: "0123456789abcdef0123456789abcdef",
 		LoadedAt: now.Add(-time.Hour), Applied: 2, Refusals: 1, LastRefusal: `limits: key "a<b>" is bad`,
 		LastRefusalAt: now.Add(-2 * time.Hour), LastRefusalSuperseded: true}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg}, Limits: lv,
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -325,4 +348,25 @@ func TestDashboardRoute(t *testing.T) {
 			t.Fatalf("status %d", a.status)
 		}
 	})
+}
+
+func TestAmountReportRoute(t *testing.T) {
+	s := newTestServer(t, "tok")
+	s.reports.amounts = []stats.AmountBucket{
+		{Start: now.Truncate(time.Hour), Channel: "ALIPAY", Currency: "CNY", Admitted: 3, AdmittedAmount: 3005, Refused: 1, RefusedAmount: 500000000},
+		{Start: now.Truncate(time.Hour), Channel: "other", Currency: "other", Refused: 1, RefusedAmount: 9},
+	}
+	a := s.get(t, "/reports/channel-amounts?"+window+"&granularity=hour&channel=ALIPAY", "tok")
+	if a.status != 200 || !strings.Contains(a.body, `"admittedAmount":3005`) || !strings.Contains(a.body, `"refusedAmount":500000000`) {
+		t.Fatalf("status %d: %s", a.status, a.body)
+	}
+	if q := s.reports.got[len(s.reports.got)-1]; q.Channel != "ALIPAY" || q.Granularity != stats.Hour {
+		t.Errorf("report service got %+v", q)
+	}
+	for _, bad := range []struct{ q, field string }{{"&bizType=PAY", "bizType"}, {"&format=csv", "format"}, {"&channel=a%20b", "channel"}} {
+		a := s.get(t, "/reports/channel-amounts?"+window+bad.q, "tok")
+		if a.status != 400 || !strings.Contains(a.body, `"field":"`+bad.field+`"`) {
+			t.Errorf("%s: status %d %s; want 400 naming %s", bad.q, a.status, a.body, bad.field)
+		}
+	}
 }

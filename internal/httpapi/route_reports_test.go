@@ -45,12 +45,12 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr, err := httpapi.NewRouteReports(httpapi.RouteReportsOptions{Rows: rows, Usage: fakeUsage{cfg},
+	rr, err := httpapi.NewRouteReports(httpapi.RouteReportsOptions{Rows: rows, Usage: fakeUsage{cfg: cfg},
 		Health: fakeHealth{"UNIONPAY": true}, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg},
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg},
 		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true}}, Logger: slog.New(slog.DiscardHandler),
 		Now: func() time.Time { return now }, Routes: rr})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -60,12 +61,18 @@ type Options struct {
 	LimitsAPI LimitsAPI
 	// ClientTokens are the callers of /v1/limits.
 	ClientTokens []ClientToken
+	// Now is the clock GET /limits tells active schedules by. Default
+	// time.Now.
+	Now func() time.Time
 }
 
 // New returns the HTTP handler.
 func New(opts Options) (http.Handler, error) {
 	if opts.Pay == nil || opts.Logger == nil {
 		return nil, errors.New("httpapi: nil pay service or logger")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	h := &handler{opts: opts, log: opts.Logger, authLog: newAuthLog(), clientAuthLog: newAuthLog(), clients: newClientTokens(opts.ClientTokens)}
 	r := gin.New()
@@ -101,6 +108,9 @@ func New(opts Options) (http.Handler, error) {
 	}
 	return r, nil
 }
+
+// now reads the handler's clock.
+func (h *handler) now() time.Time { return h.opts.Now() }
 
 type handler struct {
 	opts          Options

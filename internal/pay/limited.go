@@ -12,23 +12,60 @@ import (
 // /v1/limits/acquire alike: the binding window in Details and the time
 // until it has room in RetryAfter (the Retry-After header).
 //
+// Details name the request's bizType and channel and the binding rule:
+// rule (its kind, such as "count/1s" or "amount/day"), limit (a count
+// rule's cap) or amount (an amount rule's cap, in minor units), used (what
+// the window holds), windowMs (a sliding window's length), scope (the
+// channel-wide key "*:CHANNEL" when its window binds) and retryAfterMs (for
+// a calendar window, the time until the next period starts).
+//
 // A closed key (limit 0) has no time after which a retry succeeds: its
 // answer has no Retry-After and no retryAfterMs, and says details.closed,
-// so that clients do not poll it.
+// so that clients do not poll it. Nor does the refusal of an amount larger
+// than the cap of its amount window: it says details.exceedsCap, as no wait
+// makes it fit.
 func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
+	rule := d.Rule
+	if rule == "" && d.Window > 0 {
+		rule = ratelimit.Window{Size: d.Window, Amount: d.Amount}.Name()
+	}
 	e := apperr.New(apperr.RequestLimited, "channel %s is at its limit for %s", key.Channel, key.BizType)
+	if rule != "" {
+		e.Message += " (" + rule + ")"
+	}
 	e.Details = map[string]any{
-		"bizType":  key.BizType,
-		"channel":  key.Channel,
-		"limit":    d.Limit,
-		"windowMs": d.Window.Milliseconds(),
+		"bizType": key.BizType,
+		"channel": key.Channel,
+		"used":    d.Count,
+	}
+	if rule != "" {
+		e.Details["rule"] = rule
+	}
+	if d.Amount {
+		e.Details["amount"] = d.Limit
+	} else {
+		e.Details["limit"] = d.Limit
+	}
+	if d.Window > 0 {
+		e.Details["windowMs"] = d.Window.Milliseconds()
+	}
+	if d.Scope.IsChannelWide() {
+		e.Details["scope"] = d.Scope.String()
+		e.Message = fmt.Sprintf("channel %s is at its channel-wide limit (%s) for %s", key.Channel, rule, key.BizType)
 	}
 	if d.Closed() {
 		e.Message = fmt.Sprintf("channel %s is closed for %s", key.Channel, key.BizType)
 		e.Details["closed"] = true
 		return e
 	}
-	e.RetryAfter = d.RetryAfter
-	e.Details["retryAfterMs"] = apperr.Ceil(d.RetryAfter, time.Millisecond)
+	if d.Amount && d.RequestAmount > d.Limit {
+		e.Message = fmt.Sprintf("amount %d is above the %s cap %d of channel %s for %s", d.RequestAmount, rule, d.Limit, key.Channel, key.BizType)
+		e.Details["exceedsCap"] = true
+		return e
+	}
+	// A refusal always has a time to retry at; at least 1ms, as the
+	// answer promises.
+	e.RetryAfter = max(d.RetryAfter, time.Millisecond)
+	e.Details["retryAfterMs"] = apperr.Ceil(e.RetryAfter, time.Millisecond)
 	return e
 }

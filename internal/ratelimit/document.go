@@ -21,6 +21,14 @@ const (
 	MaxLimit         = 10_000_000
 	MaxWindowsPerKey = 8
 	MaxKeys          = 10_000
+	// MaxAmount is the largest amount cap, in minor units: 10^15 is ten
+	// trillion of a two-decimal currency, far above any channel contract,
+	// and far enough below 2^53 that the Lua script's double arithmetic
+	// stays exact when a window's sum and a request's amount are added.
+	MaxAmount = 1_000_000_000_000_000
+	// MaxSchedules is the most schedules one document may hold, past ones
+	// included.
+	MaxSchedules     = 1000
 	maxDocumentBytes = 1 << 20
 )
 
@@ -33,6 +41,7 @@ var ErrEmptyDocument = errors.New("limits document is empty")
 // of it. Two shapes are accepted:
 //
 //	window: 1s                 # default window for bare numbers (default 1s)
+//	zone: Asia/Shanghai        # default zone of calendar windows (default UTC)
 //	shadow: false              # optional: every key in shadow mode
 //	limits:
 //	  ONLINE_PAY:ALIPAY: 100   # 100 per 1s sliding window
@@ -40,16 +49,25 @@ var ErrEmptyDocument = errors.New("limits document is empty")
 //	  REFUND:ALIPAY:           # several windows, all enforced together
 //	    - {limit: 20, window: 1s}
 //	    - {limit: 600, window: 1m}
+//	    - {amount: 500000000, calendar: day, currency: CNY}
+//	    - {limit: 300000, calendar: day, cutoff: "23:00"}
 //	  REFUND:WECHAT: {limit: 5, window: 1s, shadow: true}
 //	  REFUND:UNIONPAY: {shadow: true, windows: [{limit: 5, window: 1s}]}
+//	  "*:UNIONPAY":            # channel-wide: every bizType together
+//	    - {limit: 200, window: 1s, reserve: {REFUND: 40}}
+//	schedules:                 # replace one key's limits for a while
+//	  - {key: "*:UNIONPAY", from: "2026-12-01T02:00:00+08:00", to: "2026-12-01T04:00:00+08:00", limits: 0}
 //
 // and a flat map of key to number (the original countLimitMap), whose
 // numbers use a 1s window:
 //
 //	{"ONLINE_PAY:ALIPAY": 100, "ONLINE_PAY:WECHAT": -1}
 //
-// Unknown fields are errors, as are empty documents and documents that name
-// no key at all (which would silently make every channel unlimited).
+// The window entries are described in parseWindow, schedules in
+// parseSchedules. Unknown fields are errors, as are empty documents and
+// documents that name no key at all (which would silently make every
+// channel unlimited). Each error names the key, or the schedule, it is
+// about.
 func ParseDocument(data []byte) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, ErrEmptyDocument
@@ -62,14 +80,14 @@ func ParseDocument(data []byte) (*Config, error) {
 		var typeErr *yaml.TypeError
 		if errors.As(err, &typeErr) {
 			// Its text names Go types (map[string]interface {}).
-			return nil, errors.New("limits document is not valid: its top level must be a map (window, shadow, limits, or BIZTYPE:CHANNEL keys)")
+			return nil, errors.New("limits document is not valid: its top level must be a map (window, zone, shadow, limits, schedules, or BIZTYPE:CHANNEL keys)")
 		}
 		return nil, fmt.Errorf("limits document is not valid YAML or JSON: %w", err)
 	}
 	if len(root) == 0 {
 		return nil, ErrEmptyDocument
 	}
-	cfg := &Config{DefaultWindow: time.Second, Rules: map[Key]Rule{}}
+	cfg := &Config{DefaultWindow: time.Second, Zone: time.UTC, Rules: map[Key]Rule{}}
 	limits, err := splitRoot(root, cfg)
 	if err != nil {
 		return nil, err
@@ -92,12 +110,17 @@ func ParseDocument(data []byte) (*Config, error) {
 			problems = append(problems, err.Error())
 			continue
 		}
-		rule, err := parseRule(limits[name], cfg.DefaultWindow)
+		rule, err := parseRule(limits[name], ruleContext{cfg: cfg, key: key})
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("key %q: %v", name, err))
 			continue
 		}
 		cfg.Rules[key] = rule
+	}
+	if sv, ok := root["schedules"]; ok {
+		schedules, errs := parseSchedules(sv, cfg)
+		problems = append(problems, errs...)
+		cfg.Schedules = schedules
 	}
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
@@ -106,11 +129,13 @@ func ParseDocument(data []byte) (*Config, error) {
 }
 
 // splitRoot reads the top-level fields into cfg and returns the key map.
+// The schedules are read by ParseDocument once the keys are, as they use
+// the default window and zone.
 func splitRoot(root map[string]any, cfg *Config) (map[string]any, error) {
 	_, hasLimits := root["limits"]
 	if !hasLimits {
 		for name := range root {
-			if name == "window" || name == "shadow" || name == "routes" {
+			if name == "window" || name == "shadow" || name == "zone" || name == "schedules" || name == "routes" {
 				return nil, errors.New(`limits document has "` + name + `" but no "limits" map`)
 			}
 		}
@@ -118,13 +143,19 @@ func splitRoot(root map[string]any, cfg *Config) (map[string]any, error) {
 	}
 	for name, v := range root {
 		switch name {
-		case "limits":
+		case "limits", "schedules":
 		case "window":
 			d, err := parseWindowSize(v)
 			if err != nil {
 				return nil, fmt.Errorf("window: %w", err)
 			}
 			cfg.DefaultWindow = d
+		case "zone":
+			z, err := parseZone(v)
+			if err != nil {
+				return nil, fmt.Errorf("zone: %w", err)
+			}
+			cfg.Zone = z
 		case "shadow":
 			b, ok := v.(bool)
 			if !ok {
@@ -138,7 +169,7 @@ func splitRoot(root map[string]any, cfg *Config) (map[string]any, error) {
 			}
 			cfg.Routes = routes
 		default:
-			return nil, fmt.Errorf("unknown top-level field %q (want window, shadow, limits, routes)", name)
+			return nil, fmt.Errorf("unknown top-level field %q (want window, zone, shadow, limits, schedules, routes)", name)
 		}
 	}
 	limits, ok := root["limits"].(map[string]any)
@@ -151,23 +182,30 @@ func splitRoot(root map[string]any, cfg *Config) (map[string]any, error) {
 	return limits, nil
 }
 
+// ruleContext is what reading one key's rule needs from the rest of the
+// document.
+type ruleContext struct {
+	cfg *Config // DefaultWindow and Zone are set
+	key Key
+}
+
 // parseRule reads one key's value: a number, a list of windows, or an object.
-func parseRule(v any, defaultWindow time.Duration) (Rule, error) {
+func parseRule(v any, rc ruleContext) (Rule, error) {
 	switch val := v.(type) {
 	case []any:
-		return buildRule(val, false, defaultWindow)
+		return buildRule(val, false, rc)
 	case map[string]any:
-		return parseRuleObject(val, defaultWindow)
+		return parseRuleObject(val, rc)
 	default:
 		n, err := parseLimit(v)
 		if err != nil {
 			return Rule{}, err
 		}
-		return newRule([]Window{{Limit: n, Size: defaultWindow}}, false)
+		return newRule([]entry{{w: Window{Limit: n, Size: rc.cfg.DefaultWindow}}}, false)
 	}
 }
 
-func parseRuleObject(obj map[string]any, defaultWindow time.Duration) (Rule, error) {
+func parseRuleObject(obj map[string]any, rc ruleContext) (Rule, error) {
 	shadow := false
 	if s, ok := obj["shadow"]; ok {
 		b, ok := s.(bool)
@@ -186,84 +224,131 @@ func parseRuleObject(obj map[string]any, defaultWindow time.Duration) (Rule, err
 		if !ok {
 			return Rule{}, errors.New("windows: want a list of {limit, window}")
 		}
-		return buildRule(list, shadow, defaultWindow)
+		return buildRule(list, shadow, rc)
 	}
-	w, err := parseWindow(obj, defaultWindow, true)
+	e, err := parseWindow(obj, rc, true)
 	if err != nil {
 		return Rule{}, err
 	}
-	return newRule([]Window{w}, shadow)
+	return newRule([]entry{e}, shadow)
 }
 
-func buildRule(list []any, shadow bool, defaultWindow time.Duration) (Rule, error) {
+func buildRule(list []any, shadow bool, rc ruleContext) (Rule, error) {
 	if len(list) == 0 {
 		return Rule{}, errors.New("empty window list; write -1 for unlimited")
 	}
 	if len(list) > MaxWindowsPerKey {
 		return Rule{}, fmt.Errorf("%d windows; at most %d", len(list), MaxWindowsPerKey)
 	}
-	ws := make([]Window, 0, len(list))
+	es := make([]entry, 0, len(list))
 	for i, item := range list {
 		obj, ok := item.(map[string]any)
 		if !ok {
 			return Rule{}, fmt.Errorf("window %d: want {limit, window}", i+1)
 		}
-		w, err := parseWindow(obj, defaultWindow, false)
+		e, err := parseWindow(obj, rc, false)
 		if err != nil {
 			return Rule{}, fmt.Errorf("window %d: %w", i+1, err)
 		}
-		ws = append(ws, w)
+		es = append(es, e)
 	}
-	return newRule(ws, shadow)
+	return newRule(es, shadow)
 }
 
-// parseWindow reads {limit, window}. allowShadow permits a shadow field,
-// which the single-window object form carries beside limit and window.
-func parseWindow(obj map[string]any, defaultWindow time.Duration, allowShadow bool) (Window, error) {
-	for name := range obj {
-		if name == "limit" || name == "window" || (allowShadow && name == "shadow") {
-			continue
-		}
-		return Window{}, fmt.Errorf("unknown field %q (want limit, window)", name)
-	}
-	lv, ok := obj["limit"]
-	if !ok {
-		return Window{}, errors.New("limit is missing")
-	}
-	n, err := parseLimit(lv)
-	if err != nil {
-		return Window{}, err
-	}
-	size := defaultWindow
-	if wv, ok := obj["window"]; ok {
-		if size, err = parseWindowSize(wv); err != nil {
-			return Window{}, fmt.Errorf("window: %w", err)
+// newRule drops unlimited windows, sorts the rest as Rule.Windows says
+// (with their reservations) and rejects two windows with one ID.
+func newRule(es []entry, shadow bool) (Rule, error) {
+	kept := es[:0:0]
+	for _, e := range es {
+		if e.w.Limit != Unlimited {
+			kept = append(kept, e)
 		}
 	}
-	return Window{Limit: n, Size: size}, nil
-}
-
-// newRule drops unlimited windows, sorts the rest and rejects repeats.
-func newRule(ws []Window, shadow bool) (Rule, error) {
-	kept := ws[:0:0]
-	for _, w := range ws {
-		if w.Limit != Unlimited {
-			kept = append(kept, w)
-		}
-	}
-	sort.Slice(kept, func(i, j int) bool { return kept[i].Size < kept[j].Size })
+	sort.SliceStable(kept, func(i, j int) bool { return windowLess(kept[i].w, kept[j].w) })
 	for i := 1; i < len(kept); i++ {
-		if kept[i].Size == kept[i-1].Size {
-			return Rule{}, fmt.Errorf("two windows of %s", kept[i].Size)
+		if kept[i].w.ID() == kept[i-1].w.ID() {
+			return Rule{}, fmt.Errorf("two windows of %s (one window may appear once)", describeSpan(kept[i].w))
 		}
 	}
 	if len(kept) == 0 {
-		kept = nil
+		return Rule{Shadow: shadow}, nil
 	}
-	return Rule{Windows: kept, Shadow: shadow}, nil
+	r := Rule{Windows: make([]Window, len(kept)), Shadow: shadow}
+	for i, e := range kept {
+		r.Windows[i] = e.w
+		if e.reserve != nil {
+			if r.Reserve == nil {
+				r.Reserve = make([]map[string]int64, len(kept))
+			}
+			r.Reserve[i] = e.reserve
+		}
+	}
+	return r, nil
+}
+
+// windowLess orders windows as Rule.Windows says: sliding windows by size,
+// shortest first, then calendar windows, day before month; count before
+// amount; then by ID, so that the order never depends on the document's.
+func windowLess(a, b Window) bool {
+	if a.IsCalendar() != b.IsCalendar() {
+		return !a.IsCalendar()
+	}
+	if a.Size != b.Size {
+		return a.Size < b.Size
+	}
+	if a.Calendar.Unit != b.Calendar.Unit {
+		return a.Calendar.Unit == CalendarDay
+	}
+	if a.Amount != b.Amount {
+		return !a.Amount
+	}
+	return a.ID() < b.ID()
+}
+
+// describeSpan names a window's span as the document writes it: "1s",
+// "day from 23:00 in Asia/Shanghai", with "amount" before an amount
+// window's.
+func describeSpan(w Window) string {
+	s := formatSize(w.Size)
+	if w.IsCalendar() {
+		s = fmt.Sprintf("%s from %s in %s", w.Calendar.Unit, FormatCutoff(w.Calendar.Cutoff), w.Calendar.Zone)
+	}
+	if w.Amount {
+		s = "amount " + s
+		if w.Currency != "" {
+			s += " in " + w.Currency
+		}
+	}
+	return s
 }
 
 func parseLimit(v any) (int64, error) {
+	n, err := parseWhole("limit", v, MaxLimit)
+	if err != nil {
+		return 0, err
+	}
+	if n < Unlimited {
+		return 0, fmt.Errorf("limit %d: want 0..%d, or -1 for unlimited", n, MaxLimit)
+	}
+	return n, nil
+}
+
+// parseAmount reads an amount cap in minor units: 0..MaxAmount. An amount
+// cap has no unlimited value: leave the entry out instead.
+func parseAmount(v any) (int64, error) {
+	n, err := parseWhole("amount", v, MaxAmount)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("amount %d is negative: want 0..%d minor units (leave the entry out for no cap)", n, int64(MaxAmount))
+	}
+	return n, nil
+}
+
+// parseWhole reads a whole number field no larger than most in absolute
+// value.
+func parseWhole(field string, v any, most int64) (int64, error) {
 	var n int64
 	switch x := v.(type) {
 	case int:
@@ -272,27 +357,27 @@ func parseLimit(v any) (int64, error) {
 		n = x
 	case uint64:
 		if x > math.MaxInt64 {
-			return 0, fmt.Errorf("limit %d is too large; at most %d", x, MaxLimit)
+			return 0, fmt.Errorf("%s %d is too large; at most %d", field, x, most)
 		}
 		n = int64(x)
 	case float64:
 		if x != math.Trunc(x) || math.IsInf(x, 0) || math.IsNaN(x) {
-			return 0, fmt.Errorf("limit %v: want a whole number", x)
+			return 0, fmt.Errorf("%s %v: want a whole number", field, x)
 		}
-		if math.Abs(x) > MaxLimit {
-			return 0, fmt.Errorf("limit %v is too large; at most %d", x, MaxLimit)
+		if math.Abs(x) > float64(most) {
+			return 0, fmt.Errorf("%s %v is too large; at most %d", field, x, most)
 		}
 		n = int64(x)
 	case string:
-		return 0, fmt.Errorf("limit %q: want a number, not a string", x)
+		return 0, fmt.Errorf("%s %q: want a number, not a string", field, x)
 	default:
-		return 0, fmt.Errorf("limit: want a number, -1 for unlimited")
+		if field == "limit" {
+			return 0, errors.New("limit: want a number, -1 for unlimited")
+		}
+		return 0, fmt.Errorf("%s: want a number", field)
 	}
-	if n < Unlimited {
-		return 0, fmt.Errorf("limit %d: want 0..%d, or -1 for unlimited", n, MaxLimit)
-	}
-	if n > MaxLimit {
-		return 0, fmt.Errorf("limit %d is too large; at most %d", n, MaxLimit)
+	if n > most {
+		return 0, fmt.Errorf("%s %d is too large; at most %d", field, n, most)
 	}
 	return n, nil
 }

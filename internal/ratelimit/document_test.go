@@ -72,7 +72,7 @@ func TestParseDocumentGlobalShadow(t *testing.T) {
 }
 
 func TestParseDocumentInvalid(t *testing.T) {
-	tests := []struct{ name, doc, wantErr string }{
+	tests := []refusal{
 		{"empty", "", "empty"},
 		{"whitespace", "  \n\t", "empty"},
 		{"null", "null", "empty"},
@@ -103,17 +103,7 @@ func TestParseDocumentInvalid(t *testing.T) {
 		{"one bad key refuses all", "limits:\n  A:B: 1\n  C:D: x\n", "C:D"},
 		{"duplicate yaml key", "limits:\n  A:B: 1\n  A:B: 2\n", "not valid"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseDocument([]byte(tt.doc))
-			if err == nil {
-				t.Fatalf("ParseDocument(%q) = %+v, want error containing %q", tt.doc, cfg, tt.wantErr)
-			}
-			if !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("error %q does not contain %q", err, tt.wantErr)
-			}
-		})
-	}
+	testRefusals(t, tests)
 }
 
 func TestKeysNeverCollide(t *testing.T) {
@@ -144,4 +134,24 @@ func equalRule(a, b Rule) bool {
 		}
 	}
 	return true
+}
+
+// refusal is a document ParseDocument must refuse, with a part of the
+// error it must give.
+type refusal struct{ name, doc, wantErr string }
+
+// testRefusals runs each refusal as a subtest.
+func testRefusals(t *testing.T, tests []refusal) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseDocument([]byte(tt.doc))
+			if err == nil {
+				t.Fatalf("ParseDocument(%q) = %+v, want error containing %q", tt.doc, cfg, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %q does not contain %q", err, tt.wantErr)
+			}
+		})
+	}
 }

@@ -54,15 +54,35 @@ var (
 	_ stats.Reader = (*ChannelStats)(nil)
 )
 
-// upsertSQL returns the additive upsert for n rows: counters are added to
-// the stored ones, the peak is the larger, and the rule and updated_at are
-// the newest writer's.
-func (s *ChannelStats) upsertSQL(n int) string {
+// upsertSpec is an additive upsert: the counters in summed are added to
+// the stored row's; mysql and sqlite set the other columns on a conflict.
+type upsertSpec struct {
+	table         string
+	columns       []string // in argument order
+	conflict      string   // the primary key's columns, for SQLite
+	summed        []string
+	mysql, sqlite []string
+}
+
+// statsUpsert is the upsert of channel_limit_stats: the peak is the
+// larger, and the rule and updated_at are the newest writer's.
+var statsUpsert = upsertSpec{
+	table: "channel_limit_stats", columns: statsColumns, conflict: "minute, biz_type, channel", summed: statsSummed,
+	// VALUES(col) is what MariaDB understands; MySQL 8.0.20+ still accepts
+	// it (with a deprecation note).
+	mysql: []string{"peak_utilization = GREATEST(peak_utilization, VALUES(peak_utilization))",
+		"limit_rule = VALUES(limit_rule)", "updated_at = VALUES(updated_at)"},
+	sqlite: []string{"peak_utilization = MAX(peak_utilization, excluded.peak_utilization)",
+		"limit_rule = excluded.limit_rule", "updated_at = excluded.updated_at"},
+}
+
+// upsertSQL returns spec's upsert of n rows in the store's dialect.
+func (s *ChannelStats) upsertSQL(spec upsertSpec, n int) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO channel_limit_stats (")
-	b.WriteString(strings.Join(statsColumns, ", "))
+	b.WriteString("INSERT INTO " + spec.table + " (")
+	b.WriteString(strings.Join(spec.columns, ", "))
 	b.WriteString(") VALUES ")
-	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(statsColumns)), ", ") + ")"
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(spec.columns)), ", ") + ")"
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteString(", ")
@@ -72,26 +92,34 @@ func (s *ChannelStats) upsertSQL(n int) string {
 	var set []string
 	switch s.driver {
 	case MySQL:
-		// VALUES(col) is what MariaDB understands; MySQL 8.0.20+ still
-		// accepts it (with a deprecation note).
 		b.WriteString(" ON DUPLICATE KEY UPDATE ")
-		for _, c := range statsSummed {
+		for _, c := range spec.summed {
 			set = append(set, fmt.Sprintf("%[1]s = %[1]s + VALUES(%[1]s)", c))
 		}
-		set = append(set,
-			"peak_utilization = GREATEST(peak_utilization, VALUES(peak_utilization))",
-			"limit_rule = VALUES(limit_rule)", "updated_at = VALUES(updated_at)")
+		set = append(set, spec.mysql...)
 	default:
-		b.WriteString(" ON CONFLICT (minute, biz_type, channel) DO UPDATE SET ")
-		for _, c := range statsSummed {
+		b.WriteString(" ON CONFLICT (" + spec.conflict + ") DO UPDATE SET ")
+		for _, c := range spec.summed {
 			set = append(set, fmt.Sprintf("%[1]s = %[1]s + excluded.%[1]s", c))
 		}
-		set = append(set,
-			"peak_utilization = MAX(peak_utilization, excluded.peak_utilization)",
-			"limit_rule = excluded.limit_rule", "updated_at = excluded.updated_at")
+		set = append(set, spec.sqlite...)
 	}
 	b.WriteString(strings.Join(set, ", "))
 	return b.String()
+}
+
+// upsert runs spec's upsert of n rows, statsChunk at a time, in one
+// transaction (upsertChunks); args returns row i's arguments with now as
+// updated_at.
+func (s *ChannelStats) upsert(ctx context.Context, spec upsertSpec, n int, args func(i int, now time.Time) []any) error {
+	now := s.now().UTC()
+	return upsertChunks(ctx, s.db, n, func(start, end int) (string, []any) {
+		all := make([]any, 0, (end-start)*len(spec.columns))
+		for i := start; i < end; i++ {
+			all = append(all, args(i, now)...)
+		}
+		return s.upsertSQL(spec, end-start), all
+	})
 }
 
 // Add implements stats.Store: one transaction of additive upserts, in the
@@ -101,15 +129,11 @@ func (s *ChannelStats) Add(ctx context.Context, rows []stats.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	now := s.now().UTC()
-	err := upsertChunks(ctx, s.db, len(rows), func(start, end int) (string, []any) {
-		args := make([]any, 0, (end-start)*len(statsColumns))
-		for _, r := range rows[start:end] {
-			args = append(args, r.Minute.Unix(), r.Key.BizType, r.Key.Channel,
-				r.Attempts, r.Admitted, r.Limited, r.ShadowLimited, r.Degraded, r.Released, r.NearCacheRefusals,
-				r.PeakUtilization, truncate(r.Rule, 255), now)
-		}
-		return s.upsertSQL(end - start), args
+	err := s.upsert(ctx, statsUpsert, len(rows), func(i int, now time.Time) []any {
+		r := rows[i]
+		return []any{r.Minute.Unix(), r.Key.BizType, r.Key.Channel,
+			r.Attempts, r.Admitted, r.Limited, r.ShadowLimited, r.Degraded, r.Released, r.NearCacheRefusals,
+			r.PeakUtilization, truncate(r.Rule, 255), now}
 	})
 	if err != nil {
 		return fmt.Errorf("repo: add channel stats: %w", err)

@@ -25,6 +25,9 @@ const (
 type AggregatorOptions struct {
 	// Store receives the pending rows at each flush.
 	Store Store
+	// Amounts, when set, receives the pending amount rows at each flush,
+	// after Store: the amounts of decisions on requests with an amount.
+	Amounts AmountStore
 	// Config returns the limits snapshot in force (nil before the first
 	// one): it decides which keys are counted under their own name, and the
 	// rule recorded with them. (*ratelimit.Limiter).Config fits.
@@ -61,6 +64,7 @@ type Aggregator struct {
 
 	mu       sync.Mutex
 	pending  map[slot]*entry
+	amounts  map[amountSlot]*AmountCounts
 	inflight int   // rows taken by a flush that has not finished
 	dropped  int64 // events dropped since the last flush logged them
 
@@ -99,7 +103,7 @@ func NewAggregator(opts AggregatorOptions) (*Aggregator, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Aggregator{opts: opts, log: opts.Logger, pending: map[slot]*entry{}}, nil
+	return &Aggregator{opts: opts, log: opts.Logger, pending: map[slot]*entry{}, amounts: map[amountSlot]*AmountCounts{}}, nil
 }
 
 var _ ratelimit.Observer = (*Aggregator)(nil)
@@ -125,6 +129,35 @@ func (a *Aggregator) Decided(d ratelimit.Decision, _ time.Duration) {
 		c.PeakUtilization = float64(d.Count) / float64(d.Limit)
 	}
 	a.add(d.Key, c)
+	if d.RequestAmount > 0 && a.opts.Amounts != nil {
+		ac := AmountCounts{Admitted: 1, AdmittedAmount: d.RequestAmount}
+		if !d.Allowed {
+			ac = AmountCounts{Refused: 1, RefusedAmount: d.RequestAmount}
+		}
+		a.addAmount(d.Key.Channel, d.Currency, ac)
+	}
+}
+
+// addAmount counts ac under its minute, channel (Other when the limits
+// document names no key on it) and currency.
+func (a *Aggregator) addAmount(channel, currency string, ac AmountCounts) {
+	if !a.keys().channels[channel] {
+		channel = Other
+	}
+	s := amountSlot{minute: minuteOf(a.opts.Now()), channel: channel, currency: currencyLabel(currency)}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.amounts[s]
+	if c == nil {
+		if len(a.pending)+len(a.amounts)+a.inflight >= a.opts.MaxPending {
+			a.dropped++
+			a.droppedTotal.Add(1)
+			return
+		}
+		c = &AmountCounts{}
+		a.amounts[s] = c
+	}
+	c.Add(ac)
 }
 
 // Released implements ratelimit.Observer: it counts one released slot.
@@ -141,7 +174,7 @@ func (a *Aggregator) add(k ratelimit.Key, c Counts) {
 	defer a.mu.Unlock()
 	e := a.pending[s]
 	if e == nil {
-		if len(a.pending)+a.inflight >= a.opts.MaxPending {
+		if len(a.pending)+len(a.amounts)+a.inflight >= a.opts.MaxPending {
 			a.dropped += c.Events()
 			a.droppedTotal.Add(c.Events())
 			return
@@ -168,25 +201,43 @@ func mod(a, b int64) int64 {
 	return m
 }
 
-// keyView maps observed keys to counted keys for one limits snapshot.
+// keyView maps observed keys to counted keys for one limits snapshot, with
+// the rule in force of each until the snapshot's next schedule boundary.
 type keyView struct {
 	cfg      *ratelimit.Config
 	rules    map[ratelimit.Key]string
 	channels map[string]bool
+	// until is the first schedule boundary after the view was built (zero
+	// when none is ahead): from then on, some key's rule in force differs.
+	until time.Time
 }
 
 // keys returns the view of the snapshot in force, building it once per
-// snapshot (snapshots change only when ops edit the limits).
+// snapshot (snapshots change only when ops edit the limits) and again at
+// each schedule boundary. Keys only schedules name are counted under
+// their own name too.
 func (a *Aggregator) keys() *keyView {
 	cfg := a.opts.Config()
-	if v := a.view.Load(); v != nil && v.cfg == cfg {
+	now := a.opts.Now()
+	if v := a.view.Load(); v != nil && v.cfg == cfg && (v.until.IsZero() || now.Before(v.until)) {
 		return v
 	}
 	v := &keyView{cfg: cfg, rules: map[ratelimit.Key]string{}, channels: map[string]bool{}}
 	if cfg != nil {
-		for k := range cfg.Rules {
-			v.rules[k] = configcenter.DescribeRule(cfg.Rule(k), true)
+		add := func(k ratelimit.Key) {
+			v.rules[k] = configcenter.DescribeRule(cfg.RuleAt(k, now), true)
 			v.channels[k.Channel] = true
+			if next := cfg.NextChange(k, now); !next.IsZero() && (v.until.IsZero() || next.Before(v.until)) {
+				v.until = next
+			}
+		}
+		for k := range cfg.Rules {
+			add(k)
+		}
+		for _, s := range cfg.Schedules {
+			if _, ok := v.rules[s.Key]; !ok {
+				add(s.Key)
+			}
 		}
 	}
 	a.view.Store(v)
@@ -231,53 +282,93 @@ func rowsOf(m map[slot]*entry) []Row {
 }
 
 // Flush hands every pending row to the Store, sorted by minute and key (a
-// stable lock order for the database). If the Store fails, the rows go back
-// into the pending set, added to whatever arrived meanwhile, and are retried
-// by the next flush: nothing is lost while the cap holds. Flushes run one at
-// a time.
+// stable lock order for the database), then every pending amount row to
+// the AmountStore. If a store fails, its rows (and the amount rows not
+// written yet) go back into the pending set, added to whatever arrived
+// meanwhile, and are retried by the next flush: nothing is lost while the
+// cap holds. Flushes run one at a time.
 func (a *Aggregator) Flush(ctx context.Context) error {
 	a.flushMu.Lock()
 	defer a.flushMu.Unlock()
 	a.mu.Lock()
-	batch := a.pending
+	batch, amounts := a.pending, a.amounts
 	a.pending = make(map[slot]*entry, len(batch))
-	a.inflight = len(batch)
+	a.amounts = make(map[amountSlot]*AmountCounts, len(amounts))
+	a.inflight = len(batch) + len(amounts)
 	dropped := a.dropped
 	a.dropped = 0
 	a.mu.Unlock()
 	if dropped > 0 {
 		a.log.Error("stats buffer full: limiter events were not counted", "droppedEvents", dropped, "maxPending", a.opts.MaxPending)
 	}
-	if len(batch) == 0 {
-		a.mu.Lock()
-		a.inflight = 0
-		a.mu.Unlock()
-		return nil
+	var rows []Row
+	var err error
+	if len(batch) > 0 {
+		rows = rowsOf(batch)
+		err = a.opts.Store.Add(ctx, rows)
 	}
-	rows := rowsOf(batch)
-	err := a.opts.Store.Add(ctx, rows)
+	var amountRows []AmountRow
+	if err == nil && len(amounts) > 0 {
+		amountRows = amountRowsOf(amounts)
+		if err = a.opts.Amounts.AddAmounts(ctx, amountRows); err == nil {
+			amounts = nil
+		}
+	} else if err == nil {
+		amounts = nil
+	}
 	a.mu.Lock()
 	a.inflight = 0
 	if err != nil {
-		for s, e := range batch {
-			if cur := a.pending[s]; cur != nil {
-				cur.c.Add(e.c) // cur.rule is newer; keep it
+		if rows != nil && amountRows == nil {
+			for s, e := range batch {
+				if cur := a.pending[s]; cur != nil {
+					cur.c.Add(e.c) // cur.rule is newer; keep it
+				} else {
+					a.pending[s] = e
+				}
+			}
+		}
+		for s, c := range amounts {
+			if cur := a.amounts[s]; cur != nil {
+				cur.Add(*c)
 			} else {
-				a.pending[s] = e
+				a.amounts[s] = c
 			}
 		}
 	}
-	held := len(a.pending)
+	held := len(a.pending) + len(a.amounts)
 	a.mu.Unlock()
 	if err != nil {
 		a.failures.Add(1)
-		a.log.Warn("stats flush failed; counts kept for the next flush", "rows", len(rows), "pendingRows", held, "err", err)
-		return fmt.Errorf("stats: flush %d rows: %w", len(rows), err)
+		a.log.Warn("stats flush failed; counts kept for the next flush", "rows", len(rows), "amountRows", len(amountRows), "pendingRows", held, "err", err)
+		return fmt.Errorf("stats: flush %d rows: %w", len(rows)+len(amountRows), err)
 	}
-	a.flushes.Add(1)
-	a.written.Add(int64(len(rows)))
-	a.log.Debug("stats flushed", "rows", len(rows))
+	if n := len(rows) + len(amountRows); n > 0 {
+		a.flushes.Add(1)
+		a.written.Add(int64(n))
+		a.log.Debug("stats flushed", "rows", len(rows), "amountRows", len(amountRows))
+	}
 	return nil
+}
+
+// amountRowsOf returns the amount rows of m, sorted by minute, channel and
+// currency.
+func amountRowsOf(m map[amountSlot]*AmountCounts) []AmountRow {
+	rows := make([]AmountRow, 0, len(m))
+	for s, c := range m {
+		rows = append(rows, AmountRow{Minute: time.Unix(s.minute, 0).UTC(), Channel: s.channel, Currency: s.currency, AmountCounts: *c})
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if !a.Minute.Equal(b.Minute) {
+			return a.Minute.Before(b.Minute)
+		}
+		if a.Channel != b.Channel {
+			return a.Channel < b.Channel
+		}
+		return a.Currency < b.Currency
+	})
+	return rows
 }
 
 // Run flushes every FlushInterval until ctx ends. It does not flush at the
@@ -326,7 +417,7 @@ func (a *Aggregator) Drain(ctx context.Context) error {
 // Stats returns the Aggregator's own counters.
 func (a *Aggregator) Stats() AggregatorStats {
 	a.mu.Lock()
-	pending := len(a.pending) + a.inflight
+	pending := len(a.pending) + len(a.amounts) + a.inflight
 	a.mu.Unlock()
 	return AggregatorStats{
 		Pending: pending, Flushes: a.flushes.Load(), FlushFailures: a.failures.Load(),

@@ -3,6 +3,7 @@ package stats_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -352,4 +353,37 @@ func BenchmarkAggregatorDecided(b *testing.B) {
 			agg.Decided(d, 0)
 		}
 	})
+}
+
+// TestAggregatorRuleFollowsSchedules: the rule recorded with a minute is
+// the one in force then, a schedule's during it and the key's own after,
+// without a new snapshot; a key only a schedule names is counted under its
+// own name.
+func TestAggregatorRuleFollowsSchedules(t *testing.T) {
+	now := t0
+	cfg := mustConfig(t, `limits:
+  PAY:ALIPAY: 10
+schedules:
+  - {key: "PAY:ALIPAY", from: "2026-03-01T10:01:00Z", to: "2026-03-01T10:02:00Z", limits: 0}
+  - {key: "ONLY:WECHAT", from: "2026-03-01T10:00:00Z", to: "2026-03-01T11:00:00Z", limits: 5}
+`)
+	store := newMemStore()
+	agg, err := stats.NewAggregator(stats.AggregatorOptions{Store: store, Config: func() *ratelimit.Config { return cfg }, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := ratelimit.Key{BizType: "PAY", Channel: "ALIPAY"}
+	for _, at := range []time.Duration{0, 90 * time.Second, 150 * time.Second} {
+		now = t0.Add(at)
+		agg.Decided(ratelimit.Decision{Key: pay, Allowed: true}, 0)
+	}
+	agg.Decided(ratelimit.Decision{Key: ratelimit.Key{BizType: "ONLY", Channel: "WECHAT"}, Allowed: true}, 0)
+	var got []string
+	for _, r := range agg.Pending() {
+		got = append(got, r.Minute.Format("15:04")+" "+r.Key.String()+" "+r.Rule)
+	}
+	want := []string{"10:00 PAY:ALIPAY 10/1s", "10:01 PAY:ALIPAY 0/1s", "10:02 ONLY:WECHAT 5/1s", "10:02 PAY:ALIPAY 10/1s"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows = %q, want %q", got, want)
+	}
 }

@@ -99,6 +99,8 @@ type ReporterOptions struct {
 	// instances have not flushed yet (at most one flush interval old) are
 	// not included.
 	Flusher Flusher
+	// Amounts, when set, serves the amounts report (Reporter.Amounts).
+	Amounts AmountStore
 }
 
 // Reporter builds reports from stored counts.

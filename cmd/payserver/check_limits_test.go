@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"payserver/internal/ratelimit"
+)
+
+// TestCheckLimitsQuotaDocument: check-limits shows calendar, amount and
+// reserve windows and each schedule's state, and refuses what the live
+// loader refuses, naming the key.
+func TestCheckLimitsQuotaDocument(t *testing.T) {
+	good := writeTemp(t, `zone: Asia/Shanghai
+limits:
+  ONLINE_PAY:ALIPAY:
+    - {limit: 100, window: 1s}
+    - {amount: 500000000, calendar: day}
+  "*:UNIONPAY": [{limit: 200, window: 1s, reserve: {REFUND: 40}}]
+schedules:
+  - {key: "*:UNIONPAY", from: "2020-12-01T02:00:00+08:00", to: "2020-12-01T04:00:00+08:00", limits: 0}
+  - {key: "*:UNIONPAY", from: "2099-12-01T02:00:00+08:00", to: "2099-12-01T04:00:00+08:00", limits: 0}
+`)
+	var out, errOut bytes.Buffer
+	if code := run([]string{"check-limits", good}, envFrom(nil), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{
+		"zone Asia/Shanghai",
+		"100/1s+amount 500000000/day[00:00 Asia/Shanghai]",
+		"200/1s{REFUND:40}",
+		"2020-12-01T02:00:00+08:00 .. 2020-12-01T04:00:00+08:00  0/1s  (past, ignored)",
+		"2099-12-01T02:00:00+08:00 .. 2099-12-01T04:00:00+08:00  0/1s  (upcoming)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, tt := range []struct{ doc, want string }{
+		{"zone: Nowhere/Town\nlimits:\n  A:B: 1\n", "unknown time zone"},
+		{"limits:\n  A:B: [{limit: 1, calendar: day, cutoff: \"25:00\"}]\n", `key "A:B": window 1: cutoff`},
+		{"limits:\n  A:B: [{amount: -3}]\n", `key "A:B": window 1: amount -3 is negative`},
+		{"limits:\n  \"*:U\": [{limit: 5, reserve: {REFUND: 6}}]\n", `key "*:U": window 1: reserve`},
+		{"limits:\n  A:B: 1\nschedules:\n  - {key: A:B, from: \"2026-01-01T00:00:00Z\", to: \"2026-01-03T00:00:00Z\", limits: 0}\n  - {key: A:B, from: \"2026-01-02T00:00:00Z\", to: \"2026-01-04T00:00:00Z\", limits: 0}\n", `schedules of key "A:B" overlap`},
+		{"limits:\n  A:B: [{limit: 1, calendar: day, cutof: \"23:00\"}]\n", `key "A:B": window 1: unknown field "cutof"`},
+	} {
+		out.Reset()
+		errOut.Reset()
+		if code := run([]string{"check-limits", writeTemp(t, tt.doc)}, envFrom(nil), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tt.want) {
+			t.Errorf("check-limits %q: exit %d, %q; want 1 and %q", tt.doc, code, errOut.String(), tt.want)
+		}
+	}
+}
+
+func TestPrintLimitsActiveSchedule(t *testing.T) {
+	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  A:B: 5\nschedules:\n  - {key: A:B, from: \"2026-12-01T00:00:00Z\", to: \"2026-12-02T00:00:00Z\", limits: -1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printLimits(&out, cfg, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	if !strings.Contains(out.String(), "unlimited  (ACTIVE now)") || !strings.Contains(out.String(), "5/1s") {
+		t.Errorf("output:\n%s\nwant the base 5/1s and the active schedule", out.String())
+	}
+}

@@ -1,0 +1,135 @@
+package configcenter
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"payserver/internal/ratelimit"
+)
+
+// DescribeRule renders a rule compactly, for the audit history, reports and
+// check-limits; present false renders "absent". Windows are joined by "+"
+// as DescribeWindow renders them, and " (shadow)" follows a shadow rule:
+//
+//	20/1s+600/1m (shadow)
+//	100/1s+amount 100000/1m+300000/day[23:00 Asia/Shanghai]
+//	200/1s{REFUND:40}
+func DescribeRule(r ratelimit.Rule, present bool) string {
+	if !present {
+		return "absent"
+	}
+	if r.IsUnlimited() {
+		s := "unlimited"
+		if r.Shadow {
+			s += " (shadow)"
+		}
+		return s
+	}
+	parts := make([]string, len(r.Windows))
+	for i, w := range r.Windows {
+		var reserve map[string]int64
+		if i < len(r.Reserve) {
+			reserve = r.Reserve[i]
+		}
+		parts[i] = DescribeWindow(w, reserve)
+	}
+	s := strings.Join(parts, "+")
+	if r.Shadow {
+		s += " (shadow)"
+	}
+	return s
+}
+
+// DescribeWindow renders one window and its reservations (nil for none):
+// "100/1s" for a sliding count window, "amount 500000000 CNY/day[00:00
+// Asia/Shanghai]" for a calendar amount window counting CNY only (the
+// cutoff and zone in brackets), "200/1s{CANCEL:5,REFUND:40}" with
+// reservations, sorted by bizType.
+func DescribeWindow(w ratelimit.Window, reserve map[string]int64) string {
+	var b strings.Builder
+	if w.Amount {
+		b.WriteString("amount ")
+	}
+	fmt.Fprintf(&b, "%d", w.Limit)
+	if w.Currency != "" {
+		b.WriteString(" " + w.Currency)
+	}
+	if w.IsCalendar() {
+		fmt.Fprintf(&b, "/%s[%s %s]", w.Calendar.Unit, ratelimit.FormatCutoff(w.Calendar.Cutoff), w.Calendar.Zone)
+	} else {
+		b.WriteString("/" + FormatWindow(w.Size))
+	}
+	if len(reserve) > 0 {
+		names := make([]string, 0, len(reserve))
+		for name := range reserve {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for i, name := range names {
+			names[i] = fmt.Sprintf("%s:%d", name, reserve[name])
+		}
+		b.WriteString("{" + strings.Join(names, ",") + "}")
+	}
+	return b.String()
+}
+
+// FormatWindow renders a window size compactly: 1s, 1m, 1h, 1d, 500ms.
+func FormatWindow(d time.Duration) string {
+	switch {
+	case d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return fmt.Sprintf("%dms", d/time.Millisecond)
+}
+
+// DescribeSchedule names a schedule as the history shows it: "schedule
+// KEY FROM/TO", its times in RFC 3339 as the document wrote them.
+func DescribeSchedule(s ratelimit.Schedule) string {
+	return "schedule " + s.Key.String() + " " + s.From.Format(time.RFC3339) + "/" + s.To.Format(time.RFC3339)
+}
+
+// scheduleDiff lists the schedules that differ between two snapshots as
+// "schedule KEY FROM/TO: old -> new", each side its rule or "absent". A
+// schedule is the same schedule when its key and instants are: moving one
+// shows the old one absent and the new one added.
+func scheduleDiff(old, cur *ratelimit.Config) []string {
+	type id struct {
+		key      ratelimit.Key
+		from, to int64
+	}
+	type side struct {
+		name string
+		rule ratelimit.Rule
+	}
+	index := func(c *ratelimit.Config) map[id]side {
+		m := map[id]side{}
+		if c != nil {
+			for _, s := range c.Schedules {
+				m[id{s.Key, s.From.UnixNano(), s.To.UnixNano()}] = side{DescribeSchedule(s), s.Rule}
+			}
+		}
+		return m
+	}
+	o, n := index(old), index(cur)
+	var out []string
+	for k, ns := range n {
+		os, had := o[k]
+		if was, is := DescribeRule(os.rule, had), DescribeRule(ns.rule, true); was != is {
+			out = append(out, ns.name+": "+was+" -> "+is)
+		}
+	}
+	for k, os := range o {
+		if _, has := n[k]; !has {
+			out = append(out, os.name+": "+DescribeRule(os.rule, true)+" -> absent")
+		}
+	}
+	return out
+}

@@ -1,0 +1,84 @@
+package httpapi
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"payserver/internal/stats"
+)
+
+// quotaLine is one calendar window on the dashboard, with its forecast.
+type quotaLine struct {
+	Key, Rule, Window string
+	Used, Limit       int64
+	Percent, Color    string
+	// Outlook says, in words, when the window runs out at the current
+	// rate, or that it lasts until its period ends.
+	Outlook string
+	// Runs is true when the window runs out before its period ends.
+	Runs bool
+}
+
+// quotaLines returns the dashboard's lines of the forecasts whose key is in
+// the page (inPage) and matches the filter.
+func quotaLines(fs []stats.Forecast, inPage map[string]bool) []quotaLine {
+	var out []quotaLine
+	for _, f := range fs {
+		if !inPage[f.Key.String()] {
+			continue
+		}
+		out = append(out, newQuotaLine(f))
+	}
+	return out
+}
+
+// calendarNames are how the outlook names a calendar unit's cap.
+var calendarNames = map[string]string{"day": "daily", "month": "monthly"}
+
+func newQuotaLine(f stats.Forecast) quotaLine {
+	util := f.Utilization()
+	l := quotaLine{
+		Key: f.Key.String(), Rule: f.Window.Name(), Window: f.Window.ID(), Used: f.Used, Limit: f.Limit,
+		Percent: strconv.FormatFloat(100*util, 'f', 0, 64) + "%", Color: "#2e9d5b",
+	}
+	switch {
+	case util >= 0.9:
+		l.Color = "#d64545"
+	case util >= 0.7:
+		l.Color = "#e0a030"
+	}
+	zone := f.Window.Calendar.Zone
+	what := "count"
+	if f.Window.Amount {
+		what = "amount"
+		if f.Window.Currency != "" {
+			what = f.Window.Currency + " amount"
+		}
+	}
+	name := fmt.Sprintf("%s's %s %s", f.Key.Channel, calendarNames[string(f.Window.Calendar.Unit)], what)
+	if f.Key.IsChannelWide() {
+		name = "the channel-wide " + name
+	} else {
+		name += " for " + f.Key.BizType
+	}
+	switch {
+	case f.Used >= f.Limit:
+		l.Outlook, l.Runs = fmt.Sprintf("%s has run out; it resets at %s", name, clock(f.PeriodEnd.In(zone), f.At)), true
+	case !f.ExhaustsAt.IsZero():
+		l.Outlook, l.Runs = fmt.Sprintf("at this rate %s runs out at %s", name, clock(f.ExhaustsAt.In(zone), f.At)), true
+	default:
+		l.Outlook = fmt.Sprintf("at this rate %s lasts until the period ends at %s", name, clock(f.PeriodEnd.In(zone), f.At))
+	}
+	return l
+}
+
+// clock renders t as "21:40 Asia/Shanghai", with its date when it is not
+// on the same local day as now.
+func clock(t, now time.Time) string {
+	zone := t.Location().String()
+	if y, m, d := t.Date(); y == now.In(t.Location()).Year() && m == now.In(t.Location()).Month() && d == now.In(t.Location()).Day() {
+		return t.Format("15:04") + " " + zone
+	}
+	return t.Format("Jan 2 15:04") + " " + zone
+}

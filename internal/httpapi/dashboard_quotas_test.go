@@ -1,0 +1,89 @@
+package httpapi_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/configcenter"
+	"payserver/internal/httpapi"
+	"payserver/internal/ratelimit"
+	"payserver/internal/stats"
+)
+
+// TestDashboardQuotaForecast: the dashboard shows each calendar window's
+// use and, in words, when it runs out at the current rate, and the hour's
+// amounts per channel and currency.
+func TestDashboardQuotaForecast(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	cfg, err := ratelimit.ParseDocument([]byte(`zone: Asia/Shanghai
+limits:
+  ONLINE_PAY:ALIPAY: [{limit: 100, window: 1s}, {amount: 500000000, calendar: day}]
+  "*:UNIONPAY": [{limit: 300000, calendar: month}]
+  REFUND:WECHAT: [{limit: 10, calendar: day}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, _ := time.LoadLocation("Asia/Shanghai")
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, sh)
+	used := map[string]int64{"ONLINE_PAY:ALIPAY": 200_000_000, "*:UNIONPAY": 3000, "REFUND:WECHAT": 10}
+	src := quotaView{cfg: cfg, used: used}
+	f, err := stats.NewForecaster(stats.ForecasterOptions{Source: src, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Sample(context.Background())
+	now = now.Add(10 * time.Minute)
+	used["ONLINE_PAY:ALIPAY"] = 230_000_000 // 50,000/s: 270,000,000 left last until 13:40
+	f.Sample(context.Background())
+	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
+	fr := &fakeReports{amounts: []stats.AmountBucket{
+		{Channel: "ALIPAY", Currency: "CNY", Admitted: 2, AdmittedAmount: 3000, Refused: 1, RefusedAmount: 900},
+		{Channel: "ALIPAY", Currency: "USD", Admitted: 1, AdmittedAmount: 7},
+		{Channel: "ALIPAY", Currency: "CNY", Admitted: 1, AdmittedAmount: 1000},
+	}}
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+		Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serveAdmin(t, "", routes)
+	a := s.get(t, "/dashboard", "")
+	for _, want := range []string{
+		"at this rate ALIPAY&#39;s daily amount for ONLINE_PAY runs out at 13:40 Asia/Shanghai",
+		"at this rate the channel-wide UNIONPAY&#39;s monthly count lasts until the period ends at Dec 1 00:00 Asia/Shanghai",
+		"WECHAT&#39;s daily count for REFUND has run out; it resets at Nov 24 00:00 Asia/Shanghai",
+		// The amounts of the hour, summed per channel and currency.
+		`<td class="key">ALIPAY</td><td class="key">CNY</td><td class="num">3</td><td class="num">4000</td><td class="num">1</td><td class="num">900</td>`,
+		`<td class="key">ALIPAY</td><td class="key">USD</td><td class="num">1</td><td class="num">7</td>`,
+	} {
+		if !strings.Contains(a.body, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		i := strings.Index(a.body, `id="quotas"`)
+		t.Logf("quotas section: %s", a.body[max(i, 0):min(len(a.body), max(i, 0)+3000)])
+	}
+}
+
+// quotaView serves a config whose calendar windows hold used[key].
+type quotaView struct {
+	cfg  *ratelimit.Config
+	used map[string]int64
+}
+
+func (q quotaView) Config() *ratelimit.Config { return q.cfg }
+func (q quotaView) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
+	r := q.cfg.Rules[k]
+	counts := make([]int64, len(r.Windows))
+	for i := range counts {
+		counts[i] = q.used[k.String()]
+	}
+	return r, counts, nil
+}

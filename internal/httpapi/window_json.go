@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"payserver/internal/configcenter"
+	"payserver/internal/ratelimit"
+)
+
+// windowJSON describes one window of a rule as the limits document writes
+// it, for GET /limits and GET /channels/usage.
+type windowJSON struct {
+	// Rule is the window's kind, as 429 answers name it: "count/1s",
+	// "amount/day".
+	Rule string `json:"rule"`
+	// Kind is "count" (Limit admissions) or "amount" (Limit minor units).
+	Kind  string `json:"kind"`
+	Limit int64  `json:"limit"`
+	// Window and WindowMs are a sliding window's length; absent for a
+	// calendar window.
+	Window   string `json:"window,omitempty"`
+	WindowMs int64  `json:"windowMs,omitempty"`
+	// Calendar, Cutoff and Zone describe a calendar window: "day" or
+	// "month", starting at "HH:MM" in the IANA zone.
+	Calendar string `json:"calendar,omitempty"`
+	Cutoff   string `json:"cutoff,omitempty"`
+	Zone     string `json:"zone,omitempty"`
+	// Currency is the only currency an amount window counts; absent when
+	// it counts every currency.
+	Currency string `json:"currency,omitempty"`
+	// Reserve is, on a channel-wide key, the part of Limit kept for each
+	// named bizType.
+	Reserve map[string]int64 `json:"reserve,omitempty"`
+}
+
+// Text renders the window for people: "100 per 1s", "amount 500000000
+// CNY per day from 23:00 Asia/Shanghai", with "(kept for REFUND: 40)"
+// after reservations.
+func (w windowJSON) Text() string {
+	var b strings.Builder
+	if w.Kind == "amount" {
+		b.WriteString("amount ")
+	}
+	fmt.Fprintf(&b, "%d", w.Limit)
+	if w.Currency != "" {
+		b.WriteString(" " + w.Currency)
+	}
+	b.WriteString(" per " + w.span())
+	if len(w.Reserve) > 0 {
+		names := make([]string, 0, len(w.Reserve))
+		for name := range w.Reserve {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for i, name := range names {
+			names[i] = fmt.Sprintf("%s: %d", name, w.Reserve[name])
+		}
+		b.WriteString(" (kept for " + strings.Join(names, ", ") + ")")
+	}
+	return b.String()
+}
+
+// span is the window's length ("1s") or calendar period ("day from 23:00
+// Asia/Shanghai").
+func (w windowJSON) span() string {
+	if w.Calendar != "" {
+		return w.Calendar + " from " + w.Cutoff + " " + w.Zone
+	}
+	return w.Window
+}
+
+// describeWindows returns r's windows as windowJSON, in the rule's order.
+func describeWindows(r ratelimit.Rule) []windowJSON {
+	out := make([]windowJSON, len(r.Windows))
+	for i, w := range r.Windows {
+		j := windowJSON{Rule: w.Name(), Kind: "count", Limit: w.Limit, Currency: w.Currency}
+		if w.Amount {
+			j.Kind = "amount"
+		}
+		if w.IsCalendar() {
+			j.Calendar, j.Cutoff, j.Zone = string(w.Calendar.Unit), ratelimit.FormatCutoff(w.Calendar.Cutoff), w.Calendar.Zone.String()
+		} else {
+			j.Window, j.WindowMs = configcenter.FormatWindow(w.Size), w.Size.Milliseconds()
+		}
+		if i < len(r.Reserve) && len(r.Reserve[i]) > 0 {
+			j.Reserve = r.Reserve[i]
+		}
+		out[i] = j
+	}
+	return out
+}
+
+// usageRead is what the limiter's store holds for one key: the rule in
+// force when it was read and one count per window, or why it could not be
+// read.
+type usageRead struct {
+	rule   ratelimit.Rule
+	counts []int64
+	err    error
+}
+
+// readUsage reads the occupancy of every key from src, usageParallelism
+// keys at a time, within usageTimeout. Unlimited keys are not read (their
+// counts are nil).
+func readUsage(ctx context.Context, src UsageSource, keys []ratelimit.Key) []usageRead {
+	out := make([]usageRead, len(keys))
+	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
+	defer cancel()
+	sem := make(chan struct{}, usageParallelism)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rule, counts, err := src.Usage(ctx, k)
+			if err == nil && len(counts) != len(rule.Windows) && !rule.IsUnlimited() {
+				err = errUsageShape
+			}
+			out[i] = usageRead{rule: rule, counts: counts, err: err}
+		}()
+	}
+	wg.Wait()
+	return out
+}

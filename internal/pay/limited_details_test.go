@@ -1,0 +1,60 @@
+package pay_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
+)
+
+// TestLimitedErrorNamesTheBindingRule: the 429 details name the binding
+// rule, its cap as limit (counts) or amount (amounts), its use, the
+// channel-wide scope when that key binds, and the time until a calendar
+// window's next period.
+func TestLimitedErrorNamesTheBindingRule(t *testing.T) {
+	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	tests := []struct {
+		name      string
+		d         ratelimit.Decision
+		want      map[string]any
+		wantRetry time.Duration
+		wantMsg   string
+	}{
+		{"sliding count",
+			ratelimit.Decision{Key: key, Scope: key, Rule: "count/1s", Limit: 100, Window: time.Second, Count: 100, RetryAfter: 420 * time.Millisecond, Source: ratelimit.SourceRedis},
+			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": int64(100), "used": int64(100), "windowMs": int64(1000), "retryAfterMs": int64(420)},
+			420 * time.Millisecond, "channel ALIPAY is at its limit for ONLINE_PAY (count/1s)"},
+		{"calendar amount: until the next period",
+			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/day", Amount: true, Limit: 500000000, Count: 499990000, RequestAmount: 20000, Currency: "CNY", RetryAfter: 2*time.Hour + 20*time.Minute, Source: ratelimit.SourceRedis},
+			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/day", "amount": int64(500000000), "used": int64(499990000), "retryAfterMs": int64(8400000)},
+			2*time.Hour + 20*time.Minute, "channel ALIPAY is at its limit for ONLINE_PAY (amount/day)"},
+		{"channel-wide scope",
+			ratelimit.Decision{Key: key, Scope: ratelimit.ChannelWide("ALIPAY"), Rule: "count/1s", Limit: 160, Window: time.Second, Count: 160, RetryAfter: time.Millisecond, Source: ratelimit.SourceRedis},
+			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": int64(160), "used": int64(160), "windowMs": int64(1000), "retryAfterMs": int64(1), "scope": "*:ALIPAY"},
+			time.Millisecond, "channel ALIPAY is at its channel-wide limit (count/1s) for ONLINE_PAY"},
+		{"closed by a schedule",
+			ratelimit.Decision{Key: key, Limit: 0, Window: time.Second, Source: ratelimit.SourceClosed},
+			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": int64(0), "used": int64(0), "windowMs": int64(1000), "closed": true},
+			0, "channel ALIPAY is closed for ONLINE_PAY"},
+		{"an amount that never fits has no retry time",
+			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/1m", Amount: true, Limit: 100, Window: time.Minute, Count: 0, RequestAmount: 500, Source: ratelimit.SourceRedis},
+			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": int64(100), "used": int64(0), "windowMs": int64(60000), "exceedsCap": true},
+			0, "amount 500 is above the amount/1m cap 100 of channel ALIPAY for ONLINE_PAY"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := pay.LimitedError(key, tt.d)
+			if !reflect.DeepEqual(e.Details, tt.want) {
+				t.Errorf("details = %v, want %v", e.Details, tt.want)
+			}
+			if e.RetryAfter != tt.wantRetry {
+				t.Errorf("RetryAfter = %v, want %v", e.RetryAfter, tt.wantRetry)
+			}
+			if e.Message != tt.wantMsg {
+				t.Errorf("message = %q, want %q", e.Message, tt.wantMsg)
+			}
+		})
+	}
+}
