@@ -5,41 +5,54 @@ import (
 	"time"
 )
 
-// nearCache remembers, per key, a window known to be full until an instant,
-// so that refusals of a saturated key cost no store call. Every entry carries
-// the limits version it was decided under and serves only that version: a
+// nearMaxMemory bounds how long a refusal is remembered, whatever its
+// retry-after: room can come back before it (a release, a NOT_SENT payment,
+// a routed payment moving on, on any instance), which only Redis sees. A
+// saturated key then costs one store call per instance per nearMaxMemory,
+// and a calendar window refused until midnight is asked again every second.
+const nearMaxMemory = time.Second
+
+// nearCache remembers, per key, a refusal by a full count window, so that
+// refusals of a saturated key cost no store call. Every entry carries the
+// limits version it was decided under and serves only that version: a
 // refusal decided before a limits change, even one that lands after it,
 // never refuses a request under the new limits.
 type nearCache struct {
-	m sync.Map // Key -> nearEntry
+	m sync.Map // Key -> *nearEntry
 }
 
 type nearEntry struct {
 	version uint64
-	until   time.Time
-	limit   int64
-	window  time.Duration
-	count   int64
+	// d is the refusal as the store decided it; its RetryAfter counts from
+	// decided.
+	d       Decision
+	decided time.Time
+	until   time.Time // when the entry stops serving
 }
 
 // refusal returns the remembered refusal of key under version at now, if
-// one is still in force.
+// one is still in force: the store's decision (rule, scope, windows), its
+// retry-after counted from now.
 func (c *nearCache) refusal(key Key, version uint64, now time.Time) (Decision, bool) {
 	v, ok := c.m.Load(key)
 	if !ok {
 		return Decision{}, false
 	}
-	e := v.(nearEntry)
-	if wait := e.until.Sub(now); wait > 0 && e.version == version {
-		return Decision{Key: key, Limit: e.limit, Window: e.window, Count: e.count, RetryAfter: wait, Source: SourceNearCache}, true
+	e := v.(*nearEntry)
+	wait := e.decided.Add(e.d.RetryAfter).Sub(now)
+	if now.Before(e.until) && wait > 0 && e.version == version {
+		d := e.d
+		d.RetryAfter, d.Source, d.Duplicate = wait, SourceNearCache, false
+		return d, true
 	}
 	c.m.CompareAndDelete(key, v)
 	return Decision{}, false
 }
 
-// remember stores refusal d of key, decided under version at now.
+// remember stores refusal d of key, decided under version at now, for at
+// most nearMaxMemory.
 func (c *nearCache) remember(d Decision, version uint64, now time.Time) {
-	c.m.Store(d.Key, nearEntry{version: version, until: now.Add(d.RetryAfter), limit: d.Limit, window: d.Window, count: d.Count})
+	c.m.Store(d.Key, &nearEntry{version: version, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))})
 }
 
 // forget drops what is remembered of key (its window has room again).

@@ -196,3 +196,34 @@ func TestFallbackStartsFromRedisUse(t *testing.T) {
 		t.Fatalf("d back on Redis: %+v, want refused: c's 100 were paid in process", d)
 	}
 }
+
+// TestNearCacheRefusalNamesTheRuleAndForgets: a refusal answered from the
+// near-cache names the same rule and scope as the store's, and is
+// remembered for at most a second: room freed by another instance (which
+// this one cannot see) is found again, not after the calendar day ends.
+func TestNearCacheRefusalNamesTheRuleAndForgets(t *testing.T) {
+	ch := testutil.UniqueName("NR")
+	k := ratelimit.Key{BizType: "PAY", Channel: ch}
+	cfg := &ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{
+		ratelimit.ChannelWide(ch): {Windows: []ratelimit.Window{{Limit: 1, Calendar: ratelimit.Calendar{Unit: ratelimit.CalendarDay, Zone: time.UTC}}}},
+	}}
+	now := time.Now()
+	a := quotaLimiter(t, cfg, &now)
+	b := quotaLimiter(t, cfg, &now) // another instance on the same Redis
+	mustDecide(t, a, ratelimit.Request{Key: k, Member: "m1"})
+	first := mustDecide(t, a, ratelimit.Request{Key: k, Member: "m2"})
+	again := mustDecide(t, a, ratelimit.Request{Key: k, Member: "m2"})
+	if first.Allowed || again.Allowed || again.Source != ratelimit.SourceNearCache {
+		t.Fatalf("m2: %+v then %+v, want refused by Redis then by the near-cache", first, again)
+	}
+	if again.Rule != "count/day" || again.Scope != ratelimit.ChannelWide(ch) || again.Rule != first.Rule || again.Scope != first.Scope {
+		t.Fatalf("near-cache refusal names rule %q scope %v, want %q %v as the store's", again.Rule, again.Scope, first.Rule, first.Scope)
+	}
+	if err := b.Release(context.Background(), k, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if d := mustDecide(t, a, ratelimit.Request{Key: k, Member: "m2"}); !d.Allowed {
+		t.Fatalf("m2 a second after another instance released m1: %+v, want admitted", d)
+	}
+}
