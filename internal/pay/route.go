@@ -193,6 +193,14 @@ func (s *Service) try(ctx context.Context, req PayRequest, c string) (candidateR
 	if d.Allowed {
 		return candidateRefusal{}, true, nil
 	}
+	if d.Unknown {
+		// The limiter may have admitted the request on this candidate
+		// after all: moving on could leave it holding slots on two
+		// channels. Stop; a retry with the same requestId is exact.
+		return candidateRefusal{}, false, apperr.New(apperr.DependencyUnavailable,
+			"the channel limiter did not answer in time for %s; retry with the same requestId", c).
+			WithDetails(map[string]any{"dependency": "redis"})
+	}
 	reason := ReasonLimited
 	if d.Closed() {
 		reason = ReasonClosed

@@ -9,21 +9,42 @@ import (
 // RoutesRefusedError is the REQUEST_LIMITED answer of a routed payment that
 // every candidate refused. details.candidates lists each candidate in order
 // of preference with its reason and, when its limiter refused, its binding
-// rule ({limit, windowMs}); retryAfterMs is the time until it may admit
+// rule (name, limit or amount, used, windowMs, scope, exceedsCap, as
+// LimitedError names them); retryAfterMs is the time until it may admit
 // (until a breaker's cool-down ends for an unhealthy one), absent for a
-// closed candidate, which has no reopening time. RetryAfter (the
+// closed candidate, which has no reopening time, and for an amount above a
+// cap, which no wait makes fit. RetryAfter (the
 // Retry-After header) is the smallest wait among them; when every candidate
 // is closed there is none, and details.closed is true, as for a closed key.
 func RoutesRefusedError(bizType string, refused []candidateRefusal) *apperr.Error {
 	e := apperr.New(apperr.RequestLimited, "every candidate channel of the route of %s refused the payment", bizType)
 	cands := make([]map[string]any, len(refused))
 	var least time.Duration
+	anyExceeds := false
 	for i, r := range refused {
 		c := map[string]any{"channel": r.skip.Channel, "reason": r.skip.Reason}
-		if r.d.Window > 0 {
-			c["rule"] = map[string]any{"limit": r.d.Limit, "windowMs": r.d.Window.Milliseconds()}
+		exceeds := false
+		if r.skip.Reason != ReasonUnhealthy && r.d.Rule != "" {
+			rule := map[string]any{"name": r.d.Rule, "used": r.d.Count}
+			if r.d.Amount {
+				rule["amount"] = r.d.Limit
+				exceeds = r.d.RequestAmount > r.d.Limit
+			} else {
+				rule["limit"] = r.d.Limit
+			}
+			if r.d.Window > 0 {
+				rule["windowMs"] = r.d.Window.Milliseconds()
+			}
+			if r.d.Scope.IsChannelWide() {
+				rule["scope"] = r.d.Scope.String()
+			}
+			if exceeds {
+				rule["exceedsCap"] = true
+				anyExceeds = true
+			}
+			c["rule"] = rule
 		}
-		if r.skip.Reason != ReasonClosed {
+		if r.skip.Reason != ReasonClosed && !exceeds {
 			c["retryAfterMs"] = apperr.Ceil(r.wait, time.Millisecond)
 			if least == 0 || r.wait < least {
 				least = max(r.wait, time.Millisecond)
@@ -33,9 +54,12 @@ func RoutesRefusedError(bizType string, refused []candidateRefusal) *apperr.Erro
 	}
 	e.Details = map[string]any{"bizType": bizType, "candidates": cands}
 	e.RetryAfter = least
-	if least > 0 {
+	switch {
+	case least > 0:
 		e.Details["retryAfterMs"] = apperr.Ceil(least, time.Millisecond)
-	} else {
+	case anyExceeds:
+		e.Details["exceedsCap"] = true // closed, or above a cap: no wait helps
+	default:
 		e.Details["closed"] = true // every candidate is closed: no retry can succeed
 	}
 	return e

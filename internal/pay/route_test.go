@@ -181,8 +181,8 @@ func TestEveryCandidateRefuses(t *testing.T) {
 	if e.RetryAfter <= 0 || e.RetryAfter > 10*time.Second {
 		t.Errorf("RetryAfter = %v, want C's wait (at most 10s), the smallest", e.RetryAfter)
 	}
-	if rule, _ := cands[2]["rule"].(map[string]any); rule["limit"] != int64(1) || rule["windowMs"] != int64(10_000) {
-		t.Errorf("C's rule = %+v, want limit 1 windowMs 10000", cands[2]["rule"])
+	if rule, _ := cands[2]["rule"].(map[string]any); rule["name"] != "count/10s" || rule["limit"] != int64(1) || rule["used"] != int64(1) || rule["windowMs"] != int64(10_000) {
+		t.Errorf("C's rule = %+v, want count/10s, limit 1, used 1, windowMs 10000", cands[2]["rule"])
 	}
 	if got := f.held(t, "B") + f.held(t, "C"); got != 2 {
 		t.Errorf("refused candidates hold %d admissions, want the 2 fills only", got)
@@ -420,5 +420,52 @@ func TestNotSentClaimThatCannotMove(t *testing.T) {
 	}
 	if calls := f.sims["A"].Calls() + f.sims["B"].Calls(); calls != 0 {
 		t.Errorf("%d channel calls, want 0", calls)
+	}
+}
+
+// lostAnswerStore records checks of channel A's windows and then loses the
+// answer (a timeout after Redis ran the script): the outcome is unknown.
+type lostAnswerStore struct{ *ratelimit.LocalStore }
+
+func (s lostAnswerStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
+	res, err := s.LocalStore.Check(ctx, ws, m, amount)
+	if err == nil && ws[0].Key.Channel == "A" {
+		return ratelimit.StoreResult{}, context.DeadlineExceeded
+	}
+	return res, err
+}
+
+// TestRoutingStopsOnAnUnknownLimiterOutcome: a candidate whose limiter
+// answer was lost may hold the payment's slot after all; moving on would
+// hold slots on two channels. Routing stops with 503, nothing is sent, the
+// next candidate holds nothing, and a retry is exact.
+func TestRoutingStopsOnAnUnknownLimiterOutcome(t *testing.T) {
+	lim, err := ratelimit.New(lostAnswerStore{ratelimit.NewLocalStore(nil)}, ratelimit.Options{DisableNearCache: true, BreakerThreshold: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setDoc(t, lim, "routes:\n  B: [A, B]\nlimits:\n  B:A: {limit: 5, window: 1m}\n  B:B: {limit: 5, window: 1m}\n")
+	var chs []channel.Channel
+	for _, code := range []string{"A", "B"} {
+		sim, err := channel.NewSimulator(code, channel.SimulatorConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chs = append(chs, sim)
+	}
+	reg, _ := channel.NewRegistry(chs...)
+	svc, err := pay.NewService(paytest.NewMemStore(), lim, reg, pay.Options{
+		Routes: staticRoutes{lim}, Health: channel.NewHealth([]string{"A", "B"}, channel.HealthOptions{}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Pay(context.Background(), unpinned("u1"))
+	if apperr.CodeOf(err) != apperr.DependencyUnavailable {
+		t.Fatalf("err = %v, want DEPENDENCY_UNAVAILABLE", err)
+	}
+	_, counts, _ := lim.Usage(context.Background(), ratelimit.Key{BizType: "B", Channel: "B"})
+	if len(counts) > 0 && counts[0] != 0 {
+		t.Fatalf("B holds %d admissions after A's lost answer, want 0: a routed payment holds one channel's slot", counts[0])
 	}
 }

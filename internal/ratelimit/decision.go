@@ -56,6 +56,10 @@ type Decision struct {
 	Shadow bool
 	// Duplicate is true when the requestId was already in a window.
 	Duplicate bool
+	// Unknown is true for a refusal given because the store's answer was
+	// lost (a timeout after the call may have reached Redis): the member may
+	// hold a slot after all. A retry with the same member is exact.
+	Unknown bool
 }
 
 // WindowUsage is one window of a rule and what it holds: admissions, or

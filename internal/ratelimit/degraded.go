@@ -131,7 +131,7 @@ func (l *Limiter) unknownOutcome(p plan, key Key) (Decision, error) {
 		return l.allowOrDeny(p, key)
 	}
 	d := p.decision(key, StoreResult{}, SourceLocal)
-	d.Allowed, d.RetryAfter, d.Remaining = false, l.opts.BreakerCooldown, 0
+	d.Allowed, d.RetryAfter, d.Remaining, d.Unknown = false, l.opts.BreakerCooldown, 0, true
 	return d, nil
 }
 
