@@ -189,8 +189,11 @@ func (w *Waiter) Check(ctx context.Context, r ratelimit.Request) (ratelimit.Deci
 		// Nobody waits: check at once, as without a maximum wait.
 		w.mu.Unlock()
 		d, err := w.inner.Check(ctx, r)
-		if err != nil || d.Allowed || d.Closed() {
-			// A closed key (limit 0) has no reopening time: no wait.
+		if err != nil || d.Allowed || d.Closed() || d.Amount {
+			// A closed key (limit 0) has no reopening time: no wait. Nor
+			// does an amount refusal queue: it is this request's own (a
+			// smaller amount may fit now, a larger one never), not the
+			// key's, so it is never handed to another request.
 			return d, err
 		}
 		w.mu.Lock()
@@ -259,8 +262,9 @@ func (w *Waiter) wait(ctx context.Context, r ratelimit.Request, q *queue, t *tic
 		case err != nil:
 			return d, Failed, err
 		}
-		if d.Closed() {
-			// The key was closed while this request waited.
+		if d.Closed() || (!d.Allowed && d.Amount) {
+			// The key was closed while this request waited, or its own
+			// amount does not fit (not the queue's refusal to keep).
 			return d, TimedOut, nil
 		}
 		now := w.opts.Now()

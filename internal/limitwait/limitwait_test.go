@@ -277,3 +277,38 @@ func TestWaitClosedKey(t *testing.T) {
 		t.Errorf("outcomes %v, want none (no wait)", got)
 	}
 }
+
+// TestAmountRefusalsNeverQueue: an amount refusal is the request's own: it
+// is answered at once, never queued, and never handed to another request:
+// a smaller payment that fits is admitted while a larger one could wait.
+func TestAmountRefusalsNeverQueue(t *testing.T) {
+	store, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "ps-test-wait:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(store, ratelimit.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ratelimit.Key{BizType: testutil.UniqueName("WAITA"), Channel: "ALIPAY"}
+	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{key: {Windows: []ratelimit.Window{{Limit: 1000, Size: 2 * time.Second, Amount: true}}}}})
+	w := newWaiter(t, l, limitwait.Options{})
+	pay := func(member string, amount int64, maxWait time.Duration) ratelimit.Decision {
+		d, err := w.Check(limitwait.WithMaxWait(context.Background(), maxWait), ratelimit.Request{Key: key, Member: member, Amount: amount, Currency: "CNY"})
+		if err != nil {
+			t.Error(err)
+		}
+		return d
+	}
+	if d := pay("p0", 900, time.Second); !d.Allowed {
+		t.Fatalf("p0: %+v", d)
+	}
+	// p1 (500 on 100 left) could wait for p0 to leave, within 3 s.
+	done := make(chan ratelimit.Decision, 1)
+	go func() { done <- pay("p1", 500, 3*time.Second) }()
+	time.Sleep(200 * time.Millisecond)
+	if d := pay("p2", 100, 50*time.Millisecond); !d.Allowed {
+		t.Fatalf("p2 (100 on 100 left) while p1 (500) is refused: %+v, want admitted, not p1's refusal", d)
+	}
+	<-done
+}
