@@ -23,7 +23,8 @@ import (
 // answer has no Retry-After and no retryAfterMs, and says details.closed,
 // so that clients do not poll it. Nor does the refusal of an amount larger
 // than the cap of its amount window: it says details.exceedsCap, as no wait
-// makes it fit.
+// makes it fit. A decision taken in process while Redis fails (degraded)
+// names this instance's share of the window as its limit or amount.
 func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 	rule := d.Rule
 	if rule == "" && d.Window > 0 {
@@ -58,7 +59,9 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 		e.Details["closed"] = true
 		return e
 	}
-	if d.Amount && d.RequestAmount > d.Limit {
+	// Decided in process while Redis fails, the limit is this instance's
+	// share of what was left, not the cap: a wait can help then.
+	if d.Amount && d.RequestAmount > d.Limit && !d.Degraded() {
 		e.Message = fmt.Sprintf("amount %d is above the %s cap %d of channel %s for %s", d.RequestAmount, rule, d.Limit, key.Channel, key.BizType)
 		e.Details["exceedsCap"] = true
 		return e

@@ -58,3 +58,15 @@ func TestLimitedErrorNamesTheBindingRule(t *testing.T) {
 		})
 	}
 }
+
+// TestDegradedAmountRefusalIsNotExceedsCap: in process, while Redis fails,
+// the limit is the instance's share of what was left: an amount above it
+// may fit later, so the answer has a Retry-After, not exceedsCap.
+func TestDegradedAmountRefusalIsNotExceedsCap(t *testing.T) {
+	d := ratelimit.Decision{Key: ratelimit.Key{BizType: "P", Channel: "A"}, Rule: "amount/day", Amount: true, Limit: 33_333,
+		Count: 0, RequestAmount: 200_000, RetryAfter: time.Second, Source: ratelimit.SourceLocal}
+	e := pay.LimitedError(d.Key, d)
+	if e.Details["exceedsCap"] == true || e.RetryAfter <= 0 {
+		t.Fatalf("details %v, RetryAfter %v: want a Retry-After and no exceedsCap", e.Details, e.RetryAfter)
+	}
+}

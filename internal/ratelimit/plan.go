@@ -109,9 +109,10 @@ func (p plan) nextChange(cfg *Config, key Key, now time.Time) time.Time {
 }
 
 // releaseWindows returns the windows a release of a member of key touches:
-// every window of key and of its channel-wide key, under the rules in force
-// at now and the base rules (a schedule may have switched since the
-// admission), each once; only amount windows when amountsOnly.
+// every window of key and of its channel-wide key, under the base rules and
+// every schedule's (a schedule may have started or ended since the
+// admission), each once; only amount windows when amountsOnly. Removing a
+// member from a window that does not hold it changes nothing.
 func releaseWindows(cfg *Config, key Key, now time.Time, amountsOnly bool) []KeyWindow {
 	keys := []Key{key}
 	if !key.IsChannelWide() {
@@ -124,7 +125,15 @@ func releaseWindows(cfg *Config, key Key, now time.Time, amountsOnly bool) []Key
 		if cfg != nil {
 			base = cfg.Rules[k]
 		}
-		for _, r := range []Rule{cfg.RuleAt(k, now), base} {
+		rules := []Rule{cfg.RuleAt(k, now), base}
+		if cfg != nil {
+			for _, sc := range cfg.Schedules {
+				if sc.Key == k {
+					rules = append(rules, sc.Rule)
+				}
+			}
+		}
+		for _, r := range rules {
 			for _, w := range r.Windows {
 				id := idOf(KeyWindow{Key: k, Window: w})
 				if seen[id] || (amountsOnly && !w.Amount) {
