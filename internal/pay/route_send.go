@@ -110,7 +110,7 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, keys ...ratelimit
 	return nil
 }
 
-// lostClaim answers a routed request whose claim a concurrent duplicate
+// lostClaim answers a request (routed or pinned) whose claim a concurrent duplicate
 // won: it waits for that order's outcome, as any duplicate does. The slot
 // it took on key's channel is released once the order is final on another
 // channel: the order row is unique by requestId and only its owner calls a

@@ -469,3 +469,31 @@ func TestRoutingStopsOnAnUnknownLimiterOutcome(t *testing.T) {
 		t.Fatalf("B holds %d admissions after A's lost answer, want 0: a routed payment holds one channel's slot", counts[0])
 	}
 }
+
+// TestPinnedLostClaimReleasesItsSlotElsewhere: a payment pinned to B that
+// loses its claim to a duplicate whose order went to A gives back its B
+// slot once that order is final (it answers 409: another payload), so one
+// requestId holds one channel's slot.
+func TestPinnedLostClaimReleasesItsSlotElsewhere(t *testing.T) {
+	store := &gatedStore{OrderStore: paytest.NewMemStore(), reached: make(chan struct{}), release: make(chan struct{})}
+	f := newRouteFlow(t, store, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n", nil, channel.HealthOptions{})
+	loser := make(chan error, 1)
+	go func() {
+		r := unpinned("dup")
+		r.Channel = "B"
+		_, err := f.svc.Pay(context.Background(), r)
+		loser <- err
+	}()
+	<-store.reached // the loser holds B's slot, its claim not yet written
+	won, err := f.svc.Pay(context.Background(), unpinned("dup"))
+	if err != nil || won.Channel != "A" {
+		t.Fatalf("winner = %+v, %v; want A", won, err)
+	}
+	close(store.release)
+	if err := <-loser; apperr.CodeOf(err) != apperr.IdempotencyConflict {
+		t.Fatalf("loser: %v, want IDEMPOTENCY_CONFLICT (another payload)", err)
+	}
+	if a, b := f.held(t, "A"), f.held(t, "B"); a != 1 || b != 0 {
+		t.Errorf("A holds %d, B holds %d; want 1 and 0: one payment, one slot", a, b)
+	}
+}

@@ -158,9 +158,12 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		return s.callChannel(ctx, ch, o)
 	}
 	if errors.Is(err, ErrDuplicateOrder) {
-		// A concurrent duplicate won the claim. It holds the same limiter
-		// member (the requestId), so there is no slot of ours to release.
-		return s.awaitExisting(ctx, req.RequestID, hash)
+		// A concurrent duplicate won the claim. On this channel it holds
+		// the same limiter member (the requestId): nothing of ours to
+		// release. Its order may be on another channel (it was routed, or
+		// pinned elsewhere): then our slot here is released once that order
+		// is final (lostClaim).
+		return s.lostClaim(ctx, req.RequestID, hash, key)
 	}
 	// The INSERT may have been committed although it answered an error (a
 	// lost connection, a deadline): read the row back before deciding.
