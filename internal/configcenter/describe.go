@@ -75,20 +75,9 @@ func DescribeWindow(w ratelimit.Window, reserve map[string]int64) string {
 	return b.String()
 }
 
-// FormatWindow renders a window size compactly: 1s, 1m, 1h, 1d, 500ms.
-func FormatWindow(d time.Duration) string {
-	switch {
-	case d%(24*time.Hour) == 0:
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	case d%time.Second == 0:
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
-	return fmt.Sprintf("%dms", d/time.Millisecond)
-}
+// FormatWindow renders a window size compactly, as the limits document
+// writes it: 1s, 1m, 1h, 1d, 500ms.
+func FormatWindow(d time.Duration) string { return ratelimit.FormatSize(d) }
 
 // DescribeSchedule names a schedule as the history shows it: "schedule
 // KEY FROM/TO", its times in RFC 3339 as the document wrote them.

@@ -3,11 +3,8 @@ package pay_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
@@ -45,7 +42,7 @@ import (
 // the model's clock can stand still. PAYSERVER_PROPERTY_CHECKS sets the
 // number of sequences (default 200; -rapid.checks overrides).
 func TestRoutingAgreesWithModel(t *testing.T) {
-	routingChecks(t)
+	testutil.PropertyChecks(t, 200)
 	client := testutil.MustRedis(t)
 	codes := []string{"A", "B", "C", "D"}
 	rapid.Check(t, func(rt *rapid.T) {
@@ -268,24 +265,4 @@ func (o *routeOracle) pinned(id, c string) routeAnswer {
 		return routeAnswer{Channel: c, Status: pay.StatusFailed}
 	}
 	return routeAnswer{Channel: c, Status: pay.StatusSucceeded}
-}
-
-// routingChecks sets rapid's number of sequences from
-// PAYSERVER_PROPERTY_CHECKS (default 200) unless -rapid.checks was given.
-func routingChecks(t *testing.T) {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if set {
-		return
-	}
-	n := "200"
-	if v := os.Getenv("PAYSERVER_PROPERTY_CHECKS"); v != "" {
-		n = v
-	}
-	if _, err := strconv.Atoi(n); err != nil {
-		t.Fatalf("PAYSERVER_PROPERTY_CHECKS=%q: %v", n, err)
-	}
-	if err := flag.Set("rapid.checks", n); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -309,7 +309,7 @@ func windowLess(a, b Window) bool {
 // "day from 23:00 in Asia/Shanghai", with "amount" before an amount
 // window's.
 func describeSpan(w Window) string {
-	s := formatSize(w.Size)
+	s := FormatSize(w.Size)
 	if w.IsCalendar() {
 		s = fmt.Sprintf("%s from %s in %s", w.Calendar.Unit, FormatCutoff(w.Calendar.Cutoff), w.Calendar.Zone)
 	}

@@ -110,7 +110,7 @@ func (w Window) ID() string {
 }
 
 // Name is the kind of rule w is, as 429 answers and reports name it:
-// "count/1s", "amount/60s", "count/day", "amount/month".
+// "count/1s", "amount/1m", "count/day", "amount/month".
 func (w Window) Name() string {
 	kind := "count"
 	if w.Amount {
@@ -119,12 +119,12 @@ func (w Window) Name() string {
 	if w.IsCalendar() {
 		return kind + "/" + string(w.Calendar.Unit)
 	}
-	return kind + "/" + formatSize(w.Size)
+	return kind + "/" + FormatSize(w.Size)
 }
 
-// formatSize renders a window size as the document writes it: 1s, 1m, 1h,
+// FormatSize renders a window size as the document writes it: 1s, 1m, 1h,
 // 1d, 500ms.
-func formatSize(d time.Duration) string {
+func FormatSize(d time.Duration) string {
 	switch {
 	case d%(24*time.Hour) == 0:
 		return fmt.Sprintf("%dd", d/(24*time.Hour))

@@ -2,11 +2,8 @@ package ratelimit
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -124,32 +121,12 @@ func modelTargets() []namedTarget {
 	}
 }
 
-// propertyChecks sets rapid's number of sequences from
-// PAYSERVER_PROPERTY_CHECKS (default 1000) unless -rapid.checks was given.
-func propertyChecks(t *testing.T) {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if set {
-		return
-	}
-	n := "1000"
-	if v := os.Getenv("PAYSERVER_PROPERTY_CHECKS"); v != "" {
-		n = v
-	}
-	if _, err := strconv.Atoi(n); err != nil {
-		t.Fatalf("PAYSERVER_PROPERTY_CHECKS=%q: %v", n, err)
-	}
-	if err := flag.Set("rapid.checks", n); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestStoresAgreeWithModel: every store gives the model's answers on random
 // sequences of checks (alone and in batches, members repeated across and
 // within calls), releases, time moving by random amounts and exactly onto
 // window edges (±1 µs), and limits and windows changing.
 func TestStoresAgreeWithModel(t *testing.T) {
-	propertyChecks(t)
+	testutil.PropertyChecks(t, 1000)
 	for _, nt := range modelTargets() {
 		t.Run(nt.name, func(t *testing.T) {
 			target := nt.make(t)

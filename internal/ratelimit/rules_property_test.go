@@ -21,7 +21,7 @@ import (
 // which windows apply to a request, reservations, and schedules switching
 // on the clock.
 func TestLimiterAgreesWithModel(t *testing.T) {
-	propertyChecks(t)
+	testutil.PropertyChecks(t, 1000)
 	for _, nt := range []struct {
 		name  string
 		store func(t *testing.T, now *time.Time) Store
