@@ -114,6 +114,25 @@ func (h *Health) States() map[string]string {
 	return out
 }
 
+// CallPinned calls ch.Pay for a payment pinned to ch: always, whatever the
+// breaker says (health never refuses or reroutes a pinned payment), and
+// counts the outcome while the breaker is closed, so that failures of
+// pinned traffic open it for routed payments too. While the breaker is
+// open or half-open (its probes belong to routed payments) the call is not
+// counted.
+func (h *Health) CallPinned(ctx context.Context, ch Channel, req Request) (Result, error) {
+	b, ok := h.breakers[ch.Code()]
+	if !ok || b.State() != gobreaker.StateClosed {
+		return ch.Pay(ctx, req)
+	}
+	res, err := b.Execute(func() (Result, error) { return ch.Pay(ctx, req) })
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		// It opened in between, before calling: call it anyway, uncounted.
+		return ch.Pay(ctx, req)
+	}
+	return res, err
+}
+
 // Call calls ch.Pay through ch's breaker and counts the outcome. When the
 // breaker refuses the call (open, or half-open with its probes taken) the
 // channel is not called and the error wraps ErrNotSent. A channel without

@@ -46,6 +46,9 @@ type ChannelHealth interface {
 	// Call calls ch unless its health forbids it, in which case the error
 	// wraps channel.ErrNotSent.
 	Call(ctx context.Context, ch channel.Channel, req channel.Request) (channel.Result, error)
+	// CallPinned calls ch for a pinned payment, always, counting the
+	// outcome into ch's health.
+	CallPinned(ctx context.Context, ch channel.Channel, req channel.Request) (channel.Result, error)
 }
 
 // RouteObserver is told how routed payments were routed, for metrics and
@@ -257,6 +260,9 @@ type alwaysHealthy struct{}
 func (alwaysHealthy) Unhealthy(string) bool           { return false }
 func (alwaysHealthy) RetryAfter(string) time.Duration { return 0 }
 func (alwaysHealthy) Call(ctx context.Context, ch channel.Channel, req channel.Request) (channel.Result, error) {
+	return ch.Pay(ctx, req)
+}
+func (alwaysHealthy) CallPinned(ctx context.Context, ch channel.Channel, req channel.Request) (channel.Result, error) {
 	return ch.Pay(ctx, req)
 }
 

@@ -497,3 +497,29 @@ func TestPinnedLostClaimReleasesItsSlotElsewhere(t *testing.T) {
 		t.Errorf("A holds %d, B holds %d; want 1 and 0: one payment, one slot", a, b)
 	}
 }
+
+// TestPinnedFailuresCountForRouting: failures of payments pinned to a
+// channel count into its health, so routed payments skip it; pinned
+// payments themselves are still sent while it is unhealthy.
+func TestPinnedFailuresCountForRouting(t *testing.T) {
+	f := newRouteFlow(t, paytest.NewMemStore(), "routes:\n  B: [A, B]\nlimits:\n  B:A: 100\n  B:B: 100\n",
+		map[string]channel.SimulatorConfig{"A": {ErrorRate: 1}}, channel.HealthOptions{Failures: 2, Cooldown: time.Minute})
+	pinnedA := func(id string) error {
+		r := unpinned(id)
+		r.Channel = "A"
+		_, err := f.svc.Pay(context.Background(), r)
+		return err
+	}
+	for i := range 2 {
+		if err := pinnedA("pinned-" + string(rune('0'+i))); apperr.CodeOf(err) != apperr.ChannelError {
+			t.Fatalf("pinned call %d: %v, want CHANNEL_ERROR from A", i, err)
+		}
+	}
+	o, err := f.svc.Pay(context.Background(), unpinned("routed"))
+	if err != nil || o.Channel != "B" || !reflect.DeepEqual(o.RoutedFrom, []pay.RouteSkip{{Channel: "A", Reason: pay.ReasonUnhealthy}}) {
+		t.Fatalf("routed order %+v, %v; want B, A skipped as unhealthy after two pinned failures", o, err)
+	}
+	if err := pinnedA("pinned-2"); apperr.CodeOf(err) != apperr.ChannelError || f.sims["A"].Calls() != 3 {
+		t.Fatalf("pinned call while A is unhealthy: %v, %d calls; want it sent (CHANNEL_ERROR, 3 calls)", err, f.sims["A"].Calls())
+	}
+}

@@ -181,7 +181,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 // from the caller's cancellation: a started payment always gets recorded.
 func (s *Service) callChannel(ctx context.Context, ch channel.Channel, o *Order) (*Order, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ChannelTimeout)
-	res, err := ch.Pay(cctx, channelRequest(o))
+	res, err := s.opts.Health.CallPinned(cctx, ch, channelRequest(o))
 	cancel()
 	return s.record(ctx, o, res, err)
 }
