@@ -210,7 +210,7 @@ func (rr *RouteReports) preferred(ctx context.Context, cfg *ratelimit.Config, bi
 		}
 		for _, key := range []ratelimit.Key{{BizType: biz, Channel: ch}, ratelimit.ChannelWide(ch)} {
 			if reason == "" {
-				reason = rr.refusal(ctx, cfg, key)
+				reason = rr.refusal(ctx, cfg, key, biz)
 			}
 		}
 		if reason == "" {
@@ -224,20 +224,29 @@ func (rr *RouteReports) preferred(ctx context.Context, cfg *ratelimit.Config, bi
 // refusal says why key would refuse a payment now: "closed", "limited" (a
 // window full, as read from the limiter's store), or "" when it has room
 // or its occupancy cannot be read.
-func (rr *RouteReports) refusal(ctx context.Context, cfg *ratelimit.Config, key ratelimit.Key) string {
+// A window's limit is the one for biz (a channel-wide key's reservations
+// for other bizTypes taken off); amount windows are left out (whether a
+// payment fits depends on its amount).
+func (rr *RouteReports) refusal(ctx context.Context, cfg *ratelimit.Config, key ratelimit.Key, biz string) string {
 	rule := cfg.Rule(key)
 	switch {
-	case rule.IsClosed():
-		return "closed"
 	case rule.IsUnlimited():
 		return ""
+	case rule.IsClosed():
+		return "closed"
 	}
 	_, counts, err := rr.opts.Usage.Usage(ctx, key)
 	if err != nil {
 		return ""
 	}
 	for i, w := range rule.Windows {
-		if i < len(counts) && counts[i] >= w.Limit {
+		if w.Amount || i >= len(counts) {
+			continue
+		}
+		switch limit := rule.LimitFor(i, biz); {
+		case limit == 0:
+			return "closed"
+		case counts[i] >= limit:
 			return "limited"
 		}
 	}

@@ -104,8 +104,8 @@ type usageRead struct {
 }
 
 // readUsage reads the occupancy of every key from src, usageParallelism
-// keys at a time, within usageTimeout. Unlimited keys are not read (their
-// counts are nil).
+// keys at a time, within usageTimeout. An unlimited key's counts are nil
+// (the limiter answers it without asking Redis).
 func readUsage(ctx context.Context, src UsageSource, keys []ratelimit.Key) []usageRead {
 	out := make([]usageRead, len(keys))
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)

@@ -169,6 +169,9 @@ func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string)
 	if err != nil {
 		return "", nil, nil, s.limiterFailed(err)
 	}
+	if !d.Allowed && d.Unknown {
+		return "", nil, nil, lostLimiterAnswer(c)
+	}
 	if !d.Allowed {
 		refused[best].d, refused[best].wait = d, d.RetryAfter
 		return "", refused, nil, nil
@@ -200,15 +203,22 @@ func (s *Service) try(ctx context.Context, req PayRequest, c string) (candidateR
 		// The limiter may have admitted the request on this candidate
 		// after all: moving on could leave it holding slots on two
 		// channels. Stop; a retry with the same requestId is exact.
-		return candidateRefusal{}, false, apperr.New(apperr.DependencyUnavailable,
-			"the channel limiter did not answer in time for %s; retry with the same requestId", c).
-			WithDetails(map[string]any{"dependency": "redis"})
+		return candidateRefusal{}, false, lostLimiterAnswer(c)
 	}
 	reason := ReasonLimited
 	if d.Closed() {
 		reason = ReasonClosed
 	}
 	return candidateRefusal{skip: RouteSkip{Channel: c, Reason: reason}, d: d, wait: d.RetryAfter}, false, nil
+}
+
+// lostLimiterAnswer is the answer when the limiter's answer for candidate c
+// was lost (it may hold the payment's slot): 503, retry with the same
+// requestId, which is exact.
+func lostLimiterAnswer(c string) error {
+	return apperr.New(apperr.DependencyUnavailable,
+		"the channel limiter did not answer in time for %s; retry with the same requestId", c).
+		WithDetails(map[string]any{"dependency": "redis"})
 }
 
 // limiterFailed turns a limiter error into the API's error.

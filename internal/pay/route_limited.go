@@ -28,7 +28,9 @@ func RoutesRefusedError(bizType string, refused []candidateRefusal) *apperr.Erro
 			rule := map[string]any{"name": r.d.Rule, "used": r.d.Count}
 			if r.d.Amount {
 				rule["amount"] = r.d.Limit
-				exceeds = r.d.RequestAmount > r.d.Limit
+				// In process (Redis failing), Limit is this instance's share: a
+				// wait can help.
+				exceeds = r.d.RequestAmount > r.d.Limit && !r.d.Degraded()
 			} else {
 				rule["limit"] = r.d.Limit
 			}

@@ -59,12 +59,20 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	chosen, refused, left, err := s.pick(context.WithoutCancel(ctx),
 		PayRequest{RequestID: o.RequestID, BizType: o.BizType, Amount: o.Amount, Currency: o.Currency}, rest)
 	if err != nil || chosen == "" {
+		keys := []ratelimit.Key{from}
 		if err != nil {
 			s.log.Warn("the limiter failed while a routed payment looked for its next candidate; it ends NOT_SENT",
 				"requestId", o.RequestID, "err", err)
+			// A lost limiter answer may have left the member in a
+			// candidate's windows; the order ends NOT_SENT and is final,
+			// so no call can follow under any of them: release them all
+			// (releasing a member a window does not hold changes nothing).
+			for _, c := range rest {
+				keys = append(keys, ratelimit.Key{BizType: o.BizType, Channel: c})
+			}
 		}
 		s.opts.RouteObserver.Exhausted(o.BizType, append(skipped, skipsOf(refused)...))
-		return false, nil, s.settleNotSent(ctx, o, from)
+		return false, nil, s.settleNotSent(ctx, o, keys...)
 	}
 	to := ratelimit.Key{BizType: o.BizType, Channel: chosen}
 	n := *o

@@ -129,7 +129,9 @@ func (a *Aggregator) Decided(d ratelimit.Decision, _ time.Duration) {
 		c.PeakUtilization = float64(d.Count) / float64(d.Limit)
 	}
 	a.add(d.Key, c)
-	if d.RequestAmount > 0 && a.opts.Amounts != nil {
+	// A duplicate admission (the requestId already held its slot: a
+	// concurrent or retried duplicate) moved no new money.
+	if d.RequestAmount > 0 && a.opts.Amounts != nil && !(d.Allowed && d.Duplicate) {
 		ac := AmountCounts{Admitted: 1, AdmittedAmount: d.RequestAmount}
 		if !d.Allowed {
 			ac = AmountCounts{Refused: 1, RefusedAmount: d.RequestAmount}

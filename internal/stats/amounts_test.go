@@ -81,6 +81,8 @@ func TestAggregatorCountsAmountsPerChannel(t *testing.T) {
 	}
 	amounts.fail.Store(false)
 	decide(pay, true, 5, "CNY")
+	// A duplicate of an admitted requestId is not counted again.
+	agg.Decided(ratelimit.Decision{Key: pay, Allowed: true, Duplicate: true, RequestAmount: 5, Currency: "CNY", Limit: 10}, 0)
 	if err := agg.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
