@@ -33,9 +33,10 @@ import (
 //     model and the payment goes on with the next candidates; when none is
 //     left it ends FAILED NOT_SENT;
 //   - a breaker opens after its threshold of failed calls in a row (routed
-//     calls only) and stays open (the cool-down outlasts the test);
-//   - a pinned payment takes a slot on its own channel only, and a retry
-//     takes nothing;
+//     calls, and pinned ones while it is closed) and stays open (the
+//     cool-down outlasts the test);
+//   - a pinned payment takes a slot on its own channel only, is sent even
+//     while its channel is unhealthy, and a retry takes nothing;
 //   - every candidate refusing is a 429 listing each with its reason.
 //
 // Windows are one hour long, so nothing leaves them during a sequence and
@@ -254,15 +255,23 @@ func (o *routeOracle) routed(id string, cands []string) routeAnswer {
 	return routeAnswer{Code: apperr.RequestLimited, Refused: skipped}
 }
 
-// pinned predicts a payment pinned to c: no breaker, no rerouting.
+// pinned predicts a payment pinned to c: never refused by the breaker,
+// never rerouted; its call counts into c's breaker while that is closed.
 func (o *routeOracle) pinned(id, c string) routeAnswer {
 	ws, res := o.check(id, c)
 	if !res.Allowed {
 		return routeAnswer{Code: apperr.RequestLimited}
 	}
 	if o.refuses[c] {
+		if !o.open[c] {
+			o.failed[c]++
+			o.open[c] = o.failed[c] >= o.failures
+		}
 		o.model.Release(ws, id)
 		return routeAnswer{Channel: c, Status: pay.StatusFailed}
+	}
+	if !o.open[c] {
+		o.failed[c] = 0
 	}
 	return routeAnswer{Channel: c, Status: pay.StatusSucceeded}
 }
