@@ -79,11 +79,8 @@ func (l *Limiter) onRedis(ctx context.Context, p plan, r Request, now time.Time,
 	if l.opts.Policy == PolicyLocal && !p.shadow {
 		// Stamped after the answer: Redis admitted no later, so the copy
 		// leaves its window no earlier than Redis's entry.
-		if d.Allowed {
-			l.local.CopyRedisAdmission(p.windows, l.LocalShare(), r.Member, *end)
-		}
-		if p.hasBaseline {
-			l.local.NoteRedisUse(p.windows, res.Counts, *end)
+		if d.Allowed || p.hasBaseline {
+			l.local.FollowRedis(p.windows, l.LocalShare(), r.Member, d.Allowed, res.Counts, *end)
 		}
 	}
 	return d, nil

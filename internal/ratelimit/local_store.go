@@ -15,11 +15,11 @@ import (
 // For the limiter it keeps three more things, so that a Redis failover is
 // not a fresh start in either direction:
 //   - copies of this instance's own Redis admissions in sliding count
-//     windows (CopyRedisAdmission), the newest limit × share of each window,
+//     windows (FollowRedis), the newest limit × share of each window,
 //     so that when Redis fails those windows start from what this instance
 //     already admitted;
 //   - for amount and calendar windows, whose admissions can be too many to
-//     copy (a day's payments), the use Redis last reported (NoteRedisUse):
+//     copy (a day's payments), the use Redis last reported (FollowRedis):
 //     while it can still be in the window, the in-process limit is the
 //     instance's share of what was left (Baseline);
 //   - the admissions decided in process (CheckLocalOnly), which Redis does
@@ -123,18 +123,26 @@ func (s *LocalStore) MayHoldLocalOnly(t time.Time) bool {
 	return s.localOnlyUntil.Load() > micros(s.at(t))
 }
 
-// CopyRedisAdmission records member, admitted by Redis at t, in every
-// sliding count window whose limit scaled by share is at least 1, and keeps
-// only the newest scaled-limit entries of each: enough to know whether this
-// instance's own admissions fill its share, and a bound on memory. A window
-// that holds the member already does not get it twice.
-func (s *LocalStore) CopyRedisAdmission(windows []KeyWindow, share float64, member string, t time.Time) {
+// FollowRedis keeps what a Redis answer at t tells for a later outage, under
+// one lock: when Redis admitted member, a copy of it in every sliding count
+// window whose limit scaled by share is at least 1, keeping only the newest
+// scaled-limit entries of each (enough to know whether this instance's own
+// admissions fill its share, and a bound on memory; a window that holds the
+// member already does not get it twice); and, for each amount or calendar
+// window, the use Redis reported (uses, in the order of windows).
+func (s *LocalStore) FollowRedis(windows []KeyWindow, share float64, member string, admitted bool, uses []int64, t time.Time) {
 	at := micros(s.at(t))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, w := range windows {
+	for i, w := range windows {
+		if w.Amount || w.IsCalendar() {
+			if i < len(uses) {
+				s.noteUse(w, uses[i], at)
+			}
+			continue
+		}
 		limit := scaleLimit(w.Limit, share)
-		if limit <= 0 || w.Amount || w.IsCalendar() {
+		if !admitted || limit <= 0 {
 			continue
 		}
 		q := s.windows.slidingAt(w, at)
@@ -148,23 +156,17 @@ func (s *LocalStore) CopyRedisAdmission(windows []KeyWindow, share float64, memb
 	}
 }
 
-// NoteRedisUse remembers, for each amount or calendar window, the use Redis
-// reported at t.
-func (s *LocalStore) NoteRedisUse(windows []KeyWindow, uses []int64, t time.Time) {
-	at := micros(s.at(t))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, w := range windows {
-		if i >= len(uses) || !(w.Amount || w.IsCalendar()) {
-			continue
-		}
-		u := redisUse{use: uses[i], until: at + w.Size.Microseconds()}
-		if w.IsCalendar() {
-			start, end := w.Calendar.Period(s.wall(s.at(t)))
-			u.period, u.until = micros(start), at+end.Sub(s.wall(s.at(t))).Microseconds()
-		}
-		s.seen[idOf(w)] = u
+// noteUse remembers use, reported by Redis at at (the store's clock), of an
+// amount or calendar window, with until when it can still be in the window.
+// s.mu must be held.
+func (s *LocalStore) noteUse(w KeyWindow, use, at int64) {
+	u := redisUse{use: use, until: at + w.Size.Microseconds()}
+	if w.IsCalendar() {
+		wall := s.wall(time.UnixMicro(at))
+		start, end := w.Calendar.Period(wall)
+		u.period, u.until = micros(start), at+end.Sub(wall).Microseconds()
 	}
+	s.seen[idOf(w)] = u
 }
 
 // Baseline returns, for each window, the use Redis last reported that may

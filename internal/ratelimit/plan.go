@@ -11,7 +11,7 @@ type plan struct {
 	// admits anyway.
 	shadow bool
 	// hasBaseline: some window is an amount or calendar window, whose use
-	// Redis reports is kept for the fallback (LocalStore.NoteRedisUse).
+	// Redis reports is kept for the fallback (LocalStore.FollowRedis).
 	hasBaseline bool
 }
 
