@@ -16,6 +16,29 @@ import (
 	"payserver/internal/testutil"
 )
 
+// attempts is how many requests with a wrong token floodWithBadToken sends.
+const attempts = 200
+
+// floodWithBadToken sends attempts GET requests for path to h with a wrong
+// bearer token, each of which must be answered 401.
+func floodWithBadToken(t *testing.T, h http.Handler, path string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for i := 0; i < attempts; i++ {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer wrong-token-xyz")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("status %d, want 401", resp.StatusCode)
+		}
+	}
+}
+
 // TestFailedAdminAuthIsLogged: a failed admin authentication is logged at
 // warn with the route and client, never the token, and a flood of them is
 // rate-limited.
@@ -27,21 +50,7 @@ func TestFailedAdminAuthIsLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	const attempts = 200
-	for i := 0; i < attempts; i++ {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/probe", nil)
-		req.Header.Set("Authorization", "Bearer wrong-token-xyz")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 401 {
-			t.Fatalf("status %d, want 401", resp.StatusCode)
-		}
-	}
+	floodWithBadToken(t, h, "/probe")
 	l := logs.String()
 	n := strings.Count(l, "admin authentication failed")
 	if n == 0 {
@@ -69,21 +78,7 @@ func TestFailedClientAuthIsRateLimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	const attempts = 200
-	for i := 0; i < attempts; i++ {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/limits/peek?bizType=A&channel=B", nil)
-		req.Header.Set("Authorization", "Bearer wrong-token-xyz")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 401 {
-			t.Fatalf("status %d, want 401", resp.StatusCode)
-		}
-	}
+	floodWithBadToken(t, h, "/v1/limits/peek?bizType=A&channel=B")
 	l := logs.String()
 	n := strings.Count(l, "limits call refused")
 	if n == 0 || n >= attempts/2 {
