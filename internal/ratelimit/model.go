@@ -354,3 +354,22 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 	}
 	return windows
 }
+
+// ReleaseKey removes member from every window the model holds of key and
+// of its channel-wide key, whatever rule made them; only from their amount
+// windows when amountsOnly (a declined payment's give-back).
+func (m *Model) ReleaseKey(key Key, member string, amountsOnly bool) {
+	wide := Key{BizType: AnyBizType, Channel: key.Channel}
+	ours := func(id windowID) bool { return (id.key == key || id.key == wide) && (id.amount || !amountsOnly) }
+	for id, q := range m.sliding {
+		if ours(id) {
+			q.remove(member)
+		}
+	}
+	for id, p := range m.periods {
+		if weight, ok := p.held[member]; ok && ours(id) {
+			delete(p.held, member)
+			p.used -= weight
+		}
+	}
+}

@@ -176,14 +176,14 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 			if err := l.Release(context.Background(), r.Key, r.Member); err != nil {
 				t.Fatal(err)
 			}
-			model.Release(releaseWindows(cfg, r.Key, *now, false), r.Member)
+			model.ReleaseKey(r.Key, r.Member, false)
 		},
 		"giveBack": func(t *rapid.T) {
 			r := request(t)
 			if err := l.ReleaseAmount(context.Background(), r.Key, r.Member); err != nil {
 				t.Fatal(err)
 			}
-			model.Release(releaseWindows(cfg, r.Key, *now, true), r.Member)
+			model.ReleaseKey(r.Key, r.Member, true)
 		},
 		"advance": func(t *rapid.T) {
 			*now = now.Add(time.Duration(rapid.Int64Range(0, 1_500_000).Draw(t, "µs")) * time.Microsecond)
