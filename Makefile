@@ -17,7 +17,7 @@ run:
 build:
 	$(GO) build -o bin/payserver ./cmd/payserver
 
-## test: vet + gofmt, unit tests with the race detector, integration tests on real MariaDB, Redis, Redis Cluster and Nacos, a 5 s fuzz pass, govulncheck
+## test: vet + gofmt, promtool rule tests, unit tests with the race detector (model property tests on every store), integration tests on real MariaDB, Redis, Redis Cluster, Sentinel, TLS servers and Nacos (single and 3-node), a 5 s fuzz pass, govulncheck
 ## (integration tests run payserver binaries built with -race, except latency tests; the test process itself runs without -race)
 test: vet services browser alerts
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /integration)

@@ -47,9 +47,12 @@ func RoutesRefusedError(bizType string, refused []candidateRefusal) *apperr.Erro
 			c["rule"] = rule
 		}
 		if r.skip.Reason != ReasonClosed && !exceeds {
-			c["retryAfterMs"] = apperr.Ceil(r.wait, time.Millisecond)
-			if least == 0 || r.wait < least {
-				least = max(r.wait, time.Millisecond)
+			// At least 1 ms, as the answer promises (a cool-down ending
+			// now, a window with room by the time we answer).
+			wait := max(r.wait, time.Millisecond)
+			c["retryAfterMs"] = apperr.Ceil(wait, time.Millisecond)
+			if least == 0 || wait < least {
+				least = wait
 			}
 		}
 		cands[i] = c
