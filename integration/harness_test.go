@@ -203,7 +203,16 @@ func (s *server) stop() {
 	}
 	if strings.Contains(s.logs(), "DATA RACE") {
 		s.t.Errorf("payserver hit a data race:\n%s", s.logs())
+	} else if s.t.Failed() {
+		s.t.Logf("%s: the last lines of its log:\n%s", s.base, logTail(s.logs(), 200))
 	}
+}
+
+// logTail returns the last n lines of a log, so that a failed CI run shows
+// what the servers it started were doing.
+func logTail(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func (s *server) logs() string {

@@ -42,6 +42,23 @@ const nacosStartBudget = 2 * time.Second
 // silently falls back to the snapshot when limited.
 const nacosMinReadGap = 200 * time.Millisecond
 
+// nacosSettleFor and nacosSettleEvery: for nacosSettleFor after each
+// listener callback (and after the initial read), the reader reads again
+// whenever nacosSettleEvery has passed without a read. nacos-sdk-go v2.3.5
+// loses a server push that arrives while its listen loop has a batch-listen
+// request in flight: the push handler marks the dataId unsynced, and the
+// loop then marks every dataId the server's answer (given before the
+// publish) did not name as synced, overwriting that mark. Such a loop runs right
+// after every change the SDK delivers, so a change published within a few
+// hundred milliseconds of another one (or of start-up) is otherwise seen
+// only by the periodic re-read or the SDK's own full sync 5 minutes later.
+// A listen request times out after 3 s, so 5 s covers the loop's window;
+// at most 2 extra reads a second stay within the SDK's 5 queries a second.
+const (
+	nacosSettleFor   = 5 * time.Second
+	nacosSettleEvery = 500 * time.Millisecond
+)
+
 // nacosCloseGrace is how long Close waits between cancelling the listener
 // and shutting the SDK client down. nacos-sdk-go v2.3.5's
 // RpcClient.Shutdown deletes from the SDK's global client map without the
@@ -123,6 +140,10 @@ type NacosSource struct {
 	// noListener skips ListenConfig so that tests can prove the periodic
 	// re-read delivers changes on its own (the nacos-sdk-go #694 case).
 	noListener bool
+	// loseCallback, when set, is asked on each SDK listener callback and
+	// drops it when it answers true, so that tests can lose a push the way
+	// the SDK's listen loop does (see nacosSettleFor).
+	loseCallback func() bool
 
 	running atomic.Bool
 
@@ -564,6 +585,9 @@ func (s *NacosSource) reader(ctx context.Context, want <-chan string, results ch
 			return false
 		}
 	}
+	// called records a listener callback even when its read request was
+	// coalesced with another trigger; each one opens a settle window.
+	var called atomic.Bool
 	read := func(trigger string) nacosRead {
 		content, err := c.GetConfig(vo.ConfigParam{DataId: s.opts.DataID, Group: s.opts.Group})
 		return nacosRead{content: content, err: err, trigger: trigger}
@@ -582,6 +606,10 @@ func (s *NacosSource) reader(ctx context.Context, want <-chan string, results ch
 			DataId: s.opts.DataID,
 			Group:  s.opts.Group,
 			OnChange: func(_, _, _, _ string) {
+				if s.loseCallback != nil && s.loseCallback() {
+					return
+				}
+				called.Store(true)
 				request("listener")
 			},
 		})
@@ -603,12 +631,25 @@ func (s *NacosSource) reader(ctx context.Context, want <-chan string, results ch
 	}
 
 	last := time.Now()
+	settleUntil := last.Add(nacosSettleFor)
+	settle := time.NewTimer(nacosSettleEvery)
+	defer settle.Stop()
 	for {
+		var settleC <-chan time.Time
+		if last.Before(settleUntil) {
+			settle.Reset(time.Until(last.Add(nacosSettleEvery)))
+			settleC = settle.C
+		}
 		var trigger string
 		select {
 		case <-ctx.Done():
 			return
 		case trigger = <-want:
+		case <-settleC:
+			trigger = "settle"
+		}
+		if called.Swap(false) {
+			settleUntil = time.Now().Add(nacosSettleFor)
 		}
 		if gap := time.Until(last.Add(nacosMinReadGap)); gap > 0 {
 			select {

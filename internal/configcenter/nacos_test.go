@@ -483,6 +483,35 @@ func TestNacosSourceReReadWithoutListener(t *testing.T) {
 	rec.check(t, nacosTestGroup+"/"+dataID)
 }
 
+// nacos-sdk-go loses a push that arrives while its listen loop runs right
+// after a change (see nacosSettleFor). With every callback after v2's lost
+// and the periodic re-read off, v3, published right after v2 arrived, still
+// arrives through the settle reads within about a second.
+func TestNacosSourceLostPushAfterChange(t *testing.T) {
+	addr := nacosTestAddr(t)
+	dataID := nacosTestDataID(t)
+	nacosHTTPPublish(t, addr, dataID, "v1 "+dataID)
+
+	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
+	var lose atomic.Bool
+	s.loseCallback = lose.Load
+	rec := &nacosRecorder{}
+	runNacos(t, s, rec)
+	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
+	nacosHTTPPublish(t, addr, dataID, "v2 "+dataID)
+	rec.waitLast(t, 8*time.Second, "v2", isContent("v2 "+dataID))
+	// Reads already requested for v2 (a callback can come twice) finish
+	// first, so that only a later read can see v3.
+	time.Sleep(3 * nacosMinReadGap)
+
+	lose.Store(true)
+	start := time.Now()
+	nacosHTTPPublish(t, addr, dataID, "v3 "+dataID)
+	rec.waitLast(t, 2*time.Second, "v3, whose push was lost", isContent("v3 "+dataID))
+	t.Logf("v3 arrived %v after its publish, with its push lost", time.Since(start))
+	rec.check(t, nacosTestGroup+"/"+dataID)
+}
+
 // Rapid concurrent publishes end with the last content delivered, with the
 // sink never called concurrently and no MD5 delivered twice in a row.
 func TestNacosSourceConcurrentPublishes(t *testing.T) {
