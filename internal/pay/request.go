@@ -70,7 +70,21 @@ var payFields = map[string]bool{
 // in any string, unknown fields, missing or mistyped fields, and values out
 // of range. Reasons are plain words, never Go's. It never panics, whatever
 // data holds.
+//
+// A plain, valid body (request_plain.go) is decoded in one pass over its
+// bytes; anything else, and every body that would be refused, goes through
+// the field-by-field decode, which alone words the refusals.
 func DecodePayRequest(data []byte) (PayRequest, error) {
+	if r, ok := decodePlainPayRequest(data); ok {
+		return r, nil
+	}
+	return decodePayRequestFields(data)
+}
+
+// decodePayRequestFields is DecodePayRequest for any body: it decodes the
+// JSON into its members, checks the raw text for what encoding/json lets
+// through (json_strict.go), and lists every problem.
+func decodePayRequestFields(data []byte) (PayRequest, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
 		return PayRequest{}, apperr.Invalid(apperr.FieldError{Field: "body", Reason: BodyProblem(err)})
