@@ -51,12 +51,18 @@ func (r PayRequest) Key() ratelimit.Key {
 // went to, so that a retry without a channel matches its stored order and
 // a retry pinned to a channel does not.
 func (r PayRequest) Hash() string {
-	h := sha256.New()
-	for _, s := range []string{r.BizType, r.Channel, r.MerchantID, strconv.FormatInt(r.Amount, 10), r.Currency, r.Subject} {
-		// Length-prefixed, so no two payloads hash the same text.
-		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	var amount [20]byte
+	var buf [256]byte
+	text := buf[:0]
+	for _, s := range [...]string{r.BizType, r.Channel, r.MerchantID, string(strconv.AppendInt(amount[:0], r.Amount, 10)), r.Currency, r.Subject} {
+		// Length-prefixed ("%d:%s;"), so no two payloads hash the same text.
+		text = strconv.AppendInt(text, int64(len(s)), 10)
+		text = append(text, ':')
+		text = append(text, s...)
+		text = append(text, ';')
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(text)
+	return hex.EncodeToString(sum[:])
 }
 
 var payFields = map[string]bool{
