@@ -2,13 +2,18 @@ package pay
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"payserver/internal/apperr"
+	"payserver/internal/testutil"
 )
 
 // FuzzDecodePayRequest: any body either decodes to a request that passes
@@ -190,6 +195,37 @@ func TestHashIsStable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hashWithFmt is PayRequest.Hash as it was written before the third pass,
+// with fmt: the oracle of FuzzHashIsStable and the baseline of
+// BenchmarkPayRequestHashRatio.
+func hashWithFmt(r PayRequest) string {
+	h := sha256.New()
+	for _, s := range []string{r.BizType, r.Channel, r.MerchantID, strconv.FormatInt(r.Amount, 10), r.Currency, r.Subject} {
+		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// FuzzHashIsStable: for any payload, Hash is what the fmt version gave, so
+// orders stored before it still match their retries.
+func FuzzHashIsStable(f *testing.F) {
+	f.Add("ONLINE_PAY", "ALIPAY", "商户-42", int64(1999), "CNY", "订单 😀")
+	f.Add("", "", "", int64(-1), "", strings.Repeat("x", 300))
+	f.Fuzz(func(t *testing.T, biz, ch, merchant string, amount int64, currency, subject string) {
+		r := PayRequest{BizType: biz, Channel: ch, MerchantID: merchant, Amount: amount, Currency: currency, Subject: subject}
+		if got, want := r.Hash(), hashWithFmt(r); got != want {
+			t.Fatalf("Hash(%+v) = %s, want %s", r, got, want)
+		}
+	})
+}
+
+// BenchmarkPayRequestHashRatio interleaves the fmt version of the hash and
+// Hash on a typical payload and prints both and their ratio.
+func BenchmarkPayRequestHashRatio(b *testing.B) {
+	r := PayRequest{RequestID: "ORD-20261121-000123", BizType: "ONLINE_PAY", Channel: "ALIPAY", MerchantID: "M100042", Amount: 1999, Currency: "CNY", Subject: "Order 123"}
+	testutil.BenchRatio(b, "old", func() { _ = hashWithFmt(r) }, "new", func() { _ = r.Hash() })
 }
 
 func TestHashDistinguishesPayloads(t *testing.T) {
