@@ -2,6 +2,7 @@ package pay
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,7 @@ func TestPlainDecode(t *testing.T) {
 		{"invalid UTF-8", plainSeeds[19], false},
 		{"control character", plainSeeds[20], false},
 		{"unknown field", plainSeeds[22], false},
+		{"padded past maxPlainBody", strings.Replace(plainSeeds[0], ",", ","+strings.Repeat(" ", maxPlainBody), 1), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
