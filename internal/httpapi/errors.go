@@ -32,14 +32,6 @@ var statusOf = map[apperr.Code]int{
 	apperr.Internal:                http.StatusInternalServerError,
 }
 
-// errorBody is the JSON body of every error answer.
-type errorBody struct {
-	Code      apperr.Code    `json:"code"`
-	Message   string         `json:"message"`
-	RequestID string         `json:"requestId"`
-	Details   map[string]any `json:"details"`
-}
-
 // writeError answers with err's status, headers and body. Errors that are not
 // an *apperr.Error become INTERNAL with a generic message; only those, and
 // DEPENDENCY_UNAVAILABLE ones, are logged.
@@ -65,7 +57,15 @@ func writeError(c *gin.Context, log *slog.Logger, err error, requestID string) {
 	if details == nil {
 		details = map[string]any{}
 	}
-	c.AbortWithStatusJSON(status, errorBody{Code: e.Code, Message: e.Message, RequestID: requestID, Details: details})
+	body := errorBody{Code: e.Code, Message: e.Message, RequestID: requestID, Details: details}
+	b, encErr := body.appendJSON(make([]byte, 0, 512))
+	if encErr != nil {
+		// A detail that does not encode: gin's encoder, as before.
+		c.AbortWithStatusJSON(status, body)
+		return
+	}
+	c.Abort()
+	c.Data(status, "application/json; charset=utf-8", b)
 }
 
 // retryAfterSeconds rounds up to whole seconds, at least 1.

@@ -30,15 +30,15 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 	if rule == "" && d.Window > 0 {
 		rule = ratelimit.Window{Size: d.Window, Amount: d.Amount}.Name()
 	}
-	e := apperr.New(apperr.RequestLimited, "channel %s is at its limit for %s", key.Channel, key.BizType)
+	// Built without fmt and with room for every detail: this is every 429.
+	e := &apperr.Error{Code: apperr.RequestLimited, Message: "channel " + key.Channel + " is at its limit for " + key.BizType}
 	if rule != "" {
 		e.Message += " (" + rule + ")"
 	}
-	e.Details = map[string]any{
-		"bizType": key.BizType,
-		"channel": key.Channel,
-		"used":    d.Count,
-	}
+	e.Details = make(map[string]any, 8)
+	e.Details["bizType"] = key.BizType
+	e.Details["channel"] = key.Channel
+	e.Details["used"] = d.Count
 	if rule != "" {
 		e.Details["rule"] = rule
 	}

@@ -51,12 +51,18 @@ func (r PayRequest) Key() ratelimit.Key {
 // went to, so that a retry without a channel matches its stored order and
 // a retry pinned to a channel does not.
 func (r PayRequest) Hash() string {
-	h := sha256.New()
-	for _, s := range []string{r.BizType, r.Channel, r.MerchantID, strconv.FormatInt(r.Amount, 10), r.Currency, r.Subject} {
-		// Length-prefixed, so no two payloads hash the same text.
-		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	var amount [20]byte
+	var buf [256]byte
+	text := buf[:0]
+	for _, s := range [...]string{r.BizType, r.Channel, r.MerchantID, string(strconv.AppendInt(amount[:0], r.Amount, 10)), r.Currency, r.Subject} {
+		// Length-prefixed ("%d:%s;"), so no two payloads hash the same text.
+		text = strconv.AppendInt(text, int64(len(s)), 10)
+		text = append(text, ':')
+		text = append(text, s...)
+		text = append(text, ';')
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(text)
+	return hex.EncodeToString(sum[:])
 }
 
 var payFields = map[string]bool{
@@ -70,7 +76,21 @@ var payFields = map[string]bool{
 // in any string, unknown fields, missing or mistyped fields, and values out
 // of range. Reasons are plain words, never Go's. It never panics, whatever
 // data holds.
+//
+// A plain, valid body (request_plain.go) is decoded in one pass over its
+// bytes; anything else, and every body that would be refused, goes through
+// the field-by-field decode, which alone words the refusals.
 func DecodePayRequest(data []byte) (PayRequest, error) {
+	if r, ok := decodePlainPayRequest(data); ok {
+		return r, nil
+	}
+	return decodePayRequestFields(data)
+}
+
+// decodePayRequestFields is DecodePayRequest for any body: it decodes the
+// JSON into its members, checks the raw text for what encoding/json lets
+// through (json_strict.go), and lists every problem.
+func decodePayRequestFields(data []byte) (PayRequest, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
 		return PayRequest{}, apperr.Invalid(apperr.FieldError{Field: "body", Reason: BodyProblem(err)})

@@ -6,10 +6,10 @@ import (
 	"sort"
 	"strconv"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"payserver/internal/apperr"
+	"payserver/internal/testutil"
 )
 
 // decodeBeforeStrict is DecodePayRequest as it was before the strict checks
@@ -107,23 +107,5 @@ func BenchmarkDecodePayRequest(b *testing.B) {
 // typical body. This is the figure to quote on a shared machine.
 func BenchmarkDecodePayRequestRatio(b *testing.B) {
 	body := []byte(`{"requestId":"ORD-20261121-000123","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M100042","amount":1999,"currency":"CNY","subject":"Order 123"}`)
-	const round = 1000
-	var before, strict time.Duration
-	calls := 0
-	for b.Loop() {
-		t0 := time.Now()
-		for range round {
-			_, _ = decodeBeforeStrict(body)
-		}
-		t1 := time.Now()
-		for range round {
-			_, _ = DecodePayRequest(body)
-		}
-		strict += time.Since(t1)
-		before += t1.Sub(t0)
-		calls += round
-	}
-	b.ReportMetric(float64(strict.Nanoseconds())/float64(calls), "strict-ns/op")
-	b.ReportMetric(float64(before.Nanoseconds())/float64(calls), "before-ns/op")
-	b.ReportMetric(float64(strict)/float64(before), "strict/before")
+	testutil.BenchRatio(b, "before", func() { _, _ = decodeBeforeStrict(body) }, "strict", func() { _, _ = DecodePayRequest(body) })
 }

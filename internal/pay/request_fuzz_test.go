@@ -2,13 +2,18 @@ package pay
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"payserver/internal/apperr"
+	"payserver/internal/testutil"
 )
 
 // FuzzDecodePayRequest: any body either decodes to a request that passes
@@ -167,6 +172,60 @@ func TestDecodePayRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHashIsStable: the payload hash of a request is the one stored with
+// its order by earlier versions (SHA-256 of "%d:%s;" per field, in hex),
+// so that a retry of an order stored before an upgrade still matches it.
+func TestHashIsStable(t *testing.T) {
+	tests := []struct {
+		name string
+		req  PayRequest
+		want string
+	}{
+		{"pinned, unicode", PayRequest{RequestID: "r1", BizType: "ONLINE_PAY", Channel: "ALIPAY", MerchantID: "商户-42", Amount: 1999, Currency: "CNY", Subject: "订单 😀"},
+			"5c3147d379a13e6baeacc0812d861f40d88dd81f11efbc64f7340d056e5cd0c1"},
+		{"routed, negative amount", PayRequest{BizType: "B", MerchantID: "M", Amount: -5, Currency: "CNY"},
+			"5abce97da66ef34e901e5aa1ab9efb829e171941a62b6031014d36bbb0d02479"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.req.Hash(); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// hashWithFmt is PayRequest.Hash as it was written before the third pass,
+// with fmt: the oracle of FuzzHashIsStable and the baseline of
+// BenchmarkPayRequestHashRatio.
+func hashWithFmt(r PayRequest) string {
+	h := sha256.New()
+	for _, s := range []string{r.BizType, r.Channel, r.MerchantID, strconv.FormatInt(r.Amount, 10), r.Currency, r.Subject} {
+		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// FuzzHashIsStable: for any payload, Hash is what the fmt version gave, so
+// orders stored before it still match their retries.
+func FuzzHashIsStable(f *testing.F) {
+	f.Add("ONLINE_PAY", "ALIPAY", "商户-42", int64(1999), "CNY", "订单 😀")
+	f.Add("", "", "", int64(-1), "", strings.Repeat("x", 300))
+	f.Fuzz(func(t *testing.T, biz, ch, merchant string, amount int64, currency, subject string) {
+		r := PayRequest{BizType: biz, Channel: ch, MerchantID: merchant, Amount: amount, Currency: currency, Subject: subject}
+		if got, want := r.Hash(), hashWithFmt(r); got != want {
+			t.Fatalf("Hash(%+v) = %s, want %s", r, got, want)
+		}
+	})
+}
+
+// BenchmarkPayRequestHashRatio interleaves the fmt version of the hash and
+// Hash on a typical payload and prints both and their ratio.
+func BenchmarkPayRequestHashRatio(b *testing.B) {
+	r := PayRequest{RequestID: "ORD-20261121-000123", BizType: "ONLINE_PAY", Channel: "ALIPAY", MerchantID: "M100042", Amount: 1999, Currency: "CNY", Subject: "Order 123"}
+	testutil.BenchRatio(b, "old", func() { _ = hashWithFmt(r) }, "new", func() { _ = r.Hash() })
 }
 
 func TestHashDistinguishesPayloads(t *testing.T) {

@@ -42,6 +42,11 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 		}
 	}
 	p := plan{shadow: shadowed && !enforced}
+	n := 0
+	for _, x := range rules {
+		n += len(x.rule.Windows)
+	}
+	p.windows = make([]KeyWindow, 0, n) // one allocation: this runs on every check
 	for _, x := range rules {
 		if x.rule.Shadow && enforced {
 			continue
