@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"payserver/internal/testutil"
 )
@@ -116,6 +117,34 @@ func TestPlainDecode(t *testing.T) {
 // DecodePayRequest was before it), in rounds of 1,000 calls each on the
 // typical body, and reports both ns/op and their ratio (new/old), so that
 // both see the same machine load.
+// bizType and channel outlive the request (metric labels, limiter maps), so
+// the one-pass decode must not hand them out as substrings of the body copy
+// that the other fields share: one such label would keep a whole body alive.
+func TestPlainDecodeBizTypeAndChannelOwnTheirBytes(t *testing.T) {
+	pad := strings.Repeat("x", 100)
+	for _, body := range []string{
+		`{"requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY","subject":"` + pad + `"}`,
+		`{"requestId":"r1","bizType":"ONLINE_PAY","merchantId":"M","amount":1,"currency":"CNY","subject":"` + pad + `"}`,
+	} {
+		r, ok := decodePlainPayRequest([]byte(body))
+		if !ok {
+			t.Fatalf("not plain: %s", body)
+		}
+		// The body copy: requestId's value starts 14 bytes into it.
+		start := uintptr(unsafe.Pointer(unsafe.StringData(r.RequestID))) - uintptr(len(`{"requestId":"`))
+		inBody := func(v string) bool {
+			p := uintptr(unsafe.Pointer(unsafe.StringData(v)))
+			return v != "" && p >= start && p < start+uintptr(len(body))
+		}
+		if inBody(r.BizType) || inBody(r.Channel) {
+			t.Errorf("bizType %q / channel %q point into the %d-byte body copy; want copies of their own", r.BizType, r.Channel, len(body))
+		}
+		if r.BizType != "ONLINE_PAY" || !strings.Contains(body, `"channel":"`+r.Channel+`"`) && r.Channel != "" {
+			t.Errorf("bizType %q channel %q, want ONLINE_PAY and the body's channel", r.BizType, r.Channel)
+		}
+	}
+}
+
 func BenchmarkDecodePayRequestPlainRatio(b *testing.B) {
 	body := []byte(plainSeeds[0])
 	if _, ok := decodePlainPayRequest(body); !ok {
