@@ -54,6 +54,9 @@ const nacosMinReadGap = 200 * time.Millisecond
 // only by the periodic re-read or the SDK's own full sync 5 minutes later.
 // A listen request times out after 3 s, so 5 s covers the loop's window;
 // at most 2 extra reads a second stay within the SDK's 5 queries a second.
+// Two windows are not covered and wait for the periodic re-read: a
+// follow-up listen that failed and is retried 5 s later, and the SDK's
+// full sync every 5 minutes.
 const (
 	nacosSettleFor   = 5 * time.Second
 	nacosSettleEvery = 500 * time.Millisecond
@@ -140,6 +143,10 @@ type NacosSource struct {
 	// noListener skips ListenConfig so that tests can prove the periodic
 	// re-read delivers changes on its own (the nacos-sdk-go #694 case).
 	noListener bool
+	// settleFor and settleEvery are nacosSettleFor and nacosSettleEvery;
+	// tests of the listener and re-read paths set settleFor to 0 so that
+	// settle reads cannot deliver for them.
+	settleFor, settleEvery time.Duration
 	// loseCallback, when set, is asked on each SDK listener callback and
 	// drops it when it answers true, so that tests can lose a push the way
 	// the SDK's listen loop does (see nacosSettleFor).
@@ -201,13 +208,15 @@ func NewNacosSource(opts NacosOptions) (*NacosSource, error) {
 		desc = "nacos " + opts.Namespace + ":" + name + " @" + strings.Join(opts.Addrs, ",")
 	}
 	return &NacosSource{
-		opts:      opts,
-		servers:   servers,
-		name:      name,
-		describe:  desc,
-		log:       opts.Logger.With(slog.String("source", "nacos"), slog.String("config", name)),
-		reRead:    reRead,
-		timeoutMs: timeoutMs,
+		opts:        opts,
+		servers:     servers,
+		name:        name,
+		describe:    desc,
+		log:         opts.Logger.With(slog.String("source", "nacos"), slog.String("config", name)),
+		reRead:      reRead,
+		timeoutMs:   timeoutMs,
+		settleFor:   nacosSettleFor,
+		settleEvery: nacosSettleEvery,
 	}, nil
 }
 
@@ -630,14 +639,20 @@ func (s *NacosSource) reader(ctx context.Context, want <-chan string, results ch
 		return
 	}
 
+	// Settle reads cover pushes the SDK's listener loses; without a
+	// listener there is nothing to cover.
+	settleFor := s.settleFor
+	if s.noListener {
+		settleFor = 0
+	}
 	last := time.Now()
-	settleUntil := last.Add(nacosSettleFor)
-	settle := time.NewTimer(nacosSettleEvery)
+	settleUntil := last.Add(settleFor)
+	settle := time.NewTimer(s.settleEvery)
 	defer settle.Stop()
 	for {
 		var settleC <-chan time.Time
 		if last.Before(settleUntil) {
-			settle.Reset(time.Until(last.Add(nacosSettleEvery)))
+			settle.Reset(time.Until(last.Add(s.settleEvery)))
 			settleC = settle.C
 		}
 		var trigger string
@@ -649,7 +664,7 @@ func (s *NacosSource) reader(ctx context.Context, want <-chan string, results ch
 			trigger = "settle"
 		}
 		if called.Swap(false) {
-			settleUntil = time.Now().Add(nacosSettleFor)
+			settleUntil = time.Now().Add(settleFor)
 		}
 		if gap := time.Until(last.Add(nacosMinReadGap)); gap > 0 {
 			select {

@@ -398,6 +398,7 @@ func TestNacosSourceLiveChangeHTTP(t *testing.T) {
 	nacosHTTPPublish(t, addr, dataID, "v1 "+dataID)
 
 	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
+	s.settleFor = 0 // only the listener may deliver v2
 	rec := &nacosRecorder{}
 	runNacos(t, s, rec)
 	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
@@ -415,6 +416,7 @@ func TestNacosSourcePublishViaSDK(t *testing.T) {
 	nacosHTTPPublish(t, addr, dataID, "v1 "+dataID)
 
 	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
+	s.settleFor = 0 // only the listener may deliver v2
 	rec := &nacosRecorder{}
 	runNacos(t, s, rec)
 	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
@@ -486,18 +488,22 @@ func TestNacosSourceReReadWithoutListener(t *testing.T) {
 // nacos-sdk-go loses a push that arrives while its listen loop runs right
 // after a change (see nacosSettleFor). With every callback after v2's lost
 // and the periodic re-read off, v3, published right after v2 arrived, still
-// arrives through the settle reads within about a second.
+// arrives through the settle reads that v2's callback started, within about
+// a second. (The start-up window is over before v2 is published, so only
+// v2's callback can have opened a window.)
 func TestNacosSourceLostPushAfterChange(t *testing.T) {
 	addr := nacosTestAddr(t)
 	dataID := nacosTestDataID(t)
 	nacosHTTPPublish(t, addr, dataID, "v1 "+dataID)
 
 	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
+	s.settleFor, s.settleEvery = 1500*time.Millisecond, 300*time.Millisecond
 	var lose atomic.Bool
 	s.loseCallback = lose.Load
 	rec := &nacosRecorder{}
 	runNacos(t, s, rec)
 	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
+	time.Sleep(s.settleFor + s.settleEvery) // the start-up window closes
 	nacosHTTPPublish(t, addr, dataID, "v2 "+dataID)
 	rec.waitLast(t, 8*time.Second, "v2", isContent("v2 "+dataID))
 	// Reads already requested for v2 (a callback can come twice) finish
@@ -507,7 +513,7 @@ func TestNacosSourceLostPushAfterChange(t *testing.T) {
 	lose.Store(true)
 	start := time.Now()
 	nacosHTTPPublish(t, addr, dataID, "v3 "+dataID)
-	rec.waitLast(t, 2*time.Second, "v3, whose push was lost", isContent("v3 "+dataID))
+	rec.waitLast(t, s.settleFor, "v3, whose push was lost", isContent("v3 "+dataID))
 	t.Logf("v3 arrived %v after its publish, with its push lost", time.Since(start))
 	rec.check(t, nacosTestGroup+"/"+dataID)
 }
