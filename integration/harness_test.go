@@ -138,7 +138,10 @@ func startServer(t testing.TB, opts serverOptions) *server {
 		s.bin = fastBinary
 	}
 	s.start()
-	t.Cleanup(s.stop)
+	t.Cleanup(func() {
+		s.stop()
+		s.checkLog()
+	})
 	return s
 }
 
@@ -201,6 +204,13 @@ func (s *server) stop() {
 		<-s.done
 		s.t.Errorf("payserver did not stop within 20s of SIGTERM")
 	}
+}
+
+// checkLog runs once, when the test ends and the process has stopped,
+// however it stopped (a crash, the test's own stop, or the cleanup): a data
+// race in any of the process's runs fails the test, and a failed test shows
+// the end of the log.
+func (s *server) checkLog() {
 	if strings.Contains(s.logs(), "DATA RACE") {
 		s.t.Errorf("payserver hit a data race:\n%s", s.logs())
 	} else if s.t.Failed() {
