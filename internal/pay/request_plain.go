@@ -28,13 +28,12 @@ const (
 )
 
 // decodePlainPayRequest decodes, in one pass over data and with two
-// allocations (the body's copy, and bizType and channel's own), a body that
-// is plain: one JSON object whose members are distinct known fields, each
-// written without escapes, whose string values are valid UTF-8 without
-// escapes and whose numbers are integers without a fraction or exponent,
-// and which passes every rule of the contract. It
-// reports ok false for anything else, valid or not, and decides nothing
-// then: the caller decodes the body field by field, which words every
+// allocations (the body's copy, and one for the fields that outlive it), a
+// body that is plain: one JSON object whose members are distinct known
+// fields, each written without escapes, whose string values are valid UTF-8
+// without escapes and whose numbers are integers without a fraction or
+// exponent, and which passes every rule of the contract. It reports ok
+// false for anything else, valid or not, and decides nothing then: the caller decodes the body field by field, which words every
 // refusal. What it accepts the field-by-field decode accepts as the same
 // request (FuzzPlainDecodeAgrees).
 func decodePlainPayRequest(data []byte) (PayRequest, bool) {
@@ -119,17 +118,19 @@ func decodePlainPayRequest(data []byte) (PayRequest, bool) {
 	if len(r.problems(nil)) > 0 {
 		return r, false
 	}
-	// bizType and channel outlive the request (metric labels, limiter and
-	// route maps): give them a copy of their own, so that they do not keep
-	// the whole body alive.
-	// (A strings.Builder, not +: a concatenation with an empty channel
-	// returns the bizType substring itself.)
+	// requestId, bizType and channel outlive the request (the limiter's
+	// members, metric labels, limiter and route maps): give them one copy
+	// of their own, so that they do not keep the whole body alive. (A
+	// strings.Builder, not +: a concatenation with empty operands returns
+	// a substring itself.)
 	var b strings.Builder
-	b.Grow(len(r.BizType) + len(r.Channel))
+	b.Grow(len(r.RequestID) + len(r.BizType) + len(r.Channel))
+	b.WriteString(r.RequestID)
 	b.WriteString(r.BizType)
 	b.WriteString(r.Channel)
-	bc := b.String()
-	r.BizType, r.Channel = bc[:len(r.BizType)], bc[len(r.BizType):]
+	own := b.String()
+	i, j := len(r.RequestID), len(r.RequestID)+len(r.BizType)
+	r.RequestID, r.BizType, r.Channel = own[:i], own[i:j], own[j:]
 	return r, true
 }
 
