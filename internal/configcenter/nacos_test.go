@@ -489,21 +489,32 @@ func TestNacosSourceReReadWithoutListener(t *testing.T) {
 // after a change (see nacosSettleFor). With every callback after v2's lost
 // and the periodic re-read off, v3, published right after v2 arrived, still
 // arrives through the settle reads that v2's callback started, within about
-// a second. (The start-up window is over before v2 is published, so only
-// v2's callback can have opened a window.)
+// a second. (The windows of start-up and of v1's callback are over before
+// v2 is published, so only v2's callback can have opened a window.)
 func TestNacosSourceLostPushAfterChange(t *testing.T) {
 	addr := nacosTestAddr(t)
 	dataID := nacosTestDataID(t)
 	nacosHTTPPublish(t, addr, dataID, "v1 "+dataID)
 
 	s := newTestNacosSource(t, nacosTestOptions(t, addr, dataID))
-	s.settleFor, s.settleEvery = 1500*time.Millisecond, 300*time.Millisecond
+	s.settleFor, s.settleEvery = 3*time.Second, 300*time.Millisecond
 	var lose atomic.Bool
-	s.loseCallback = lose.Load
+	var callbacks atomic.Int64
+	s.loseCallback = func() bool {
+		callbacks.Add(1)
+		return lose.Load()
+	}
 	rec := &nacosRecorder{}
 	runNacos(t, s, rec)
 	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
-	time.Sleep(s.settleFor + s.settleEvery) // the start-up window closes
+	// A fresh cache starts the SDK's listener from an empty MD5, so v1 has
+	// a callback of its own, which opens a window too.
+	for deadline := time.Now().Add(8 * time.Second); callbacks.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no listener callback for v1 within 8s")
+		}
+	}
+	time.Sleep(s.settleFor + s.settleEvery) // those windows close
 	nacosHTTPPublish(t, addr, dataID, "v2 "+dataID)
 	rec.waitLast(t, 8*time.Second, "v2", isContent("v2 "+dataID))
 	// Reads already requested for v2 (a callback can come twice) finish
@@ -513,7 +524,7 @@ func TestNacosSourceLostPushAfterChange(t *testing.T) {
 	lose.Store(true)
 	start := time.Now()
 	nacosHTTPPublish(t, addr, dataID, "v3 "+dataID)
-	rec.waitLast(t, s.settleFor, "v3, whose push was lost", isContent("v3 "+dataID))
+	rec.waitLast(t, 2*time.Second, "v3, whose push was lost", isContent("v3 "+dataID))
 	t.Logf("v3 arrived %v after its publish, with its push lost", time.Since(start))
 	rec.check(t, nacosTestGroup+"/"+dataID)
 }
