@@ -137,11 +137,13 @@ func startServer(t testing.TB, opts serverOptions) *server {
 	if opts.Fast {
 		s.bin = fastBinary
 	}
-	s.start()
+	// The cleanup comes first, so that a process whose start failed the
+	// test is stopped too (stop handles a process never started).
 	t.Cleanup(func() {
 		s.stop()
 		s.checkLog()
 	})
+	s.start()
 	return s
 }
 
