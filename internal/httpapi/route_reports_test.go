@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"payserver/api"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
 	"payserver/internal/ratelimit"
@@ -56,18 +54,7 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler),
-		Admin: []func(*gin.RouterGroup){routes, rr.Register}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := api.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &testServer{srv: httptest.NewServer(h), v: v}
-	t.Cleanup(s.srv.Close)
-	return s
+	return serveAdmin(t, "", routes, rr.Register)
 }
 
 func TestRouteReport(t *testing.T) {
