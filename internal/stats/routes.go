@@ -41,9 +41,11 @@ type RouteCounter struct {
 	now   func() time.Time
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	pending map[routeSlot]int64
-	flushMu sync.Mutex
+	mu         sync.Mutex
+	pending    map[routeSlot]int64
+	maxPending int   // maxRoutePending; tests lower it
+	dropped    int64 // events dropped past maxPending since the last flush
+	flushMu    sync.Mutex
 }
 
 type routeSlot struct {
@@ -52,7 +54,7 @@ type routeSlot struct {
 }
 
 // maxRoutePending caps the rows held while the database fails; past it,
-// new rows are dropped (and logged at the next flush).
+// new rows are dropped, and the next flush logs how many events.
 const maxRoutePending = 100_000
 
 // NewRouteCounter returns a RouteCounter over store; now is its clock
@@ -67,7 +69,7 @@ func NewRouteCounter(store RouteStore, now func() time.Time, log *slog.Logger) (
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &RouteCounter{store: store, now: now, log: log, pending: map[routeSlot]int64{}}, nil
+	return &RouteCounter{store: store, now: now, log: log, pending: map[routeSlot]int64{}, maxPending: maxRoutePending}, nil
 }
 
 // Count adds one event: a payment sent to to (reason ""), or a fallback
@@ -76,8 +78,10 @@ func (c *RouteCounter) Count(bizType, from, to, reason string) {
 	s := routeSlot{minute: minuteOf(c.now()), bizType: bizType, from: from, to: to, cause: reason}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.pending[s]; ok || len(c.pending) < maxRoutePending {
+	if _, ok := c.pending[s]; ok || len(c.pending) < c.maxPending {
 		c.pending[s]++
+	} else {
+		c.dropped++
 	}
 }
 
@@ -87,9 +91,13 @@ func (c *RouteCounter) Flush(ctx context.Context) error {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
 	c.mu.Lock()
-	taken := c.pending
-	c.pending = map[routeSlot]int64{}
+	taken, dropped := c.pending, c.dropped
+	c.pending, c.dropped = map[routeSlot]int64{}, 0
 	c.mu.Unlock()
+	if dropped > 0 {
+		c.log.Error("route stats dropped: too many rows pending while the database failed",
+			"events", dropped, "maxPendingRows", c.maxPending)
+	}
 	if len(taken) == 0 {
 		return nil
 	}
@@ -103,8 +111,10 @@ func (c *RouteCounter) Flush(ctx context.Context) error {
 	if err != nil {
 		c.mu.Lock()
 		for s, n := range taken {
-			if _, ok := c.pending[s]; ok || len(c.pending) < maxRoutePending {
+			if _, ok := c.pending[s]; ok || len(c.pending) < c.maxPending {
 				c.pending[s] += n
+			} else {
+				c.dropped += n
 			}
 		}
 		c.mu.Unlock()
