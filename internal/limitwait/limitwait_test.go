@@ -17,6 +17,14 @@ import (
 // on a fresh key, and that key.
 func newLimiter(t *testing.T, limit int, window time.Duration) (*ratelimit.Limiter, ratelimit.Key) {
 	t.Helper()
+	return newLimiterRule(t, fmt.Sprintf("{limit: %d, window: %s}", limit, window))
+}
+
+// newLimiterRule returns a limiter on the real Redis enforcing rule (a
+// limits document's rule, e.g. "{amount: 1000, window: 2s}") on a fresh
+// key, and that key.
+func newLimiterRule(t *testing.T, rule string) (*ratelimit.Limiter, ratelimit.Key) {
+	t.Helper()
 	store, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "ps-test-wait:")
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +34,7 @@ func newLimiter(t *testing.T, limit int, window time.Duration) (*ratelimit.Limit
 		t.Fatal(err)
 	}
 	key := ratelimit.Key{BizType: testutil.UniqueName("WAIT"), Channel: "ALIPAY"}
-	cfg, err := ratelimit.ParseDocument([]byte(fmt.Sprintf("limits:\n  %s: {limit: %d, window: %s}\n", key, limit, window)))
+	cfg, err := ratelimit.ParseDocument([]byte(fmt.Sprintf("limits:\n  %s: %s\n", key, rule)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,16 +290,7 @@ func TestWaitClosedKey(t *testing.T) {
 // is answered at once, never queued, and never handed to another request:
 // a smaller payment that fits is admitted while a larger one could wait.
 func TestAmountRefusalsNeverQueue(t *testing.T) {
-	store, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "ps-test-wait:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ratelimit.New(store, ratelimit.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := ratelimit.Key{BizType: testutil.UniqueName("WAITA"), Channel: "ALIPAY"}
-	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{key: {Windows: []ratelimit.Window{{Limit: 1000, Size: 2 * time.Second, Amount: true}}}}})
+	l, key := newLimiterRule(t, "{amount: 1000, window: 2s}")
 	w := newWaiter(t, l, limitwait.Options{})
 	pay := func(member string, amount int64, maxWait time.Duration) ratelimit.Decision {
 		d, err := w.Check(limitwait.WithMaxWait(context.Background(), maxWait), ratelimit.Request{Key: key, Member: member, Amount: amount, Currency: "CNY"})
