@@ -84,21 +84,22 @@ func skipsOf(rs []candidateRefusal) []RouteSkip {
 // is released once that order is final (lostClaim).
 func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error) {
 	candidates, err := s.opts.Routes.Route(req.BizType)
-	if err != nil {
-		return nil, err
-	}
-	if len(candidates) == 0 {
-		return nil, apperr.Invalid(apperr.FieldError{Field: "channel",
+	if err == nil && len(candidates) == 0 {
+		err = apperr.Invalid(apperr.FieldError{Field: "channel",
 			Reason: "is required: bizType " + req.BizType + " has no route in the limits document"})
 	}
 	// The hash is of the payload without a channel: a retry without one
-	// matches the stored order, whichever channel it went to.
-	existing, err := s.priorOrder(ctx, req.RequestID)
-	if err != nil {
-		return nil, err
-	}
-	if existing != nil {
+	// matches the stored order, whichever channel it went to. A stored
+	// order is answered even when the route is gone or the limits are not
+	// loaded; if it cannot be looked up then, the route's error stands.
+	existing, lookupErr := s.priorOrder(ctx, req.RequestID)
+	switch {
+	case existing != nil:
 		return s.replay(ctx, existing, req.Hash())
+	case err != nil:
+		return nil, err
+	case lookupErr != nil:
+		return nil, lookupErr
 	}
 	chosen, refused, rest, err := s.pick(ctx, req, candidates)
 	if err != nil {

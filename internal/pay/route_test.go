@@ -205,8 +205,8 @@ func TestUnroutedBizTypeWithoutChannel(t *testing.T) {
 
 // TestRoutedRetryNeverRoutesAgain: a retry of a routed requestId answers
 // its stored order on the same channel, even once that channel would
-// refuse, without a second call; a retry pinned to a channel is another
-// payload.
+// refuse or its route is gone, without a second call; a retry pinned to a
+// channel is another payload.
 func TestRoutedRetryNeverRoutesAgain(t *testing.T) {
 	f := newRouteFlow(t, paytest.NewMemStore(), "routes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n", nil, channel.HealthOptions{})
 	first, err := f.svc.Pay(context.Background(), unpinned("r1"))
@@ -217,6 +217,12 @@ func TestRoutedRetryNeverRoutesAgain(t *testing.T) {
 	again, err := f.svc.Pay(context.Background(), unpinned("r1"))
 	if err != nil || again.Channel != "A" || again.OrderNo != first.OrderNo {
 		t.Fatalf("retry = %+v, %v; want the stored order on A", again, err)
+	}
+	// With the route removed, the retry still answers its stored order.
+	setDoc(t, f.lim, "limits:\n  B:A: 5\n  B:B: 5\n")
+	again, err = f.svc.Pay(context.Background(), unpinned("r1"))
+	if err != nil || again.OrderNo != first.OrderNo {
+		t.Fatalf("retry after the route was removed = %+v, %v; want the stored order", again, err)
 	}
 	if a, b := f.sims["A"].Calls(), f.sims["B"].Calls(); a != 1 || b != 0 {
 		t.Errorf("calls A=%d B=%d, want 1 and 0", a, b)
