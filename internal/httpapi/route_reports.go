@@ -74,12 +74,13 @@ type routeReportJSON struct {
 	Routes []stats.RouteReport `json:"routes"`
 }
 
-// get answers GET /reports/routes?from=&to=&bizType= (RFC 3339 times,
-// default the last hour).
+// get answers GET /reports/routes?from=&to=&bizType= (RFC 3339 times;
+// to defaults to now, from to an hour before to).
 func (rr *RouteReports) get(c *gin.Context) {
-	now := rr.opts.Now().UTC()
-	from, to := now.Add(-time.Hour), now
+	var from, to time.Time
 	var bad []apperr.FieldError
+	_, fromGiven := c.GetQuery("from")
+	_, toGiven := c.GetQuery("to")
 	for name, dst := range map[string]*time.Time{"from": &from, "to": &to} {
 		if v, given := c.GetQuery(name); given { // an empty value is not absent
 			t, err := time.Parse(time.RFC3339, v)
@@ -89,6 +90,13 @@ func (rr *RouteReports) get(c *gin.Context) {
 			}
 			*dst = t.UTC()
 		}
+	}
+	// Defaults as the spec says: to now, from an hour before to.
+	if !toGiven {
+		to = rr.opts.Now().UTC()
+	}
+	if !fromGiven {
+		from = to.Add(-time.Hour)
 	}
 	biz := c.Query("bizType")
 	if biz != "" {

@@ -70,6 +70,7 @@ func TestRouteReport(t *testing.T) {
 		want        string
 	}{
 		{"default range", "", 200, `"payments":{"WECHAT":7}`},
+		{"default from is an hour before to", "?to=2026-03-01T10:00:00Z", 200, `"from":"2026-03-01T09:00:00Z","to":"2026-03-01T10:00:00Z"`},
 		{"fallback to none", "?bizType=PAY", 200, `{"from":"UNIONPAY","to":"","reason":"unhealthy","count":2}`},
 		{"bad time", "?from=yesterday", 400, `"field":"from"`},
 		{"empty time", "?to=", 400, `"field":"to"`},
