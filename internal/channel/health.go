@@ -35,6 +35,7 @@ type HealthOptions struct {
 type Health struct {
 	breakers map[string]*gobreaker.CircuitBreaker[Result]
 	cooldown time.Duration
+	probes   uint32
 	now      func() time.Time
 
 	mu     sync.Mutex
@@ -54,7 +55,7 @@ func NewHealth(codes []string, opts HealthOptions) *Health {
 	}
 	h := &Health{
 		breakers: make(map[string]*gobreaker.CircuitBreaker[Result], len(codes)),
-		cooldown: opts.Cooldown, now: time.Now, opened: map[string]time.Time{},
+		cooldown: opts.Cooldown, probes: opts.Probes, now: time.Now, opened: map[string]time.Time{},
 	}
 	for _, code := range codes {
 		st := gobreaker.Settings{
@@ -85,15 +86,27 @@ func NewHealth(codes []string, opts HealthOptions) *Health {
 // and counts as a healthy answer.
 func Failed(err error) bool { return err != nil }
 
-// Unhealthy reports whether code's breaker is open now: routed payments
-// skip it until its cool-down has passed. An unknown code is healthy.
+// Unhealthy reports whether code's breaker would refuse a call now: open
+// (until its cool-down has passed), or half-open with all its probes in
+// flight. Routed payments skip it, rather than take a limiter slot and a
+// claim for a call the breaker refuses. An unknown code is healthy.
 func (h *Health) Unhealthy(code string) bool {
 	b, ok := h.breakers[code]
-	return ok && b.State() == gobreaker.StateOpen
+	if !ok {
+		return false
+	}
+	switch b.State() {
+	case gobreaker.StateOpen:
+		return true
+	case gobreaker.StateHalfOpen:
+		return b.Counts().Requests >= h.probes
+	}
+	return false
 }
 
 // RetryAfter returns how long until an unhealthy code's breaker lets a
-// probe through; 0 when it is not open.
+// probe through (1 ms while its probes are in flight); 0 when it is
+// healthy.
 func (h *Health) RetryAfter(code string) time.Duration {
 	if !h.Unhealthy(code) {
 		return 0

@@ -55,3 +55,54 @@ func TestHealthCountsFailuresNotDeclines(t *testing.T) {
 		})
 	}
 }
+
+// blockingChannel answers each call once release is closed.
+type blockingChannel struct{ release chan struct{} }
+
+func (blockingChannel) Code() string { return "A" }
+
+func (b blockingChannel) Pay(ctx context.Context, _ Request) (Result, error) {
+	select {
+	case <-b.release:
+		return Result{}, nil
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// TestHalfOpenWithItsProbeInFlightIsUnhealthy: after the cool-down the
+// breaker lets one probe through; while it is in flight the channel is
+// unhealthy (a routed payment would only take a slot and a claim for a
+// call the breaker refuses), and once it succeeded the channel is healthy.
+func TestHalfOpenWithItsProbeInFlightIsUnhealthy(t *testing.T) {
+	failing, _ := NewSimulator("A", SimulatorConfig{ErrorRate: 1})
+	h := NewHealth([]string{"A"}, HealthOptions{Failures: 1, Cooldown: 50 * time.Millisecond, Probes: 1})
+	_, _ = h.Call(context.Background(), failing, Request{RequestID: "r"})
+	time.Sleep(70 * time.Millisecond)
+	if h.Unhealthy("A") {
+		t.Fatal("unhealthy after the cool-down with no probe in flight")
+	}
+	probe := blockingChannel{release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Call(context.Background(), probe, Request{RequestID: "probe"})
+		done <- err
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for !h.Unhealthy("A") {
+		if time.Now().After(deadline) {
+			t.Fatal("healthy while the half-open breaker's only probe is in flight")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if ra := h.RetryAfter("A"); ra <= 0 {
+		t.Errorf("RetryAfter = %v while the probe is in flight, want > 0", ra)
+	}
+	close(probe.release)
+	if err := <-done; err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if h.Unhealthy("A") || h.States()["A"] != "closed" {
+		t.Fatalf("after a successful probe: unhealthy %v, state %q; want healthy and closed", h.Unhealthy("A"), h.States()["A"])
+	}
+}
