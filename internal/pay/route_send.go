@@ -123,16 +123,48 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, keys ...ratelimit
 // it took on key's channel is released once the order is final on another
 // channel: the order row is unique by requestId and only its owner calls a
 // channel, so no call under that slot can happen. While the order is still
-// PROCESSING (its owner may yet move it to key's channel) the slot is kept.
+// PROCESSING (its owner may yet move it to key's channel) the slot is kept,
+// and released in the background once the order is final elsewhere.
 func (s *Service) lostClaim(ctx context.Context, requestID, hash string, key ratelimit.Key) (*Order, error) {
 	o, err := s.awaitExisting(ctx, requestID, hash)
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	got, gerr := s.orders.Get(gctx, requestID)
-	cancel()
-	if gerr == nil && got.Status != StatusProcessing && got.Channel != key.Channel {
-		s.release(key, requestID)
+	if final, known := s.releaseIfFinalElsewhere(requestID, key); !known || !final {
+		go s.releaseWhenFinalElsewhere(requestID, key)
 	}
 	return o, err
+}
+
+// releaseIfFinalElsewhere reads requestID's order and releases key's slot
+// if the order is final on another channel. known is false when the order
+// could not be read; final says whether it is final.
+func (s *Service) releaseIfFinalElsewhere(requestID string, key ratelimit.Key) (final, known bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	got, err := s.orders.Get(ctx, requestID)
+	cancel()
+	if err != nil {
+		return false, false
+	}
+	if got.Status == StatusProcessing {
+		return false, true
+	}
+	if got.Channel != key.Channel {
+		s.release(key, requestID)
+	}
+	return true, true
+}
+
+// releaseWhenFinalElsewhere looks again, with backoff, until the order is
+// final (releasing key's slot if it ended on another channel) or StaleAfter
+// has passed; past it the slot frees itself when its window passes.
+func (s *Service) releaseWhenFinalElsewhere(requestID string, key ratelimit.Key) {
+	deadline := time.Now().Add(s.opts.StaleAfter)
+	wait := 50 * time.Millisecond
+	for time.Now().Before(deadline) {
+		time.Sleep(wait)
+		wait = min(wait*2, 2*time.Second)
+		if final, _ := s.releaseIfFinalElsewhere(requestID, key); final {
+			return
+		}
+	}
 }
 
 func channelRequest(o *Order) channel.Request {

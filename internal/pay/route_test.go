@@ -366,6 +366,57 @@ func TestLostClaimReleasesItsSlotElsewhere(t *testing.T) {
 	}
 }
 
+// TestLostClaimReleasesItsSlotOnceTheWinnerEnds: a duplicate that lost the
+// claim while the winner's call was still in flight (here it is another
+// payload, answered 409 at once) keeps its slot on B only until that order
+// is final on A, then releases it: it does not hold B's window (a whole
+// day for a calendar window) for nothing.
+func TestLostClaimReleasesItsSlotOnceTheWinnerEnds(t *testing.T) {
+	store := &gatedStore{OrderStore: paytest.NewMemStore(), reached: make(chan struct{}), release: make(chan struct{})}
+	f := newRouteFlow(t, store, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 0\n  B:B: 5\n",
+		map[string]channel.SimulatorConfig{"A": {Latency: 60 * time.Millisecond}}, channel.HealthOptions{})
+	loser := make(chan error, 1)
+	go func() {
+		other := unpinned("dup")
+		other.Amount = 2 // another payload
+		_, err := f.svc.Pay(context.Background(), other)
+		loser <- err
+	}()
+	<-store.reached // the loser holds B's slot, its claim not yet written
+	setDoc(t, f.lim, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n")
+	winner := make(chan *pay.Order, 1)
+	go func() {
+		o, _ := f.svc.Pay(context.Background(), unpinned("dup"))
+		winner <- o
+	}()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := store.Get(context.Background(), "dup"); err == nil {
+			break // the winner's claim on A is written; its call is in flight
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the winner's claim was not written")
+		}
+	}
+	close(store.release)
+	if err := <-loser; apperr.CodeOf(err) != apperr.IdempotencyConflict {
+		t.Fatalf("loser = %v, want IDEMPOTENCY_CONFLICT (another payload)", err)
+	}
+	if b := f.held(t, "B"); b != 1 {
+		t.Fatalf("B holds %d while the winner is in flight, want 1 (it may yet move there)", b)
+	}
+	if o := <-winner; o == nil || o.Channel != "A" || o.Status != pay.StatusSucceeded {
+		t.Fatalf("winner = %+v, want SUCCEEDED on A", o)
+	}
+	for deadline := time.Now().Add(3 * time.Second); f.held(t, "B") != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("B still holds %d 3s after the winner ended on A; want 0", f.held(t, "B"))
+		}
+	}
+	if a := f.held(t, "A"); a != 1 {
+		t.Errorf("A holds %d, want 1", a)
+	}
+}
+
 // TestRoutedWaitGoesToTheShortestWait: with maxWaitMs, a routed payment
 // that every candidate refused waits for the limited candidate with the
 // shortest wait, not for the first.
