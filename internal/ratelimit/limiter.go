@@ -301,7 +301,7 @@ func (l *Limiter) release(ctx context.Context, key Key, member string, amountsOn
 		return nil
 	}
 	_ = l.local.Release(ctx, windows, member)
-	l.near.clear() // a channel-wide window may have room for other keys too
+	l.near.forgetChannel(key.Channel) // its channel-wide windows may have room for other keys too
 	l.opts.Observer.Released(key)
 	if !l.breaker.allow() {
 		return ErrUnavailable

@@ -55,8 +55,17 @@ func (c *nearCache) remember(d Decision, version uint64, now time.Time) {
 	c.m.Store(d.Key, &nearEntry{version: version, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))})
 }
 
-// forget drops what is remembered of key (its window has room again).
-func (c *nearCache) forget(key Key) { c.m.Delete(key) }
-
 // clear drops everything (a new limits version).
 func (c *nearCache) clear() { c.m.Clear() }
+
+// forgetChannel drops the refusals of every key on channel: a release frees
+// room in its key's windows and in its channel's channel-wide windows,
+// which other bizTypes on that channel share.
+func (c *nearCache) forgetChannel(channel string) {
+	c.m.Range(func(k, _ any) bool {
+		if k.(Key).Channel == channel {
+			c.m.Delete(k)
+		}
+		return true
+	})
+}

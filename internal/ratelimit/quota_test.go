@@ -227,3 +227,36 @@ func TestNearCacheRefusalNamesTheRuleAndForgets(t *testing.T) {
 		t.Fatalf("m2 a second after another instance released m1: %+v, want admitted", d)
 	}
 }
+
+// TestReleaseForgetsNearCacheRefusalsOfItsChannelOnly: a release frees room
+// in its key's windows and its channel's channel-wide windows, so the
+// near-cache forgets every refusal on that channel (another bizType's too),
+// and keeps the refusals of other channels, which nothing freed.
+func TestReleaseForgetsNearCacheRefusalsOfItsChannelOnly(t *testing.T) {
+	x, y := testutil.UniqueName("NX"), testutil.UniqueName("NY")
+	day := []ratelimit.Window{{Limit: 1, Calendar: ratelimit.Calendar{Unit: ratelimit.CalendarDay, Zone: time.UTC}}}
+	cfg := &ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{
+		ratelimit.ChannelWide(x): {Windows: day},
+		ratelimit.ChannelWide(y): {Windows: day},
+	}}
+	now := time.Now()
+	l := quotaLimiter(t, cfg, &now)
+	payX, refundX, payY := ratelimit.Key{BizType: "PAY", Channel: x}, ratelimit.Key{BizType: "REFUND", Channel: x}, ratelimit.Key{BizType: "PAY", Channel: y}
+	mustDecide(t, l, ratelimit.Request{Key: payX, Member: "x1"})
+	mustDecide(t, l, ratelimit.Request{Key: payY, Member: "y1"})
+	for _, r := range []ratelimit.Request{{Key: refundX, Member: "x2"}, {Key: payY, Member: "y2"}} {
+		mustDecide(t, l, r)
+		if d := mustDecide(t, l, r); d.Allowed || d.Source != ratelimit.SourceNearCache {
+			t.Fatalf("%v %s: %+v, want a near-cache refusal", r.Key, r.Member, d)
+		}
+	}
+	if err := l.Release(context.Background(), payX, "x1"); err != nil {
+		t.Fatal(err)
+	}
+	if d := mustDecide(t, l, ratelimit.Request{Key: refundX, Member: "x2"}); !d.Allowed {
+		t.Fatalf("REFUND on %s after PAY's release freed the channel-wide day: %+v, want admitted", x, d)
+	}
+	if d := mustDecide(t, l, ratelimit.Request{Key: payY, Member: "y2"}); d.Allowed || d.Source != ratelimit.SourceNearCache {
+		t.Fatalf("%s after a release on %s: %+v, want still refused from the near-cache", y, x, d)
+	}
+}
