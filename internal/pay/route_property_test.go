@@ -197,10 +197,18 @@ func (o *routeOracle) check(id, c string) ([]ratelimit.KeyWindow, ratelimit.Stor
 	return o.model.Decide(o.cfg, ratelimit.Request{Key: ratelimit.Key{BizType: o.biz, Channel: c}, Member: id, Amount: 1, Currency: "CNY"}, o.now)
 }
 
-// closed reports whether a window of c's key or its channel-wide key has
-// limit 0.
+// closed reports whether a count window of c's key or its channel-wide key
+// has limit 0, read from the document's windows here rather than through
+// Rule.IsClosed, which the flow uses.
 func (o *routeOracle) closed(c string) bool {
-	return o.cfg.Rule(ratelimit.Key{BizType: o.biz, Channel: c}).IsClosed() || o.cfg.Rule(ratelimit.ChannelWide(c)).IsClosed()
+	for _, k := range []ratelimit.Key{{BizType: o.biz, Channel: c}, ratelimit.ChannelWide(c)} {
+		for _, w := range o.cfg.Rule(k).Windows {
+			if w.Limit == 0 && !w.Amount {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // usage is the model's occupancy of key's windows, as Limiter.Usage reads
