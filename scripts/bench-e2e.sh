@@ -53,6 +53,9 @@
 #   instances like A (E2E_PORT, +5, +6) on the same durable MariaDB and
 #   Redis, E2E_SCALE_CONCURRENCY (64) connections in all, split evenly over
 #   one wrk per instance, on ROOMY.
+# E2E_F_ENV ("PAYSERVER_DB_IN_FLIGHT=4"): with E2E_BASELINE, instance F is
+#   this build with these settings (space-separated NAME=VALUE) added, run
+#   in the A/B rounds beside A: the side-by-side check of a setting.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -72,6 +75,7 @@ AB_C="${E2E_AB_CONCURRENCY:-64}"
 BASELINE="${E2E_BASELINE:-}"
 SCALE="${E2E_SCALE:-}"
 SCALE_C="${E2E_SCALE_CONCURRENCY:-64}"
+F_ENV="${E2E_F_ENV:-PAYSERVER_DB_IN_FLIGHT=4}"
 DURABLE_MYSQL_PORT=13308 # scripts/services.sh mariadb-durable
 SHARED_MYSQL_PORT=13306  # scripts/services.sh mariadb
 MYSQL_PORT="$DURABLE_MYSQL_PORT"
@@ -158,6 +162,10 @@ start_server() {
     # A loaded machine should show as latency, not as degraded (local)
     # decisions: this measures throughput, not the outage policy.
     export PAYSERVER_LIMITER_TIMEOUT=1s
+    if [[ "$name" == f ]]; then
+      # shellcheck disable=SC2086 # NAME=VALUE words
+      export $F_ENV
+    fi
     if [[ "$batching" == false ]]; then
       export PAYSERVER_LIMITER_COALESCE=false PAYSERVER_DB_GROUP_COMMIT=false PAYSERVER_DB_BATCH_READS=false
     fi
@@ -180,7 +188,7 @@ start_server c "$PORT_C" true false "$DURABLE_MYSQL_PORT" # no batching
 [[ -z "$NONDURABLE_CONCURRENCY" ]] || start_server d "$PORT_D" true true "$SHARED_MYSQL_PORT"
 if [[ -n "$BASELINE" ]]; then
   start_server e "$PORT_E" true true "$DURABLE_MYSQL_PORT" "$WORK/payserver-base"
-  PAYSERVER_DB_IN_FLIGHT=4 start_server f "$PORT_F" true true "$DURABLE_MYSQL_PORT"
+  start_server f "$PORT_F" true true "$DURABLE_MYSQL_PORT" # this build with $F_ENV
 fi
 if [[ -n "$SCALE" ]]; then
   start_server a2 $((PORT_A + 5)) true true "$DURABLE_MYSQL_PORT"
@@ -364,10 +372,10 @@ ab_ratios() {
   ab_ratio "A/B this/baseline 429/s c=$AB_C" "" ab-full-a-R rps ab-full-e-R rps
   ab_ratio "A/B this rejection 429/healthz c=$AB_C" 0.6 ab-full-a-R rps ab-healthz-a-R ok_rps
   ab_ratio "A/B baseline rejection 429/healthz c=$AB_C" 0.6 ab-full-e-R rps ab-healthz-a-R ok_rps
-  ab_ratio "A/B in-flight 4/1 (this build, F/A) admitted payments/s c=$AB_C" "" ab-roomy-f-R ok_rps ab-roomy-a-R ok_rps
+  ab_ratio "A/B $F_ENV/default (this build, F/A) admitted payments/s c=$AB_C" "" ab-roomy-f-R ok_rps ab-roomy-a-R ok_rps
   ab_ratio "A/B cpu-bound this/baseline admitted (server CPU per payment, E/A) c=$AB_C" "" ab-roomy-e-R total_ms ab-roomy-a-R total_ms
   ab_ratio "A/B cpu-bound this/baseline 429 (server CPU per 429, E/A) c=$AB_C" "" ab-full-e-R total_ms ab-full-a-R total_ms
-  ab_ratio "A/B cpu-bound in-flight 4/1 admitted (server CPU per payment, A/F) c=$AB_C" "" ab-roomy-a-R total_ms ab-roomy-f-R total_ms
+  ab_ratio "A/B cpu-bound $F_ENV/default admitted (server CPU per payment, A/F) c=$AB_C" "" ab-roomy-a-R total_ms ab-roomy-f-R total_ms
   ab_ratio "A/B payserver CPU per 429, baseline/this (E/A) c=$AB_C" "" ab-full-e-R payserver_ms ab-full-a-R payserver_ms
 }
 
@@ -395,7 +403,7 @@ summary_header() {
   echo "   headline MariaDB :$DURABLE_MYSQL_PORT (mariadb-durable): $DURABILITY"
   echo "   secondary MariaDB :$SHARED_MYSQL_PORT (shared test server, NOT durable): $SHARED_DURABILITY"
   echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching (durable DB); D :$PORT_D as A on the non-durable DB"
-  [[ -z "$BASELINE" ]] || echo "   payserver E :$PORT_E as A, built from the baseline $BASELINE = $BASELINE_DESC"
+  [[ -z "$BASELINE" ]] || echo "   payserver E :$PORT_E as A, built from the baseline $BASELINE = $BASELINE_DESC; F :$PORT_F this build with $F_ENV"
   echo "   this build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- cmd internal || echo ' + uncommitted changes')"
   echo "   load average at the start $(cut -d' ' -f1-3 /proc/loadavg)"
   for c in $CONCURRENCY; do
@@ -489,7 +497,7 @@ summary_header() {
   done
   if [[ -n "$BASELINE" ]]; then
     echo
-    echo "== A/B on DURABLE MariaDB, c=$AB_C, $AB_ROUNDS interleaved rounds: this build (A) against the baseline $BASELINE_DESC (E) and this build with up to 4 INSERTs and 4 UPDATEs in flight (F, PAYSERVER_DB_IN_FLIGHT=4)"
+    echo "== A/B on DURABLE MariaDB, c=$AB_C, $AB_ROUNDS interleaved rounds: this build (A) against the baseline $BASELINE_DESC (E) and this build with $F_ENV (F)"
     ab_ratios
   fi
   for n in $SCALE; do
