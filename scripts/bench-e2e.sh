@@ -53,6 +53,10 @@
 #   instances like A (E2E_PORT, +5, +6) on the same durable MariaDB and
 #   Redis, E2E_SCALE_CONCURRENCY (64) connections in all, split evenly over
 #   one wrk per instance, on ROOMY.
+# E2E_ROUNDS (1): rounds of the headline runs at each concurrency, in
+#   alternating order (unlimited, roomy, mysqlslap, healthz, full-nearcache,
+#   then reversed), so that each target's two sides run next to each other;
+#   each ratio is printed per round and as the median of the rounds.
 # E2E_F_ENV ("PAYSERVER_DB_IN_FLIGHT=4"): with E2E_BASELINE, instance F is
 #   this build with these settings (space-separated NAME=VALUE) added, run
 #   in the A/B rounds beside A: the side-by-side check of a setting.
@@ -70,6 +74,7 @@ PORT_C=$((PORT_A + 2))
 PORT_D=$((PORT_A + 3))
 PORT_E=$((PORT_A + 4))
 PORT_F=$((PORT_A + 7))
+ROUNDS="${E2E_ROUNDS:-1}"
 AB_ROUNDS="${E2E_AB_ROUNDS:-3}"
 AB_C="${E2E_AB_CONCURRENCY:-64}"
 BASELINE="${E2E_BASELINE:-}"
@@ -245,6 +250,31 @@ db_report() {
         d["Innodb_row_lock_waits"] * 1000 / n, d["Innodb_row_lock_time"], d["Innodb_deadlocks"] }'
 }
 
+# stage_start PORT / stage_report LABEL PORT: from the instance's own
+# /metrics, over the run: the mean /pay latency, the mean limiter check
+# latency within it (the coalescing wait included), and the checks decided
+# per Redis script call (the coalescer's mean batch); kept as a STAGE line.
+STAGE_SERIES='payserver_http_request_seconds_(sum|count)\{route="/pay"\}|payserver_limiter_check_seconds_(sum|count)|payserver_limiter_redis_(calls|checks)_total|payserver_order_store_seconds_(sum|count)\{op="[a-z]+"\}'
+stage_snapshot() {
+  { curl -s -m 5 "http://$HOST:$1/metrics" || true; } | grep -E "^($STAGE_SERIES) " |
+    sed -e 's/{route="\/pay"}//' -e 's/^payserver_order_store_seconds_\([a-z]*\){op="\([a-z]*\)"}/payserver_order_\2_seconds_\1/' | sort
+}
+stage_start() { STAGE0="$(stage_snapshot "$1")"; }
+stage_report() {
+  join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$STAGE0") <(stage_snapshot "$2") | awk -v l="$1" -v out="$RESULTS" '{ d[$1] = $3 - $2 } END {
+      pay = d["payserver_http_request_seconds_count"] > 0 ? d["payserver_http_request_seconds_sum"] * 1000 / d["payserver_http_request_seconds_count"] : 0
+      chk = d["payserver_limiter_check_seconds_count"] > 0 ? d["payserver_limiter_check_seconds_sum"] * 1000 / d["payserver_limiter_check_seconds_count"] : 0
+      per = d["payserver_limiter_redis_calls_total"] > 0 ? d["payserver_limiter_redis_checks_total"] / d["payserver_limiter_redis_calls_total"] : 0
+      n = split("get create finish", ops, " ")
+      for (i = 1; i <= n; i++) {
+        c = d["payserver_order_" ops[i] "_seconds_count"]
+        ms[ops[i]] = c > 0 ? d["payserver_order_" ops[i] "_seconds_sum"] * 1000 / c : 0
+      }
+      rest = pay - chk - ms["get"] - ms["create"] - ms["finish"]
+      printf "  stages: /pay mean %.2f ms = lookup %.2f + limiter check %.2f + claim %.2f + outcome %.2f + the rest %.2f (HTTP, channel call); %.1f checks per Redis script call\n", pay, ms["get"], chk, ms["create"], ms["finish"], rest, per
+      printf "STAGE label=%s pay_ms=%.4f check_ms=%.4f get_ms=%.4f create_ms=%.4f finish_ms=%.4f rest_ms=%.4f checks_per_call=%.2f\n", l, pay, chk, ms["get"], ms["create"], ms["finish"], rest, per >>out }'
+}
+
 RESULTS="$WORK/results"
 : >"$RESULTS"
 RUN="r$(date +%s)"
@@ -254,12 +284,14 @@ wrk_run() {
   local label="$1" port="$2" mode="$3" biz="${4:-BENCH}" c="$5" out pid="${PORT_PID[$2]}"
   cpu_start "$pid"
   db_start
+  [[ "$mode" != pay ]] || stage_start "$port"
   out="$(timeout 120 wrk -t"$THREADS" -c"$c" -d"$DURATION" --timeout 10s -s bench/e2e/pay.lua \
     "http://$HOST:$port" -- "$label" "$mode" "$biz" "$RUN-$label")" || die "wrk $label failed: $out"
   grep -v '^RESULT ' <<<"$out" | grep -v -e '^Running' -e 'threads and' -e 'requests in' -e '^Requests/sec' -e '^Transfer/sec' -e 'Non-2xx' -e 'Thread Stats' -e 'Latency' -e 'Req/Sec' -e 'Socket errors'
   grep '^RESULT ' <<<"$out" >>"$RESULTS"
   cpu_report "$label" "$pid" "$(field "$label" requests)" request
   db_report "$(field "$label" requests)"
+  [[ "$mode" != pay ]] || stage_report "$label" "$port"
   kill -0 "${PIDS[@]}" 2>/dev/null || die "a payserver instance died during $label"
 }
 
@@ -347,18 +379,50 @@ expect_only() { # expect_only LABEL STATUS: every answer of the run had STATUS
   [[ "$total" == "$want" ]] || die "$1: $want of $total answers were $2 (see the table above)"
 }
 
-# ab_ratio NAME TARGET NUM-LABEL NUM-KEY DEN-LABEL DEN-KEY: the ratio in each
-# A/B round (labels with R for the round) and their median.
-ab_ratio() {
-  local name="$1" t="$2" r vals=()
-  for ((r = 1; r <= AB_ROUNDS; r++)); do
-    vals+=("$(awk -v a="$(field "${3//R/r$r}" "$4")" -v b="$(field "${5//R/r$r}" "$6")" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')")
+# rounds_ratio ROUNDS NAME TARGET NUM-LABEL NUM-KEY DEN-LABEL DEN-KEY: the
+# ratio in each round (labels with R for the round) and their median.
+rounds_ratio() {
+  local n="$1" name="$2" t="$3" r vals=()
+  for ((r = 1; r <= n; r++)); do
+    vals+=("$(awk -v a="$(field "${4//R/r$r}" "$5")" -v b="$(field "${6//R/r$r}" "$7")" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')")
   done
   printf '%s\n' "${vals[@]}" | sort -n | awk -v name="$name" -v t="$t" -v all="${vals[*]}" '{ v[NR] = $1 } END {
     m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
     gsub(/ /, ", ", all)
-    if (t == "") printf "RATIO %s = %.2f (reported; median of rounds: %s)\n", name, m, all
-    else printf "RATIO %s = %.2f (target >= %s) %s (median of rounds: %s)\n", name, m, t, (m >= t) ? "PASS" : "MISS", all }'
+    of = (NR > 1) ? sprintf(" (median of rounds: %s)", all) : ""
+    if (t == "") printf "RATIO %s = %.2f (reported)%s\n", name, m, of
+    else printf "RATIO %s = %.2f (target >= %s) %s%s\n", name, m, t, (m >= t) ? "PASS" : "MISS", of }'
+}
+ab_ratio() { rounds_ratio "$AB_ROUNDS" "$@"; }
+hl_ratio() { rounds_ratio "$ROUNDS" "$@"; }
+
+# headline_run RUN C ROUND: one of the headline runs, labelled RUN-cC-rROUND.
+headline_run() {
+  local l="$1-c$2-r$3"
+  case "$1" in
+  unlimited) wrk_run "$l" "$PORT_A" pay BENCH "$2" && expect_only "$l" 200 ;;
+  roomy) wrk_run "$l" "$PORT_A" pay ROOMY "$2" && expect_only "$l" 200 ;;
+  mysqlslap) slap "$l" "$2" 1 "$SLAP_QUERY" inserts ;;
+  healthz) wrk_run "$l" "$PORT_A" get BENCH "$2" && expect_only "$l" 200 ;;
+  full-nearcache) wrk_run "$l" "$PORT_A" pay FULL "$2" && expect_only "$l" 429 ;;
+  *) die "no headline run $1" ;;
+  esac
+}
+
+# stage_gaps C: per round, how much longer a roomy payment took than an
+# unlimited one, against the roomy payment's own limiter check.
+stage_gaps() {
+  local r
+  for ((r = 1; r <= ROUNDS; r++)); do
+    awk -v c="$1" -v r="$r" -v rp="$(field "roomy-c$1-r$r" pay_ms)" -v up="$(field "unlimited-c$1-r$r" pay_ms)" \
+      -v rc="$(field "roomy-c$1-r$r" check_ms)" -v uc="$(field "unlimited-c$1-r$r" check_ms)" \
+      -v b="$(field "roomy-c$1-r$r" checks_per_call)" 'BEGIN {
+        printf "STAGES c=%d round %d: mean /pay roomy %.2f ms, unlimited %.2f ms, difference %.2f ms; limiter check roomy %.2f ms (%.1f checks per Redis call), unlimited %.2f ms\n", c, r, rp, up, rp - up, rc, b, uc }'
+    for s in get create finish rest; do
+      awk -v c="$1" -v r="$r" -v s="$s" -v a="$(field "roomy-c$1-r$r" "${s}_ms")" -v b="$(field "unlimited-c$1-r$r" "${s}_ms")" 'BEGIN {
+        printf "STAGES c=%d round %d:   %-6s roomy %.2f ms, unlimited %.2f ms, difference %.2f ms\n", c, r, s, a, b, a - b }'
+    done
+  done
 }
 ab_ratios() {
   summary_header
@@ -376,6 +440,7 @@ ab_ratios() {
   ab_ratio "A/B cpu-bound this/baseline admitted (server CPU per payment, E/A) c=$AB_C" "" ab-roomy-e-R total_ms ab-roomy-a-R total_ms
   ab_ratio "A/B cpu-bound this/baseline 429 (server CPU per 429, E/A) c=$AB_C" "" ab-full-e-R total_ms ab-full-a-R total_ms
   ab_ratio "A/B cpu-bound $F_ENV/default admitted (server CPU per payment, A/F) c=$AB_C" "" ab-roomy-a-R total_ms ab-roomy-f-R total_ms
+  ab_ratio "A/B limiter check latency $F_ENV/default (F/A) c=$AB_C" "" ab-roomy-f-R check_ms ab-roomy-a-R check_ms
   ab_ratio "A/B payserver CPU per 429, baseline/this (E/A) c=$AB_C" "" ab-full-e-R payserver_ms ab-full-a-R payserver_ms
 }
 
@@ -387,7 +452,7 @@ row() {
   p50="$(field "$1" p50_us)" p99="$(field "$1" p99_us)"
   awk -v l="$1" -v c="$2" -v u="$3" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v pm="$(field "$1" payserver_ms)" \
     -v mm="$(field "$1" mariadb_ms)" -v rm="$(field "$1" redis_ms)" 'BEGIN {
-      sub(/-c[0-9]+$/, "", l)
+      sub(/-c[0-9]+/, "", l)
       lat = (p50 > 0) ? sprintf("%8.2f %8.2f", p50 / 1000, p99 / 1000) : sprintf("%8s %8s", "-", "-")
       ps = (l ~ /mysqlslap/) ? "-" : sprintf("%.3f", pm)
       printf "  %-30s %4d %10.0f %-9s %s   %7s %8.3f %6.3f\n", l, c, rps, u, lat, ps, mm, rm }'
@@ -407,20 +472,18 @@ summary_header() {
   echo "   this build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- cmd internal || echo ' + uncommitted changes')"
   echo "   load average at the start $(cut -d' ' -f1-3 /proc/loadavg)"
   for c in $CONCURRENCY; do
+    for ((r = 1; r <= ROUNDS; r++)); do
+      echo
+      echo "== DURABLE, concurrency $c, round $r of $ROUNDS (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+      runs=(unlimited roomy mysqlslap healthz full-nearcache)
+      ((r % 2 == 0)) && runs=(full-nearcache healthz mysqlslap roomy unlimited)
+      for run in "${runs[@]}"; do headline_run "$run" "$c" "$r"; done
+    done
     echo
-    echo "== DURABLE, concurrency $c (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-    wrk_run "unlimited-c$c" "$PORT_A" pay BENCH "$c"
-    expect_only "unlimited-c$c" 200
-    wrk_run "roomy-c$c" "$PORT_A" pay ROOMY "$c"
-    expect_only "roomy-c$c" 200
+    echo "== DURABLE, concurrency $c, the secondary runs (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     wrk_run "roomy-nobatching-c$c" "$PORT_C" pay ROOMY "$c"
     expect_only "roomy-nobatching-c$c" 200
-    slap "mysqlslap-c$c" "$c" 1 "$SLAP_QUERY" "inserts"
     slap "mysqlslap-3stmt-c$c" "$c" 3 "$SLAP_MIX" "payments"
-    wrk_run "healthz-c$c" "$PORT_A" get BENCH "$c"
-    expect_only "healthz-c$c" 200
-    wrk_run "full-nearcache-c$c" "$PORT_A" pay FULL "$c"
-    expect_only "full-nearcache-c$c" 429
     wrk_run "full-redis-c$c" "$PORT_B" pay FULL "$c"
     expect_only "full-redis-c$c" 429
   done
@@ -467,11 +530,13 @@ summary_header() {
   echo "== summary, DURABLE MariaDB ($DURABILITY); load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
   summary_header
   for c in $CONCURRENCY; do
-    row "roomy-c$c" "$c" payments
-    row "mysqlslap-c$c" "$c" inserts
-    row "full-nearcache-c$c" "$c" 429s
-    row "healthz-c$c" "$c" requests
-    row "unlimited-c$c" "$c" payments
+    for ((r = 1; r <= ROUNDS; r++)); do
+      row "roomy-c$c-r$r" "$c" payments
+      row "mysqlslap-c$c-r$r" "$c" inserts
+      row "full-nearcache-c$c-r$r" "$c" 429s
+      row "healthz-c$c-r$r" "$c" requests
+      row "unlimited-c$c-r$r" "$c" payments
+    done
     row "full-redis-c$c" "$c" 429s
     row "roomy-nobatching-c$c" "$c" payments
     row "mysqlslap-3stmt-c$c" "$c" payments
@@ -491,9 +556,10 @@ summary_header() {
   per() { awk -v n="$(field "$1" "$2")" -v s="$(field "$1" secs)" 'BEGIN { print (s > 0) ? n / s : 0 }'; }
   echo "== ratios, DURABLE (issue 16 targets first)"
   for c in $CONCURRENCY; do
-    ratio "durable admitted/mysqlslap c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "mysqlslap-c$c" rps)" 0.5
-    ratio "durable rejection 429(near-cache)/healthz c=$c" "$(per "full-nearcache-c$c" s429)" "$(field "healthz-c$c" ok_rps)" 0.6
-    ratio "durable limiter-overhead roomy/unlimited c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "unlimited-c$c" ok_rps)" 0.95
+    hl_ratio "durable admitted/mysqlslap c=$c" 0.5 "roomy-c$c-R" ok_rps "mysqlslap-c$c-R" rps
+    # The full-nearcache runs answered only 429s (expect_only): rps is 429/s.
+    hl_ratio "durable rejection 429(near-cache)/healthz c=$c" 0.6 "full-nearcache-c$c-R" rps "healthz-c$c-R" ok_rps
+    hl_ratio "durable limiter-overhead roomy/unlimited c=$c" 0.95 "roomy-c$c-R" ok_rps "unlimited-c$c-R" ok_rps
   done
   if [[ -n "$BASELINE" ]]; then
     echo
@@ -504,15 +570,18 @@ summary_header() {
     ratio "durable scale $n instances/1 instance c=$SCALE_C" "$(field "scale-$n-c$SCALE_C" ok_rps)" "$(field "scale-1-c$SCALE_C" ok_rps)" ""
   done
   for c in $CONCURRENCY; do
-    ratio "durable rejection 429(near-cache off)/429(near-cache on) c=$c" "$(per "full-redis-c$c" s429)" "$(per "full-nearcache-c$c" s429)" ""
-    ratio "durable roomy batching (coalescer + group commit)/none c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "roomy-nobatching-c$c" ok_rps)" ""
-    ratio "durable unlimited/mysqlslap c=$c" "$(field "unlimited-c$c" ok_rps)" "$(field "mysqlslap-c$c" rps)" ""
-    ratio "durable admitted/mysqlslap-3stmt (the flow's own SELECT+INSERT+UPDATE) c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "mysqlslap-3stmt-c$c" rps)" ""
-    ratio "durable mysqlslap-3stmt/mysqlslap (the statement mix's own ceiling) c=$c" "$(field "mysqlslap-3stmt-c$c" rps)" "$(field "mysqlslap-c$c" rps)" ""
+    # The secondary runs ran once, after the rounds: against round 1.
+    ratio "durable rejection 429(near-cache off)/429(near-cache on) c=$c" "$(per "full-redis-c$c" s429)" "$(per "full-nearcache-c$c-r1" s429)" ""
+    ratio "durable roomy batching (coalescer + group commit)/none c=$c" "$(field "roomy-c$c-r1" ok_rps)" "$(field "roomy-nobatching-c$c" ok_rps)" ""
+    ratio "durable admitted/mysqlslap-3stmt (the flow's own SELECT+INSERT+UPDATE) c=$c" "$(field "roomy-c$c-r1" ok_rps)" "$(field "mysqlslap-3stmt-c$c" rps)" ""
+    ratio "durable mysqlslap-3stmt/mysqlslap (the statement mix's own ceiling) c=$c" "$(field "mysqlslap-3stmt-c$c" rps)" "$(field "mysqlslap-c$c-r1" rps)" ""
+    hl_ratio "durable unlimited/mysqlslap c=$c" "" "unlimited-c$c-R" ok_rps "mysqlslap-c$c-R" rps
     # Noise-robust: the ratio if both sides were bound by the same CPUs,
     # from server CPU per unit (payserver + mariadbd + redis).
-    ratio "durable cpu-bound admitted/mysqlslap c=$c" "$(field "mysqlslap-c$c" total_ms)" "$(field "roomy-c$c" total_ms)" ""
-    ratio "durable cpu-bound rejection 429(near-cache)/healthz c=$c" "$(field "healthz-c$c" total_ms)" "$(field "full-nearcache-c$c" total_ms)" ""
+    hl_ratio "durable cpu-bound admitted/mysqlslap c=$c" "" "mysqlslap-c$c-R" total_ms "roomy-c$c-R" total_ms
+    hl_ratio "durable cpu-bound rejection 429(near-cache)/healthz c=$c" "" "healthz-c$c-R" total_ms "full-nearcache-c$c-R" total_ms
+    hl_ratio "durable cpu-bound roomy/unlimited c=$c" "" "unlimited-c$c-R" total_ms "roomy-c$c-R" total_ms
+    stage_gaps "$c"
   done
   if [[ -n "$NONDURABLE_CONCURRENCY" ]]; then
     echo
@@ -520,8 +589,8 @@ summary_header() {
     for c in $NONDURABLE_CONCURRENCY; do
       ratio "non-durable admitted/mysqlslap c=$c" "$(field "nondurable-roomy-c$c" ok_rps)" "$(field "nondurable-mysqlslap-c$c" rps)" ""
       ratio "non-durable limiter-overhead roomy/unlimited c=$c" "$(field "nondurable-roomy-c$c" ok_rps)" "$(field "nondurable-unlimited-c$c" ok_rps)" ""
-      ratio "durable/non-durable admitted c=$c" "$(field "roomy-c$c" ok_rps)" "$(field "nondurable-roomy-c$c" ok_rps)" ""
-      ratio "durable/non-durable mysqlslap c=$c" "$(field "mysqlslap-c$c" rps)" "$(field "nondurable-mysqlslap-c$c" rps)" ""
+      ratio "durable/non-durable admitted c=$c" "$(field "roomy-c$c-r1" ok_rps)" "$(field "nondurable-roomy-c$c" ok_rps)" ""
+      ratio "durable/non-durable mysqlslap c=$c" "$(field "mysqlslap-c$c-r1" rps)" "$(field "nondurable-mysqlslap-c$c" rps)" ""
     done
   fi
   if [[ "${E2E_BATCHING:-1}" != 0 ]]; then

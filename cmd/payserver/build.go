@@ -76,7 +76,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		return nil, err
 	}
 	routes, health, routed := m.payRouting(gate)
-	svc, err := pay.NewService(m.metrics.CountOrders(orders), gate, m.channels, pay.Options{
+	svc, err := pay.NewService(m.metrics.InstrumentOrders(orders), gate, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     m.cfg.OrderStaleAfter,
 		Routes:         routes,

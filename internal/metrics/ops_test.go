@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"payserver/internal/metrics"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
@@ -142,9 +144,9 @@ func (f fakeOrders) MarkStaleUnknown(context.Context, time.Time) (int64, error) 
 	return f.stale, f.fail
 }
 
-func TestCountOrdersCountsRecordedOutcomes(t *testing.T) {
+func TestInstrumentOrdersCountsRecordedOutcomes(t *testing.T) {
 	m := metrics.New()
-	ok := m.CountOrders(fakeOrders{stale: 3})
+	ok := m.InstrumentOrders(fakeOrders{stale: 3})
 	ctx := context.Background()
 	_ = ok.Create(ctx, &pay.Order{})
 	_ = ok.Finish(ctx, &pay.Order{Status: pay.StatusSucceeded})
@@ -153,7 +155,7 @@ func TestCountOrdersCountsRecordedOutcomes(t *testing.T) {
 	_, _ = ok.MarkStaleUnknown(ctx, time.Now())
 
 	failing := metrics.New()
-	bad := failing.CountOrders(fakeOrders{fail: errors.New("db down")})
+	bad := failing.InstrumentOrders(fakeOrders{fail: errors.New("db down")})
 	_ = bad.Finish(ctx, &pay.Order{Status: pay.StatusFailed})
 
 	tests := []struct {
@@ -195,4 +197,58 @@ func gatherValue(t *testing.T, m *metrics.Metrics, status string) float64 {
 		}
 	}
 	return 0
+}
+
+// slowOrders answers each call after its delay.
+type slowOrders struct {
+	pay.OrderStore
+	delay time.Duration
+}
+
+func (s slowOrders) Get(context.Context, string) (*pay.Order, error) {
+	time.Sleep(s.delay)
+	return nil, pay.ErrOrderNotFound
+}
+func (s slowOrders) Create(context.Context, *pay.Order) error { time.Sleep(s.delay); return nil }
+func (s slowOrders) Finish(context.Context, *pay.Order) error {
+	time.Sleep(s.delay)
+	return errors.New("db down")
+}
+
+func TestInstrumentOrdersTimesEachCall(t *testing.T) {
+	m := metrics.New()
+	const delay = 20 * time.Millisecond
+	store := m.InstrumentOrders(slowOrders{delay: delay})
+	ctx := context.Background()
+	if _, err := store.Get(ctx, "r1"); !errors.Is(err, pay.ErrOrderNotFound) {
+		t.Fatalf("Get: err = %v, want the store's ErrOrderNotFound", err)
+	}
+	_ = store.Create(ctx, &pay.Order{})
+	_ = store.Create(ctx, &pay.Order{})
+	_ = store.Finish(ctx, &pay.Order{Status: pay.StatusSucceeded}) // failed calls are timed too
+
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*dto.Histogram{}
+	for _, mf := range mfs {
+		if mf.GetName() == "payserver_order_store_seconds" {
+			for _, s := range mf.GetMetric() {
+				got[s.GetLabel()[0].GetValue()] = s.GetHistogram()
+			}
+		}
+	}
+	for op, want := range map[string]uint64{"get": 1, "create": 2, "finish": 1} {
+		h := got[op]
+		if h == nil {
+			t.Fatalf("payserver_order_store_seconds{op=%q} missing", op)
+		}
+		if h.GetSampleCount() != want {
+			t.Errorf("op %s: count %d, want %d", op, h.GetSampleCount(), want)
+		}
+		if min := delay.Seconds() * float64(want); h.GetSampleSum() < min {
+			t.Errorf("op %s: sum %.4fs, want at least %.4fs (the store's own delay)", op, h.GetSampleSum(), min)
+		}
+	}
 }

@@ -9,13 +9,17 @@ import (
 	"payserver/internal/pay"
 )
 
-// CountOrders returns store with every recorded order outcome counted in
-// payserver_order_outcomes_total{status}: each successful Finish counts its
-// status (SUCCEEDED, FAILED or UNKNOWN), and MarkStaleUnknown counts the
-// orders it turned UNKNOWN. Orders created (PROCESSING) are counted as
-// status="PROCESSING". Other methods pass through; methods added to
-// pay.OrderStore later pass through unchanged as well.
-func (m *Metrics) CountOrders(store pay.OrderStore) pay.OrderStore {
+// InstrumentOrders returns store with every recorded order outcome counted
+// in payserver_order_outcomes_total{status}, and the three calls of a
+// payment's path timed in payserver_order_store_seconds{op}: get (the
+// idempotency lookup), create (the claim) and finish (the outcome), each
+// as the payment waits for it, its batch's queueing and commit included.
+// Each successful Finish counts its status (SUCCEEDED, FAILED or UNKNOWN),
+// and MarkStaleUnknown counts the orders it turned UNKNOWN. Orders created
+// (PROCESSING) are counted as status="PROCESSING". Other methods pass
+// through; methods added to pay.OrderStore later pass through unchanged as
+// well.
+func (m *Metrics) InstrumentOrders(store pay.OrderStore) pay.OrderStore {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "payserver_order_outcomes_total",
 		Help: "Order states recorded: PROCESSING when created, then SUCCEEDED, FAILED or UNKNOWN (UNKNOWN needs reconciliation with the channel).",
@@ -24,33 +28,52 @@ func (m *Metrics) CountOrders(store pay.OrderStore) pay.OrderStore {
 	for _, s := range []pay.Status{pay.StatusProcessing, pay.StatusSucceeded, pay.StatusFailed, pay.StatusUnknown} {
 		vec.WithLabelValues(string(s))
 	}
-	m.Registry.MustRegister(vec)
-	return countingOrders{OrderStore: store, outcomes: vec}
+	seconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "payserver_order_store_seconds",
+		Help:    "Latency of the order store's calls on a payment's path, by op: get (idempotency lookup), create (claim), finish (outcome); batch queueing and commit included.",
+		Buckets: prometheus.ExponentialBuckets(0.00025, 2.5, 12),
+	}, []string{"op"})
+	m.Registry.MustRegister(vec, seconds)
+	return instrumentedOrders{OrderStore: store, outcomes: vec,
+		get: seconds.WithLabelValues("get"), create: seconds.WithLabelValues("create"),
+		finish: seconds.WithLabelValues("finish")}
 }
 
-// countingOrders is the pay.OrderStore CountOrders returns.
-type countingOrders struct {
+// instrumentedOrders is the pay.OrderStore InstrumentOrders returns.
+type instrumentedOrders struct {
 	pay.OrderStore
-	outcomes *prometheus.CounterVec
+	outcomes            *prometheus.CounterVec
+	get, create, finish prometheus.Observer
 }
 
-func (c countingOrders) Create(ctx context.Context, o *pay.Order) error {
+func (c instrumentedOrders) Get(ctx context.Context, requestID string) (*pay.Order, error) {
+	start := time.Now()
+	o, err := c.OrderStore.Get(ctx, requestID)
+	c.get.Observe(time.Since(start).Seconds())
+	return o, err
+}
+
+func (c instrumentedOrders) Create(ctx context.Context, o *pay.Order) error {
+	start := time.Now()
 	err := c.OrderStore.Create(ctx, o)
+	c.create.Observe(time.Since(start).Seconds())
 	if err == nil {
 		c.outcomes.WithLabelValues(string(pay.StatusProcessing)).Inc()
 	}
 	return err
 }
 
-func (c countingOrders) Finish(ctx context.Context, o *pay.Order) error {
+func (c instrumentedOrders) Finish(ctx context.Context, o *pay.Order) error {
+	start := time.Now()
 	err := c.OrderStore.Finish(ctx, o)
+	c.finish.Observe(time.Since(start).Seconds())
 	if err == nil {
 		c.outcomes.WithLabelValues(statusLabel(o.Status)).Inc()
 	}
 	return err
 }
 
-func (c countingOrders) MarkStaleUnknown(ctx context.Context, cutoff time.Time) (int64, error) {
+func (c instrumentedOrders) MarkStaleUnknown(ctx context.Context, cutoff time.Time) (int64, error) {
 	n, err := c.OrderStore.MarkStaleUnknown(ctx, cutoff)
 	if n > 0 {
 		c.outcomes.WithLabelValues(string(pay.StatusUnknown)).Add(float64(n))
