@@ -70,6 +70,23 @@ func (p *probe) batcher(inFlight int) *Batcher[int, int] {
 	}
 }
 
+// runCallers runs callers goroutines, each calling call with its own
+// perCaller arguments in turn (0 to callers*perCaller-1 in all), and waits
+// for them.
+func runCallers(callers, perCaller int, call func(a int)) {
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perCaller {
+				call(c*perCaller + i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // waitFor polls cond for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -143,21 +160,12 @@ func TestInFlightBoundUnderLoad(t *testing.T) {
 				}
 			}
 			b := p.batcher(inFlight)
-			var wg sync.WaitGroup
 			var wrong atomic.Int64
-			for c := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range perCaller {
-						a := c*perCaller + i
-						if r, err := b.Do(context.Background(), a); err != nil || r != 2*a {
-							wrong.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			runCallers(callers, perCaller, func(a int) {
+				if r, err := b.Do(context.Background(), a); err != nil || r != 2*a {
+					wrong.Add(1)
+				}
+			})
 			if n := wrong.Load(); n != 0 {
 				t.Fatalf("InFlight %d: %d calls got a wrong result or an error", inFlight, n)
 			}
@@ -247,27 +255,18 @@ func TestInFlightCallersLeavingUnderLoad(t *testing.T) {
 			p := newProbe()
 			p.pause = func() { time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) }
 			b := p.batcher(inFlight)
-			var wg sync.WaitGroup
 			var wrong, ok atomic.Int64
-			for c := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range perCaller {
-						a := c*perCaller + i
-						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(400))*time.Microsecond)
-						r, err := b.Do(ctx, a)
-						cancel()
-						switch {
-						case err == nil && r == 2*a:
-							ok.Add(1)
-						case err == nil || !errors.Is(err, context.DeadlineExceeded):
-							wrong.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			runCallers(callers, perCaller, func(a int) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(400))*time.Microsecond)
+				r, err := b.Do(ctx, a)
+				cancel()
+				switch {
+				case err == nil && r == 2*a:
+					ok.Add(1)
+				case err == nil || !errors.Is(err, context.DeadlineExceeded):
+					wrong.Add(1)
+				}
+			})
 			if n := wrong.Load(); n != 0 {
 				t.Fatalf("InFlight %d: %d calls got a wrong result or a wrong error", inFlight, n)
 			}
