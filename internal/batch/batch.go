@@ -88,9 +88,10 @@ func (b *Batcher[A, R]) Queued() int {
 }
 
 // Do serves one call: at once if fewer than InFlight calls or batches of
-// this Batcher are in flight, else in a later batch. A caller whose context ends while it is queued leaves
-// the queue, never served; one whose context ends while its batch is in
-// flight gets the context's error at once (the batch may still serve it).
+// this Batcher are in flight, else in a later batch. A caller whose context
+// ends while it is queued leaves the queue, never served; one whose context
+// ends while its batch is in flight gets the context's error at once (the
+// batch may still serve it).
 func (b *Batcher[A, R]) Do(ctx context.Context, a A) (R, error) {
 	var zero R
 	b.mu.Lock()
