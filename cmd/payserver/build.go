@@ -24,6 +24,7 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{
 		Coalesce: m.cfg.Limiter.Coalesce,
 		MaxBatch: m.cfg.Limiter.MaxBatch,
+		InFlight: m.cfg.Limiter.InFlight,
 	})
 	if err != nil {
 		return err

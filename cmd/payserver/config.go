@@ -101,6 +101,9 @@ type LimiterConfig struct {
 	Coalesce bool `yaml:"coalesce"` // PAYSERVER_LIMITER_COALESCE
 	// MaxBatch bounds the checks in one coalesced call; 0 means 128.
 	MaxBatch int `yaml:"maxBatch"` // PAYSERVER_LIMITER_MAX_BATCH
+	// InFlight is how many coalesced calls of one key may be in flight at
+	// once (ratelimit.RedisStoreOptions.InFlight); 0 means 1.
+	InFlight int `yaml:"inFlight"` // PAYSERVER_LIMITER_IN_FLIGHT
 	// Unconfigured is ignored since the fail-safe start (pay.LimitsGate):
 	// before the first limits document every payment is refused with 503.
 	// allow or deny are still accepted so old configs start; allow logs a
@@ -188,6 +191,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limiter.MaxBatch < 0 || c.Limiter.MaxBatch > 1000 {
 		errs = append(errs, errors.New("PAYSERVER_LIMITER_MAX_BATCH must be in [0, 1000] (0 = 128)"))
+	}
+	if c.Limiter.InFlight < 0 || c.Limiter.InFlight > 32 {
+		errs = append(errs, errors.New("PAYSERVER_LIMITER_IN_FLIGHT must be in [0, 32] (0 = 1)"))
 	}
 	if c.Limiter.LocalShare < 0 || c.Limiter.LocalShare > 1 {
 		errs = append(errs, errors.New("PAYSERVER_LIMITER_LOCAL_SHARE must be in (0, 1]"))

@@ -93,5 +93,5 @@ func TestBatchesFormAndFitSplits(t *testing.T) {
 func (b *Batcher[A, R]) busy0() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.busy
+	return b.inFlight > 0
 }

@@ -27,10 +27,12 @@ func batchedClients() map[string]func(t *testing.T) redis.UniversalClient {
 }
 
 // batchings are the ways a RedisStore can send checks: one script call per
-// check ("plain"), or one per batch of one key's concurrent checks.
+// check ("plain"), or one per batch of one key's concurrent checks, with
+// one or two calls of a key in flight at once.
 var batchings = map[string]ratelimit.RedisStoreOptions{
-	"plain":    {},
-	"coalesce": {Coalesce: true},
+	"plain":              {},
+	"coalesce":           {Coalesce: true},
+	"coalesce-inflight2": {Coalesce: true, InFlight: 2},
 }
 
 func mustStoreWith(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStoreOptions) *ratelimit.RedisStore {
@@ -71,27 +73,31 @@ func TestBatchedExactUnderConcurrency(t *testing.T) {
 // single calls only), and serially it sends one call per check.
 func TestCoalescerBatches(t *testing.T) {
 	for name, mk := range batchedClients() {
-		t.Run(name, func(t *testing.T) {
-			s := mustStoreWith(t, mk(t), ratelimit.RedisStoreOptions{Coalesce: true})
-			k := newKey()
-			ws := []ratelimit.Window{{Limit: 1000, Size: time.Minute}}
-			for i := range 5 {
-				mustCheck(t, s, k, ws, fmt.Sprint("serial", i))
-			}
-			if calls, checks := s.CoalesceStats(); calls != 5 || checks != 5 {
-				t.Fatalf("serial: %d calls for %d checks, want 5 for 5", calls, checks)
-			}
-			hammer(t, s, k, ws[0], 64, 20)
-			calls, checks := s.CoalesceStats()
-			if checks != 5+64*20 {
-				t.Fatalf("%d checks counted, want %d", checks, 5+64*20)
-			}
-			if mean := float64(checks) / float64(calls); mean < 2 {
-				t.Fatalf("64 concurrent callers: %d calls for %d checks (mean batch %.1f), want batches", calls, checks, mean)
-			}
-			t.Logf("64 callers: %d calls for %d checks", calls, checks)
-		})
+		for _, inFlight := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/inflight=%d", name, inFlight), func(t *testing.T) { testCoalescerBatches(t, mk(t), inFlight) })
+		}
 	}
+}
+
+func testCoalescerBatches(t *testing.T, c redis.UniversalClient, inFlight int) {
+	s := mustStoreWith(t, c, ratelimit.RedisStoreOptions{Coalesce: true, InFlight: inFlight})
+	k := newKey()
+	ws := []ratelimit.Window{{Limit: 1000, Size: time.Minute}}
+	for i := range 5 {
+		mustCheck(t, s, k, ws, fmt.Sprint("serial", i))
+	}
+	if calls, checks := s.CoalesceStats(); calls != 5 || checks != 5 {
+		t.Fatalf("serial: %d calls for %d checks, want 5 for 5", calls, checks)
+	}
+	hammer(t, s, k, ws[0], 64, 20)
+	calls, checks := s.CoalesceStats()
+	if checks != 5+64*20 {
+		t.Fatalf("%d checks counted, want %d", checks, 5+64*20)
+	}
+	if mean := float64(checks) / float64(calls); mean < 2 {
+		t.Fatalf("64 concurrent callers: %d calls for %d checks (mean batch %.1f), want batches", calls, checks, mean)
+	}
+	t.Logf("64 callers: %d calls for %d checks", calls, checks)
 }
 
 // TestBatchedStoreSameAnswers replays one sequence of checks (two windows,

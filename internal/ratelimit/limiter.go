@@ -263,6 +263,7 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 	if !l.breaker.allow() {
 		return l.decideDegraded(p, r)
 	}
+	epoch := l.near.epoch()
 	d, err := l.onRedis(ctx, p, r, now, end)
 	if err != nil {
 		return d, err
@@ -274,7 +275,7 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 		if next := p.nextChange(lim.cfg, r.Key, now); !next.IsZero() && next.Sub(now) < d.RetryAfter {
 			d.RetryAfter = next.Sub(now)
 		}
-		l.near.remember(d, lim.version, now)
+		l.near.remember(d, lim.version, epoch, now)
 	}
 	return d, nil
 }
@@ -301,7 +302,10 @@ func (l *Limiter) release(ctx context.Context, key Key, member string, amountsOn
 		return nil
 	}
 	_ = l.local.Release(ctx, windows, member)
-	l.near.forgetChannel(key.Channel) // its channel-wide windows may have room for other keys too
+	// Its channel-wide windows may have room for other keys too. Forgotten
+	// once the store has released (or failed to), so that no refusal
+	// decided before the room was made is remembered after the sweep.
+	defer l.near.forgetChannel(key.Channel)
 	l.opts.Observer.Released(key)
 	if !l.breaker.allow() {
 		return ErrUnavailable

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,9 +17,14 @@ const nearMaxMemory = time.Second
 // refusals of a saturated key cost no store call. Every entry carries the
 // limits version it was decided under and serves only that version: a
 // refusal decided before a limits change, even one that lands after it,
-// never refuses a request under the new limits.
+// never refuses a request under the new limits. A refusal decided while a
+// release made room (a call in flight across it: a coalesced call of the
+// key, or one beside it) is not remembered either.
 type nearCache struct {
 	m sync.Map // Key -> *nearEntry
+	// releases counts the forgetChannel calls so far: a refusal whose
+	// check began before one may have been decided before the room it made.
+	releases atomic.Uint64
 }
 
 type nearEntry struct {
@@ -49,10 +55,24 @@ func (c *nearCache) refusal(key Key, version uint64, now time.Time) (Decision, b
 	return Decision{}, false
 }
 
+// epoch is taken before a check is sent; remember is given it.
+func (c *nearCache) epoch() uint64 { return c.releases.Load() }
+
 // remember stores refusal d of key, decided under version at now, for at
-// most nearMaxMemory.
-func (c *nearCache) remember(d Decision, version uint64, now time.Time) {
-	c.m.Store(d.Key, &nearEntry{version: version, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))})
+// most nearMaxMemory, unless a release happened since epoch (read before
+// the check was sent): that refusal may predate the room the release made.
+func (c *nearCache) remember(d Decision, version, epoch uint64, now time.Time) {
+	if c.releases.Load() != epoch {
+		return
+	}
+	e := &nearEntry{version: version, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))}
+	c.m.Store(d.Key, e)
+	// A release between the check above and the Store: forgetChannel may
+	// have swept before the Store, so take the entry back. One after this
+	// load sweeps after the Store and drops it itself.
+	if c.releases.Load() != epoch {
+		c.m.CompareAndDelete(d.Key, e)
+	}
 }
 
 // clear drops everything (a new limits version).
@@ -62,6 +82,7 @@ func (c *nearCache) clear() { c.m.Clear() }
 // room in its key's windows and in its channel's channel-wide windows,
 // which other bizTypes on that channel share.
 func (c *nearCache) forgetChannel(channel string) {
+	c.releases.Add(1) // before the sweep: see remember
 	c.m.Range(func(k, _ any) bool {
 		if k.(Key).Channel == channel {
 			c.m.Delete(k)

@@ -1,0 +1,110 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"payserver/internal/ratelimit"
+)
+
+// heldStore decides every check on a shared store at once, but holds the
+// answer for member held until release is closed: a refusal on its way back
+// while other calls go on, as with several coalesced calls of a key in
+// flight, or one in flight and a release beside it.
+type heldStore struct {
+	ratelimit.Store
+	held    string
+	decided chan struct{} // closed once held's check is decided
+	release chan struct{}
+	// releasing, when set, holds every Release until it is closed, before
+	// the shared store releases.
+	releasing chan struct{}
+}
+
+func (s *heldStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) error {
+	if s.releasing != nil {
+		<-s.releasing
+	}
+	return s.Store.Release(ctx, ws, m)
+}
+
+func (s *heldStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
+	res, err := s.Store.Check(ctx, ws, m, amount)
+	if m == s.held {
+		close(s.decided)
+		<-s.release
+	}
+	return res, err
+}
+
+// fullAB returns a limiter on store with A:B at 2 a minute, both taken (by
+// a and b).
+func fullAB(t *testing.T, store ratelimit.Store) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(store, ratelimit.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(mustConfig(t, lateDoc))
+	for _, m := range []string{"a", "b"} {
+		if d := mustAllow(t, l, keyAB, m); !d.Allowed {
+			t.Fatalf("%s: got %+v, want admitted", m, d)
+		}
+	}
+	return l
+}
+
+// TestNearCacheForgetsRefusalDecidedAcrossARelease: a refusal that Redis
+// decided before a release, but that comes back after it, must not be
+// remembered: the release made room, and the next request of the key must
+// be asked of the store and admitted, not refused from the near-cache for up
+// to a second.
+func TestNearCacheForgetsRefusalDecidedAcrossARelease(t *testing.T) {
+	store := &heldStore{Store: ratelimit.NewLocalStore(nil), held: "late",
+		decided: make(chan struct{}), release: make(chan struct{})}
+	l := fullAB(t, store)
+	late := make(chan ratelimit.Decision, 1)
+	go func() {
+		d, err := l.Allow(context.Background(), keyAB, "late")
+		if err != nil {
+			t.Error(err)
+		}
+		late <- d
+	}()
+	<-store.decided // refused by the store: the window is full
+	if err := l.Release(context.Background(), keyAB, "a"); err != nil {
+		t.Fatal(err)
+	}
+	close(store.release)
+	if d := <-late; d.Allowed {
+		t.Fatalf("late: got %+v, want refused (decided before the release)", d)
+	}
+	d := mustAllow(t, l, keyAB, "next")
+	if !d.Allowed || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("next after the release: got allowed %v from %v, want admitted by the store", d.Allowed, d.Source)
+	}
+}
+
+// TestNearCacheForgetsRefusalDecidedBeforeTheStoreReleased: a refusal
+// decided while a release is on its way to the store (the room not yet
+// made) must not outlive the release: the next request after it must be
+// asked of the store and admitted.
+func TestNearCacheForgetsRefusalDecidedBeforeTheStoreReleased(t *testing.T) {
+	store := &heldStore{Store: ratelimit.NewLocalStore(nil), releasing: make(chan struct{})}
+	l := fullAB(t, store)
+	released := make(chan error, 1)
+	go func() { released <- l.Release(context.Background(), keyAB, "a") }()
+	time.Sleep(20 * time.Millisecond) // the release waits at the store
+	if d := mustAllow(t, l, keyAB, "early"); d.Allowed {
+		t.Fatalf("early: got %+v, want refused (the store has not released yet)", d)
+	}
+	close(store.releasing)
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	d := mustAllow(t, l, keyAB, "next")
+	if !d.Allowed || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("next after the release: got allowed %v from %v, want admitted by the store", d.Allowed, d.Source)
+	}
+}
