@@ -57,9 +57,9 @@ func newCoalescer(s *RedisStore, maxBatch, inFlight int) *coalescer {
 }
 
 // check decides one check: at once if fewer than inFlight calls of its key
-// are in flight, else with a later batch of the key. A queued caller that leaves on ctx may still be decided
-// (and, if admitted, recorded) by a call already on its way, as with a plain
-// client whose reply came too late.
+// are in flight, else with a later batch of the key. A queued caller that
+// leaves on ctx may still be decided (and, if admitted, recorded) by a call
+// already on its way, as with a plain client whose reply came too late.
 func (c *coalescer) check(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
 	k := windows[0].Key // the request's own key comes first
 	b, ok := c.keys.Load(k)
