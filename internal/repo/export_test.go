@@ -37,3 +37,6 @@ func FinishSQL(dialect string, n int, table string) string {
 	}
 	return finishSQL(table, n)
 }
+
+// StaleBatch bounds the orders one sweep statement turns UNKNOWN.
+const StaleBatch = staleBatch

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/glebarez/go-sqlite"
@@ -88,11 +89,14 @@ const (
 	createOrderSQL = "INSERT INTO orders (" + orderColumns + ") VALUES " + orderRowValues
 	finishOrderSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ? " +
 		"WHERE request_id = ? AND order_no = ? AND status IN (?, ?)"
-	// markStaleSQL is the sweeper's (MarkStaleUnknown): it uses the
-	// (status, updated_at) index.
-	markStaleSQL = "UPDATE orders SET status = ?, failure_code = ?, failure_message = ?, updated_at = ? " +
-		"WHERE status = ? AND updated_at < ?"
+	// staleIDsSQL is the sweeper's first step (MarkStaleUnknown): a plain,
+	// non-locking read of the stale orders' ids through the (status,
+	// updated_at) index.
+	staleIDsSQL = "SELECT id FROM orders WHERE status = ? AND updated_at < ? ORDER BY id LIMIT ?"
 )
+
+// staleBatch bounds the orders one sweep statement turns UNKNOWN.
+const staleBatch = 500
 
 // traceAfter is the age past which a hot-path statement is handed to gorm's
 // logger, which logs it if it passed its own slow threshold (200ms).
@@ -283,20 +287,80 @@ func (s *Orders) finishOne(ctx context.Context, f outcome) error {
 // MarkStaleUnknown implements pay.OrderStore. It sends fixed SQL through
 // gorm's pool like the hot path, so the whole order store has one
 // data-access style (docs/PERFORMANCE.md, "One data-access style").
+//
+// It sweeps in two steps, so that it never waits for a payment in flight: a
+// plain read finds the stale orders' ids, and an UPDATE by primary key turns
+// them UNKNOWN, checking again that each is still PROCESSING and stale. One
+// UPDATE with that condition would scan the (status, updated_at) index under
+// locks, and InnoDB also locks the entry just past the range: the oldest
+// fresh PROCESSING order, whose outcome is being recorded. The sweep then
+// waited for that outcome's commit, or deadlocked with its batch, which
+// then fell back to one statement per order (seen under load in
+// bench-e2e; TestMarkStaleNeverWaitsForAPaymentInFlight).
 func (s *Orders) MarkStaleUnknown(ctx context.Context, cutoff time.Time) (int64, error) {
+	var total int64
+	for {
+		n, found, err := s.markStaleBatch(ctx, cutoff.UTC())
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("repo: mark stale orders: %w", err)
+		}
+		// Fewer than a batch found: none left. None changed: the rest are
+		// no longer stale, and reading them again would find them again.
+		if found < staleBatch || n == 0 {
+			return total, nil
+		}
+	}
+}
+
+// markStaleBatch turns up to staleBatch stale orders UNKNOWN: it returns how
+// many it changed and how many it found.
+func (s *Orders) markStaleBatch(ctx context.Context, cutoff time.Time) (changed int64, found int, err error) {
 	begin := time.Now()
-	res, err := s.db.ConnPool.ExecContext(ctx, markStaleSQL, string(pay.StatusUnknown), "OUTCOME_NOT_RECORDED",
-		"the channel outcome was not recorded in time; reconcile with the channel", time.Now().UTC(),
-		string(pay.StatusProcessing), cutoff.UTC())
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
-	s.trace(ctx, begin, markStaleSQL, err)
+	rows, err := s.db.ConnPool.QueryContext(ctx, staleIDsSQL, string(pay.StatusProcessing), cutoff, staleBatch)
 	if err != nil {
-		return 0, fmt.Errorf("repo: mark stale orders: %w", err)
+		s.trace(ctx, begin, staleIDsSQL, err)
+		return 0, 0, err
 	}
-	return n, nil
+	args := []any{string(pay.StatusUnknown), "OUTCOME_NOT_RECORDED",
+		"the channel outcome was not recorded in time; reconcile with the channel", time.Now().UTC()}
+	for rows.Next() {
+		var id uint64
+		if err = rows.Scan(&id); err != nil {
+			break
+		}
+		args = append(args, id)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	_ = rows.Close()
+	s.trace(ctx, begin, staleIDsSQL, err)
+	found = len(args) - 4
+	if err != nil || found == 0 {
+		return 0, found, err
+	}
+	args = append(args, string(pay.StatusProcessing), cutoff)
+	query := markStaleSQL(s.db.Dialector.Name(), found)
+	begin = time.Now()
+	res, err := s.db.ConnPool.ExecContext(ctx, query, args...)
+	if err == nil {
+		changed, err = res.RowsAffected()
+	}
+	s.trace(ctx, begin, query, err)
+	return changed, found, err
+}
+
+// markStaleSQL turns n orders UNKNOWN by primary key, if they are still
+// PROCESSING and stale; on MariaDB through the primary key only, so that it
+// locks those rows and nothing else.
+func markStaleSQL(dialect string, n int) string {
+	table := "orders"
+	if dialect == "mysql" {
+		table = "orders FORCE INDEX (PRIMARY)"
+	}
+	return "UPDATE " + table + " SET status = ?, failure_code = ?, failure_message = ?, updated_at = ? WHERE id IN (?" +
+		strings.Repeat(", ?", n-1) + ") AND status = ? AND updated_at < ?"
 }
 
 // Ping implements pay.OrderStore.
