@@ -12,27 +12,34 @@ import (
 // by the caller, as the HTTP server's recovery does) must not leave the
 // batcher busy, or every later call would queue forever.
 func TestPanicLeavesBatcherUsable(t *testing.T) {
-	b := &Batcher[int, int]{Max: 8,
-		One: func(_ context.Context, a int) (int, error) {
-			if a < 0 {
-				panic("boom")
+	for _, inFlight := range []int{0, 2} {
+		t.Run(fmt.Sprintf("InFlight %d", inFlight), func(t *testing.T) {
+			b := &Batcher[int, int]{Max: 8, InFlight: inFlight,
+				One: func(_ context.Context, a int) (int, error) {
+					if a < 0 {
+						panic("boom")
+					}
+					return a, nil
+				},
+				Many: func(_ context.Context, calls []*Call[int, int]) {
+					for _, c := range calls {
+						c.Res = c.Arg
+					}
+				},
 			}
-			return a, nil
-		},
-		Many: func(_ context.Context, calls []*Call[int, int]) {
-			for _, c := range calls {
-				c.Res = c.Arg
+			func() {
+				defer func() { _ = recover() }()
+				_, _ = b.Do(context.Background(), -1)
+			}()
+			if n := b.inFlight0(); n != 0 {
+				t.Fatalf("after a panic: %d in flight, want 0 (its place freed)", n)
 			}
-		},
-	}
-	func() {
-		defer func() { _ = recover() }()
-		_, _ = b.Do(context.Background(), -1)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if got, err := b.Do(ctx, 7); err != nil || got != 7 {
-		t.Fatalf("after a panic: %v, %v; want 7", got, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if got, err := b.Do(ctx, 7); err != nil || got != 7 {
+				t.Fatalf("after a panic: %v, %v; want 7", got, err)
+			}
+		})
 	}
 }
 
@@ -68,7 +75,7 @@ func TestBatchesFormAndFitSplits(t *testing.T) {
 		},
 	}
 	go func() { _, _ = b.Do(context.Background(), 0) }()
-	for b.Queued() == 0 && !b.busy0() {
+	for b.Queued() == 0 && b.inFlight0() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	var wg sync.WaitGroup
@@ -88,10 +95,4 @@ func TestBatchesFormAndFitSplits(t *testing.T) {
 	if fmt.Sprint(sizes) != "[2 2]" || b.Stats().Calls != 6 {
 		t.Fatalf("batches %v (want [2 2] and one alone), stats %+v", sizes, b.Stats())
 	}
-}
-
-func (b *Batcher[A, R]) busy0() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.inFlight > 0
 }
