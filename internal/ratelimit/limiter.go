@@ -302,10 +302,14 @@ func (l *Limiter) release(ctx context.Context, key Key, member string, amountsOn
 		return nil
 	}
 	_ = l.local.Release(ctx, windows, member)
-	// Its channel-wide windows may have room for other keys too. Forgotten
-	// once the store has released (or failed to), so that no refusal
-	// decided before the room was made is remembered after the sweep.
-	defer l.near.forgetChannel(key.Channel)
+	if !amountsOnly {
+		// Its channel-wide windows may have room for other keys too.
+		// Forgotten once the store has released (or failed to), so that no
+		// refusal decided before the room was made is remembered after the
+		// sweep. Amounts given back make no room in count windows, the only
+		// refusals the near-cache keeps.
+		defer l.near.forgetChannel(key.Channel)
+	}
 	l.opts.Observer.Released(key)
 	if !l.breaker.allow() {
 		return ErrUnavailable

@@ -18,12 +18,14 @@ type heldStore struct {
 	decided chan struct{} // closed once held's check is decided
 	release chan struct{}
 	// releasing, when set, holds every Release until it is closed, before
-	// the shared store releases.
+	// the shared store releases; entered is closed when the first arrives.
 	releasing chan struct{}
+	entered   chan struct{}
 }
 
 func (s *heldStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) error {
 	if s.releasing != nil {
+		close(s.entered)
 		<-s.releasing
 	}
 	return s.Store.Release(ctx, ws, m)
@@ -91,11 +93,11 @@ func TestNearCacheForgetsRefusalDecidedAcrossARelease(t *testing.T) {
 // made) must not outlive the release: the next request after it must be
 // asked of the store and admitted.
 func TestNearCacheForgetsRefusalDecidedBeforeTheStoreReleased(t *testing.T) {
-	store := &heldStore{Store: ratelimit.NewLocalStore(nil), releasing: make(chan struct{})}
+	store := &heldStore{Store: ratelimit.NewLocalStore(nil), releasing: make(chan struct{}), entered: make(chan struct{})}
 	l := fullAB(t, store)
 	released := make(chan error, 1)
 	go func() { released <- l.Release(context.Background(), keyAB, "a") }()
-	time.Sleep(20 * time.Millisecond) // the release waits at the store
+	<-store.entered // the release waits at the store
 	if d := mustAllow(t, l, keyAB, "early"); d.Allowed {
 		t.Fatalf("early: got %+v, want refused (the store has not released yet)", d)
 	}
@@ -106,5 +108,36 @@ func TestNearCacheForgetsRefusalDecidedBeforeTheStoreReleased(t *testing.T) {
 	d := mustAllow(t, l, keyAB, "next")
 	if !d.Allowed || d.Source != ratelimit.SourceRedis {
 		t.Fatalf("next after the release: got allowed %v from %v, want admitted by the store", d.Allowed, d.Source)
+	}
+}
+
+// TestNearCacheKeepsCountRefusalsAcrossAnAmountGiveBack: giving back a
+// declined payment's amount makes no room in count windows, so the
+// near-cache keeps refusing a full count window from memory.
+func TestNearCacheKeepsCountRefusalsAcrossAnAmountGiveBack(t *testing.T) {
+	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "AL"}
+	cfg := &ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{k: {Windows: []ratelimit.Window{
+		{Limit: 1, Size: time.Minute},
+		{Limit: 1000, Size: time.Minute, Amount: true, Currency: "CNY"},
+	}}}}
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	pay := func(m string) ratelimit.Decision {
+		return mustDecide(t, l, ratelimit.Request{Key: k, Member: m, Amount: 100, Currency: "CNY"})
+	}
+	if d := pay("a"); !d.Allowed {
+		t.Fatalf("a: %+v, want admitted", d)
+	}
+	if d := pay("b"); d.Allowed || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("b: allowed %v from %v, want refused by the store", d.Allowed, d.Source)
+	}
+	if err := l.ReleaseAmount(context.Background(), k, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if d := pay("c"); d.Allowed || d.Source != ratelimit.SourceNearCache {
+		t.Fatalf("c after a's amount came back: allowed %v from %v, want refused from the near-cache", d.Allowed, d.Source)
 	}
 }
