@@ -109,7 +109,7 @@ func drawConcurrentRun(t *rapid.T) ([]ratelimit.KeyWindow, [][]string) {
 // callers at once, members repeated within and across concurrent calls,
 // through the coalescer with one and with two calls of a key in flight (and
 // batches split small), on Redis and Cluster: the answers are the model's
-// for some serial order, and Redis holds exactly the members admitted.
+// for some serial order, and each window holds as many members as were admitted.
 func TestCoalescedConcurrentChecksAgreeWithModel(t *testing.T) {
 	testutil.PropertyChecks(t, 200)
 	for name, mk := range map[string]func(t *testing.T) ratelimit.Store{
