@@ -242,7 +242,7 @@ func TestInstrumentOrdersTimesEachCall(t *testing.T) {
 	for op, want := range map[string]uint64{"get": 1, "create": 2, "finish": 1} {
 		h := got[op]
 		if h == nil {
-			t.Fatalf("payserver_order_store_seconds{op=%q} missing", op)
+			t.Fatalf("payserver_order_store_seconds{kind=%q} missing", op)
 		}
 		if h.GetSampleCount() != want {
 			t.Errorf("op %s: count %d, want %d", op, h.GetSampleCount(), want)

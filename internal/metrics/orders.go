@@ -10,10 +10,12 @@ import (
 )
 
 // InstrumentOrders returns store with every recorded order outcome counted
-// in payserver_order_outcomes_total{status}, and the three calls of a
-// payment's path timed in payserver_order_store_seconds{op}: get (the
-// idempotency lookup), create (the claim) and finish (the outcome), each
-// as the payment waits for it, its batch's queueing and commit included.
+// in payserver_order_outcomes_total{status}, and the store's three calls of
+// a payment's path timed in payserver_order_store_seconds{kind}: get (every
+// order read: the replay lookup first of all, and GET /pay/{orderNo}, a
+// claim's read-back, routing), create (the claim) and finish (the outcome),
+// each as its caller waits for it, its batch's queueing and commit
+// included. The kinds are those of payserver_db_order_calls_total.
 // Each successful Finish counts its status (SUCCEEDED, FAILED or UNKNOWN),
 // and MarkStaleUnknown counts the orders it turned UNKNOWN. Orders created
 // (PROCESSING) are counted as status="PROCESSING". Other methods pass
@@ -30,9 +32,9 @@ func (m *Metrics) InstrumentOrders(store pay.OrderStore) pay.OrderStore {
 	}
 	seconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "payserver_order_store_seconds",
-		Help:    "Latency of the order store's calls on a payment's path, by op: get (idempotency lookup), create (claim), finish (outcome); batch queueing and commit included.",
+		Help:    "Latency of the order store's calls as their callers wait for them, by kind: get (order reads, the replay lookup first of all), create (claim), finish (outcome); batch queueing and commit included.",
 		Buckets: prometheus.ExponentialBuckets(0.00025, 2.5, 12),
-	}, []string{"op"})
+	}, []string{"kind"})
 	m.Registry.MustRegister(vec, seconds)
 	return instrumentedOrders{OrderStore: store, outcomes: vec,
 		get: seconds.WithLabelValues("get"), create: seconds.WithLabelValues("create"),
