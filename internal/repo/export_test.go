@@ -40,3 +40,6 @@ func FinishSQL(dialect string, n int, table string) string {
 
 // StaleBatch bounds the orders one sweep statement turns UNKNOWN.
 const StaleBatch = staleBatch
+
+// MarkStaleSQL is the sweep's UPDATE of n orders by primary key on dialect.
+func MarkStaleSQL(dialect string, n int) string { return markStaleSQL(dialect, n) }

@@ -75,7 +75,8 @@ func NewOrdersWithOptions(db *gorm.DB, opts OrdersOptions) (*Orders, error) {
 var _ pay.OrderStore = (*Orders)(nil)
 
 // Get, Create and Finish run on every payment; MarkStaleUnknown once a
-// minute. They all send fixed SQL, the
+// minute. They all send fixed SQL (the sweep's UPDATE in a few sizes, as
+// the batches'), the
 // statements gorm would build, straight to gorm's prepared-statement pool:
 // profiles of POST /pay showed gorm's per-call statement building,
 // reflection and trace logging at about a sixth of payserver's CPU. Errors
@@ -92,7 +93,7 @@ const (
 	// staleIDsSQL is the sweeper's first step (MarkStaleUnknown): a plain,
 	// non-locking read of the stale orders' ids through the (status,
 	// updated_at) index.
-	staleIDsSQL = "SELECT id FROM orders WHERE status = ? AND updated_at < ? ORDER BY id LIMIT ?"
+	staleIDsSQL = "SELECT id FROM orders WHERE status = ? AND updated_at < ? LIMIT ?"
 )
 
 // staleBatch bounds the orders one sweep statement turns UNKNOWN.
@@ -288,15 +289,17 @@ func (s *Orders) finishOne(ctx context.Context, f outcome) error {
 // gorm's pool like the hot path, so the whole order store has one
 // data-access style (docs/PERFORMANCE.md, "One data-access style").
 //
-// It sweeps in two steps, so that it never waits for a payment in flight: a
-// plain read finds the stale orders' ids, and an UPDATE by primary key turns
-// them UNKNOWN, checking again that each is still PROCESSING and stale. One
-// UPDATE with that condition would scan the (status, updated_at) index under
-// locks, and InnoDB also locks the entry just past the range: the oldest
-// fresh PROCESSING order, whose outcome is being recorded. The sweep then
-// waited for that outcome's commit, or deadlocked with its batch, which
-// then fell back to one statement per order (seen under load in
-// bench-e2e; TestMarkStaleNeverWaitsForAPaymentInFlight).
+// It sweeps in two steps, so that it never waits for a fresh order's
+// outcome: a plain read finds the stale orders' ids, and an UPDATE by
+// primary key turns them UNKNOWN, checking again that each is still
+// PROCESSING and stale. One UPDATE with that condition would scan the
+// (status, updated_at) index under locks, and InnoDB also locks the entry
+// just past the range: the oldest fresh PROCESSING order, whose outcome is
+// being recorded. The sweep then waited for that outcome's commit, or
+// deadlocked with its batch, which then fell back to one statement per
+// order (seen under load in bench-e2e;
+// TestMarkStaleNeverWaitsForAPaymentInFlight). Only a stale order's own
+// late outcome can still make it wait, for that row alone.
 func (s *Orders) MarkStaleUnknown(ctx context.Context, cutoff time.Time) (int64, error) {
 	var total int64
 	for {
@@ -340,8 +343,13 @@ func (s *Orders) markStaleBatch(ctx context.Context, cutoff time.Time) (changed 
 	if err != nil || found == 0 {
 		return 0, found, err
 	}
+	// Padded to a power of two by repeating the last id, which changes
+	// nothing, so that few statement texts are prepared.
+	for n := padded(found); len(args)-4 < n; {
+		args = append(args, args[len(args)-1])
+	}
+	query := markStaleSQL(s.db.Dialector.Name(), len(args)-4)
 	args = append(args, string(pay.StatusProcessing), cutoff)
-	query := markStaleSQL(s.db.Dialector.Name(), found)
 	begin = time.Now()
 	res, err := s.db.ConnPool.ExecContext(ctx, query, args...)
 	if err == nil {

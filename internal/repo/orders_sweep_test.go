@@ -30,8 +30,8 @@ func TestMarkStaleNeverWaitsForAPaymentInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Enough other orders that MariaDB plans the sweep through the index,
-	// as on a real table, rather than scanning all of it.
+	// Other orders, so the table is not trivially small (the old sweep
+	// waited for the fresh order's lock whether it used the index or not).
 	for i := range 200 {
 		o := newOrder(fmt.Sprintf("r-sweep-done-%d", i))
 		o.Status = pay.StatusSucceeded
@@ -69,11 +69,57 @@ func TestMarkStaleNeverWaitsForAPaymentInFlight(t *testing.T) {
 		t.Fatalf("sweep took %v: it waited for the outcome in flight", took.Round(time.Millisecond))
 	}
 	tx.Rollback()
-	if got, _ := s.Get(ctx, stale.RequestID); got.Status != pay.StatusUnknown {
-		t.Fatalf("stale order %s, want UNKNOWN", got.Status)
+	wantStatus(t, s, stale.RequestID, pay.StatusUnknown)
+	wantStatus(t, s, fresh.RequestID, pay.StatusProcessing) // the outcome rolled back, and it is not stale
+}
+
+// wantStatus fails t unless requestID's order has status want.
+func wantStatus(t *testing.T, s *repo.Orders, requestID string, want pay.Status) {
+	t.Helper()
+	got, err := s.Get(context.Background(), requestID)
+	if err != nil {
+		t.Fatalf("get %s: %v", requestID, err)
 	}
-	if got, _ := s.Get(ctx, fresh.RequestID); got.Status != pay.StatusProcessing {
-		t.Fatalf("fresh order %s, want PROCESSING (the outcome rolled back, and it is not stale)", got.Status)
+	if got.Status != want {
+		t.Fatalf("order %s is %s, want %s", requestID, got.Status, want)
+	}
+}
+
+// TestMarkStaleUpdateChecksAgain: the sweep's UPDATE by primary key turns
+// nothing UNKNOWN that stopped being stale after its ids were read: an
+// order whose outcome was recorded, and one updated since (rerouted).
+func TestMarkStaleUpdateChecksAgain(t *testing.T) {
+	for name, open := range databases() {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			s, err := repo.NewOrders(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			finished := newOrder("r-recheck-finished")
+			finished.Status, finished.UpdatedAt = pay.StatusSucceeded, time.Now().Add(-time.Hour).UTC()
+			fresh := newOrder("r-recheck-fresh")
+			var ids []any
+			for _, o := range []*pay.Order{finished, fresh} {
+				if err := s.Create(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+				var id uint64
+				if err := db.Raw("SELECT id FROM orders WHERE request_id = ?", o.RequestID).Scan(&id).Error; err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			args := append([]any{string(pay.StatusUnknown), "OUTCOME_NOT_RECORDED", "m", time.Now().UTC()}, ids...)
+			args = append(args, string(pay.StatusProcessing), time.Now().Add(-time.Minute).UTC())
+			res := db.Exec(repo.MarkStaleSQL(db.Dialector.Name(), len(ids)), args...)
+			if res.Error != nil || res.RowsAffected != 0 {
+				t.Fatalf("sweep UPDATE of orders no longer stale: %d rows, err %v; want 0, nil", res.RowsAffected, res.Error)
+			}
+			wantStatus(t, s, finished.RequestID, pay.StatusSucceeded)
+			wantStatus(t, s, fresh.RequestID, pay.StatusProcessing)
+		})
 	}
 }
 
@@ -107,9 +153,7 @@ func TestMarkStaleSweepsMoreThanABatch(t *testing.T) {
 			if n, err := s.MarkStaleUnknown(ctx, time.Now().Add(-time.Minute)); err != nil || n != 0 {
 				t.Fatalf("a second sweep: %d, err %v; want 0, nil", n, err)
 			}
-			if got, _ := s.Get(ctx, fresh.RequestID); got.Status != pay.StatusProcessing {
-				t.Fatalf("fresh order %s, want PROCESSING", got.Status)
-			}
+			wantStatus(t, s, fresh.RequestID, pay.StatusProcessing)
 		})
 	}
 }
