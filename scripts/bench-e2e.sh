@@ -75,8 +75,10 @@ PORT_D=$((PORT_A + 3))
 PORT_E=$((PORT_A + 4))
 PORT_F=$((PORT_A + 7))
 ROUNDS="${E2E_ROUNDS:-1}"
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "bench-e2e: E2E_ROUNDS must be a whole number of at least 1, not '$ROUNDS'" >&2; exit 2; }
 AB_ROUNDS="${E2E_AB_ROUNDS:-3}"
+for v in ROUNDS AB_ROUNDS; do
+  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "bench-e2e: E2E_$v must be a whole number of at least 1, not '${!v}'" >&2; exit 2; }
+done
 AB_C="${E2E_AB_CONCURRENCY:-64}"
 BASELINE="${E2E_BASELINE:-}"
 SCALE="${E2E_SCALE:-}"
@@ -259,10 +261,10 @@ db_report() {
 # and the checks decided per Redis script call (the coalescer's mean batch);
 # kept as a STAGE line. A build without a stage's histogram (an older
 # baseline) prints n/a for it and for the rest.
-STAGE_SERIES='payserver_http_request_seconds_(sum|count)\{route="/pay"\}|payserver_limiter_check_seconds_(sum|count)|payserver_limiter_redis_(calls|checks)_total|payserver_order_store_seconds_(sum|count)\{kind="[a-z]+"\}'
+STAGE_SERIES='payserver_http_request_seconds_(sum|count)\{route="/pay"\}|payserver_limiter_check_seconds_(sum|count)|payserver_limiter_redis_(calls|checks)_total|payserver_order_store_seconds_(sum|count)\{(kind|op)="[a-z]+"\}'
 stage_snapshot() {
   { curl -s -m 5 "http://$HOST:$1/metrics" || true; } | grep -E "^($STAGE_SERIES) " |
-    sed -e 's/{route="\/pay"}//' -e 's/^payserver_order_store_seconds_\([a-z]*\){kind="\([a-z]*\)"}/payserver_order_\2_seconds_\1/' | sort || true
+    sed -e 's/{route="\/pay"}//' -e 's/^payserver_order_store_seconds_\([a-z]*\){[a-z]*="\([a-z]*\)"}/payserver_order_\2_seconds_\1/' | sort || true
 }
 stage_start() { STAGE0="$(stage_snapshot "$1")"; }
 stage_report() {
@@ -298,7 +300,7 @@ wrk_run() {
   out="$(timeout 120 wrk -t"$THREADS" -c"$c" -d"$DURATION" --timeout 10s -s bench/e2e/pay.lua \
     "http://$HOST:$port" -- "$label" "$mode" "$biz" "$RUN-$label")" || die "wrk $label failed: $out"
   grep -v '^RESULT ' <<<"$out" | grep -v -e '^Running' -e 'threads and' -e 'requests in' -e '^Requests/sec' -e '^Transfer/sec' -e 'Non-2xx' -e 'Thread Stats' -e 'Latency' -e 'Req/Sec' -e 'Socket errors'
-  grep '^RESULT ' <<<"$out" >>"$RESULTS"
+  grep '^RESULT ' <<<"$out" >>"$RESULTS" || die "wrk $label printed no RESULT line: $out"
   cpu_report "$label" "$pid" "$(field "$label" requests)" request
   db_report "$(field "$label" requests)"
   [[ "$mode" != pay ]] || stage_report "$label" "$port"

@@ -12,7 +12,7 @@ import (
 // InstrumentOrders returns store with every recorded order outcome counted
 // in payserver_order_outcomes_total{status}, and the store's three calls of
 // a payment's path timed in payserver_order_store_seconds{kind}: get (every
-// order read: the replay lookup first of all, and GET /pay/{orderNo}, a
+// order read: the replay lookup first of all, and GET /pay/{requestId}, a
 // claim's read-back, routing), create (the claim) and finish (the outcome),
 // each as its caller waits for it, its batch's queueing and commit
 // included. The kinds are those of payserver_db_order_calls_total.

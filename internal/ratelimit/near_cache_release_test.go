@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,11 +22,12 @@ type heldStore struct {
 	// the shared store releases; entered is closed when the first arrives.
 	releasing chan struct{}
 	entered   chan struct{}
+	enterOnce sync.Once
 }
 
 func (s *heldStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) error {
 	if s.releasing != nil {
-		close(s.entered)
+		s.enterOnce.Do(func() { close(s.entered) })
 		<-s.releasing
 	}
 	return s.Store.Release(ctx, ws, m)
@@ -120,7 +122,11 @@ func TestNearCacheKeepsCountRefusalsAcrossAnAmountGiveBack(t *testing.T) {
 		{Limit: 1, Size: time.Minute},
 		{Limit: 1000, Size: time.Minute, Amount: true, Currency: "CNY"},
 	}}}}
-	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{Timeout: time.Second})
+	// One instant throughout, so the near-cache's one-second bound cannot
+	// run out between the refusal and the give-back on a slow machine.
+	now := time.Now()
+	l, err := ratelimit.New(ratelimit.NewLocalStore(func() time.Time { return now }),
+		ratelimit.Options{Timeout: time.Second, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
