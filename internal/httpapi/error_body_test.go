@@ -3,8 +3,13 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"payserver/internal/apperr"
 	"payserver/internal/pay"
@@ -82,4 +87,27 @@ func FuzzErrorBodyText(f *testing.F) {
 func BenchmarkErrorBodyRatio(b *testing.B) {
 	body := limitedBody()
 	testutil.BenchRatio(b, "old", func() { _, _ = json.Marshal(body) }, "new", func() { _, _ = body.appendJSON(make([]byte, 0, 512)) })
+}
+
+// TestWriteErrorWithAnUnencodableDetail: an error whose details cannot be
+// encoded still gets a JSON body: 500 INTERNAL, without the Retry-After of
+// the error it replaces. (gin's encoder, the old fallback, sent the status
+// with an empty body.)
+func TestWriteErrorWithAnUnencodableDetail(t *testing.T) {
+	rec := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(rec)
+	c.Request = httptest.NewRequest(http.MethodPost, "/pay", nil)
+	err := apperr.New(apperr.RequestLimited, "limited").WithDetails(map[string]any{"bad": make(chan int)})
+	err.RetryAfter = time.Second
+	writeError(c, slog.New(slog.DiscardHandler), err, "r1")
+	var got struct{ Code, RequestID string }
+	if jerr := json.Unmarshal(rec.Body.Bytes(), &got); jerr != nil {
+		t.Fatalf("body %q is not JSON: %v", rec.Body.String(), jerr)
+	}
+	if rec.Code != http.StatusInternalServerError || got.Code != string(apperr.Internal) || got.RequestID != "r1" {
+		t.Fatalf("got %d %+v, want 500 INTERNAL for r1", rec.Code, got)
+	}
+	if h := rec.Header().Get("Retry-After"); h != "" {
+		t.Fatalf("Retry-After %q on the INTERNAL answer, want none", h)
+	}
 }

@@ -60,9 +60,14 @@ func writeError(c *gin.Context, log *slog.Logger, err error, requestID string) {
 	body := errorBody{Code: e.Code, Message: e.Message, RequestID: requestID, Details: details}
 	b, encErr := body.appendJSON(make([]byte, 0, 512))
 	if encErr != nil {
-		// A detail that does not encode: gin's encoder, as before.
-		c.AbortWithStatusJSON(status, body)
-		return
+		// A detail that does not encode (json.Marshal refused it, so gin's
+		// encoder would too and send an empty body): an INTERNAL body,
+		// strings only, which always encodes.
+		log.Error("error body does not encode", "route", c.FullPath(), "requestId", requestID, "code", e.Code, "err", encErr)
+		status = http.StatusInternalServerError
+		c.Writer.Header().Del("Retry-After")
+		body = errorBody{Code: apperr.Internal, Message: "internal error", RequestID: requestID, Details: map[string]any{}}
+		b, _ = body.appendJSON(make([]byte, 0, 128))
 	}
 	c.Abort()
 	c.Data(status, "application/json; charset=utf-8", b)
