@@ -263,7 +263,7 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 	if !l.breaker.allow() {
 		return l.decideDegraded(p, r)
 	}
-	epoch := l.near.epoch()
+	epoch := l.near.epoch(r.Key.Channel)
 	d, err := l.onRedis(ctx, p, r, now, end)
 	if err != nil {
 		return d, err

@@ -22,9 +22,21 @@ const nearMaxMemory = time.Second
 // key, or one beside it) is not remembered either.
 type nearCache struct {
 	m sync.Map // Key -> *nearEntry
-	// releases counts the forgetChannel calls so far: a refusal whose
-	// check began before one may have been decided before the room it made.
-	releases atomic.Uint64
+	// releases maps each channel to the count of its forgetChannel calls
+	// so far (*atomic.Uint64): a refusal whose check began before one may
+	// have been decided before the room it made. Per channel, because a
+	// release makes room only in its channel's windows: failing over from
+	// one channel must not send another's refusals back to Redis.
+	releases sync.Map
+}
+
+// releasesOf returns channel's release counter.
+func (c *nearCache) releasesOf(channel string) *atomic.Uint64 {
+	if n, ok := c.releases.Load(channel); ok {
+		return n.(*atomic.Uint64)
+	}
+	n, _ := c.releases.LoadOrStore(channel, new(atomic.Uint64))
+	return n.(*atomic.Uint64)
 }
 
 type nearEntry struct {
@@ -55,14 +67,15 @@ func (c *nearCache) refusal(key Key, version uint64, now time.Time) (Decision, b
 	return Decision{}, false
 }
 
-// epoch is taken before a check is sent; remember is given it.
-func (c *nearCache) epoch() uint64 { return c.releases.Load() }
+// epoch is taken for channel before a check is sent; remember is given it.
+func (c *nearCache) epoch(channel string) uint64 { return c.releasesOf(channel).Load() }
 
 // remember stores refusal d of key, decided under version at now, for at
 // most nearMaxMemory, unless a release happened since epoch (read before
 // the check was sent): that refusal may predate the room the release made.
 func (c *nearCache) remember(d Decision, version, epoch uint64, now time.Time) {
-	if c.releases.Load() != epoch {
+	releases := c.releasesOf(d.Key.Channel)
+	if releases.Load() != epoch {
 		return
 	}
 	e := &nearEntry{version: version, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))}
@@ -70,7 +83,7 @@ func (c *nearCache) remember(d Decision, version, epoch uint64, now time.Time) {
 	// A release between the check above and the Store: forgetChannel may
 	// have swept before the Store, so take the entry back. One after this
 	// load sweeps after the Store and drops it itself.
-	if c.releases.Load() != epoch {
+	if releases.Load() != epoch {
 		c.m.CompareAndDelete(d.Key, e)
 	}
 }
@@ -82,7 +95,7 @@ func (c *nearCache) clear() { c.m.Clear() }
 // room in its key's windows and in its channel's channel-wide windows,
 // which other bizTypes on that channel share.
 func (c *nearCache) forgetChannel(channel string) {
-	c.releases.Add(1) // before the sweep: see remember
+	c.releasesOf(channel).Add(1) // before the sweep: see remember
 	c.m.Range(func(k, _ any) bool {
 		if k.(Key).Channel == channel {
 			c.m.Delete(k)

@@ -147,3 +147,37 @@ func TestNearCacheKeepsCountRefusalsAcrossAnAmountGiveBack(t *testing.T) {
 		t.Fatalf("c after a's amount came back: allowed %v from %v, want refused from the near-cache", d.Allowed, d.Source)
 	}
 }
+
+// TestNearCacheKeepsRefusalsAcrossAnotherChannelsRelease: a release makes
+// room on its own channel only, so a refusal of another channel decided
+// across it is still remembered (a failover releasing slots on one channel
+// must not send another channel's 429s back to Redis).
+func TestNearCacheKeepsRefusalsAcrossAnotherChannelsRelease(t *testing.T) {
+	store := &heldStore{Store: ratelimit.NewLocalStore(nil), held: "late",
+		decided: make(chan struct{}), release: make(chan struct{})}
+	l := fullAB(t, store)
+	l.SetConfig(mustConfig(t, lateDoc+"  A:X: [{limit: 2, window: 1m}]\n"))
+	other := ratelimit.Key{BizType: "A", Channel: "X"}
+	if d := mustAllow(t, l, other, "x1"); !d.Allowed {
+		t.Fatalf("x1 on A:X: %+v, want admitted", d)
+	}
+	late := make(chan ratelimit.Decision, 1)
+	go func() {
+		d, err := l.Allow(context.Background(), keyAB, "late")
+		if err != nil {
+			t.Error(err)
+		}
+		late <- d
+	}()
+	<-store.decided // refused by the store: A:B is full
+	if err := l.Release(context.Background(), other, "x1"); err != nil {
+		t.Fatal(err)
+	}
+	close(store.release)
+	if d := <-late; d.Allowed {
+		t.Fatalf("late: got %+v, want refused", d)
+	}
+	if d := mustAllow(t, l, keyAB, "next"); d.Allowed || d.Source != ratelimit.SourceNearCache {
+		t.Fatalf("next on A:B after a release on A:X: allowed %v from %v, want refused from the near-cache", d.Allowed, d.Source)
+	}
+}
