@@ -127,6 +127,13 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, keys ...ratelimit
 // and released in the background once the order is final elsewhere.
 func (s *Service) lostClaim(ctx context.Context, requestID, hash string, key ratelimit.Key) (*Order, error) {
 	o, err := s.awaitExisting(ctx, requestID, hash)
+	if err == nil && o.Status != StatusProcessing {
+		// The winner's order as just read, final: no second read.
+		if o.Channel != key.Channel {
+			s.release(key, requestID)
+		}
+		return o, nil
+	}
 	if final, known := s.releaseIfFinalElsewhere(requestID, key); !known || !final {
 		go s.releaseWhenFinalElsewhere(requestID, key)
 	}
