@@ -42,6 +42,20 @@ func (s *heldStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m strin
 	return res, err
 }
 
+// allowLater asks l for member of key in the background; the decision
+// arrives on the channel returned.
+func allowLater(t *testing.T, l *ratelimit.Limiter, key ratelimit.Key, member string) <-chan ratelimit.Decision {
+	out := make(chan ratelimit.Decision, 1)
+	go func() {
+		d, err := l.Allow(context.Background(), key, member)
+		if err != nil {
+			t.Error(err)
+		}
+		out <- d
+	}()
+	return out
+}
+
 // fullAB returns a limiter on store with A:B at 2 a minute, both taken (by
 // a and b).
 func fullAB(t *testing.T, store ratelimit.Store) *ratelimit.Limiter {
@@ -68,14 +82,7 @@ func TestNearCacheForgetsRefusalDecidedAcrossARelease(t *testing.T) {
 	store := &heldStore{Store: ratelimit.NewLocalStore(nil), held: "late",
 		decided: make(chan struct{}), release: make(chan struct{})}
 	l := fullAB(t, store)
-	late := make(chan ratelimit.Decision, 1)
-	go func() {
-		d, err := l.Allow(context.Background(), keyAB, "late")
-		if err != nil {
-			t.Error(err)
-		}
-		late <- d
-	}()
+	late := allowLater(t, l, keyAB, "late")
 	<-store.decided // refused by the store: the window is full
 	if err := l.Release(context.Background(), keyAB, "a"); err != nil {
 		t.Fatal(err)
@@ -161,14 +168,7 @@ func TestNearCacheKeepsRefusalsAcrossAnotherChannelsRelease(t *testing.T) {
 	if d := mustAllow(t, l, other, "x1"); !d.Allowed {
 		t.Fatalf("x1 on A:X: %+v, want admitted", d)
 	}
-	late := make(chan ratelimit.Decision, 1)
-	go func() {
-		d, err := l.Allow(context.Background(), keyAB, "late")
-		if err != nil {
-			t.Error(err)
-		}
-		late <- d
-	}()
+	late := allowLater(t, l, keyAB, "late")
 	<-store.decided // refused by the store: A:B is full
 	if err := l.Release(context.Background(), other, "x1"); err != nil {
 		t.Fatal(err)
