@@ -21,6 +21,7 @@ build:
 ## (integration tests run payserver binaries built with -race, except latency tests; the test process itself runs without -race)
 test: vet services browser alerts
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /integration)
+	$(GO) test -count=1 -run TestCalendarTilesEveryZone ./internal/ratelimit/
 	$(WITH_SERVICES) $(GO) test -count=1 -timeout 20m ./integration/
 	FUZZTIME=5s scripts/fuzz.sh
 	scripts/govulncheck.sh

@@ -5,14 +5,69 @@ import "time"
 // periodStart returns when the calendar period with offset n from label
 // (year, month, day) starts: the day (CalendarDay) n days after that date,
 // or the month (CalendarMonth) n months after that month, at the cutoff in
-// the calendar's zone. time.Date normalizes the overflowing day or month.
+// the calendar's zone. A period starts at the first instant whose local
+// wall-clock time is at or after the cutoff on its date (wallClockStart).
 func (c Calendar) periodStart(year int, month time.Month, day, n int) time.Time {
 	h, m := int(c.Cutoff/time.Hour), int(c.Cutoff%time.Hour/time.Minute)
 	if c.Unit == CalendarMonth {
-		return time.Date(year, month+time.Month(n), 1, h, m, 0, 0, c.Zone)
+		return wallClockStart(time.Date(year, month+time.Month(n), 1, h, m, 0, 0, time.UTC), c.Zone)
 	}
-	return time.Date(year, month, day+n, h, m, 0, 0, c.Zone)
+	return wallClockStart(time.Date(year, month, day+n, h, m, 0, 0, time.UTC), c.Zone)
 }
+
+// maxOffsetShift bounds how far a zone's UTC offset moves at one
+// transition (the tz database's largest is under 2 hours; 24 hours covers
+// a date-line change).
+const maxOffsetShift = 25 * time.Hour
+
+// wallClockStart returns the first instant whose wall-clock time in zone is
+// at or after wall (a civil date and time, written in UTC). Where that time
+// exists once, it is that instant; where a fall-back makes it exist twice,
+// the earlier; where a spring-forward skips it, the instant of the
+// transition, the first whose wall clock is past it. time.Date alone gets
+// the last case wrong: it answers the hour before the gap, on the previous
+// date when the gap starts at midnight.
+func wallClockStart(wall time.Time, zone *time.Location) time.Time {
+	t := time.Date(wall.Year(), wall.Month(), wall.Day(), wall.Hour(), wall.Minute(), 0, 0, zone)
+	if start, _ := t.ZoneBounds(); sameWall(t, wall) && (start.IsZero() || t.Sub(start) >= maxOffsetShift) {
+		return t
+	}
+	// Near a transition: try each offset in force within a day of wall and
+	// keep the earliest instant that reads wall; else the transition that
+	// jumps over it.
+	var best time.Time
+	x := time.Unix(wall.Unix()-int64(2*maxOffsetShift/time.Second), 0).In(zone)
+	limit := wall.Add(2 * maxOffsetShift)
+	for {
+		segStart, segEnd := x.ZoneBounds()
+		_, off := x.Zone()
+		cand := time.Unix(wall.Unix()-int64(off), 0).In(zone)
+		if !cand.Before(segStart) && (segEnd.IsZero() || cand.Before(segEnd)) && (best.IsZero() || cand.Before(best)) {
+			best = cand
+		}
+		if segEnd.IsZero() || segEnd.After(limit) {
+			break
+		}
+		if best.IsZero() && localAsUTC(segEnd).After(wall) {
+			// wall falls in the gap this transition opens.
+			return segEnd.In(zone)
+		}
+		x = segEnd.In(zone)
+	}
+	if best.IsZero() {
+		return t
+	}
+	return best
+}
+
+// localAsUTC is t's wall clock in its zone, written in UTC.
+func localAsUTC(t time.Time) time.Time {
+	y, mo, d := t.Date()
+	h, mi, s := t.Clock()
+	return time.Date(y, mo, d, h, mi, s, t.Nanosecond(), time.UTC)
+}
+
+func sameWall(t, wall time.Time) bool { return localAsUTC(t).Equal(wall) }
 
 // Periods returns four consecutive period boundaries around now: the start
 // of the period before the current one, the current period's start and end,

@@ -16,6 +16,10 @@ func TestCalendarPeriods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	santiago, err := time.LoadLocation("America/Santiago")
+	if err != nil {
+		t.Fatal(err)
+	}
 	utc := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339, s)
 		if err != nil {
@@ -44,6 +48,14 @@ func TestCalendarPeriods(t *testing.T) {
 			"2026-01-31T16:00:00Z", "2026-02-28T16:00:00Z", 28 * 24},
 		{"month before its first instant", Calendar{Unit: CalendarMonth, Zone: sh}, "2026-01-31T15:59:59Z",
 			"2025-12-31T16:00:00Z", "2026-01-31T16:00:00Z", 31 * 24},
+		{"Santiago: DST starts at midnight, the day starts at 01:00", Calendar{Unit: CalendarDay, Zone: santiago}, "2024-09-08T12:00:00Z",
+			"2024-09-08T04:00:00Z", "2024-09-09T03:00:00Z", 23},
+		{"Santiago: the day before the gap ends where the next starts", Calendar{Unit: CalendarDay, Zone: santiago}, "2024-09-08T02:20:00Z",
+			"2024-09-07T04:00:00Z", "2024-09-08T04:00:00Z", 24},
+		{"New York: a 02:30 cutoff on the spring-forward day starts at 03:00 EDT", Calendar{Unit: CalendarDay, Zone: ny, Cutoff: 150 * time.Minute}, "2026-03-08T07:10:00Z",
+			"2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z", 23.5},
+		{"New York: a 01:30 cutoff on the fall-back day starts at its first 01:30", Calendar{Unit: CalendarDay, Zone: ny, Cutoff: 90 * time.Minute}, "2026-11-01T06:00:00Z",
+			"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z", 25},
 		{"December rolls into January", Calendar{Unit: CalendarMonth, Zone: time.UTC}, "2026-12-15T00:00:00Z",
 			"2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z", 31 * 24},
 	}

@@ -137,9 +137,11 @@ func TestStoresAgreeWithModel(t *testing.T) {
 
 var modelSizes = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, time.Minute}
 
-// modelZones are calendar zones: one with daylight saving (New York: a
-// 23-hour day in March, a 25-hour day in November), one without, and UTC.
-var modelZones = []string{"America/New_York", "Asia/Shanghai", "UTC"}
+// modelZones are calendar zones: two with daylight saving (New York: a
+// 23-hour day in March, a 25-hour day in November; Santiago, where it
+// starts at midnight, so that day's 00:00 does not exist), one without, and
+// UTC.
+var modelZones = []string{"America/New_York", "America/Santiago", "Asia/Shanghai", "UTC"}
 
 // modelStarts are instants near calendar edges: the New York spring and
 // autumn daylight-saving changes, a month's end in Shanghai, a UTC day.
@@ -148,6 +150,7 @@ var modelStarts = []time.Time{
 	time.Date(2026, 11, 1, 5, 59, 58, 0, time.UTC),  // 01:59:58 EDT, before 02:00 -> 01:00
 	time.Date(2026, 1, 31, 15, 59, 58, 0, time.UTC), // 23:59:58 in Shanghai, month's end
 	time.Date(2026, 11, 23, 23, 59, 58, 0, time.UTC),
+	time.Date(2024, 9, 8, 3, 59, 58, 0, time.UTC), // 23:59:58 in Santiago, before 00:00 -> 01:00
 }
 
 // genWindow draws one window of any kind, with small limits so that windows
