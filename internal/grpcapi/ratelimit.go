@@ -142,6 +142,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 				// when their windows pass.
 				return nil, toStatus(err)
 			}
+			if a.Decision.Conflict {
+				// The member is held for another amount: the request
+				// changed its payload. Nothing of this call goes ahead.
+				s.undo(client, took)
+				return nil, status.Error(codes.AlreadyExists, pay.ConflictError(h.key, member, h.amount).Message)
+			}
 			st = descriptorStatus(a.Decision)
 			if !a.Decision.Allowed {
 				break
@@ -314,7 +320,7 @@ func descriptorStatus(d ratelimit.Decision) *rlsv3.RateLimitResponse_DescriptorS
 	if d.Source == ratelimit.SourceUnlimited || d.Limit == ratelimit.Unlimited {
 		return st
 	}
-	st.CurrentLimit = currentLimit(d.Limit, d.Window)
+	st.CurrentLimit = currentLimit(d.Limit, d.Window, calendarUnit(d))
 	st.LimitRemaining = clampU32(d.Remaining)
 	reset := d.Window
 	if !d.Allowed {
@@ -324,11 +330,33 @@ func descriptorStatus(d ratelimit.Decision) *rlsv3.RateLimitResponse_DescriptorS
 	return st
 }
 
-// currentLimit describes a window in Envoy's units.
-func currentLimit(limit int64, window time.Duration) *rlsv3.RateLimitResponse_RateLimit {
+// calendarUnit is the calendar unit of d's binding window ("day",
+// "month"), or "" for a sliding window.
+func calendarUnit(d ratelimit.Decision) string {
+	if d.Window > 0 {
+		return ""
+	}
+	if i := strings.LastIndexByte(d.Rule, '/'); i >= 0 {
+		return d.Rule[i+1:]
+	}
+	return ""
+}
+
+// currentLimit describes a window in Envoy's units: a sliding window by
+// its size, a calendar window (calendar "day" or "month") by its unit, DAY
+// for a day, UNKNOWN for a month (Envoy has no month).
+func currentLimit(limit int64, window time.Duration, calendar string) *rlsv3.RateLimitResponse_RateLimit {
 	rl := &rlsv3.RateLimitResponse_RateLimit{
 		Name:            fmt.Sprintf("%d/%s", limit, window),
 		RequestsPerUnit: clampU32(limit),
+	}
+	if calendar != "" {
+		rl.Name = fmt.Sprintf("%d/%s", limit, calendar)
+		rl.Unit = rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+		if calendar == string(ratelimit.CalendarDay) {
+			rl.Unit = rlsv3.RateLimitResponse_RateLimit_DAY
+		}
+		return rl
 	}
 	for _, u := range []struct {
 		size time.Duration

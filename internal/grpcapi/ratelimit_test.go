@@ -26,11 +26,24 @@ func TestCurrentLimitUnits(t *testing.T) {
 		{500 * time.Millisecond, rlsv3.RateLimitResponse_RateLimit_UNKNOWN, 0},
 	} {
 		t.Run(tc.window.String(), func(t *testing.T) {
-			got := currentLimit(7, tc.window)
+			got := currentLimit(7, tc.window, "")
 			if got.GetUnit() != tc.unit || got.GetUnitMultiplier().GetValue() != tc.multiple || got.GetRequestsPerUnit() != 7 {
 				t.Errorf("got %s x%d (%d), want %s x%d", got.GetUnit(), got.GetUnitMultiplier().GetValue(), got.GetRequestsPerUnit(), tc.unit, tc.multiple)
 			}
 		})
+	}
+	// Calendar windows have no size: named by their unit.
+	for _, tc := range []struct {
+		calendar, name string
+		unit           rlsv3.RateLimitResponse_RateLimit_Unit
+	}{
+		{"day", "7/day", rlsv3.RateLimitResponse_RateLimit_DAY},
+		{"month", "7/month", rlsv3.RateLimitResponse_RateLimit_UNKNOWN},
+	} {
+		got := currentLimit(7, 0, tc.calendar)
+		if got.GetName() != tc.name || got.GetUnit() != tc.unit {
+			t.Errorf("calendar %s: got %q %s, want %q %s", tc.calendar, got.GetName(), got.GetUnit(), tc.name, tc.unit)
+		}
 	}
 }
 

@@ -2,8 +2,10 @@ package limitapi
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 )
 
@@ -42,5 +44,40 @@ func TestCallerRequestIDsNeverShareAPaymentsSlot(t *testing.T) {
 	_, counts, err := l.Usage(ctx, key)
 	if err != nil || counts[0] != 1 {
 		t.Fatalf("window after the caller's release holds %v (%v), want 1: the payment's slot", counts, err)
+	}
+}
+
+// TestCallerAndPaymentNamespacesNeverMeet: a payment whose requestId looks
+// like a caller's member ("api:X1") and a caller's requestId "X1" are two
+// operations. With the window full after the payments api:X1 and P2, the
+// caller's X1 is refused (not a duplicate of the payment), and the reverse:
+// no payment requestId is ever the member of an acquisition.
+func TestCallerAndPaymentNamespacesNeverMeet(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  ONLINE_PAY:ALIPAY: [{limit: 2, window: 1m}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	ctx := context.Background()
+	for _, id := range []string{"api:X1", "P2"} {
+		if d, err := l.Allow(ctx, key, id); err != nil || !d.Allowed {
+			t.Fatalf("pay %s: %+v, %v", id, d, err)
+		}
+	}
+	svc, err := NewService(Options{Admit: l, Peek: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Acquire(ctx, "refunds", AcquireRequest{Key: key, RequestID: "X1"})
+	if err == nil {
+		t.Fatalf("acquire X1 with the window full: admitted %+v; want 429 (the payment api:X1 is not its slot)", a.Decision)
+	}
+	if !strings.HasPrefix(MemberPrefix, "#") || pay.ValidRequestID(MemberPrefix+"X1") {
+		t.Fatalf("MemberPrefix %q: a payment's requestId could equal an acquisition's member", MemberPrefix)
 	}
 }

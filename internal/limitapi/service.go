@@ -22,8 +22,10 @@ import (
 
 // MemberPrefix starts the limiter member of every requestId acquired through
 // this service (HTTP and gRPC alike), keeping them apart from POST /pay's
-// members, which are bare requestIds.
-const MemberPrefix = "api:"
+// members, which are bare requestIds: '#' is never in a requestId
+// (pay.ValidRequestID), so no payment's member starts with it, whatever a
+// client sends, and a release here only ever frees a member under it.
+const MemberPrefix = "#api:"
 
 // member is the limiter member of a caller's requestId.
 func member(requestID string) string { return MemberPrefix + requestID }
@@ -130,7 +132,10 @@ type Acquired struct {
 // DEPENDENCY_UNAVAILABLE.
 func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
 	a, err := s.Decide(ctx, client, r)
-	if err == nil && !a.Decision.Allowed {
+	switch {
+	case err == nil && a.Decision.Conflict:
+		return Acquired{}, pay.ConflictError(r.Key, r.RequestID, r.Amount)
+	case err == nil && !a.Decision.Allowed:
 		return Acquired{}, pay.LimitedError(r.Key, a.Decision)
 	}
 	return a, err

@@ -189,7 +189,7 @@ func (w *Waiter) Check(ctx context.Context, r ratelimit.Request) (ratelimit.Deci
 		// Nobody waits: check at once, as without a maximum wait.
 		w.mu.Unlock()
 		d, err := w.inner.Check(ctx, r)
-		if err != nil || d.Allowed || d.Closed() || d.Amount {
+		if err != nil || d.Allowed || d.Closed() || d.Amount || d.Conflict || d.ExceedsCap {
 			// A closed key (limit 0) has no reopening time: no wait. Nor
 			// does an amount refusal queue: it is this request's own (a
 			// smaller amount may fit now, a larger one never), not the
@@ -262,7 +262,7 @@ func (w *Waiter) wait(ctx context.Context, r ratelimit.Request, q *queue, t *tic
 		case err != nil:
 			return d, Failed, err
 		}
-		if d.Closed() || (!d.Allowed && d.Amount) {
+		if d.Closed() || (!d.Allowed && (d.Amount || d.Conflict || d.ExceedsCap)) {
 			// The key was closed while this request waited, or its own
 			// amount does not fit (not the queue's refusal to keep).
 			return d, TimedOut, nil

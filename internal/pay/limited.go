@@ -61,7 +61,7 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 	}
 	// Decided in process while Redis fails, the limit is this instance's
 	// share of what was left, not the cap: a wait can help then.
-	if d.Amount && d.RequestAmount > d.Limit && !d.Degraded() {
+	if d.ExceedsCap && !d.Degraded() {
 		e.Message = fmt.Sprintf("amount %d is above the %s cap %d of channel %s for %s", d.RequestAmount, rule, d.Limit, key.Channel, key.BizType)
 		e.Details["exceedsCap"] = true
 		return e
@@ -71,4 +71,14 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 	e.RetryAfter = max(d.RetryAfter, time.Millisecond)
 	e.Details["retryAfterMs"] = apperr.Ceil(e.RetryAfter, time.Millisecond)
 	return e
+}
+
+// ConflictError is the IDEMPOTENCY_CONFLICT answer to a check whose
+// requestId the limiter holds with another amount: a member's identity is
+// its requestId and its amount, so a retry with another amount is neither
+// admitted at the old amount nor counted again.
+func ConflictError(key ratelimit.Key, requestID string, amount int64) *apperr.Error {
+	return apperr.New(apperr.IdempotencyConflict,
+		"requestId %s already holds a slot on channel %s for another amount; retry with the amount it was first sent with, or use a new requestId", requestID, key.Channel).
+		WithDetails(map[string]any{"requestId": requestID, "bizType": key.BizType, "channel": key.Channel, "amount": amount})
 }

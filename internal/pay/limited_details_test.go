@@ -39,7 +39,7 @@ func TestLimitedErrorNamesTheBindingRule(t *testing.T) {
 			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": int64(0), "used": int64(0), "windowMs": int64(1000), "closed": true},
 			0, "channel ALIPAY is closed for ONLINE_PAY"},
 		{"an amount that never fits has no retry time",
-			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/1m", Amount: true, Limit: 100, Window: time.Minute, Count: 0, RequestAmount: 500, Source: ratelimit.SourceRedis},
+			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/1m", Amount: true, Limit: 100, Window: time.Minute, Count: 0, RequestAmount: 500, Source: ratelimit.SourceRedis, ExceedsCap: true},
 			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": int64(100), "used": int64(0), "windowMs": int64(60000), "exceedsCap": true},
 			0, "amount 500 is above the amount/1m cap 100 of channel ALIPAY for ONLINE_PAY"},
 	}

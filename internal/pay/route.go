@@ -173,6 +173,9 @@ func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string)
 	if !d.Allowed && d.Unknown {
 		return "", nil, nil, lostLimiterAnswer(c)
 	}
+	if d.Conflict {
+		return "", nil, nil, ConflictError(key, req.RequestID, req.Amount)
+	}
 	if !d.Allowed {
 		refused[best].d, refused[best].wait = d, d.RetryAfter
 		return "", refused, nil, nil
@@ -205,6 +208,11 @@ func (s *Service) try(ctx context.Context, req PayRequest, c string) (candidateR
 		// after all: moving on could leave it holding slots on two
 		// channels. Stop; a retry with the same requestId is exact.
 		return candidateRefusal{}, false, lostLimiterAnswer(c)
+	}
+	if d.Conflict {
+		// This candidate holds the requestId for another amount: a retry
+		// changed its payload. Moving on would pay it elsewhere.
+		return candidateRefusal{}, false, ConflictError(key, req.RequestID, req.Amount)
 	}
 	reason := ReasonLimited
 	if d.Closed() {

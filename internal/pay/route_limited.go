@@ -26,11 +26,11 @@ func RoutesRefusedError(bizType string, refused []candidateRefusal) *apperr.Erro
 		exceeds := false
 		if r.skip.Reason != ReasonUnhealthy && r.d.Rule != "" {
 			rule := map[string]any{"name": r.d.Rule, "used": r.d.Count}
+			// In process (Redis failing), Limit is this instance's share: a
+			// wait can help.
+			exceeds = r.d.ExceedsCap && !r.d.Degraded()
 			if r.d.Amount {
 				rule["amount"] = r.d.Limit
-				// In process (Redis failing), Limit is this instance's share: a
-				// wait can help.
-				exceeds = r.d.RequestAmount > r.d.Limit && !r.d.Degraded()
 			} else {
 				rule["limit"] = r.d.Limit
 			}

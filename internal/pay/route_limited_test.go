@@ -13,7 +13,7 @@ import (
 // one, as a pinned 429 has.
 func TestRoutesRefusedExceedsCap(t *testing.T) {
 	refusal := func(src ratelimit.Source) []candidateRefusal {
-		d := ratelimit.Decision{Rule: "amount/day", Amount: true, Limit: 100, RequestAmount: 500, RetryAfter: time.Second, Source: src}
+		d := ratelimit.Decision{Rule: "amount/day", Amount: true, Limit: 100, RequestAmount: 500, RetryAfter: time.Second, Source: src, ExceedsCap: true}
 		return []candidateRefusal{{skip: RouteSkip{Channel: "A", Reason: ReasonLimited}, d: d, wait: d.RetryAfter}}
 	}
 	for _, tc := range []struct {

@@ -580,3 +580,47 @@ func TestPinnedFailuresCountForRouting(t *testing.T) {
 		t.Fatalf("pinned call while A is unhealthy: %v, %d calls; want it sent (CHANNEL_ERROR, 3 calls)", err, f.sims["A"].Calls())
 	}
 }
+
+// erroringStore holds the first Create until release, then answers it with
+// an error without writing it (a lost connection), so the claim is read
+// back.
+type erroringStore struct{ gatedStore }
+
+func (s *erroringStore) Create(ctx context.Context, o *pay.Order) error {
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		close(s.reached)
+		<-s.release
+		return errors.New("connection lost")
+	}
+	return s.OrderStore.Create(ctx, o)
+}
+
+// TestPinnedAmbiguousClaimReleasesItsSlotElsewhere: a pinned payment whose
+// claim INSERT errors, and whose read-back finds a duplicate's order final
+// on another channel, gives back its slot as a lost claim does, not only
+// when its window passes (a day, for a calendar window).
+func TestPinnedAmbiguousClaimReleasesItsSlotElsewhere(t *testing.T) {
+	store := &erroringStore{gatedStore{OrderStore: paytest.NewMemStore(), reached: make(chan struct{}), release: make(chan struct{})}}
+	f := newRouteFlow(t, store, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n", nil, channel.HealthOptions{})
+	loser := make(chan error, 1)
+	go func() {
+		r := unpinned("dup")
+		r.Channel = "B"
+		_, err := f.svc.Pay(context.Background(), r)
+		loser <- err
+	}()
+	<-store.reached // the loser holds B's slot, its claim not yet answered
+	won, err := f.svc.Pay(context.Background(), unpinned("dup"))
+	if err != nil || won.Channel != "A" {
+		t.Fatalf("winner = %+v, %v; want A", won, err)
+	}
+	close(store.release)
+	if err := <-loser; apperr.CodeOf(err) != apperr.IdempotencyConflict {
+		t.Fatalf("loser: %v, want IDEMPOTENCY_CONFLICT (another payload)", err)
+	}
+	if a, b := f.held(t, "A"), f.held(t, "B"); a != 1 || b != 0 {
+		t.Errorf("A holds %d, B holds %d; want 1 and 0: one payment, one slot", a, b)
+	}
+}

@@ -136,7 +136,12 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	if err != nil {
 		return nil, s.limiterFailed(err)
 	}
-	if !d.Allowed {
+	switch {
+	case d.Conflict:
+		return nil, ConflictError(key, req.RequestID, req.Amount)
+	case !d.Allowed && d.Unknown:
+		return nil, lostLimiterAnswer(req.Channel)
+	case !d.Allowed:
 		return nil, LimitedError(key, d)
 	}
 
@@ -167,11 +172,13 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	}
 	// The INSERT may have been committed although it answered an error (a
 	// lost connection, a deadline): read the row back before deciding.
-	switch fate, theirs := s.resolveClaim(ctx, o, err); fate {
+	switch fate, _ := s.resolveClaim(ctx, o, err); fate {
 	case claimOurs:
 		return s.callChannel(ctx, ch, o)
 	case claimTheirs:
-		return s.replay(ctx, theirs, hash)
+		// As a lost claim: the winner's order may be on another channel,
+		// and then our slot here is released once it is final.
+		return s.lostClaim(ctx, req.RequestID, hash, key)
 	default:
 		return nil, s.claimFailed(o, fate, key, err)
 	}

@@ -56,6 +56,17 @@ type Decision struct {
 	Shadow bool
 	// Duplicate is true when the requestId was already in a window.
 	Duplicate bool
+	// Conflict is true for a refusal because a window holds the member with
+	// another amount: a member's identity is its requestId and its amount
+	// (see Model). It is not a full window: Limit and Count describe the
+	// first window holding the member, RetryAfter is zero, and no wait
+	// helps.
+	Conflict bool
+	// ExceedsCap is true for a refusal by a window whose weight alone is
+	// above its limit (an amount above the cap): no wait admits it, and the
+	// binding window is that window. In a degraded decision the limit is
+	// this instance's share, so a wait may help there (RetryAfter).
+	ExceedsCap bool
 	// Unknown is true for a refusal given because the store's answer was
 	// lost (a timeout after the call may have reached Redis): the member may
 	// hold a slot after all. A retry with the same member is exact.

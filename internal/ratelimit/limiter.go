@@ -231,7 +231,7 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return d, err
 	}
-	if !d.Allowed && p.shadow {
+	if !d.Allowed && !d.Conflict && p.shadow {
 		d.Allowed, d.Shadow = true, true
 	}
 	d.RequestAmount, d.Currency = r.Amount, r.Currency
@@ -268,7 +268,7 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 	if err != nil {
 		return d, err
 	}
-	if useNear && !d.Allowed && d.Source == SourceRedis && !d.Amount {
+	if useNear && !d.Allowed && !d.Conflict && d.Source == SourceRedis && !d.Amount {
 		// A count window stays full for every request of the key until its
 		// retry-after, or until a schedule changes a rule; an amount window
 		// may still take a smaller amount.

@@ -22,7 +22,7 @@ const (
 //
 //	KEYS[i], i ≤ n       window i: a sorted set (sliding; member = requestId,
 //	                     score = admit time µs) or a hash (calendar; field =
-//	                     requestId, value = weight; '#s' = use, '#p' = period)
+//	                     requestId, value = its amount; '#s' = use, '#p' = period)
 //	KEYS[n+1...]         for each sliding amount window, in order, the hash of
 //	                     its members' amounts ('#s' = their sum)
 //	ARGV[1]              TTL margin in ms, past the longest a member can stay
@@ -34,6 +34,10 @@ const (
 //	                     boundaries b1<b2<b3<b4 around the app server's clock
 //	                     (Calendar.Periods): the period is the one of
 //	                     [b1,b2), [b2,b3), [b3,b4) holding Redis's now
+//	KEYS[h+(j-1)c+i]     after those (h keys), for member j and the i-th
+//	                     sliding count window (c of them), member j's
+//	                     identity there: a string, the amount it was
+//	                     admitted for ('<window key>:#<member>')
 //	ARGV[4+7n...]        member, amount pairs, in arrival order
 //
 // The rules are Model's (model.go): a window's use is the sum of its
@@ -41,7 +45,14 @@ const (
 // admitted only if every window already holds it or has use + weight ≤
 // limit, and is then added to every window that does not hold it. A member
 // already held is not counted again (client or network retries, or the same
-// member twice in one call); refused members are not recorded.
+// member twice in one call); refused members are not recorded. A member
+// held with another amount is a conflict, decided before the rest: refused,
+// recorded nowhere. Each window knows the amount a member was admitted for:
+// a calendar window's hash holds it (its weight is 1 in a count window), a
+// sliding amount window's amounts hash too, and a sliding count window has
+// an identity key per member, written when the member is added and living
+// as long as it stays (plus the margin); it is read only for a member the
+// window holds, so one left behind by a release is harmless.
 //
 // The Redis work is per call, not per member: TIME once; per window a trim
 // (sliding: ZREMRANGEBYSCORE, and for amounts the weights of the members
@@ -53,7 +64,10 @@ const (
 // little more than a call for one.
 //
 // Returns 4+n integers per member: {allowed, window index (1-based),
-// retry-after µs, duplicate, use of window 1, …, use of window n}. The
+// retry-after µs, duplicate (1), conflict (2) or exceeds a cap (3), use of
+// window 1, …, use of window n}. A refusal by a window whose weight alone is
+// above its limit exceeds a cap: its binding window is the first such window
+// and its retry-after still the longest wait. The
 // binding window is the refusing window with the longest wait, or, when
 // admitted, the window with the least room left.
 var checkScript = redis.NewScript(`
@@ -126,6 +140,27 @@ for i = 1, n do
     end
   end
 end
+-- the identity keys of the sliding count windows: the ci[i]-th such window
+local ci, nc = {}, 0
+for i = 1, n do
+  if kind[i] == 0 then
+    nc = nc + 1
+    ci[i] = nc
+  end
+end
+local idbase = h
+local function idkey(j, i)
+  return KEYS[idbase + (j - 1) * nc + ci[i]]
+end
+-- amountIn returns the amount member j is held for in window i, which holds it
+local function amountIn(i, j)
+  if kind[i] >= 2 then
+    return tonumber(present[i][j])
+  elseif kind[i] == 1 then
+    return tonumber(redis.call('HGET', hk[i], members[j]))
+  end
+  return tonumber(redis.call('GET', idkey(j, i)))
+end
 -- wait returns how long until window i takes weight w more: until the next
 -- period (calendar); else until enough of the members that were in before
 -- this call have left (members added by this call leave last, at now+size).
@@ -174,11 +209,27 @@ local zadd, hset, total = {}, {}, {}
 for i = 1, n do
   zadd[i], hset[i], total[i] = {'NX'}, {}, 0
 end
-local out, o, seen = {}, 0, {}
+local out, o, seen, idset = {}, 0, {}, {}
 for j = 1, nm do
   local member = members[j]
-  local bind, longest, dup = 0, 0, 0
+  local bind, longest, dup, exceed = 0, 0, 0, 0
+  -- identity first: a member held with another amount is a conflict
   for i = 1, n do
+    local was = nil
+    if seen[member] then
+      was = seen[member]
+    elseif present[i][j] then
+      was = amountIn(i, j)
+    end
+    if was and was ~= amounts[j] then
+      bind, dup = i, 2
+      break
+    end
+  end
+  for i = 1, n do
+    if dup == 2 then
+      break
+    end
     local w = 1
     if kind[i] % 2 == 1 then
       w = amounts[j]
@@ -187,13 +238,21 @@ for j = 1, nm do
       dup = 1
     elseif used[i] + w > limits[i] then
       local t = wait(i, w)
-      if bind == 0 or t > longest then
-        bind, longest = i, t
+      if w > limits[i] and exceed == 0 then
+        bind, exceed = i, 3
+      end
+      if bind == 0 or (t > longest and exceed == 0) then
+        bind = i
+      end
+      if t > longest then
+        longest = t
       end
     end
   end
-  if bind > 0 then
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, bind, longest, 0
+  if dup == 2 then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, bind, 0, 2
+  elseif bind > 0 then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, bind, longest, exceed
   else
     local room = nil
     for i = 1, n do
@@ -204,13 +263,16 @@ for j = 1, nm do
         end
         used[i] = used[i] + w
         total[i] = total[i] + w
+        if kind[i] == 0 then
+          idset[#idset + 1] = {idkey(j, i), amounts[j], sizes[i] / 1000 + margin}
+        end
         if kind[i] < 2 then
           local z = zadd[i]
           z[#z + 1], z[#z + 2] = now, member
         end
         if kind[i] ~= 0 then
           local s = hset[i]
-          s[#s + 1], s[#s + 2] = member, w
+          s[#s + 1], s[#s + 2] = member, amounts[j]
         end
       end
       -- room is negative where a lowered limit is under the members in
@@ -219,7 +281,7 @@ for j = 1, nm do
         room, bind = left, i
       end
     end
-    seen[member] = true
+    seen[member] = amounts[j]
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, bind, 0, dup
   end
   for i = 1, n do
@@ -248,6 +310,9 @@ for i = 1, n do
     end
   end
 end
+for _, e in ipairs(idset) do
+  redis.call('SET', e[1], e[2], 'PX', e[3])
+end
 return out
 `)
 
@@ -263,6 +328,9 @@ for i = 1, n do
   if kind >= 2 then
     local w = redis.call('HGET', k, member)
     if w then
+      if kind == 2 then
+        w = 1
+      end
       redis.call('HDEL', k, member)
       redis.call('HINCRBY', k, '#s', -tonumber(w))
       removed = removed + 1

@@ -20,6 +20,13 @@ import "time"
 //   - Windows are identified by key and Window.ID: a limits change that
 //     keeps a window's ID keeps its members and applies the new limit to
 //     them.
+//   - A member's identity is its name and the amount of its request. A
+//     member checked with an amount other than the one a window holds it
+//     with is a conflict: refused, recorded nowhere, whatever the windows'
+//     room (Result.Conflict; the binding window is the first that holds it
+//     with another amount). This rule comes before every other, so a retry
+//     with a larger amount is never admitted at the old amount, and a full
+//     window never hides a conflict.
 //   - A member M of weight w in a window is admitted at now if and only if
 //     every window either already holds M or has use + w ≤ limit. So a small
 //     payment can pass an amount window after a large one was refused. When
@@ -34,6 +41,12 @@ import "time"
 //     members have left that use + w ≤ limit (the window's size when that
 //     needs members admitted at now, or when w alone exceeds the limit); for
 //     a calendar window, until its next period starts. The longest of these.
+//   - A refusing window whose weight alone is above its limit (an amount
+//     above the cap) can never admit the request: the refusal exceeds a cap
+//     (Result.ExceedsCap), and its binding window is the first such window,
+//     whatever the others' waits (RetryAfter stays the longest wait, which
+//     no retry needs; an in-process decision on a share of the limit uses
+//     it).
 //   - Release removes a member from the windows given (all of a key's, or
 //     only its amount windows, to give an amount back).
 //
@@ -81,9 +94,13 @@ func idOf(w KeyWindow) windowID {
 type period struct {
 	start int64 // µs
 	end   int64 // µs
-	held  map[string]int64
+	held  map[string]heldWeight
 	used  int64
 }
+
+// heldWeight is one member of a calendar period: its weight and the amount
+// it was admitted for.
+type heldWeight struct{ weight, amount int64 }
 
 // NewModel returns a Model with every window empty.
 func NewModel() *Model {
@@ -112,7 +129,7 @@ func (m *Model) periodAt(w KeyWindow, now time.Time) *period {
 	start, end := m.period(w, now)
 	p := m.periods[id]
 	if p == nil || p.start != start {
-		p = &period{start: start, end: end, held: map[string]int64{}}
+		p = &period{start: start, end: end, held: map[string]heldWeight{}}
 		m.periods[id] = p
 	}
 	return p
@@ -151,13 +168,22 @@ func (s slot) has(member string) bool {
 	return s.q.has(member)
 }
 
-func (s slot) add(member string, weight, at int64) {
+// amountOf returns the amount member is held for, and whether it is held.
+func (s slot) amountOf(member string) (int64, bool) {
 	if s.p != nil {
-		s.p.held[member] = weight
+		h, ok := s.p.held[member]
+		return h.amount, ok
+	}
+	return s.q.amountOf(member)
+}
+
+func (s slot) add(member string, weight, amount, at int64) {
+	if s.p != nil {
+		s.p.held[member] = heldWeight{weight: weight, amount: amount}
 		s.p.used += weight
 		return
 	}
-	s.q.push(localEntry{member: member, at: at, weight: weight})
+	s.q.push(localEntry{member: member, at: at, weight: weight, amount: amount})
 }
 
 // wait is how long until window w (its slot s) takes weight more, at now.
@@ -198,8 +224,16 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 		} else {
 			slots[i] = slot{q: m.slidingAt(w, at)}
 		}
-		used := slots[i].used()
-		res.Counts[i] = used
+		res.Counts[i] = slots[i].used()
+	}
+	for i := range windows {
+		if was, ok := slots[i].amountOf(member); ok && was != amount {
+			res.Window, res.Count, res.Conflict = i, res.Counts[i], true
+			return res
+		}
+	}
+	for i, w := range windows {
+		used := res.Counts[i]
 		if slots[i].has(member) {
 			held = true
 			continue
@@ -209,9 +243,13 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 			continue
 		}
 		wait := slots[i].wait(w.Window, weight, at)
-		if res.Window < 0 || wait > res.RetryAfter {
-			res.Window, res.RetryAfter, res.Count = i, wait, used
+		if weight > w.Limit && !res.ExceedsCap {
+			res.Window, res.Count, res.ExceedsCap = i, used, true
 		}
+		if res.Window < 0 || (wait > res.RetryAfter && !res.ExceedsCap) {
+			res.Window, res.Count = i, used
+		}
+		res.RetryAfter = max(res.RetryAfter, wait)
 	}
 	if res.Window >= 0 {
 		return res
@@ -219,7 +257,7 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 	res.Allowed, res.Duplicate = true, held
 	for i, w := range windows {
 		if !slots[i].has(member) {
-			slots[i].add(member, w.Weight(amount), at)
+			slots[i].add(member, w.Weight(amount), amount, at)
 			res.Counts[i] = slots[i].used()
 		}
 		// Room can be negative: a lowered limit under members already in.
@@ -236,9 +274,9 @@ func (m *Model) Release(windows []KeyWindow, member string) {
 		id := idOf(w)
 		if w.IsCalendar() {
 			if p := m.periods[id]; p != nil {
-				if weight, ok := p.held[member]; ok {
+				if h, ok := p.held[member]; ok {
 					delete(p.held, member)
-					p.used -= weight
+					p.used -= h.weight
 				}
 			}
 		} else if q := m.sliding[id]; q != nil {
@@ -367,9 +405,9 @@ func (m *Model) ReleaseKey(key Key, member string, amountsOnly bool) {
 		}
 	}
 	for id, p := range m.periods {
-		if weight, ok := p.held[member]; ok && ours(id) {
+		if h, ok := p.held[member]; ok && ours(id) {
 			delete(p.held, member)
-			p.used -= weight
+			p.used -= h.weight
 		}
 	}
 }

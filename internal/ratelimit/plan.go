@@ -91,6 +91,8 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 		RetryAfter: res.RetryAfter,
 		Source:     src,
 		Duplicate:  res.Duplicate,
+		Conflict:   res.Conflict,
+		ExceedsCap: res.ExceedsCap,
 	}
 	if len(res.Counts) == len(p.windows) {
 		d.Windows = make([]WindowUsage, len(p.windows))

@@ -27,6 +27,13 @@ type StoreResult struct {
 	RetryAfter time.Duration
 	// Duplicate is true when the member was already in the window.
 	Duplicate bool
+	// Conflict is true when a window holds the member with another amount:
+	// refused and recorded nowhere (see Model). Window is the first window
+	// that holds it so.
+	Conflict bool
+	// ExceedsCap is true for a refusal by a window whose weight alone is
+	// above its limit: no wait admits it. Window is the first such window.
+	ExceedsCap bool
 }
 
 // Store is the shared state behind the limiter: one atomic check per call.
@@ -124,6 +131,22 @@ func (s *RedisStore) keys(windows []KeyWindow) []string {
 	return keys
 }
 
+// checkKeys returns the KEYS of a check of members: keys(windows), then
+// for each member, the member's identity key in each sliding count window
+// (the window's key + ":#" + member; ":v" ends the amounts hashes, and
+// window keys have no ':' after the ID).
+func (s *RedisStore) checkKeys(windows []KeyWindow, members ...checkMember) []string {
+	keys := s.keys(windows)
+	for _, m := range members {
+		for i, w := range windows {
+			if !w.Amount && !w.IsCalendar() {
+				keys = append(keys, keys[i]+":#"+m.id)
+			}
+		}
+	}
+	return keys
+}
+
 // Check implements Store with one EVALSHA (EVAL after NOSCRIPT,
 // transparently), shared with the concurrent checks of the same windows
 // when the store coalesces.
@@ -149,7 +172,8 @@ func (s *RedisStore) CoalesceStats() (calls, checks uint64) {
 
 // checkOne checks one member in one script call.
 func (s *RedisStore) checkOne(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
-	res, err := s.runCheck(ctx, s.keys(windows), checkArgs(windows, checkMember{member, amount}))
+	m := checkMember{member, amount}
+	res, err := s.runCheck(ctx, s.checkKeys(windows, m), checkArgs(windows, m))
 	if err != nil {
 		return StoreResult{}, err
 	}
@@ -231,6 +255,8 @@ func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 			Counts:     counts,
 			RetryAfter: time.Duration(r[2]) * time.Microsecond,
 			Duplicate:  r[3] == 1,
+			Conflict:   r[3] == 2,
+			ExceedsCap: r[3] == 3,
 		}
 	}
 	return nil

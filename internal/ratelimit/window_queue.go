@@ -1,12 +1,21 @@
 package ratelimit
 
 // localEntry is one member of a window, its admission time, in
-// microseconds (Model's unit), and its weight (1, or its amount in an amount
-// window).
+// microseconds (Model's unit), its weight (1, or its amount in an amount
+// window) and the amount of the request it was admitted for (its identity,
+// with the member).
 type localEntry struct {
 	member string
 	at     int64
 	weight int64
+	amount int64
+}
+
+// heldMember is what a queue knows of one member: how many entries it has
+// and the amount it was admitted for.
+type heldMember struct {
+	n      int32
+	amount int64
 }
 
 // queue is a time-ordered list of entries in a ring buffer (a power of two
@@ -17,9 +26,10 @@ type queue struct {
 	head int // index in buf of the oldest entry
 	n    int
 	sum  int64 // the entries' weights
-	// idx counts the entries of each member, so that has and remove do not
-	// walk the queue: windows can hold up to their limit in entries.
-	idx map[string]int32
+	// idx counts the entries of each member, with its amount, so that has
+	// and remove do not walk the queue: windows can hold up to their limit
+	// in entries.
+	idx map[string]heldMember
 }
 
 func (q *queue) len() int { return q.n }
@@ -29,8 +39,9 @@ func (q *queue) get(i int) localEntry { return q.buf[(q.head+i)&(len(q.buf)-1)] 
 
 // unindex forgets one entry of member in idx.
 func (q *queue) unindex(member string) {
-	if c := q.idx[member]; c > 1 {
-		q.idx[member] = c - 1
+	if h := q.idx[member]; h.n > 1 {
+		h.n--
+		q.idx[member] = h
 	} else {
 		delete(q.idx, member)
 	}
@@ -79,16 +90,26 @@ func (q *queue) push(e localEntry) {
 	q.n++
 	q.sum += e.weight
 	if q.idx == nil {
-		q.idx = map[string]int32{}
+		q.idx = map[string]heldMember{}
 	}
-	q.idx[e.member]++
+	h := q.idx[e.member]
+	h.n++
+	h.amount = e.amount
+	q.idx[e.member] = h
 }
 
-func (q *queue) has(member string) bool { return q.idx[member] > 0 }
+func (q *queue) has(member string) bool { return q.idx[member].n > 0 }
+
+// amountOf returns the amount member was admitted for, and whether the queue
+// holds it.
+func (q *queue) amountOf(member string) (int64, bool) {
+	h, ok := q.idx[member]
+	return h.amount, ok && h.n > 0
+}
 
 // remove deletes every entry of member.
 func (q *queue) remove(member string) {
-	if q.idx[member] == 0 {
+	if q.idx[member].n == 0 {
 		return
 	}
 	delete(q.idx, member)
