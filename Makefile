@@ -5,7 +5,7 @@ SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 
-.PHONY: run build test unit race services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: run build test unit race bench-smoke services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, in-process Redis, configs/channel-limits.yaml)
@@ -22,6 +22,7 @@ build:
 test: vet services browser alerts
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /integration)
 	$(GO) test -count=1 -run TestCalendarTilesEveryZone ./internal/ratelimit/
+	$(MAKE) bench-smoke
 	$(WITH_SERVICES) $(GO) test -count=1 -timeout 20m ./integration/
 	FUZZTIME=5s scripts/fuzz.sh
 	scripts/govulncheck.sh
@@ -59,6 +60,10 @@ check-limits:
 
 clean:
 	rm -rf bin
+
+## bench-smoke: every contender of the limiter benchmark once, briefly (a benchmark that no longer runs measures nothing); make test runs it
+bench-smoke:
+	$(WITH_SERVICES) $(GO) run ./bench/limiter -duration 200ms -warmup 100ms -rounds 1 -alloc-checks 200 > /dev/null
 
 ## bench: limiter micro-benchmarks against a real Redis, with side-by-side ratios
 bench: services

@@ -86,7 +86,6 @@ func (b *bench) allocs() error {
 	limFull := ratelimit.Key{BizType: "BENCH", Channel: "LFULL"}
 	wOpen := openRule.Windows
 	redisKey := b.store.RedisKey(ratelimit.KeyWindow{Key: openKey, Window: wOpen[0]})
-	rawKeys := []string{redisKey}
 	rrLimit := redisRateOpen()
 	stubLim, err := ratelimit.New(stubStore{}, ratelimit.Options{Policy: ratelimit.PolicyDeny, Timeout: 5 * time.Second})
 	if err != nil {
@@ -98,8 +97,8 @@ func (b *bench) allocs() error {
 		keys []string
 		fn   func(ctx context.Context, m string) error
 	}{
-		{"go-redis floor: client.EvalSha(sha, keys, ttl, limit, size, member) + Int64Slice", []string{redisKey}, func(ctx context.Context, m string) error {
-			return b.client.EvalSha(ctx, b.sha, rawKeys, int64(1000), int64(openLimit), int64(1_000_000), m).Err()
+		{"go-redis floor: client.EvalSha(sha, keys, checkScript's ARGV for one count window) + Int64Slice", []string{redisKey}, func(ctx context.Context, m string) error {
+			return b.client.EvalSha(ctx, b.sha, []string{redisKey, redisKey + ":#" + m}, oneCountWindowArgs(openLimit, time.Second, m)...).Err()
 		}},
 		{"payserver RedisStore.Check unbatched", []string{redisKey}, func(ctx context.Context, m string) error {
 			_, err := b.store.Check(ctx, ratelimit.KeyWindows(openKey, wOpen), m, 0)
