@@ -150,25 +150,27 @@ func (v *Validator) CheckResponse(req *http.Request, status int, header http.Hea
 }
 
 // checkRetryAfter enforces what OpenAPI 3.0 cannot express: a 429 carries
-// Retry-After exactly when neither its details.closed nor its
-// details.exceedsCap is true.
+// Retry-After exactly when a retry can succeed: not for an amount above its
+// cap (details.exceedsCap), and for a closed key (details.closed) only when
+// a schedule opens it again (details.closedUntil).
 func checkRetryAfter(header http.Header, body []byte) error {
 	var e struct {
 		Details struct {
-			Closed     bool `json:"closed"`
-			ExceedsCap bool `json:"exceedsCap"`
+			Closed      bool   `json:"closed"`
+			ClosedUntil string `json:"closedUntil"`
+			ExceedsCap  bool   `json:"exceedsCap"`
 		} `json:"details"`
 	}
 	if err := json.Unmarshal(body, &e); err != nil {
 		return fmt.Errorf("api: 429 body: %w", err)
 	}
 	has := header.Get("Retry-After") != ""
-	never := e.Details.Closed || e.Details.ExceedsCap
+	never := (e.Details.Closed && e.Details.ClosedUntil == "") || e.Details.ExceedsCap
 	switch {
 	case never && has:
-		return errors.New(`api: 429 for a closed key (details.closed) or an amount above its cap (details.exceedsCap) must not carry header "Retry-After"`)
+		return errors.New(`api: 429 for a closed key without details.closedUntil or an amount above its cap (details.exceedsCap) must not carry header "Retry-After"`)
 	case !never && !has:
-		return errors.New(`api: 429: response header "Retry-After" missing (required unless details.closed or details.exceedsCap)`)
+		return errors.New(`api: 429: response header "Retry-After" missing (required unless details.exceedsCap, or details.closed without details.closedUntil)`)
 	}
 	return nil
 }

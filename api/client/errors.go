@@ -23,13 +23,21 @@ type Body struct {
 // LimitedError is a refusal (429 REQUEST_LIMITED): the window is full.
 type LimitedError struct {
 	// RetryAfter is how long until the window should have room
-	// (details.retryAfterMs, else the Retry-After header); zero when
-	// Closed.
+	// (details.retryAfterMs, else the Retry-After header). Zero when no
+	// retry can succeed at a known time: ExceedsCap, or Closed without
+	// ClosedUntil. Retry only when it is positive.
 	RetryAfter time.Duration
 	// Closed is true for a key that refuses everything (a limit of 0, such
-	// as a maintenance schedule): retrying does not help until ops reopen
-	// it.
+	// as a maintenance schedule).
 	Closed bool
+	// ClosedUntil, for a Closed key, is when a schedule opens it again
+	// (details.closedUntil); zero when no such time is known: retrying does
+	// not help until ops reopen it.
+	ClosedUntil time.Time
+	// ExceedsCap is true when the request's amount can never fit a window
+	// (it is above the cap): waiting does not help; only a smaller amount
+	// can.
+	ExceedsCap bool
 	// Rule names the binding window ("count/1s", "amount/day"); Limit is its
 	// limit (the cap, in minor units, for an amount rule), Used what it
 	// holds, and Window its size (zero for a calendar window).
@@ -41,8 +49,13 @@ type LimitedError struct {
 }
 
 func (e *LimitedError) Error() string {
-	if e.Closed {
+	switch {
+	case e.Closed && !e.ClosedUntil.IsZero():
+		return "payserver: limited: the channel is closed for this bizType until " + e.ClosedUntil.Format(time.RFC3339)
+	case e.Closed:
 		return "payserver: limited: the channel is closed for this bizType"
+	case e.ExceedsCap:
+		return fmt.Sprintf("payserver: limited: the amount is above the %s cap %d; no wait helps", e.Rule, e.Limit)
 	}
 	return fmt.Sprintf("payserver: limited by %s (%d of %d used); retry after %v", e.Rule, e.Used, e.Limit, e.RetryAfter)
 }
@@ -103,6 +116,10 @@ func decodeError(resp *http.Response, data []byte) error {
 		e.Used, _ = number(b.Details["used"])
 		e.Rule, _ = b.Details["rule"].(string)
 		e.Closed, _ = b.Details["closed"].(bool)
+		e.ExceedsCap, _ = b.Details["exceedsCap"].(bool)
+		if s, ok := b.Details["closedUntil"].(string); ok {
+			e.ClosedUntil, _ = time.Parse(time.RFC3339, s)
+		}
 		if ms, ok := number(b.Details["windowMs"]); ok {
 			e.Window = time.Duration(ms) * time.Millisecond
 		}

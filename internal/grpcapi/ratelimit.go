@@ -57,6 +57,7 @@ import (
 	"payserver/internal/limitapi"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelog"
 )
 
 // MaxHits bounds hits_addend for count windows.
@@ -82,14 +83,23 @@ type Server struct {
 	svc  Service
 	auth Authenticator
 	log  *slog.Logger
+	// authLog rate-limits the log lines of refused tokens, as the HTTP
+	// API's, so a scan cannot flood the log.
+	authLog *ratelog.Limiter
 }
+
+// Refused tokens are logged at most this often after a burst.
+const (
+	authLogEvery = 10 * time.Second
+	authLogBurst = 5
+)
 
 // NewServer returns a Server. No argument may be nil.
 func NewServer(svc Service, auth Authenticator, log *slog.Logger) (*Server, error) {
 	if svc == nil || auth == nil || log == nil {
 		return nil, errors.New("grpcapi: nil dependency")
 	}
-	return &Server{svc: svc, auth: auth, log: log}, nil
+	return &Server{svc: svc, auth: auth, log: log, authLog: ratelog.New(authLogEvery, authLogBurst)}, nil
 }
 
 // Register adds the service to g.
@@ -198,7 +208,9 @@ func (s *Server) client(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	s.log.Warn("rate limit check refused: no valid client token")
+	if ok, suppressed := s.authLog.Allow(); ok {
+		s.log.Warn("rate limit check refused: no valid client token", "suppressedSinceLast", suppressed)
+	}
 	return "", status.Error(codes.Unauthenticated, "a valid client bearer token is required in the authorization metadata (PAYSERVER_CLIENT_TOKENS)")
 }
 

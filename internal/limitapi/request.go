@@ -53,11 +53,8 @@ func decodeObject(data []byte, known ...string) object {
 	var o object
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&o.raw); err != nil || o.raw == nil {
-		reason := "must be a JSON object"
-		if err != nil {
-			reason = "malformed JSON: " + err.Error()
-		}
-		o.bad = append(o.bad, apperr.FieldError{Field: "body", Reason: reason})
+		// Worded as POST /pay words it, never with Go's type names.
+		o.bad = append(o.bad, apperr.FieldError{Field: "body", Reason: pay.BodyProblem(err)})
 		return o
 	}
 	if dec.More() {

@@ -2,6 +2,7 @@ package limitapi
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,22 @@ func TestParsePeek(t *testing.T) {
 				t.Fatalf("fields %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestBodyProblemsNameNoGoTypes: a body that is not an object is told so in
+// POST /pay's words, never with the decoder's Go type names.
+func TestBodyProblemsNameNoGoTypes(t *testing.T) {
+	for _, body := range []string{`[]`, `"x"`, `1`, `{"a":`} {
+		_, err := DecodeAcquire([]byte(body))
+		var e *apperr.Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%s: %v, want INVALID_REQUEST", body, err)
+		}
+		for _, f := range e.Details["fields"].([]apperr.FieldError) {
+			if strings.Contains(f.Reason, "Go value") || strings.Contains(f.Reason, "map[") || strings.Contains(f.Reason, "json:") {
+				t.Errorf("%s: reason %q names Go's types", body, f.Reason)
+			}
+		}
 	}
 }

@@ -244,7 +244,9 @@ func (w *Waiter) wait(ctx context.Context, r ratelimit.Request, q *queue, t *tic
 		w.mu.Lock()
 		next := q.nextTry
 		w.mu.Unlock()
-		if next.After(deadline) {
+		// A try at the deadline or later would start past the maximum
+		// wait (the turn and the deadline can fire together).
+		if !next.Before(deadline) {
 			return w.timedOut(q), TimedOut, nil
 		}
 		if pause := next.Sub(w.opts.Now()); pause > 0 {
@@ -254,6 +256,9 @@ func (w *Waiter) wait(ctx context.Context, r ratelimit.Request, q *queue, t *tic
 				return ratelimit.Decision{Key: key}, Cancelled, ctx.Err()
 			case <-timer.C:
 			}
+		}
+		if !w.opts.Now().Before(deadline) {
+			return w.timedOut(q), TimedOut, nil
 		}
 		d, err := w.inner.Check(ctx, r)
 		switch {

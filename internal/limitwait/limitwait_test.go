@@ -311,3 +311,38 @@ func TestAmountRefusalsNeverQueue(t *testing.T) {
 	}
 	<-done
 }
+
+// refusing refuses every check with a retry-after of wait, counting them.
+type refusing struct {
+	mu     sync.Mutex
+	checks int
+	wait   time.Duration
+}
+
+func (r *refusing) Check(_ context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checks++
+	return ratelimit.Decision{Key: req.Key, Source: ratelimit.SourceRedis, Limit: 1, Window: time.Second, RetryAfter: r.wait}, nil
+}
+func (r *refusing) Release(context.Context, ratelimit.Key, string) error       { return nil }
+func (r *refusing) ReleaseAmount(context.Context, ratelimit.Key, string) error { return nil }
+
+// TestWaitNeverChecksAtItsDeadline: a window that has room exactly when the
+// maximum wait ends is no reason to check again: that check would start at
+// or past the deadline. (The clock stands still, so the turn and the
+// deadline coincide.)
+func TestWaitNeverChecksAtItsDeadline(t *testing.T) {
+	inner := &refusing{wait: 100 * time.Millisecond}
+	t0 := time.Now()
+	w := newWaiter(t, inner, limitwait.Options{Now: func() time.Time { return t0 }})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	d, err := w.Check(limitwait.WithMaxWait(ctx, 100*time.Millisecond), ratelimit.Request{Key: ratelimit.Key{BizType: "B", Channel: "C"}, Member: "m"})
+	if err != nil || d.Allowed {
+		t.Fatalf("got allowed %v, %v; want a refusal", d.Allowed, err)
+	}
+	if inner.checks != 1 {
+		t.Errorf("%d checks, want 1: none at the deadline", inner.checks)
+	}
+}

@@ -19,9 +19,10 @@ import (
 // channel-wide key "*:CHANNEL" when its window binds) and retryAfterMs (for
 // a calendar window, the time until the next period starts).
 //
-// A closed key (limit 0) has no time after which a retry succeeds: its
-// answer has no Retry-After and no retryAfterMs, and says details.closed,
-// so that clients do not poll it. Nor does the refusal of an amount larger
+// A closed key (limit 0) says details.closed. When a schedule opens it
+// again, the answer has details.closedUntil (RFC 3339) and a Retry-After
+// until then; a key closed by its base rules has neither, so that clients
+// do not poll it. Nor does the refusal of an amount larger
 // than the cap of its amount window: it says details.exceedsCap, as no wait
 // makes it fit. A decision taken in process while Redis fails (degraded)
 // names this instance's share of the window as its limit or amount.
@@ -57,6 +58,13 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 	if d.Closed() {
 		e.Message = fmt.Sprintf("channel %s is closed for %s", key.Channel, key.BizType)
 		e.Details["closed"] = true
+		if !d.ClosedUntil.IsZero() {
+			// A schedule opens it then: the one closed answer worth a retry.
+			e.Message += " until " + d.ClosedUntil.UTC().Format(time.RFC3339)
+			e.Details["closedUntil"] = d.ClosedUntil.UTC().Format(time.RFC3339)
+			e.RetryAfter = max(d.RetryAfter, time.Millisecond)
+			e.Details["retryAfterMs"] = apperr.Ceil(e.RetryAfter, time.Millisecond)
+		}
 		return e
 	}
 	// Decided in process while Redis fails, the limit is this instance's

@@ -48,8 +48,14 @@ type Decision struct {
 	// decisions); nil otherwise.
 	Windows []WindowUsage
 	// RetryAfter is how long until every refusing window has room; zero
-	// when allowed, and zero for a closed key (it has no reopening time).
+	// when allowed. For a closed key it is the time until ClosedUntil, and
+	// zero when no reopening is known.
 	RetryAfter time.Duration
+	// ClosedUntil, for a closed key (Closed), is the instant a schedule
+	// opens it again: the first schedule boundary at which the rules in
+	// force no longer close it. Zero when none is known (closed by the base
+	// rules).
+	ClosedUntil time.Time
 	Source     Source
 	// Shadow is true when the rule refused but the key is in shadow mode, so
 	// the request was admitted anyway.

@@ -2,7 +2,9 @@ package ratelimit_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"payserver/internal/ratelimit"
 )
@@ -62,5 +64,24 @@ func TestAmountAboveACapExceedsItWhateverTheWaits(t *testing.T) {
 	d, err := l.Check(ctx, ratelimit.Request{Key: key, Member: "P2", Amount: 5000})
 	if err != nil || d.Allowed || !d.ExceedsCap || !d.Amount || d.Limit != 1000 {
 		t.Fatalf("P2 for 5000: allowed %v exceedsCap %v rule %s limit %d (%v); want exceedsCap on the amount window", d.Allowed, d.ExceedsCap, d.Rule, d.Limit, err)
+	}
+}
+
+// TestScheduledClosureSaysWhenItEnds: a key closed by a schedule answers
+// when it opens again (ClosedUntil, RetryAfter until then); a key closed by
+// its base rules knows no such time.
+func TestScheduledClosureSaysWhenItEnds(t *testing.T) {
+	now := time.Now().UTC()
+	to := now.Add(time.Hour).Truncate(time.Second)
+	l := limiterWith(t, fmt.Sprintf("limits:\n  ONLINE_PAY:ALIPAY: 5\n  ONLINE_PAY:WECHAT: 0\nschedules:\n  - {key: \"ONLINE_PAY:ALIPAY\", from: %q, to: %q, limits: 0}\n",
+		now.Add(-time.Minute).Format(time.RFC3339), to.Format(time.RFC3339)))
+	ctx := context.Background()
+	d, err := l.Check(ctx, ratelimit.Request{Key: ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}, Member: "P1"})
+	if err != nil || d.Allowed || !d.Closed() || !d.ClosedUntil.Equal(to) || d.RetryAfter <= 59*time.Minute {
+		t.Fatalf("scheduled closure: allowed %v closed %v until %v retry %v (%v); want closed until %v", d.Allowed, d.Closed(), d.ClosedUntil, d.RetryAfter, err, to)
+	}
+	d, err = l.Check(ctx, ratelimit.Request{Key: ratelimit.Key{BizType: "ONLINE_PAY", Channel: "WECHAT"}, Member: "P2"})
+	if err != nil || !d.Closed() || !d.ClosedUntil.IsZero() || d.RetryAfter != 0 {
+		t.Fatalf("closed by the base rules: closed %v until %v retry %v (%v); want no reopening time", d.Closed(), d.ClosedUntil, d.RetryAfter, err)
 	}
 }

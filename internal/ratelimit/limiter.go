@@ -250,9 +250,7 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 		return Decision{Key: r.Key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}, nil
 	}
 	if i := p.closed(); i >= 0 {
-		d := p.decision(r.Key, StoreResult{Window: i}, SourceClosed)
-		d.Count, d.Remaining = 0, 0
-		return d, nil
+		return p.closedDecision(lim.cfg, r, i, now), nil
 	}
 	useNear := !l.opts.DisableNearCache && !p.shadow
 	if useNear {
@@ -364,9 +362,7 @@ func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
 		return Decision{Key: r.Key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}, nil
 	}
 	if i := p.closed(); i >= 0 {
-		d := p.decision(r.Key, StoreResult{Window: i}, SourceClosed)
-		d.Count, d.Remaining = 0, 0
-		return d, nil
+		return p.closedDecision(l.Config(), r, i, now), nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
 	defer cancel()

@@ -103,6 +103,39 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 	return d
 }
 
+// closedDecision is the refusal of a closed plan (window i has limit 0):
+// with ClosedUntil, and RetryAfter until then, when a schedule is known to
+// open it (see reopensAt).
+func (p plan) closedDecision(cfg *Config, r Request, i int, now time.Time) Decision {
+	d := p.decision(r.Key, StoreResult{Window: i}, SourceClosed)
+	d.Count, d.Remaining = 0, 0
+	if at := p.reopensAt(cfg, r, now); !at.IsZero() {
+		d.ClosedUntil, d.RetryAfter = at, at.Sub(now)
+	}
+	return d
+}
+
+// maxReopenSteps bounds the schedule boundaries reopensAt walks.
+const maxReopenSteps = 64
+
+// reopensAt is the first schedule boundary after now at which r's plan is
+// no longer closed, or zero when none is known (closed by the base rules,
+// or by schedules past the ones walked).
+func (p plan) reopensAt(cfg *Config, r Request, now time.Time) time.Time {
+	at := now
+	for range maxReopenSteps {
+		next := p.nextChange(cfg, r.Key, at)
+		if next.IsZero() {
+			return time.Time{}
+		}
+		if newPlan(cfg, r, next).closed() < 0 {
+			return next
+		}
+		at = next
+	}
+	return time.Time{}
+}
+
 // nextChange is the first schedule boundary after now of the plan's keys:
 // key and its channel-wide key.
 func (p plan) nextChange(cfg *Config, key Key, now time.Time) time.Time {
