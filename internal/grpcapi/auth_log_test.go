@@ -19,7 +19,7 @@ func (noService) Decide(context.Context, string, limitapi.AcquireRequest) (limit
 	return limitapi.Acquired{}, nil
 }
 func (noService) Release(context.Context, string, limitapi.ReleaseRequest) error { return nil }
-func (noService) Undo(context.Context, string, ratelimit.Key, string) error       { return nil }
+func (noService) Undo(context.Context, string, ratelimit.Key, string) error      { return nil }
 
 // TestRefusedTokensAreLoggedRateLimited: a scan of bad tokens logs a burst,
 // then nothing more within the interval, as the HTTP API does.

@@ -77,7 +77,7 @@ func (c *coalescer) newBatcher() *keyBatcher {
 		// One call serves one set of windows.
 		Fit: func(calls []*batch.Call[checkArg, StoreResult]) int {
 			for i, call := range calls {
-				if !slices.Equal(call.Arg.windows, calls[0].Arg.windows) {
+				if !slices.EqualFunc(call.Arg.windows, calls[0].Arg.windows, KeyWindow.same) {
 					return i
 				}
 			}

@@ -56,7 +56,7 @@ type Decision struct {
 	// force no longer close it. Zero when none is known (closed by the base
 	// rules).
 	ClosedUntil time.Time
-	Source     Source
+	Source      Source
 	// Shadow is true when the rule refused but the key is in shadow mode, so
 	// the request was admitted anyway.
 	Shadow bool

@@ -85,3 +85,29 @@ func TestScheduledClosureSaysWhenItEnds(t *testing.T) {
 		t.Fatalf("closed by the base rules: closed %v until %v retry %v (%v); want no reopening time", d.Closed(), d.ClosedUntil, d.RetryAfter, err)
 	}
 }
+
+// TestReservationIsNotTakenByAnotherName: what is kept for PAYOUT is not
+// REFUND's to take, and the reverse: with *:WECHAT at 5 keeping 2 for each,
+// ONLINE (unnamed) gets 1, REFUND 2 and PAYOUT 2, whoever asks first.
+func TestReservationIsNotTakenByAnotherName(t *testing.T) {
+	l := limiterWith(t, "limits:\n  \"*:WECHAT\": [{limit: 5, window: 1m, reserve: {REFUND: 2, PAYOUT: 2}}]\n")
+	ctx := context.Background()
+	got := map[string]int{}
+	for _, try := range []struct {
+		biz string
+		n   int
+	}{{"ONLINE", 3}, {"REFUND", 4}, {"PAYOUT", 3}} {
+		for i := range try.n {
+			d, err := l.Check(ctx, ratelimit.Request{Key: ratelimit.Key{BizType: try.biz, Channel: "WECHAT"}, Member: fmt.Sprintf("%s-%d", try.biz, i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				got[try.biz]++
+			}
+		}
+	}
+	if got["ONLINE"] != 1 || got["REFUND"] != 2 || got["PAYOUT"] != 2 {
+		t.Fatalf("admitted %v, want ONLINE 1, REFUND 2, PAYOUT 2", got)
+	}
+}

@@ -170,21 +170,21 @@ func (r Rule) IsClosed() bool {
 	return false
 }
 
-// LimitFor returns the limit of window i for bizType under the rule's
-// reservations: the whole limit for a bizType named in the window's
-// reservations (and for a window without any), else the limit minus the
-// reservations, never below zero.
+// LimitFor returns the share of window i that bizType can count on under
+// the rule's reservations whatever the others use: the whole limit for a
+// window without any, else the limit minus the other names' reservations,
+// never below zero. Admissions apply the exact rule (Model: only the other
+// names' unmet reservations are kept); reports use this bound.
 func (r Rule) LimitFor(i int, bizType string) int64 {
 	w := r.Windows[i]
 	if i >= len(r.Reserve) || len(r.Reserve[i]) == 0 {
 		return w.Limit
 	}
-	if _, ok := r.Reserve[i][bizType]; ok {
-		return w.Limit
-	}
 	var reserved int64
-	for _, n := range r.Reserve[i] {
-		reserved += n
+	for name, n := range r.Reserve[i] {
+		if name != bizType {
+			reserved += n
+		}
 	}
 	return max(w.Limit-reserved, 0)
 }

@@ -152,8 +152,13 @@ func (l *Limiter) SetConfig(c *Config) {
 	l.near.clear()
 	keep := map[windowID]bool{}
 	add := func(k Key, r Rule) {
-		for _, w := range r.Windows {
+		for i, w := range r.Windows {
 			keep[idOf(KeyWindow{Key: k, Window: w})] = true
+			if i < len(r.Reserve) {
+				for n := range r.Reserve[i] {
+					keep[idOf(KeyWindow{Key: ReserveKey(k.Channel, n), Window: w})] = true
+				}
+			}
 		}
 	}
 	if c != nil {

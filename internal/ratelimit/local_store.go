@@ -94,7 +94,8 @@ func (s *LocalStore) CheckLocalOnly(windows []KeyWindow, member string, amount i
 	}
 	fresh := windows[:0:0]
 	for i, w := range windows {
-		if !held[i] && !s.localOnly.holds(w, member, now) {
+		if w.Track != TrackOther && !held[i] && !s.localOnly.holds(w, member, now) {
+			w.Reserved = nil // its indexes are of windows, not of fresh
 			fresh = append(fresh, w)
 		}
 	}
@@ -135,6 +136,9 @@ func (s *LocalStore) FollowRedis(windows []KeyWindow, share float64, member stri
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, w := range windows {
+		if w.Track == TrackOther {
+			continue // never recorded: another bizType's use
+		}
 		if w.Amount || w.IsCalendar() {
 			if i < len(uses) {
 				s.noteUse(w, uses[i], at)

@@ -9,8 +9,9 @@ const (
 	kindCalendar       = 2
 	kindCalendarAmount = 3
 	// argsPerWindow is the stride of the window arguments: kind, limit,
-	// size (µs), and four period boundaries (µs; zero for sliding windows).
-	argsPerWindow = 7
+	// size (µs), four period boundaries (µs; zero for sliding windows) and
+	// the window's Track.
+	argsPerWindow = 8
 )
 
 // checkScript decides one or more requests (members, each with an amount)
@@ -29,16 +30,23 @@ const (
 //	ARGV[2]              0: read the time from Redis TIME (always, in production);
 //	                     else the time in µs (tests drive time through it)
 //	ARGV[3]              n, the number of windows
-//	ARGV[4+7(i-1)...]    window i: kind (1 amount, 2 calendar: bits), limit,
-//	                     size µs, and for a calendar window four period
-//	                     boundaries b1<b2<b3<b4 around the app server's clock
-//	                     (Calendar.Periods): the period is the one of
-//	                     [b1,b2), [b2,b3), [b3,b4) holding Redis's now
 //	KEYS[h+(j-1)c+i]     after those (h keys), for member j and the i-th
 //	                     sliding count window (c of them), member j's
 //	                     identity there: a string, the amount it was
 //	                     admitted for ('<window key>:#<member>')
-//	ARGV[4+7n...]        member, amount pairs, in arrival order
+//	ARGV[4+8(i-1)...]    window i: kind (1 amount, 2 calendar: bits), limit,
+//	                     size µs, for a calendar window four period
+//	                     boundaries b1<b2<b3<b4 around the app server's clock
+//	                     (Calendar.Periods): the period is the one of
+//	                     [b1,b2), [b2,b3), [b3,b4) holding Redis's now; and
+//	                     its track (Track: 0 a rule's window, 1 the
+//	                     request's own use of a reservation, recorded and
+//	                     never refusing, 2 another name's, only read)
+//	ARGV[4+8n]           r, the number of reservations, then r triples:
+//	                     window i, the window counting the other name's use,
+//	                     the reservation (Model: window i's limit is its
+//	                     limit less the other names' unmet reservations)
+//	ARGV[5+8n+3r...]     member, amount pairs, in arrival order
 //
 // The rules are Model's (model.go): a window's use is the sum of its
 // members' weights (1, or the amount in an amount window); a member is
@@ -78,18 +86,27 @@ if now == 0 then
 end
 local margin = tonumber(ARGV[1])
 local n = tonumber(ARGV[3])
-local first = 4 + 7 * n
+-- reservations: res[i] = {{tracking window, reservation}, ...}
+local rbase = 4 + 8 * n
+local res = {}
+for e = 1, tonumber(ARGV[rbase]) do
+  local a = rbase + 3 * (e - 1)
+  local i = tonumber(ARGV[a + 1])
+  res[i] = res[i] or {}
+  res[i][#res[i] + 1] = {tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])}
+end
+local first = rbase + 1 + 3 * tonumber(ARGV[rbase])
 local members, amounts = {}, {}
 for j = first, #ARGV, 2 do
   members[#members + 1] = ARGV[j]
   amounts[#amounts + 1] = tonumber(ARGV[j + 1])
 end
 local nm = #members
-local kind, limits, sizes, hk, used, base, present, pstart, pend = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local kind, limits, sizes, hk, used, base, present, pstart, pend, mode = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
 local h = n
 for i = 1, n do
-  local o = 4 + 7 * (i - 1)
-  kind[i], limits[i], sizes[i] = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+  local o = 4 + 8 * (i - 1)
+  kind[i], limits[i], sizes[i], mode[i] = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 7])
   local k = KEYS[i]
   if kind[i] >= 2 then
     local at = 0
@@ -165,7 +182,7 @@ end
 -- period (calendar); else until enough of the members that were in before
 -- this call have left (members added by this call leave last, at now+size).
 local cached = {}
-local function wait(i, w)
+local function wait(i, w, lim)
   if kind[i] >= 2 then
     return pend[i] - now
   end
@@ -173,15 +190,17 @@ local function wait(i, w)
     return cached[i]
   end
   local out = sizes[i]
-  local need = used[i] + w - limits[i]
-  if w <= limits[i] then
+  local need = used[i] + w - lim
+  if w <= lim then
     if kind[i] == 0 then
       local r = need - 1
       if r < base[i] then
         local e = redis.call('ZRANGE', KEYS[i], r, r, 'WITHSCORES')
         out = tonumber(e[2]) + sizes[i] - now
       end
-      cached[i] = out
+      if not res[i] then
+        cached[i] = out
+      end
     else
       local freed, from = 0, 0
       while from < base[i] and freed < need do
@@ -205,6 +224,19 @@ local function wait(i, w)
   end
   return out
 end
+-- limitOf is window i's limit less the other names' unmet reservations
+local function limitOf(i)
+  local l = limits[i]
+  if res[i] then
+    for _, e in ipairs(res[i]) do
+      local unmet = e[2] - used[e[1]]
+      if unmet > 0 then
+        l = l - unmet
+      end
+    end
+  end
+  return l
+end
 local zadd, hset, total = {}, {}, {}
 for i = 1, n do
   zadd[i], hset[i], total[i] = {'NX'}, {}, 0
@@ -216,7 +248,9 @@ for j = 1, nm do
   -- identity first: a member held with another amount is a conflict
   for i = 1, n do
     local was = nil
-    if seen[member] then
+    if mode[i] == 2 then
+      was = nil
+    elseif seen[member] then
       was = seen[member]
     elseif present[i][j] then
       was = amountIn(i, j)
@@ -234,10 +268,16 @@ for j = 1, nm do
     if kind[i] % 2 == 1 then
       w = amounts[j]
     end
-    if present[i][j] or seen[member] then
+    local lim = 0
+    if mode[i] == 0 then
+      lim = limitOf(i)
+    end
+    if mode[i] == 2 then
+      -- another name's use: read, never recorded, never refusing
+    elseif present[i][j] or seen[member] then
       dup = 1
-    elseif used[i] + w > limits[i] then
-      local t = wait(i, w)
+    elseif mode[i] == 0 and used[i] + w > lim then
+      local t = wait(i, w, lim)
       if w > limits[i] and exceed == 0 then
         bind, exceed = i, 3
       end
@@ -256,7 +296,7 @@ for j = 1, nm do
   else
     local room = nil
     for i = 1, n do
-      if not (present[i][j] or seen[member]) then
+      if mode[i] ~= 2 and not (present[i][j] or seen[member]) then
         local w = 1
         if kind[i] % 2 == 1 then
           w = amounts[j]
@@ -277,7 +317,7 @@ for j = 1, nm do
       end
       -- room is negative where a lowered limit is under the members in
       local left = limits[i] - used[i]
-      if room == nil or left < room then
+      if mode[i] == 0 and (room == nil or left < room) then
         room, bind = left, i
       end
     end
@@ -362,7 +402,7 @@ end
 local n = tonumber(ARGV[2])
 local out, h = {}, n
 for i = 1, n do
-  local o = 3 + 7 * (i - 1)
+  local o = 3 + 8 * (i - 1)
   local kind, size, k = tonumber(ARGV[o]), tonumber(ARGV[o + 2]), KEYS[i]
   if kind >= 2 then
     out[i] = 0

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Model is the reference implementation of the window rules: pure,
 // deterministic, with time passed in. Every store is property-tested against
@@ -47,6 +50,17 @@ import "time"
 //     whatever the others' waits (RetryAfter stays the longest wait, which
 //     no retry needs; an in-process decision on a share of the limit uses
 //     it).
+//   - Reservations: a channel-wide window may keep part of its limit for
+//     named bizTypes (reserve: {REFUND: 2}). A request of bizType b is
+//     admitted by such a window only if, after it, the window's use plus
+//     every other name's unmet reservation (its reservation minus its own
+//     use in the window, at least 0) stays within the limit. Each name's
+//     own use is a window of its own (ReserveKey, TrackOwn for the
+//     request's bizType, TrackOther for the others), which never refuses;
+//     a TrackOther window is only read. The wait of such a window is found
+//     as for a sliding window whose limit is the limit less the unmet
+//     reservations at now; it exceeds a cap only when the weight is above
+//     the whole limit.
 //   - Release removes a member from the windows given (all of a key's, or
 //     only its amount windows, to give an amount back).
 //
@@ -64,10 +78,62 @@ type Model struct {
 }
 
 // KeyWindow is one window of one key, with the limit that applies to the
-// request at hand (Rule.LimitFor).
+// request at hand.
 type KeyWindow struct {
 	Key Key
 	Window
+	// Track marks a window that counts one named bizType's own use of a
+	// channel-wide window with reservations (its key is ReserveKey): the
+	// request's own (TrackOwn: recorded, never refusing) or another's
+	// (TrackOther: read for its use, never recorded, never refusing).
+	Track Track
+	// Reserved, on a window with reservations, lists the reservations of
+	// the named bizTypes other than the request's, each with the index of
+	// its TrackOther window in the same check.
+	Reserved []Reserved
+}
+
+// same reports whether w and o are one window of a check.
+func (w KeyWindow) same(o KeyWindow) bool {
+	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && slices.Equal(w.Reserved, o.Reserved)
+}
+
+// Track says whether a window of a check counts a reservation's use.
+type Track uint8
+
+// The kinds of window of a check.
+const (
+	TrackNone  Track = iota // a window of the rules
+	TrackOwn                // the request's bizType's use of a reserved window
+	TrackOther              // another named bizType's use of a reserved window
+)
+
+// Reserved is one other bizType's reservation in a window: Amount kept for
+// it, and the index of the window that counts its own use.
+type Reserved struct {
+	Index  int
+	Amount int64
+}
+
+// TrackingLimit is the limit of a tracking window: it never refuses.
+const TrackingLimit = 1 << 50
+
+// ReserveKey is the key of the windows that count bizType's own use of the
+// reserved windows of channel: "*BIZTYPE" (never a bizType: codes hold no
+// '*').
+func ReserveKey(channel, bizType string) Key {
+	return Key{BizType: AnyBizType + bizType, Channel: channel}
+}
+
+// unmet is the sum of the reservations of w not yet used by their bizTypes
+// (each reservation minus its own use, at least 0), from counts, the use of
+// every window of the check.
+func (w KeyWindow) unmet(counts []int64) int64 {
+	var sum int64
+	for _, r := range w.Reserved {
+		sum += max(r.Amount-counts[r.Index], 0)
+	}
+	return sum
 }
 
 // windowID names one stored window: its key and everything that defines
@@ -226,23 +292,35 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 		}
 		res.Counts[i] = slots[i].used()
 	}
-	for i := range windows {
+	for i, w := range windows {
+		if w.Track == TrackOther {
+			continue
+		}
 		if was, ok := slots[i].amountOf(member); ok && was != amount {
 			res.Window, res.Count, res.Conflict = i, res.Counts[i], true
 			return res
 		}
 	}
 	for i, w := range windows {
+		if w.Track == TrackOther {
+			continue
+		}
 		used := res.Counts[i]
 		if slots[i].has(member) {
 			held = true
 			continue
 		}
-		weight := w.Weight(amount)
-		if used+weight <= w.Limit {
+		if w.Track == TrackOwn {
 			continue
 		}
-		wait := slots[i].wait(w.Window, weight, at)
+		weight := w.Weight(amount)
+		limit := w.Limit - w.unmet(res.Counts)
+		if used+weight <= limit {
+			continue
+		}
+		lw := w.Window
+		lw.Limit = limit
+		wait := slots[i].wait(lw, weight, at)
 		if weight > w.Limit && !res.ExceedsCap {
 			res.Window, res.Count, res.ExceedsCap = i, used, true
 		}
@@ -256,9 +334,15 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 	}
 	res.Allowed, res.Duplicate = true, held
 	for i, w := range windows {
+		if w.Track == TrackOther {
+			continue
+		}
 		if !slots[i].has(member) {
 			slots[i].add(member, w.Weight(amount), amount, at)
 			res.Counts[i] = slots[i].used()
+		}
+		if w.Track != TrackNone {
+			continue
 		}
 		// Room can be negative: a lowered limit under members already in.
 		if res.Window < 0 || w.Limit-res.Counts[i] < windows[res.Window].Limit-res.Counts[res.Window] {
@@ -365,7 +449,7 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 	if r.Key.BizType != AnyBizType {
 		keys = append(keys, Key{BizType: AnyBizType, Channel: r.Key.Channel})
 	}
-	var windows []KeyWindow
+	var windows, tracking []KeyWindow
 	for _, k := range keys {
 		rule := cfg.Rules[k]
 		for _, s := range cfg.Schedules {
@@ -377,28 +461,44 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 			if w.Amount && (r.Amount <= 0 || (w.Currency != "" && w.Currency != r.Currency)) {
 				continue
 			}
-			if i < len(rule.Reserve) && len(rule.Reserve[i]) > 0 {
-				if _, named := rule.Reserve[i][r.Key.BizType]; !named {
-					for _, n := range rule.Reserve[i] {
-						w.Limit -= n
+			kw := KeyWindow{Key: k, Window: w}
+			if i < len(rule.Reserve) {
+				names := make([]string, 0, len(rule.Reserve[i]))
+				for n := range rule.Reserve[i] {
+					names = append(names, n)
+				}
+				slices.Sort(names)
+				for _, n := range names {
+					t := KeyWindow{Key: ReserveKey(k.Channel, n), Window: w, Track: TrackOther}
+					t.Limit = TrackingLimit
+					if n == r.Key.BizType {
+						t.Track = TrackOwn
+					} else {
+						kw.Reserved = append(kw.Reserved, Reserved{Index: -1 - len(tracking), Amount: rule.Reserve[i][n]})
 					}
-					if w.Limit < 0 {
-						w.Limit = 0
-					}
+					tracking = append(tracking, t)
 				}
 			}
-			windows = append(windows, KeyWindow{Key: k, Window: w})
+			windows = append(windows, kw)
 		}
 	}
-	return windows
+	// The tracking windows come last; Reserved indexes point at them.
+	for i := range windows {
+		for j, rv := range windows[i].Reserved {
+			windows[i].Reserved[j].Index = len(windows) - 1 - rv.Index
+		}
+	}
+	return append(windows, tracking...)
 }
 
 // ReleaseKey removes member from every window the model holds of key and
 // of its channel-wide key, whatever rule made them; only from their amount
 // windows when amountsOnly (a declined payment's give-back).
 func (m *Model) ReleaseKey(key Key, member string, amountsOnly bool) {
-	wide := Key{BizType: AnyBizType, Channel: key.Channel}
-	ours := func(id windowID) bool { return (id.key == key || id.key == wide) && (id.amount || !amountsOnly) }
+	wide, own := Key{BizType: AnyBizType, Channel: key.Channel}, ReserveKey(key.Channel, key.BizType)
+	ours := func(id windowID) bool {
+		return (id.key == key || id.key == wide || id.key == own) && (id.amount || !amountsOnly)
+	}
 	for id, q := range m.sliding {
 		if ours(id) {
 			q.remove(member)

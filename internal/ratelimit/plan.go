@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // plan is what one request is checked against: every window that applies
 // to it, its own key's first, then its channel-wide key's, each with the
@@ -47,6 +50,7 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 		n += len(x.rule.Windows)
 	}
 	p.windows = make([]KeyWindow, 0, n) // one allocation: this runs on every check
+	var tracking []KeyWindow
 	for _, x := range rules {
 		if x.rule.Shadow && enforced {
 			continue
@@ -55,12 +59,49 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 			if !w.Applies(r.Amount, r.Currency) {
 				continue
 			}
-			w.Limit = x.rule.LimitFor(i, r.Key.BizType)
-			p.windows = append(p.windows, KeyWindow{Key: x.key, Window: w})
+			kw := KeyWindow{Key: x.key, Window: w}
+			if i < len(x.rule.Reserve) && len(x.rule.Reserve[i]) > 0 {
+				kw.Reserved, tracking = reservations(x.key.Channel, w, x.rule.Reserve[i], r.Key.BizType, tracking)
+			}
+			p.windows = append(p.windows, kw)
 			p.hasBaseline = p.hasBaseline || w.Amount || w.IsCalendar()
 		}
 	}
+	if len(tracking) > 0 {
+		// Tracking windows come last: a Reserved index i < 0 is the
+		// tracking window -1-i.
+		for i := range p.windows {
+			for j := range p.windows[i].Reserved {
+				p.windows[i].Reserved[j].Index = len(p.windows) - 1 - p.windows[i].Reserved[j].Index
+			}
+		}
+		p.windows = append(p.windows, tracking...)
+	}
 	return p
+}
+
+// reservations returns, for window w of channel with reservations reserve,
+// checked for bizType, the Reserved entries of the other names (their Index
+// -1-i for the i-th tracking window) and tracking with one window per name
+// appended (TrackOwn for bizType's), in the names' order.
+func reservations(channel string, w Window, reserve map[string]int64, bizType string, tracking []KeyWindow) ([]Reserved, []KeyWindow) {
+	names := make([]string, 0, len(reserve))
+	for n := range reserve {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var out []Reserved
+	for _, n := range names {
+		t := KeyWindow{Key: ReserveKey(channel, n), Window: w, Track: TrackOther}
+		t.Limit = TrackingLimit
+		if n == bizType {
+			t.Track = TrackOwn
+		} else {
+			out = append(out, Reserved{Index: -1 - len(tracking), Amount: reserve[n]})
+		}
+		tracking = append(tracking, t)
+	}
+	return out, tracking
 }
 
 // closed returns the index of a window that refuses every request of the
@@ -95,9 +136,11 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 		ExceedsCap: res.ExceedsCap,
 	}
 	if len(res.Counts) == len(p.windows) {
-		d.Windows = make([]WindowUsage, len(p.windows))
+		d.Windows = make([]WindowUsage, 0, len(p.windows))
 		for i, w := range p.windows {
-			d.Windows[i] = WindowUsage{Window: w.Window, Scope: w.Key, Count: res.Counts[i]}
+			if w.Track == TrackNone {
+				d.Windows = append(d.Windows, WindowUsage{Window: w.Window, Scope: w.Key, Count: res.Counts[i]})
+			}
 		}
 	}
 	return d
@@ -173,14 +216,23 @@ func releaseWindows(cfg *Config, key Key, now time.Time, amountsOnly bool) []Key
 				}
 			}
 		}
+		add := func(kw KeyWindow) {
+			id := idOf(kw)
+			if seen[id] || (amountsOnly && !kw.Amount) {
+				return
+			}
+			seen[id] = true
+			out = append(out, kw)
+		}
 		for _, r := range rules {
-			for _, w := range r.Windows {
-				id := idOf(KeyWindow{Key: k, Window: w})
-				if seen[id] || (amountsOnly && !w.Amount) {
-					continue
+			for i, w := range r.Windows {
+				add(KeyWindow{Key: k, Window: w})
+				if i < len(r.Reserve) {
+					if _, named := r.Reserve[i][key.BizType]; named && k.IsChannelWide() && !key.IsChannelWide() {
+						// The member's own use of the reservation.
+						add(KeyWindow{Key: ReserveKey(k.Channel, key.BizType), Window: w, Track: TrackOwn})
+					}
 				}
-				seen[id] = true
-				out = append(out, KeyWindow{Key: k, Window: w})
 			}
 		}
 	}

@@ -207,9 +207,10 @@ func checkArgs(windows []KeyWindow, members ...checkMember) []any {
 // µs since the epoch (property tests drive time through it); periodsAt is
 // the time the calendar periods are computed around.
 func checkArgsAt(nowMicros int64, periodsAt time.Time, windows []KeyWindow, members ...checkMember) []any {
-	args := make([]any, 0, 3+argsPerWindow*len(windows)+2*len(members))
+	args := make([]any, 0, 4+argsPerWindow*len(windows)+2*len(members))
 	args = append(args, ttlMargin.Milliseconds(), nowMicros, len(windows))
 	args = appendWindowArgs(args, periodsAt, windows)
+	args = appendReservedArgs(args, windows)
 	for _, m := range members {
 		args = append(args, m.id, m.amount)
 	}
@@ -227,10 +228,27 @@ func appendWindowArgs(args []any, periodsAt time.Time, windows []KeyWindow) []an
 		if w.IsCalendar() {
 			kind |= kindCalendar
 			b := w.Calendar.Periods(periodsAt)
-			args = append(args, kind, w.Limit, 0, micros(b[0]), micros(b[1]), micros(b[2]), micros(b[3]))
+			args = append(args, kind, w.Limit, 0, micros(b[0]), micros(b[1]), micros(b[2]), micros(b[3]), int(w.Track))
 			continue
 		}
-		args = append(args, kind, w.Limit, w.Size.Microseconds(), 0, 0, 0, 0)
+		args = append(args, kind, w.Limit, w.Size.Microseconds(), 0, 0, 0, 0, int(w.Track))
+	}
+	return args
+}
+
+// appendReservedArgs appends the check script's reservations: their
+// number, then for each the window it applies to, the window counting the
+// other name's use (both 1-based) and the reservation.
+func appendReservedArgs(args []any, windows []KeyWindow) []any {
+	n := 0
+	for _, w := range windows {
+		n += len(w.Reserved)
+	}
+	args = append(args, n)
+	for i, w := range windows {
+		for _, r := range w.Reserved {
+			args = append(args, i+1, r.Index+1, r.Amount)
+		}
 	}
 	return args
 }

@@ -79,7 +79,8 @@ func (c clockedRedis) Usage(ctx context.Context, ws []KeyWindow) ([]int64, error
 func (c clockedRedis) Ping(ctx context.Context) error { return c.s.Ping(ctx) }
 
 // genRule draws a rule of 1 to 3 windows with distinct IDs, and, when
-// reserve is set, reservations for REFUND on some windows.
+// reserve is set, reservations for REFUND, PAY or both on some windows
+// (within the window's limit, as the document requires).
 func genRule(t *rapid.T, reserve bool) Rule {
 	var r Rule
 	seen := map[string]bool{}
@@ -92,7 +93,12 @@ func genRule(t *rapid.T, reserve bool) Rule {
 		r.Windows = append(r.Windows, w)
 		var res map[string]int64
 		if reserve && rapid.Bool().Draw(t, "reserve") {
-			res = map[string]int64{"REFUND": rapid.Int64Range(0, w.Limit).Draw(t, "reserved")}
+			res = map[string]int64{}
+			left := w.Limit
+			for _, name := range rapid.SampledFrom([][]string{{"REFUND"}, {"PAY"}, {"REFUND", "PAY"}}).Draw(t, "reserved for") {
+				n := rapid.Int64Range(0, left).Draw(t, "reserved")
+				res[name], left = n, left-n
+			}
 		}
 		r.Reserve = append(r.Reserve, res)
 	}
@@ -162,7 +168,7 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 			if got.Allowed != want.Allowed || got.Scope != w.Key || got.Rule != w.Name() || got.Limit != w.Limit {
 				t.Fatalf("%+v at %s, windows %v:\n got %+v\nwant %+v (model)", r, now.UTC().Format(time.RFC3339Nano), windows, got, want)
 			}
-			if got.Count != want.Count || got.RetryAfter != want.RetryAfter || got.Duplicate != want.Duplicate {
+			if got.Count != want.Count || got.RetryAfter != want.RetryAfter || got.Duplicate != want.Duplicate || got.ExceedsCap != want.ExceedsCap {
 				t.Fatalf("%+v at %s, windows %v:\n got %+v\nwant %+v (model)", r, now.UTC().Format(time.RFC3339Nano), windows, got, want)
 			}
 			for i, u := range got.Windows {
