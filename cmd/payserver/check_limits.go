@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"payserver/internal/configcenter"
@@ -12,19 +14,52 @@ import (
 )
 
 // checkLimits validates a limits document offline and prints what payserver
-// would enforce. Ops run it before publishing to Nacos. Exit 0 when valid,
-// 1 when refused, 2 on usage errors.
+// would enforce. Ops run it before publishing to Nacos. With --at it shows
+// what is in force at that instant (schedules applied, each calendar
+// window's period); --json prints that as JSON. Exit 0 when valid, 1 when
+// refused, 2 on usage errors.
 func checkLimits(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: payserver check-limits FILE   (FILE - reads standard input)")
+	const usage = "usage: payserver check-limits FILE [--at RFC3339 [--json]]   (FILE - reads standard input)"
+	var file, at string
+	asJSON := false
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--json" || a == "-json":
+			asJSON = true
+		case (a == "--at" || a == "-at") && i+1 < len(args):
+			i++
+			at = args[i]
+		case strings.HasPrefix(a, "--at="):
+			at = strings.TrimPrefix(a, "--at=")
+		case a == "-h" || a == "--help":
+			fmt.Fprintln(stdout, usage)
+			return 0
+		case file == "" && (a == "-" || !strings.HasPrefix(a, "-")):
+			file = a
+		default:
+			fmt.Fprintln(stderr, usage)
+			return 2
+		}
+	}
+	if file == "" || (asJSON && at == "") {
+		fmt.Fprintln(stderr, usage)
 		return 2
+	}
+	var when time.Time
+	if at != "" {
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			fmt.Fprintf(stderr, "check-limits: --at %q: must be an RFC 3339 time, such as 2026-03-08T02:30:00-05:00\n", at)
+			return 2
+		}
+		when = t
 	}
 	var data []byte
 	var err error
-	if args[0] == "-" {
+	if file == "-" {
 		data, err = io.ReadAll(os.Stdin)
 	} else {
-		data, err = os.ReadFile(args[0])
+		data, err = os.ReadFile(file)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "check-limits: %v\n", err)
@@ -35,8 +70,138 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "INVALID: %v\npayserver would refuse this document and keep the limits in force.\n", err)
 		return 1
 	}
-	printLimits(stdout, cfg, time.Now())
+	switch {
+	case asJSON:
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(inForce(cfg, when)); err != nil {
+			fmt.Fprintf(stderr, "check-limits: %v\n", err)
+			return 2
+		}
+	case at != "":
+		printInForce(stdout, inForce(cfg, when))
+	default:
+		printLimits(stdout, cfg, time.Now())
+	}
 	return 0
+}
+
+// inForceJSON is what check-limits --at shows: the rules in force at At.
+type inForceJSON struct {
+	At   string           `json:"at"`
+	Keys []keyInForceJSON `json:"keys"`
+}
+
+// keyInForceJSON is one key's rule at that instant; Schedule names the
+// schedule that replaced its base rule, if one did.
+type keyInForceJSON struct {
+	Key      string              `json:"key"`
+	Schedule string              `json:"schedule,omitempty"`
+	Windows  []windowInForceJSON `json:"windows"`
+}
+
+// windowInForceJSON is one window: a sliding one by its size, a calendar
+// one by its calendar, zone and cutoff with the period holding the instant.
+type windowInForceJSON struct {
+	Limit       *int64           `json:"limit,omitempty"`
+	Amount      *int64           `json:"amount,omitempty"`
+	Currency    string           `json:"currency,omitempty"`
+	Window      string           `json:"window,omitempty"`
+	Calendar    string           `json:"calendar,omitempty"`
+	Zone        string           `json:"zone,omitempty"`
+	Cutoff      string           `json:"cutoff,omitempty"`
+	PeriodStart string           `json:"periodStart,omitempty"`
+	PeriodEnd   string           `json:"periodEnd,omitempty"`
+	Reserve     map[string]int64 `json:"reserve,omitempty"`
+}
+
+// inForce computes the rules of every key of cfg at t: the base rules, or
+// the schedule active then, and each calendar window's period.
+func inForce(cfg *ratelimit.Config, t time.Time) inForceJSON {
+	seen := map[ratelimit.Key]bool{}
+	for k := range cfg.Rules {
+		seen[k] = true
+	}
+	for _, sc := range cfg.Schedules {
+		seen[sc.Key] = true
+	}
+	keys := make([]ratelimit.Key, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	out := inForceJSON{At: t.Format(time.RFC3339), Keys: []keyInForceJSON{}}
+	for _, k := range keys {
+		kj := keyInForceJSON{Key: k.String(), Windows: []windowInForceJSON{}}
+		rule := cfg.RuleAt(k, t)
+		for _, sc := range cfg.Schedules {
+			if sc.Key == k && sc.Active(t) {
+				kj.Schedule = sc.From.Format(time.RFC3339) + ".." + sc.To.Format(time.RFC3339)
+			}
+		}
+		if rule.IsUnlimited() && kj.Schedule == "" {
+			continue
+		}
+		for i, w := range rule.Windows {
+			wj := windowInForceJSON{Currency: w.Currency}
+			limit := w.Limit
+			if w.Amount {
+				wj.Amount = &limit
+			} else {
+				wj.Limit = &limit
+			}
+			if i < len(rule.Reserve) && len(rule.Reserve[i]) > 0 {
+				wj.Reserve = rule.Reserve[i]
+			}
+			if w.IsCalendar() {
+				start, end := w.Calendar.Period(t)
+				wj.Calendar, wj.Zone, wj.Cutoff = string(w.Calendar.Unit), w.Calendar.Zone.String(), ratelimit.FormatCutoff(w.Calendar.Cutoff)
+				wj.PeriodStart, wj.PeriodEnd = start.In(w.Calendar.Zone).Format(time.RFC3339), end.In(w.Calendar.Zone).Format(time.RFC3339)
+			} else {
+				wj.Window = ratelimit.FormatSize(w.Size)
+			}
+			kj.Windows = append(kj.Windows, wj)
+		}
+		out.Keys = append(out.Keys, kj)
+	}
+	return out
+}
+
+// printInForce writes inForce as text: one line per key, then one per
+// calendar window with its period.
+func printInForce(stdout io.Writer, f inForceJSON) {
+	fmt.Fprintf(stdout, "In force at %s (%d keys; keys not listed are unlimited):\n", f.At, len(f.Keys))
+	for _, k := range f.Keys {
+		from := ""
+		if k.Schedule != "" {
+			from = "  (schedule " + k.Schedule + ")"
+		}
+		if len(k.Windows) == 0 {
+			fmt.Fprintf(stdout, "  %-40s unlimited%s\n", k.Key, from)
+			continue
+		}
+		fmt.Fprintf(stdout, "  %s%s\n", k.Key, from)
+		for _, w := range k.Windows {
+			what := "limit"
+			n := w.Limit
+			if w.Amount != nil {
+				what, n = "amount", w.Amount
+			}
+			line := fmt.Sprintf("    %s %d", what, *n)
+			if w.Currency != "" {
+				line += " " + w.Currency
+			}
+			if w.Calendar != "" {
+				line += fmt.Sprintf(" per %s from %s %s: period %s .. %s", w.Calendar, w.Cutoff, w.Zone, w.PeriodStart, w.PeriodEnd)
+			} else {
+				line += " per " + w.Window
+			}
+			if len(w.Reserve) > 0 {
+				line += fmt.Sprintf(", reserve %v", w.Reserve)
+			}
+			fmt.Fprintln(stdout, line)
+		}
+	}
 }
 
 // printLimits writes what payserver would enforce: each key's base rule,
@@ -70,6 +235,9 @@ func printLimits(stdout io.Writer, cfg *ratelimit.Config, now time.Time) {
 		}
 	}
 	fmt.Fprintln(stdout, "Keys not listed are unlimited.")
+	if hasReserve(cfg) {
+		fmt.Fprintln(stdout, "{NAME:N} after a window keeps N of its limit for bizType NAME: a request of any other bizType is admitted only while the window's use, plus every other name's unmet reservation (its N less its own use in the window), stays within the limit.")
+	}
 	bizTypes := make([]string, 0, len(cfg.Routes))
 	for biz := range cfg.Routes {
 		bizTypes = append(bizTypes, biz)
@@ -81,4 +249,19 @@ func printLimits(stdout io.Writer, cfg *ratelimit.Config, now time.Time) {
 	if len(bizTypes) > 0 {
 		fmt.Fprintln(stdout, "A server refuses routes that name a channel it is not configured with.")
 	}
+}
+
+// hasReserve reports whether a rule or schedule of cfg has reservations.
+func hasReserve(cfg *ratelimit.Config) bool {
+	for _, r := range cfg.Rules {
+		if len(r.Reserve) > 0 {
+			return true
+		}
+	}
+	for _, sc := range cfg.Schedules {
+		if len(sc.Rule.Reserve) > 0 {
+			return true
+		}
+	}
+	return false
 }

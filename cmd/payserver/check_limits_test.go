@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,60 @@ func TestPrintLimitsActiveSchedule(t *testing.T) {
 	printLimits(&out, cfg, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	if !strings.Contains(out.String(), "unlimited  (ACTIVE now)") || !strings.Contains(out.String(), "5/1s") {
 		t.Errorf("output:\n%s\nwant the base 5/1s and the active schedule", out.String())
+	}
+}
+
+// TestCheckLimitsAt: --at shows the rules in force at an instant, the
+// schedule applied and each calendar window's period, in text and JSON; at
+// Santiago's midnight DST gap the day runs to 01:00 of the next date.
+func TestCheckLimitsAt(t *testing.T) {
+	doc := writeTemp(t, `limits:
+  DEMO:WECHAT: [{limit: 3, calendar: day, zone: America/Santiago}, {limit: 10, window: 1m}]
+  ONLINE_PAY:ALIPAY: 5
+schedules:
+  - {key: "ONLINE_PAY:ALIPAY", from: "2024-09-07T20:00:00-04:00", to: "2024-09-08T06:00:00-03:00", limits: 0}
+`)
+	var out, errOut bytes.Buffer
+	if code := run([]string{"check-limits", doc, "--at", "2024-09-07T23:20:00-04:00", "--json"}, envFrom(nil), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var got struct {
+		At   string `json:"at"`
+		Keys []struct {
+			Key      string `json:"key"`
+			Schedule string `json:"schedule"`
+			Windows  []struct {
+				Calendar, Zone, Cutoff, PeriodStart, PeriodEnd, Window string
+				Limit                                                  *int64
+			} `json:"windows"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if got.At != "2024-09-07T23:20:00-04:00" || len(got.Keys) != 2 {
+		t.Fatalf("got %s", out.String())
+	}
+	demo, online := got.Keys[0], got.Keys[1]
+	if demo.Key != "DEMO:WECHAT" || len(demo.Windows) != 2 {
+		t.Fatalf("DEMO:WECHAT: %+v", demo)
+	}
+	day := demo.Windows[0]
+	if day.Calendar != "day" || day.Zone != "America/Santiago" || day.Cutoff != "00:00" || *day.Limit != 3 ||
+		day.PeriodStart != "2024-09-07T00:00:00-04:00" || day.PeriodEnd != "2024-09-08T01:00:00-03:00" {
+		t.Errorf("day window: %+v, want the period 2024-09-07T00:00:00-04:00 .. 2024-09-08T01:00:00-03:00", day)
+	}
+	if demo.Windows[1].Window != "1m" || demo.Windows[1].PeriodStart != "" {
+		t.Errorf("sliding window: %+v", demo.Windows[1])
+	}
+	if online.Schedule == "" || len(online.Windows) != 1 || *online.Windows[0].Limit != 0 {
+		t.Errorf("ONLINE_PAY:ALIPAY at the instant: %+v, want the schedule's limit 0", online)
+	}
+	out.Reset()
+	if code := run([]string{"check-limits", doc, "--at", "2024-09-07T23:20:00-04:00"}, envFrom(nil), &out, &errOut); code != 0 || !strings.Contains(out.String(), "period 2024-09-07T00:00:00-04:00 .. 2024-09-08T01:00:00-03:00") {
+		t.Errorf("text: exit %d:\n%s", code, out.String())
+	}
+	if code := run([]string{"check-limits", doc, "--at", "yesterday"}, envFrom(nil), &out, &errOut); code != 2 {
+		t.Errorf("--at yesterday: exit %d, want 2", code)
 	}
 }
