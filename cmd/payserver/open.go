@@ -172,6 +172,12 @@ func (m *Main) redisOptions() (*redis.UniversalOptions, error) {
 		// limiter retries a check itself, with the same member
 		// (ratelimit.Limiter's unknown-outcome handling).
 		MaxRetries: -1,
+		// One dial attempt per call: go-redis's own dial retries (5, 100 ms
+		// apart) outlast the limiter's deadline, so a refused connection,
+		// which provably never ran the script, ended as a deadline, an
+		// unknown outcome (503) instead of a decision in process
+		// (ratelimit TestRefusedDialIsDecidedInProcess).
+		DialerRetries: 1,
 	}
 	if m.cfg.RedisMode == RedisSentinel {
 		opts.Addrs = m.cfg.RedisSentinels

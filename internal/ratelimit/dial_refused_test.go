@@ -1,0 +1,61 @@
+package ratelimit_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"payserver/internal/ratelimit"
+)
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestRefusedDialIsDecidedInProcess: with Redis down (connections
+// refused), a check under policy local is decided in process at once, as
+// documented: a refused dial provably never ran the script, so it is never
+// an unknown outcome (a 503), nor a refusal of a window that is not full.
+// The client is configured as payserver configures it
+// (cmd/payserver redisOptions: one dial attempt per call).
+func TestRefusedDialIsDecidedInProcess(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: closedPort(t), DialTimeout: 250 * time.Millisecond, MaxRetries: -1, DialerRetries: 1,
+		ContextTimeoutEnabled: true, PoolTimeout: 100 * time.Millisecond})
+	defer c.Close()
+	store, err := ratelimit.NewRedisStore(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(store, ratelimit.Options{Timeout: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  ONLINE_PAY:ALIPAY: 100\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	for i := range 3 {
+		start := time.Now()
+		d, err := l.Check(context.Background(), ratelimit.Request{Key: key, Member: "m" + string(rune('a'+i))})
+		if err != nil || !d.Allowed || d.Unknown || d.Source != ratelimit.SourceLocal {
+			t.Fatalf("check %d with Redis refusing connections: allowed %v unknown %v source %s (%v); want admitted in process", i, d.Allowed, d.Unknown, d.Source, err)
+		}
+		if took := time.Since(start); took > 200*time.Millisecond {
+			t.Errorf("check %d took %v: a refused dial should be known at once", i, took)
+		}
+		time.Sleep(300 * time.Millisecond) // each check past the breaker's cool-down: a probe
+	}
+}
