@@ -17,7 +17,9 @@ import (
 // rule's cap) or amount (an amount rule's cap, in minor units), used (what
 // the window holds), windowMs (a sliding window's length), scope (the
 // channel-wide key "*:CHANNEL" when its window binds) and retryAfterMs (for
-// a calendar window, the time until the next period starts).
+// a calendar window, the time until the next period starts). An amount
+// rule also names requestAmount (what the request pays), remaining (what is
+// left of the cap) and currency (the request's).
 //
 // A closed key (limit 0) says details.closed. When a schedule opens it
 // again, the answer has details.closedUntil (RFC 3339) and a Retry-After
@@ -44,7 +46,13 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 		e.Details["rule"] = rule
 	}
 	if d.Amount {
+		// The cap, and what this request asks of it against what is left.
 		e.Details["amount"] = d.Limit
+		e.Details["requestAmount"] = d.RequestAmount
+		e.Details["remaining"] = max(d.Limit-d.Count, 0)
+		if d.Currency != "" {
+			e.Details["currency"] = d.Currency
+		}
 	} else {
 		e.Details["limit"] = d.Limit
 	}
@@ -73,6 +81,10 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 		e.Message = fmt.Sprintf("amount %d is above the %s cap %d of channel %s for %s", d.RequestAmount, rule, d.Limit, key.Channel, key.BizType)
 		e.Details["exceedsCap"] = true
 		return e
+	}
+	if d.Amount && !d.Scope.IsChannelWide() && d.RequestAmount > 0 {
+		e.Message = fmt.Sprintf("amount %d does not fit the %s cap %d of channel %s for %s: %d used, %d left",
+			d.RequestAmount, rule, d.Limit, key.Channel, key.BizType, d.Count, max(d.Limit-d.Count, 0))
 	}
 	// A refusal always has a time to retry at; at least 1ms, as the
 	// answer promises.

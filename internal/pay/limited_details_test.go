@@ -28,8 +28,9 @@ func TestLimitedErrorNamesTheBindingRule(t *testing.T) {
 			420 * time.Millisecond, "channel ALIPAY is at its limit for ONLINE_PAY (count/1s)"},
 		{"calendar amount: until the next period",
 			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/day", Amount: true, Limit: 500000000, Count: 499990000, RequestAmount: 20000, Currency: "CNY", RetryAfter: 2*time.Hour + 20*time.Minute, Source: ratelimit.SourceRedis},
-			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/day", "amount": int64(500000000), "used": int64(499990000), "retryAfterMs": int64(8400000)},
-			2*time.Hour + 20*time.Minute, "channel ALIPAY is at its limit for ONLINE_PAY (amount/day)"},
+			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/day", "amount": int64(500000000), "used": int64(499990000), "retryAfterMs": int64(8400000),
+				"requestAmount": int64(20000), "remaining": int64(10000), "currency": "CNY"},
+			2*time.Hour + 20*time.Minute, "amount 20000 does not fit the amount/day cap 500000000 of channel ALIPAY for ONLINE_PAY: 499990000 used, 10000 left"},
 		{"channel-wide scope",
 			ratelimit.Decision{Key: key, Scope: ratelimit.ChannelWide("ALIPAY"), Rule: "count/1s", Limit: 160, Window: time.Second, Count: 160, RetryAfter: time.Millisecond, Source: ratelimit.SourceRedis},
 			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": int64(160), "used": int64(160), "windowMs": int64(1000), "retryAfterMs": int64(1), "scope": "*:ALIPAY"},
@@ -46,7 +47,8 @@ func TestLimitedErrorNamesTheBindingRule(t *testing.T) {
 			90 * time.Second, "channel ALIPAY is closed for ONLINE_PAY until 2026-12-01T04:00:00Z"},
 		{"an amount that never fits has no retry time",
 			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/1m", Amount: true, Limit: 100, Window: time.Minute, Count: 0, RequestAmount: 500, Source: ratelimit.SourceRedis, ExceedsCap: true},
-			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": int64(100), "used": int64(0), "windowMs": int64(60000), "exceedsCap": true},
+			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": int64(100), "used": int64(0), "windowMs": int64(60000), "exceedsCap": true,
+				"requestAmount": int64(500), "remaining": int64(100)},
 			0, "amount 500 is above the amount/1m cap 100 of channel ALIPAY for ONLINE_PAY"},
 	}
 	for _, tt := range tests {
