@@ -309,7 +309,7 @@ func TestClientPackage(t *testing.T) {
 	if a, err := c.Acquire(ctx, client.AcquireRequest{Key: key, RequestID: "c-1"}); err != nil || !a.Duplicate {
 		t.Fatalf("Acquire again: %+v, %v; want a duplicate", a, err)
 	}
-	if p, err := c.Peek(ctx, key, 0); err != nil || p.Allowed || p.Windows[0].Remaining != 0 {
+	if p, err := c.Peek(ctx, key); err != nil || p.Allowed || p.Windows[0].Remaining != 0 {
 		t.Fatalf("Peek: %+v, %v; want a full window", p, err)
 	}
 	_, err = c.Acquire(ctx, client.AcquireRequest{Key: key, RequestID: "c-2"})
@@ -336,12 +336,12 @@ func TestClientPackage(t *testing.T) {
 		t.Fatalf("bad bizType: %v, want *InvalidError naming bizType", err)
 	}
 	other, _ := client.New(client.Options{BaseURL: s.base, Token: "not-a-client-token"})
-	if _, err := other.Peek(ctx, key, 0); !errors.Is(err, client.ErrUnauthorized) {
+	if _, err := other.Peek(ctx, key); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("wrong token: %v, want ErrUnauthorized", err)
 	}
 	dead, _ := client.New(client.Options{BaseURL: "http://" + freePort(t), Token: refundsToken, Timeout: 500 * time.Millisecond})
 	var unavailable *client.UnavailableError
-	if _, err := dead.Peek(ctx, key, 0); !errors.As(err, &unavailable) || unavailable.Status != 0 {
+	if _, err := dead.Peek(ctx, key); !errors.As(err, &unavailable) || unavailable.Status != 0 {
 		t.Fatalf("dead server: %v, want *UnavailableError", err)
 	}
 }

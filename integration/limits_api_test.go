@@ -155,7 +155,7 @@ func TestLimitsAPIPeekConsumesNothing(t *testing.T) {
 	biz := testutil.UniqueName("PEEK")
 	s := startServer(t, serverOptions{Env: limitsEnv(nil),
 		Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 3, window: 1m}\n", biz)})
-	q := "bizType=" + biz + "&channel=ALIPAY&amount=100"
+	q := "bizType=" + biz + "&channel=ALIPAY&amount=100&currency=CNY"
 	for i := 0; i < 10; i++ {
 		p := s.peek(t, refundsToken, q)
 		if p.Status != 200 || p.JSON(t)["allowed"] != true || used(t, p, 0) != 0 {

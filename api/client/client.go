@@ -143,13 +143,14 @@ func (c *Client) Release(ctx context.Context, k Key, requestID string) error {
 }
 
 // Peek reports the room in each window of k without consuming anything.
-// amount 0 means none.
-func (c *Client) Peek(ctx context.Context, k Key, amount int64) (Peeked, error) {
-	return c.PeekPayment(ctx, k, amount, "")
+// PeekPayment asks for a payment of an amount.
+func (c *Client) Peek(ctx context.Context, k Key) (Peeked, error) {
+	return c.PeekPayment(ctx, k, 0, "")
 }
 
 // PeekPayment is Peek for a payment of amount in currency, which amount
-// caps in that currency count ("" means none).
+// caps in that currency count. An amount needs its currency (the server
+// answers 400 without it).
 func (c *Client) PeekPayment(ctx context.Context, k Key, amount int64, currency string) (Peeked, error) {
 	q := url.Values{"bizType": {k.BizType}, "channel": {k.Channel}}
 	if amount != 0 {

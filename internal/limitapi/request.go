@@ -138,6 +138,10 @@ func (o *object) key() ratelimit.Key {
 	}
 }
 
+// reasonCurrencyWithAmount: an amount without its currency would pass every
+// amount cap written for one currency uncounted.
+const reasonCurrencyWithAmount = "is required with amount: an amount counts against the caps of its currency"
+
 // DecodeAcquire parses and validates an acquire body with POST /pay's field
 // rules. Every problem is reported in one INVALID_REQUEST error.
 func DecodeAcquire(data []byte) (AcquireRequest, error) {
@@ -148,6 +152,9 @@ func DecodeAcquire(data []byte) (AcquireRequest, error) {
 	r := AcquireRequest{Key: o.key(), RequestID: o.str("requestId", true, pay.RequestIDProblem)}
 	r.Amount = o.amount()
 	r.Currency = o.str("currency", false, pay.CurrencyProblem)
+	if r.Amount > 0 && pay.AmountProblem(r.Amount) == "" && r.Currency == "" {
+		o.add("currency", reasonCurrencyWithAmount)
+	}
 	d, reason := pay.ParseMaxWaitMs(o.raw["maxWaitMs"])
 	o.add("maxWaitMs", reason)
 	r.MaxWait = d
@@ -221,6 +228,9 @@ func ParsePeek(get func(name string) []string, names []string) (PeekRequest, err
 			bad = append(bad, apperr.FieldError{Field: "currency", Reason: reason})
 		}
 		r.Currency = v
+	}
+	if r.Amount > 0 && r.Currency == "" {
+		bad = append(bad, apperr.FieldError{Field: "currency", Reason: reasonCurrencyWithAmount})
 	}
 	if len(bad) > 0 {
 		return PeekRequest{}, apperr.Invalid(bad...)

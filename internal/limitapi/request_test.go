@@ -46,6 +46,7 @@ func TestDecodeAcquire(t *testing.T) {
 		{"amount string", `{"bizType":"A","channel":"B","requestId":"x","amount":"5"}`, []string{"amount"}},
 		{"amount over max", `{"bizType":"A","channel":"B","requestId":"x","amount":1000000000001}`, []string{"amount"}},
 		{"currency", `{"bizType":"A","channel":"B","requestId":"x","currency":"yen"}`, []string{"currency"}},
+		{"amount without currency", `{"bizType":"A","channel":"B","requestId":"x","amount":100}`, []string{"currency"}},
 		{"maxWaitMs over cap", `{"bizType":"A","channel":"B","requestId":"x","maxWaitMs":30001}`, []string{"maxWaitMs"}},
 		{"maxWaitMs fraction", `{"bizType":"A","channel":"B","requestId":"x","maxWaitMs":1.5}`, []string{"maxWaitMs"}},
 	} {
@@ -82,7 +83,8 @@ func TestParsePeek(t *testing.T) {
 		query map[string][]string
 		want  []string // bad fields; nil means valid
 	}{
-		{"valid", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "amount": {"10"}}, nil},
+		{"valid", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "amount": {"10"}, "currency": {"CNY"}}, nil},
+		{"amount without currency", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "amount": {"10"}}, []string{"currency"}},
 		{"missing", map[string][]string{}, []string{"bizType", "channel"}},
 		{"repeated", map[string][]string{"bizType": {"A", "B"}, "channel": {"B"}}, []string{"bizType"}},
 		{"bad amount", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "amount": {"0"}}, []string{"amount"}},
