@@ -403,13 +403,13 @@ func TestSpecMatchesServer(t *testing.T) {
 		Metrics:    promhttp.HandlerFor(reg2, promhttp.HandlerOpts{}),
 		Limits:     limits,
 		Ready: []httpapi.Check{
-			{Name: "database", Check: func(context.Context) error { return nil }},
-			{Name: "redis", Check: func(context.Context) error {
+			{Name: "database", Check: httpapi.Required(func(context.Context) error { return nil })},
+			{Name: "redis", Check: httpapi.Required(func(context.Context) error {
 				if redisUp.Load() {
 					return nil
 				}
 				return errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
-			}},
+			})},
 		},
 	})
 	if err != nil {

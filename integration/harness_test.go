@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -88,14 +87,10 @@ type serverOptions struct {
 	Fast bool
 }
 
+// freePort is a loopback address for a server the test starts.
 func freePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testutil.FreeAddr(t)
 }
 
 // startServer starts payserver and waits until /healthz answers.

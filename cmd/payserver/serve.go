@@ -40,9 +40,9 @@ func (m *Main) serve(svc *pay.Service) error {
 		Limits:     limitsView{m.limiter, m.manager},
 		Admin:      admin,
 		Ready: []httpapi.Check{
-			{Name: "database", Check: func(ctx context.Context) error { return repo.Ping(ctx, m.db) }},
-			{Name: "redis", Check: m.limiter.Ping},
-			{Name: "limits", Check: m.manager.Ready},
+			{Name: "database", Check: httpapi.Required(func(ctx context.Context) error { return repo.Ping(ctx, m.db) })},
+			{Name: "redis", Check: redisReadiness(m.limiter.Ping, m.cfg.Limiter.Policy)},
+			{Name: "limits", Check: httpapi.Required(m.manager.Ready)},
 		},
 	}))
 	if err != nil {

@@ -33,10 +33,36 @@ type PayService interface {
 	Get(ctx context.Context, requestID string) (*pay.Order, error)
 }
 
-// Check is one readiness check: nil when the named thing is ready.
+// Check is one readiness check of GET /readyz.
 type Check struct {
-	Name  string
-	Check func(ctx context.Context) error
+	Name string
+	// Check says whether the named thing lets the instance take traffic.
+	// Required turns a function returning an error into one.
+	Check func(ctx context.Context) Readiness
+}
+
+// Readiness is one check's answer. The zero value is ready and shown as
+// "ok".
+type Readiness struct {
+	// NotReady takes the instance out of traffic: /readyz answers 503 and
+	// names the check in missing.
+	NotReady bool
+	// Text is shown under the check's name; empty shows "ok". A ready
+	// answer with a text says the instance serves in a degraded way (a
+	// dependency it decides without, a newer schema it is compatible with).
+	Text string
+}
+
+// Required is the check of something the instance cannot serve without:
+// ready ("ok") when check returns nil, else not ready, shown by the
+// error's text.
+func Required(check func(ctx context.Context) error) func(ctx context.Context) Readiness {
+	return func(ctx context.Context) Readiness {
+		if err := check(ctx); err != nil {
+			return Readiness{NotReady: true, Text: err.Error()}
+		}
+		return Readiness{}
+	}
 }
 
 // Options wires the handler. Pay and Logger are required.
