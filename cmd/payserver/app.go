@@ -10,7 +10,6 @@ import (
 	"os"
 	"sync"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -31,9 +30,11 @@ type Main struct {
 	cfg Config
 	log *slog.Logger
 
-	db       *gorm.DB
-	redis    redis.UniversalClient
-	mini     *miniredis.Miniredis
+	db    *gorm.DB
+	redis redis.UniversalClient
+	// durable is the embedded limiter's store, journaled in the data dir;
+	// nil with a Redis.
+	durable  *ratelimit.DurableStore
 	limiter  *ratelimit.Limiter
 	manager  *configcenter.Manager
 	limitsIn *configcenter.WatchedSource // the manager's source, for ops gauges and shutdown order
@@ -173,9 +174,11 @@ func (m *Main) Close() error {
 	if err := m.drainRouting(); err != nil {
 		errs = append(errs, err)
 	}
-	if m.mini != nil {
-		m.mini.Close()
-		m.mini = nil
+	if m.durable != nil {
+		if err := m.durable.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		m.durable = nil
 	}
 	if m.redis != nil {
 		if err := m.redis.Close(); err != nil {

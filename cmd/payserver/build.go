@@ -18,25 +18,14 @@ import (
 // This file builds the services on top of the opened backends: the limiter,
 // the limits source, the channels and the payment service.
 
-// buildLimiter makes the Redis store (scripts loaded before the first
-// check) and the limiter around it.
+// buildLimiter makes the limiter's store, the Redis store (scripts loaded
+// before the first check) or, embedded, the journaled in-process store, and
+// the limiter around it.
 func (m *Main) buildLimiter(ctx context.Context) error {
-	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{
-		Coalesce: m.cfg.Limiter.Coalesce,
-		MaxBatch: m.cfg.Limiter.MaxBatch,
-		InFlight: m.cfg.Limiter.InFlight,
-	})
+	store, err := m.limiterStore(ctx)
 	if err != nil {
 		return err
 	}
-	if m.cfg.Limiter.Coalesce {
-		m.metrics.WatchCoalescer(store.CoalesceStats)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	if err := store.Warm(wctx); err != nil {
-		m.log.Warn("limiter scripts not loaded at start; checks degrade until Redis answers", "err", err)
-	}
-	cancel()
 	m.limiter, err = ratelimit.New(store, ratelimit.Options{
 		Timeout:          m.cfg.Limiter.Timeout,
 		Policy:           m.cfg.Limiter.Policy,
@@ -47,6 +36,35 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg),
 	})
 	return err
+}
+
+// limiterStore opens the store the limiter decides on.
+func (m *Main) limiterStore(ctx context.Context) (ratelimit.Store, error) {
+	if m.redis == nil {
+		durable, err := ratelimit.OpenDurableStore(m.limiterJournal(), nil)
+		if err != nil {
+			return nil, err
+		}
+		m.durable = durable
+		return durable, nil
+	}
+	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{
+		Coalesce: m.cfg.Limiter.Coalesce,
+		MaxBatch: m.cfg.Limiter.MaxBatch,
+		InFlight: m.cfg.Limiter.InFlight,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if m.cfg.Limiter.Coalesce {
+		m.metrics.WatchCoalescer(store.CoalesceStats)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := store.Warm(wctx); err != nil {
+		m.log.Warn("limiter scripts not loaded at start; checks degrade until Redis answers", "err", err)
+	}
+	cancel()
+	return store, nil
 }
 
 // buildPay makes the order store and the payment service, and starts the

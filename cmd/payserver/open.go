@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -114,18 +113,10 @@ func (m *Main) openRedis(ctx context.Context) error {
 	}
 	switch mode {
 	case RedisEmbedded:
-		mini := miniredis.NewMiniRedis()
-		if err := mini.StartAddr("127.0.0.1:0"); err != nil {
-			return fmt.Errorf("embedded redis: %w", err)
-		}
-		m.mini = mini
-		// In process: no TLS, no users.
-		opts.Addrs, opts.TLSConfig, opts.Username, opts.Password = []string{mini.Addr()}, nil, "", ""
-		m.log.Info("redis backend", "mode", mode, "addr", mini.Addr(),
+		// No server: the limiter keeps its windows in process, journaled
+		// in the data dir (buildLimiter), so they survive a restart.
+		m.log.Info("redis backend", "mode", mode, "journal", m.limiterJournal(),
 			"note", "embedded mode is single-instance: the data dir is locked, one process per data dir")
-		// The embedded server expires keys only when told time passed.
-		m.goBackground(func() { tickEmbeddedRedis(ctx, mini) })
-		m.redis = redis.NewClient(opts.Simple())
 		return nil
 	case RedisStandalone:
 		m.redis = redis.NewClient(opts.Simple())
@@ -222,15 +213,5 @@ func (m *Main) checkRedis(ctx context.Context, mode RedisMode) error {
 	return nil
 }
 
-func tickEmbeddedRedis(ctx context.Context, mini *miniredis.Miniredis) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			mini.FastForward(time.Second)
-		}
-	}
-}
+// limiterJournal is the file the embedded limiter journals its windows to.
+func (m *Main) limiterJournal() string { return filepath.Join(m.cfg.DataDir, "limiter.journal") }

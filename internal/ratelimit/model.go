@@ -511,3 +511,58 @@ func (m *Model) ReleaseKey(key Key, member string, amountsOnly bool) {
 		}
 	}
 }
+
+// put records member in window w as admitted at at with weight and amount,
+// as a compacted journal says (DurableStore); a window that holds it
+// already is left as it is.
+func (m *Model) put(w KeyWindow, member string, weight, amount int64, at time.Time) {
+	if w.IsCalendar() {
+		p := m.periodAt(w, at)
+		if !p.has(member) {
+			slot{p: p}.add(member, weight, amount, micros(at))
+		}
+		return
+	}
+	q := m.slidingAt(w, micros(at))
+	if !q.has(member) {
+		q.push(localEntry{member: member, at: micros(at), weight: weight, amount: amount})
+	}
+}
+
+// holdings calls f for every member a window holds at now, with the window
+// (its limit 0: a window's identity has none), weight, amount and
+// admission time (µs; a calendar member's is its period's start).
+func (m *Model) holdings(now time.Time, f func(w KeyWindow, member string, weight, amount, at int64)) {
+	window := func(id windowID) (KeyWindow, bool) {
+		w := KeyWindow{Key: id.key, Window: Window{Size: id.size, Amount: id.amount, Currency: id.currency}}
+		if id.unit != "" {
+			zone, err := time.LoadLocation(id.zone)
+			if err != nil {
+				return w, false
+			}
+			w.Calendar = Calendar{Unit: id.unit, Zone: zone, Cutoff: id.cutoff}
+		}
+		return w, true
+	}
+	at := micros(now)
+	for id, q := range m.sliding {
+		w, ok := window(id)
+		if !ok {
+			continue
+		}
+		q.trim(at - id.size.Microseconds())
+		for i := 0; i < q.len(); i++ {
+			e := q.get(i)
+			f(w, e.member, e.weight, e.amount, e.at)
+		}
+	}
+	for id, p := range m.periods {
+		w, ok := window(id)
+		if !ok || p.end <= at {
+			continue
+		}
+		for member, h := range p.held {
+			f(w, member, h.weight, h.amount, p.start)
+		}
+	}
+}

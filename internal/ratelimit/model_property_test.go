@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -97,6 +98,52 @@ func (l localTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
 	return got
 }
 
+// durableTarget runs the journaled store with a settable clock, and now
+// and then reopens it from its journal (a restart) before a check.
+type durableTarget struct {
+	s    *DurableStore
+	path string
+	now  *time.Time
+}
+
+func (d *durableTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult {
+	*d.now = now
+	if rapid.IntRange(0, 4).Draw(t, "restart") == 0 {
+		if err := d.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := OpenDurableStore(d.path, func() time.Time { return *d.now })
+		if err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		d.s = s
+	}
+	out := make([]StoreResult, len(members))
+	for i, m := range members {
+		res, err := d.s.Check(context.Background(), ws, m.id, m.amount)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = res
+	}
+	return out
+}
+
+func (d *durableTarget) release(t *rapid.T, ws []KeyWindow, member string) {
+	if err := d.s.Release(context.Background(), ws, member); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *durableTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
+	*d.now = now
+	got, err := d.s.Usage(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 type namedTarget struct {
 	name string
 	make func(t *testing.T) modelTarget
@@ -117,6 +164,16 @@ func modelTargets() []namedTarget {
 		{"local", func(t *testing.T) modelTarget {
 			now := time.Unix(0, 0)
 			return localTarget{s: NewLocalStore(func() time.Time { return now }), now: &now}
+		}},
+		{"durable", func(t *testing.T) modelTarget {
+			now := time.Unix(0, 0)
+			path := filepath.Join(t.TempDir(), "limiter.journal")
+			s, err := OpenDurableStore(path, func() time.Time { return now })
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return &durableTarget{s: s, path: path, now: &now}
 		}},
 	}
 }
