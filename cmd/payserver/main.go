@@ -35,7 +35,11 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 		return checkLimits(args, stdout, stderr)
 	case "report":
 		return reportCmd(args, environ, stdout, stderr)
-	case "serve", "migrate":
+	case "migrate":
+		if len(args) > 0 {
+			return migrateHelp(args, stdout, stderr)
+		}
+	case "serve":
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, "usage: payserver [serve | migrate | check-limits FILE | report --from TIME ...]")
 		return 0
@@ -54,7 +58,7 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cmd == "migrate" {
-		if err := migrateOnly(ctx, cfg, log); err != nil {
+		if err := migrateOnly(ctx, cfg, log, stdout); err != nil {
 			log.Error("migrate failed", "err", err)
 			return 1
 		}

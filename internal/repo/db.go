@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 
@@ -104,11 +105,20 @@ func Open(ctx context.Context, opts OpenOptions) (*gorm.DB, error) {
 	return db, nil
 }
 
-// Migrate applies every pending migration for the driver.
-func Migrate(ctx context.Context, db *gorm.DB, driver Driver) error {
+// Migrated says what Migrate did.
+type Migrated struct {
+	// Applied names the migrations applied, in order, by file name
+	// (00001_orders.sql); empty when there was nothing to do.
+	Applied []string
+	// Version is the newest version applied to the database afterwards.
+	Version int64
+}
+
+// Migrate applies every pending migration for the driver and says which.
+func Migrate(ctx context.Context, db *gorm.DB, driver Driver) (Migrated, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
-		return err
+		return Migrated{}, err
 	}
 	var dialect goose.Dialect
 	switch driver {
@@ -117,20 +127,31 @@ func Migrate(ctx context.Context, db *gorm.DB, driver Driver) error {
 	case SQLite:
 		dialect = goose.DialectSQLite3
 	default:
-		return fmt.Errorf("repo: unknown driver %q", driver)
+		return Migrated{}, fmt.Errorf("repo: unknown driver %q", driver)
 	}
 	sub, err := fsSub(string(driver))
 	if err != nil {
-		return err
+		return Migrated{}, err
 	}
 	p, err := goose.NewProvider(dialect, sqlDB, sub)
 	if err != nil {
-		return fmt.Errorf("repo: migrations: %w", err)
+		return Migrated{}, fmt.Errorf("repo: migrations: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("repo: migrate: %w", err)
+	results, err := p.Up(ctx)
+	if partial := (*goose.PartialError)(nil); errors.As(err, &partial) {
+		results = partial.Applied
 	}
-	return nil
+	var done Migrated
+	for _, r := range results {
+		done.Applied = append(done.Applied, path.Base(r.Source.Path))
+	}
+	if err != nil {
+		return done, fmt.Errorf("repo: migrate: %w", err)
+	}
+	if done.Version, err = p.GetDBVersion(ctx); err != nil {
+		return done, fmt.Errorf("repo: migrated version: %w", err)
+	}
+	return done, nil
 }
 
 // Ping checks that the database answers within a second.

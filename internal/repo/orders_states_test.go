@@ -209,7 +209,7 @@ func storeOn(t *testing.T, opts repo.OpenOptions, migrate bool) *repo.Orders {
 	}
 	t.Cleanup(func() { _ = repo.Close(db) })
 	if migrate {
-		if err := repo.Migrate(context.Background(), db, opts.Driver); err != nil {
+		if _, err := repo.Migrate(context.Background(), db, opts.Driver); err != nil {
 			t.Fatal(err)
 		}
 	}

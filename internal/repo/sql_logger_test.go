@@ -35,7 +35,7 @@ func TestDuplicateClaimIsNotLoggedAsError(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = repo.Close(db) })
-			if err := repo.Migrate(ctx, db, o.Driver); err != nil {
+			if _, err := repo.Migrate(ctx, db, o.Driver); err != nil {
 				t.Fatal(err)
 			}
 			s, err := repo.NewOrdersWithOptions(db, repo.OrdersOptions{})

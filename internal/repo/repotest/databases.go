@@ -27,8 +27,12 @@ func Databases() map[string]func(t testing.TB) *gorm.DB {
 		}
 		t.Cleanup(func() { _ = repo.Close(db) })
 		for i := 0; i < 2; i++ {
-			if err := repo.Migrate(ctx, db, opts.Driver); err != nil {
+			done, err := repo.Migrate(ctx, db, opts.Driver)
+			if err != nil {
 				t.Fatalf("migrate (run %d): %v", i+1, err)
+			}
+			if i == 1 && len(done.Applied) > 0 {
+				t.Fatalf("the second migrate applied %v, want nothing", done.Applied)
 			}
 		}
 		return db
