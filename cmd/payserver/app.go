@@ -30,9 +30,11 @@ type Main struct {
 	cfg Config
 	log *slog.Logger
 
-	db       *gorm.DB
-	redis    redis.UniversalClient
-	mini     *miniredis.Miniredis
+	db    *gorm.DB
+	redis redis.UniversalClient
+	// durable is the embedded limiter's store, journaled in the data dir;
+	// nil with a Redis.
+	durable  *ratelimit.DurableStore
 	limiter  *ratelimit.Limiter
 	manager  *configcenter.Manager
 	limitsIn *configcenter.WatchedSource // the manager's source, for ops gauges and shutdown order

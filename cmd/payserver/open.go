@@ -35,7 +35,7 @@ func (m *Main) openDB(ctx context.Context) error {
 	}
 	m.db = db
 	if m.cfg.AutoMigrate || opts.Driver == repo.SQLite {
-		if err := repo.Migrate(ctx, db, opts.Driver); err != nil {
+		if _, err := repo.Migrate(ctx, db, opts.Driver); err != nil {
 			return err
 		}
 	}
