@@ -7,9 +7,51 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"payserver/internal/testutil"
 )
+
+// TestReadyzNamesASchemaBehind: on an empty database without
+// PAYSERVER_AUTO_MIGRATE, the server runs (/healthz 200) but is not ready,
+// naming the schema and `payserver migrate`, says so in its log, and creates
+// nothing (not even goose's version table). `payserver migrate` prints the
+// versions it applied, the running server turns ready without a restart,
+// and a second migrate says there was nothing to do.
+func TestReadyzNamesASchemaBehind(t *testing.T) {
+	dsn := testutil.MustFreshMySQL(t)
+	s := startServer(t, serverOptions{DSN: dsn, Env: map[string]string{"PAYSERVER_AUTO_MIGRATE": "false"}})
+	if r := s.do(t, "GET", "/healthz", nil, nil); r.Status != 200 {
+		t.Fatalf("/healthz on an empty database: %d %s, want 200", r.Status, r.Body)
+	}
+	r := s.do(t, "GET", "/readyz", nil, nil)
+	checks, _ := r.JSON(t)["checks"].(map[string]any)
+	if schema, _ := checks["schema"].(string); r.Status != 503 || !strings.Contains(schema, "behind") || !strings.Contains(schema, "payserver migrate") {
+		t.Fatalf("/readyz on an empty database: %d %s, want 503 with checks.schema saying behind and `payserver migrate`", r.Status, r.Body)
+	}
+	if n := strings.Count(s.logs(), "database schema is behind"); n != 1 {
+		t.Errorf("%d log lines say the schema is behind, want 1:\n%s", n, s.logs())
+	}
+	if tables := showTables(t, dsn); len(tables) != 0 {
+		t.Fatalf("the server created %v on a database it only reads", tables)
+	}
+
+	out := runMigrate(t, s.env)
+	for _, want := range []string{"applied 00001_orders.sql", "schema at version "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("migrate output lacks %q:\n%s", want, out)
+		}
+	}
+	waitFor(t, "/readyz to turn ready after migrate", 15*time.Second, func() bool {
+		return s.do(t, "GET", "/readyz", nil, nil).Status == 200
+	})
+	if out := runMigrate(t, s.env); !strings.Contains(out, "already at ") || strings.Contains(out, "applied ") {
+		t.Errorf("a second migrate printed:\n%s\nwant only \"already at N\"", out)
+	}
+	if r := s.pay(t, payBody("schema-after-migrate", "ONLINE_PAY", "ALIPAY")); r.Status != 200 {
+		t.Fatalf("pay after migrate: %d %s", r.Status, r.Body)
+	}
+}
 
 // TestMigrateHelpDoesNotMigrate: `payserver migrate --help` prints its
 // usage and leaves the database alone.
@@ -23,6 +65,30 @@ func TestMigrateHelpDoesNotMigrate(t *testing.T) {
 	}
 	if tables := showTables(t, dsn); len(tables) != 0 {
 		t.Fatalf("migrate --help migrated: the database has %v", tables)
+	}
+}
+
+// TestReadyzServesASchemaAhead: a schema newer than the binary (a rollback
+// after a migration) is compatible by the project's rule (migrations only
+// add), so the instance stays ready and /readyz says it is ahead.
+func TestReadyzServesASchemaAhead(t *testing.T) {
+	dsn := testutil.MustFreshMySQL(t)
+	s := startServer(t, serverOptions{DSN: dsn}) // migrated at start
+	db := openSQL(t, dsn)
+	if _, err := db.Exec("INSERT INTO goose_db_version (version_id, is_applied) VALUES (99999, TRUE)"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "/readyz to say the schema is ahead", 15*time.Second, func() bool {
+		r := s.do(t, "GET", "/readyz", nil, nil)
+		checks, _ := r.JSON(t)["checks"].(map[string]any)
+		schema, _ := checks["schema"].(string)
+		return r.Status == 200 && strings.Contains(schema, "ahead (99999 > ") && strings.Contains(schema, "serving")
+	})
+	if !strings.Contains(s.logs(), "database schema is ahead") {
+		t.Errorf("the log does not say the schema is ahead")
+	}
+	if r := s.pay(t, payBody("schema-ahead", "ONLINE_PAY", "ALIPAY")); r.Status != 200 {
+		t.Fatalf("pay on a schema ahead: %d %s", r.Status, r.Body)
 	}
 }
 

@@ -30,8 +30,9 @@ type Main struct {
 	cfg Config
 	log *slog.Logger
 
-	db    *gorm.DB
-	redis redis.UniversalClient
+	db     *gorm.DB
+	schema *schemaCheck
+	redis  redis.UniversalClient
 	// durable is the embedded limiter's store, journaled in the data dir;
 	// nil with a Redis.
 	durable  *ratelimit.DurableStore

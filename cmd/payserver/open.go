@@ -39,6 +39,12 @@ func (m *Main) openDB(ctx context.Context) error {
 			return err
 		}
 	}
+	// Reading only: a database without tables leaves the server running,
+	// not ready, and says so once here.
+	m.schema = newSchemaCheck(func(ctx context.Context) (repo.Schema, error) {
+		return repo.ReadSchema(ctx, db, opts.Driver)
+	}, time.Now, m.log.With("component", "db"))
+	m.schema.Check(ctx)
 	return nil
 }
 
