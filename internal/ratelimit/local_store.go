@@ -67,7 +67,11 @@ func (s *LocalStore) wall(t time.Time) time.Time { return s.base.Add(t.Sub(time.
 // jumps do not move windows (with time.Now's monotonic reading). Calendar
 // periods are dates, found from the wall clock at base plus that time
 // (wall).
-func (s *LocalStore) at(t time.Time) time.Time { return time.UnixMicro(0).Add(t.Sub(s.base)) }
+//
+// It is whole microseconds, the model's unit: with the nanoseconds of the
+// base left in, a calendar period's start, found from wall and at, came out
+// a microsecond apart between calls, and the window started afresh.
+func (s *LocalStore) at(t time.Time) time.Time { return time.UnixMicro(t.Sub(s.base).Microseconds()) }
 
 // Check implements Store with Model.Check.
 func (s *LocalStore) Check(_ context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
