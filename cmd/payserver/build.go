@@ -95,13 +95,20 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		return nil, err
 	}
 	routes, health, routed := m.payRouting(gate)
-	svc, err := pay.NewService(m.metrics.InstrumentOrders(orders), gate, m.channels, pay.Options{
+	instrumented := m.metrics.InstrumentOrders(orders)
+	lost, err := pay.NewLostAnswers(instrumented, gate, pay.LostAnswersOptions{Logger: m.log.With("component", "pay")})
+	if err != nil {
+		return nil, err
+	}
+	m.goBackground(func() { lost.Run(ctx) })
+	svc, err := pay.NewService(instrumented, gate, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     m.cfg.OrderStaleAfter,
 		Routes:         routes,
 		Health:         health,
 		RouteObserver:  routed,
 		Logger:         m.log.With("component", "pay"),
+		LostAnswers:    lost,
 	})
 	if err != nil {
 		return nil, err

@@ -171,6 +171,7 @@ func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string)
 		return "", nil, nil, s.limiterFailed(err)
 	}
 	if !d.Allowed && d.Unknown {
+		s.lostAnswer(req, key)
 		return "", nil, nil, lostLimiterAnswer(c)
 	}
 	if d.Conflict {
@@ -207,6 +208,7 @@ func (s *Service) try(ctx context.Context, req PayRequest, c string) (candidateR
 		// The limiter may have admitted the request on this candidate
 		// after all: moving on could leave it holding slots on two
 		// channels. Stop; a retry with the same requestId is exact.
+		s.lostAnswer(req, key)
 		return candidateRefusal{}, false, lostLimiterAnswer(c)
 	}
 	if d.Conflict {

@@ -63,6 +63,10 @@ type Options struct {
 	Logger        *slog.Logger
 	// Now is the clock for order timestamps. Default time.Now.
 	Now func() time.Time
+	// LostAnswers, when set, settles payments whose limiter answer was
+	// lost (see LostAnswers). Optional: without it their slots free
+	// themselves when their windows pass.
+	LostAnswers *LostAnswers
 }
 
 // Service runs payments. It is safe for concurrent use.
@@ -140,6 +144,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	case d.Conflict:
 		return nil, ConflictError(key, req.RequestID, req.Amount)
 	case !d.Allowed && d.Unknown:
+		s.lostAnswer(req, key)
 		return nil, lostLimiterAnswer(req.Channel)
 	case !d.Allowed:
 		return nil, LimitedError(key, d)
@@ -396,4 +401,12 @@ func newOrderNo(now time.Time) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "PS" + now.Format("20060102150405") + hex.EncodeToString(b[:])
+}
+
+// lostAnswer hands req, whose check on key lost its answer, to the
+// settler of lost answers, when there is one.
+func (s *Service) lostAnswer(req PayRequest, key ratelimit.Key) {
+	if s.opts.LostAnswers != nil {
+		s.opts.LostAnswers.Add(req, key)
+	}
 }

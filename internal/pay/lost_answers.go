@@ -1,0 +1,167 @@
+package pay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"payserver/internal/ratelimit"
+)
+
+// LostAnswers settles payments whose limiter answer was lost (a timeout
+// after the check may have reached Redis, answered 503): the check may have
+// recorded the requestId in its windows after all. A client that retries
+// with the same requestId is exact (never counted twice), and its order
+// then owns the slot. One that never retries would leave the slot held
+// until its window passes: a day, for a calendar window. So, after Grace,
+// a lost answer with no order is closed: an order FAILED NOT_SENT is
+// claimed for its requestId (so no channel call can ever follow for it; a
+// later retry is answered that outcome), and only then is its slot
+// released, retried until the limiter answers again. When an order was
+// claimed meanwhile, it owns the slot and nothing is done.
+//
+// Run is the one worker; Main starts it and stops it with its context. A
+// full queue drops (Dropped counts it): the slot then frees itself when its
+// window passes, the documented fallback.
+type LostAnswers struct {
+	orders  OrderStore
+	limiter Limiter
+	opts    LostAnswersOptions
+	queue   chan lostAnswer
+	dropped atomic.Int64
+}
+
+// LostAnswersOptions configures LostAnswers. The zero value is usable.
+type LostAnswersOptions struct {
+	// Grace is how long a lost answer waits for its client's retry before
+	// it is closed. Default 30s.
+	Grace time.Duration
+	// Queue bounds the lost answers waiting. Default 1024.
+	Queue int
+	// Now is the clock. Default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+type lostAnswer struct {
+	req  PayRequest
+	keys []ratelimit.Key
+	at   time.Time
+}
+
+// NewLostAnswers returns a LostAnswers over orders and limiter.
+func NewLostAnswers(orders OrderStore, limiter Limiter, opts LostAnswersOptions) (*LostAnswers, error) {
+	if orders == nil || limiter == nil {
+		return nil, errors.New("pay: lost answers need an order store and a limiter")
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 30 * time.Second
+	}
+	if opts.Queue <= 0 {
+		opts.Queue = 1024
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &LostAnswers{orders: orders, limiter: limiter, opts: opts, queue: make(chan lostAnswer, opts.Queue)}, nil
+}
+
+// Add queues req, whose check on keys lost its answer. It never blocks.
+func (l *LostAnswers) Add(req PayRequest, keys ...ratelimit.Key) {
+	select {
+	case l.queue <- lostAnswer{req: req, keys: keys, at: l.opts.Now()}:
+	default:
+		l.dropped.Add(1)
+	}
+}
+
+// Dropped is how many lost answers a full queue dropped.
+func (l *LostAnswers) Dropped() int64 { return l.dropped.Load() }
+
+// Run settles lost answers in arrival order until ctx ends.
+func (l *LostAnswers) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case a := <-l.queue:
+			if !sleepCtx(ctx, a.at.Add(l.opts.Grace).Sub(l.opts.Now())) {
+				return
+			}
+			for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+				err := l.settle(ctx, a)
+				if err == nil {
+					break
+				}
+				l.opts.Logger.Debug("a lost limiter answer could not be settled yet; retrying", "requestId", a.req.RequestID, "err", err)
+				if !sleepCtx(ctx, wait) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// notSentLost is the failure message of a payment closed after its
+// limiter answer was lost and it was not retried.
+const notSentLost = "the channel limiter's answer was lost and the request was not retried in time; the payment was closed without being sent, and nothing was charged"
+
+// settle closes a, unless an order owns its requestId, and releases its
+// slots. An error means: try again later.
+func (l *LostAnswers) settle(ctx context.Context, a lostAnswer) error {
+	now := l.opts.Now().UTC()
+	r := a.req
+	o := &Order{
+		OrderNo: newOrderNo(now), RequestID: r.RequestID, RequestHash: r.Hash(),
+		BizType: r.BizType, Channel: r.Channel, MerchantID: r.MerchantID,
+		Amount: r.Amount, Currency: r.Currency, Subject: r.Subject,
+		Status: StatusFailed, FailureCode: FailureNotSent, FailureMessage: notSentLost,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if o.Channel == "" && len(a.keys) > 0 {
+		o.Channel = a.keys[0].Channel
+	}
+	err := l.orders.Create(ctx, o)
+	if err != nil {
+		// Ours if an earlier attempt was written after all; else another
+		// request holds the requestId and its order owns the slot.
+		got, gerr := l.orders.Get(ctx, r.RequestID)
+		if gerr != nil {
+			if errors.Is(gerr, ErrOrderNotFound) {
+				return err
+			}
+			return gerr
+		}
+		if got.Status != StatusFailed || got.FailureCode != FailureNotSent || got.FailureMessage != notSentLost {
+			return nil
+		}
+	}
+	for _, k := range a.keys {
+		if err := l.limiter.Release(ctx, k, r.RequestID); err != nil {
+			return err
+		}
+	}
+	l.opts.Logger.Info("a payment whose limiter answer was lost was not retried: closed NOT_SENT and its slot released",
+		"requestId", r.RequestID, "bizType", r.BizType)
+	return nil
+}
+
+// sleepCtx sleeps d, or until ctx ends (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

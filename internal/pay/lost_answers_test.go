@@ -1,0 +1,110 @@
+package pay_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"payserver/internal/apperr"
+	"payserver/internal/channel"
+	"payserver/internal/pay"
+	"payserver/internal/pay/paytest"
+	"payserver/internal/ratelimit"
+)
+
+// lossyLimiter records every check in a real limiter, but loses the answer
+// while lose is set (as a Redis call that timed out after the script ran).
+type lossyLimiter struct {
+	*ratelimit.Limiter
+	mu   sync.Mutex
+	lose bool
+}
+
+func (l *lossyLimiter) Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
+	d, err := l.Limiter.Check(ctx, r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lose && err == nil {
+		return ratelimit.Decision{Key: r.Key, Unknown: true, Source: ratelimit.SourceLocal}, nil
+	}
+	return d, err
+}
+
+func (l *lossyLimiter) setLose(v bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lose = v
+}
+
+// TestLostAnswerWithoutRetryFreesItsSlot: a payment whose limiter answer
+// was lost (503) took a slot after all. Not retried, it is closed NOT_SENT
+// after the grace and its slot released, so the day's cap is not short of
+// it; retried in time, its order owns the slot and nothing is released.
+func TestLostAnswerWithoutRetryFreesItsSlot(t *testing.T) {
+	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.SetConfig(cfg)
+	lossy := &lossyLimiter{Limiter: lim}
+	store := paytest.NewMemStore()
+	lost, err := pay.NewLostAnswers(store, lossy, pay.LostAnswersOptions{Grace: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { lost.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(sim)
+	svc, err := pay.NewService(store, lossy, reg, pay.Options{LostAnswers: lost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ratelimit.Key{BizType: "B", Channel: "ALIPAY"}
+	lossy.setLose(true)
+	for _, id := range []string{"gone", "retried"} {
+		if _, err := svc.Pay(context.Background(), req(id)); apperr.CodeOf(err) != apperr.DependencyUnavailable {
+			t.Fatalf("%s with the answer lost: %v, want DEPENDENCY_UNAVAILABLE", id, err)
+		}
+	}
+	lossy.setLose(false)
+	if o, err := svc.Pay(context.Background(), req("retried")); err != nil || o.Status != pay.StatusSucceeded {
+		t.Fatalf("retry: %v, %v", o, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		o, err := store.Get(context.Background(), "gone")
+		if err == nil {
+			if o.Status != pay.StatusFailed || o.FailureCode != pay.FailureNotSent {
+				t.Fatalf("the lost payment was closed %s %s, want FAILED NOT_SENT", o.Status, o.FailureCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lost payment was never closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for time.Now().Before(deadline) {
+		if _, counts, _ := lim.Usage(context.Background(), key); counts[0] == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, counts, _ := lim.Usage(context.Background(), key); counts[0] != 1 {
+		t.Fatalf("the day window holds %d, want 1: the retried payment's slot, not the closed one's", counts[0])
+	}
+	if o, _ := svc.Pay(context.Background(), req("gone")); o == nil || o.Status != pay.StatusFailed {
+		t.Fatalf("a late retry of the closed payment: %+v, want its FAILED NOT_SENT outcome", o)
+	}
+	if sim.Calls() != 1 {
+		t.Errorf("%d channel calls, want 1", sim.Calls())
+	}
+}
