@@ -350,6 +350,14 @@ func TestLimitsLiveReloadAndLastKnownGood(t *testing.T) {
 	if got := s.metric(t, "payserver_config_events_total", `event="refused"`); got < 3 {
 		t.Fatalf("refusal metric %v, want >= 3", got)
 	}
+	// Reverting to the document in force supersedes the refusal.
+	mustWrite(t, path, fmt.Sprintf("limits:\n  %s:ALIPAY: 2\n", biz))
+	waitFor(t, "the revert to supersede the refusal in /limits", 5*time.Second, func() bool {
+		return s.do(t, http.MethodGet, "/limits", nil, nil).JSON(t)["lastRefusal"].(map[string]any)["superseded"] == true
+	})
+	if !strings.Contains(s.logs(), "supersedes the refusal") {
+		t.Fatal("no log line marks the recovery")
+	}
 }
 
 func TestEmbeddedDefault(t *testing.T) {

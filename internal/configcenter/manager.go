@@ -30,8 +30,10 @@ const (
 	KindLoad ChangeKind = "load"
 	// KindChange is a document that changed at least one key's rule.
 	KindChange ChangeKind = "change"
-	// KindUnchanged is a new version (another md5) whose rules are those in
-	// force, such as a comment-only edit. Keys is empty.
+	// KindUnchanged is a document whose rules are those in force: a new
+	// version (another md5) such as a comment-only edit, or the version in
+	// force delivered again after a refusal (a reverted bad edit), which
+	// supersedes the refusal. Keys is empty.
 	KindUnchanged ChangeKind = "unchanged"
 	// KindRefused is a document that was refused; Refusal says why and
 	// the limits in force did not change.
@@ -85,8 +87,9 @@ type Status struct {
 	// LastRefusalAt when it was refused.
 	LastRefusal   string
 	LastRefusalAt time.Time
-	// LastRefusalSuperseded is true once a good document was applied
-	// after the last refusal: the refusal is history, not a current problem.
+	// LastRefusalSuperseded is true once a good document was seen after
+	// the last refusal, applied or the one already in force (a reverted
+	// edit): the refusal is history, not a current problem.
 	LastRefusalSuperseded bool
 	Refusals              int64
 	Applied               int64
@@ -274,7 +277,15 @@ func (m *Manager) apply(d Document) (*Change, error) {
 			// The source confirmed what was read back from disk.
 			m.status.Source, m.status.Name = d.Source, d.Name
 		}
-		return nil, nil
+		if m.status.LastRefusal == "" || m.status.LastRefusalSuperseded {
+			return nil, nil
+		}
+		// A refused edit was reverted to the document in force: nothing
+		// changes, but the refusal is past.
+		m.status.LastRefusalSuperseded = true
+		m.log.Info("limits document in force delivered again; it supersedes the refusal", "source", d.Source, "name", d.Name,
+			"md5", d.MD5, "refusedAt", m.status.LastRefusalAt)
+		return &Change{At: now, Kind: KindUnchanged, Source: d.Source, Name: d.Name, MD5: d.MD5}, nil
 	}
 	if d.Source != lastGoodSource {
 		m.keepLastGood(d.Content)

@@ -194,3 +194,40 @@ func TestManagerRefusalBeforeAnyLoad(t *testing.T) {
 		t.Errorf("status after a later good document %+v; want the refusal kept and marked superseded", st)
 	}
 }
+
+// TestManagerRevertSupersedesRefusal: reverting a refused edit to the
+// document already in force (the same md5) supersedes the refusal, logs the
+// recovery and records it in history; a repeat of the same good document
+// with no refusal before it records nothing.
+func TestManagerRevertSupersedesRefusal(t *testing.T) {
+	ctx := context.Background()
+	var buf bytes.Buffer
+	h := &recordingHistory{}
+	m, _ := NewManager(chanSource{}, &captureApplier{}, ManagerOptions{Logger: slog.New(slog.NewTextHandler(&buf, nil)), History: h})
+	good := Document{Source: "file", Name: "f", Content: []byte("limits:\n  A:B: 5\n")}
+	for _, d := range []Document{good, {Source: "file", Name: "f", Content: []byte("limits:\n  a b: 1\n")}} {
+		_ = m.Apply(ctx, d)
+	}
+	buf.Reset()
+	if err := m.Apply(ctx, good); err != nil {
+		t.Fatalf("reverted document refused: %v", err)
+	}
+	st := m.Status()
+	if !st.LastRefusalSuperseded || st.LastRefusal == "" {
+		t.Errorf("status after the revert: superseded %v, refusal %q; want the refusal kept and superseded", st.LastRefusalSuperseded, st.LastRefusal)
+	}
+	if got := buf.String(); !strings.Contains(got, "supersedes the refusal") || !strings.Contains(got, "md5="+ContentMD5(good.Content)) {
+		t.Errorf("log after the revert = %q; want a line saying the document in force supersedes the refusal, with its md5", got)
+	}
+	if n := len(h.entries); n != 3 || h.entries[2].Kind != KindUnchanged || h.entries[2].MD5 != ContentMD5(good.Content) {
+		t.Fatalf("history %+v; want load, refused, then unchanged with the md5 in force", h.entries)
+	}
+	if st.Applied != 1 {
+		t.Errorf("applied = %d, want 1: the revert put nothing new in force", st.Applied)
+	}
+	buf.Reset()
+	_ = m.Apply(ctx, good)
+	if len(h.entries) != 3 || buf.Len() != 0 {
+		t.Errorf("the same document again recorded %d entries and logged %q; want nothing new", len(h.entries), buf.String())
+	}
+}
