@@ -8,7 +8,6 @@ import (
 	"html/template"
 	"math"
 	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"payserver/internal/apperr"
 	"payserver/internal/limitapi"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -59,16 +57,19 @@ type dashboardView struct {
 	Degraded       bool
 	Source         sourceView
 	Filter         dashQuery
-	Paging         pagingView
-	Usage          []usageBar
-	Charts         []hourChart
-	ChartsError    string
-	ChartFrom      string
-	ChartTo        string
-	Limits         []limitJSON
-	Callers        []limitapi.CallerCounts
-	Routes         []routeView
-	RoutesError    string
+	// Input is the filter as typed; Problems the refused parameters.
+	Input       dashInput
+	Problems    []filterProblem
+	Paging      pagingView
+	Usage       []usageBar
+	Charts      []hourChart
+	ChartsError string
+	ChartFrom   string
+	ChartTo     string
+	Limits      []limitJSON
+	Callers     []limitapi.CallerCounts
+	Routes      []routeView
+	RoutesError string
 	// Quotas are the page's calendar windows with their forecasts; nil
 	// without a forecaster.
 	Quotas []quotaLine
@@ -107,22 +108,30 @@ type pagingView struct {
 // DashboardRefresh. Only one page of keys is drawn (filtered by bizType
 // and channel), so the page stays small with thousands of keys. A failing
 // dependency shows as a message in its section, never as a failed page.
+//
+// Bad parameters are answered 400 with the page itself: each problem is
+// said above the filter, the parameters in error are left out (an unknown
+// one is ignored, a bad bizType shows every bizType), and the filter form
+// keeps what was typed so that it can be corrected.
 func (d *dashboard) get(c *gin.Context) {
-	q, err := parseDashQuery(c.Request.URL.Query())
-	if err != nil {
-		writeError(c, d.r.log, err, "")
-		return
-	}
+	params := c.Request.URL.Query()
+	q, bad := parseDashQuery(params)
 	ctx := c.Request.Context()
 	now := d.r.opts.Now().UTC()
 	view := d.view(ctx, now, q)
+	view.Input = dashInput{BizType: params.Get("bizType"), Channel: params.Get("channel")}
+	view.Problems = filterProblems(bad, params, q)
+	status := http.StatusOK
+	if len(bad) > 0 {
+		status = http.StatusBadRequest
+	}
 	var buf bytes.Buffer
 	if err := d.tmpl.Execute(&buf, view); err != nil {
 		writeError(c, d.r.log, fmt.Errorf("render dashboard: %w", err), "")
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	c.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
+	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
 }
 
 func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashboardView {
@@ -227,123 +236,6 @@ func (d *dashboard) amounts(ctx context.Context, from, to time.Time, q dashQuery
 		return out[i].Currency < out[j].Currency
 	})
 	return out, ""
-}
-
-// Paging of GET /dashboard.
-const (
-	dashDefaultPageSize = 50
-	dashMaxPageSize     = 200
-)
-
-// dashQuery is the dashboard's filter and page.
-type dashQuery struct {
-	BizType, Channel string
-	Page, PageSize   int
-}
-
-// parseDashQuery validates bizType and channel (a code or "other"), page
-// (from 1) and pageSize (1..dashMaxPageSize); unknown or repeated
-// parameters are refused too. Empty values are the same as absent.
-func parseDashQuery(v url.Values) (dashQuery, error) {
-	q := dashQuery{Page: 1, PageSize: dashDefaultPageSize}
-	bad := checkParams(v, []string{"bizType", "channel", "page", "pageSize"}, "bizType, channel, page, pageSize")
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{{"bizType", &q.BizType}, {"channel", &q.Channel}} {
-		s := v.Get(p.name)
-		if s != "" && s != stats.Other {
-			if reason := ratelimit.CodeProblem(s); reason != "" {
-				bad = append(bad, apperr.FieldError{Field: p.name, Reason: reason + ` (or is "other")`})
-				continue
-			}
-		}
-		*p.dst = s
-	}
-	for _, p := range []struct {
-		name     string
-		dst      *int
-		min, max int
-	}{{"page", &q.Page, 1, math.MaxInt32}, {"pageSize", &q.PageSize, 1, dashMaxPageSize}} {
-		s := v.Get(p.name)
-		if s == "" {
-			continue
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < p.min || n > p.max {
-			reason := "must be a whole number from 1"
-			if p.max != math.MaxInt32 {
-				reason += " to " + strconv.Itoa(p.max)
-			}
-			bad = append(bad, apperr.FieldError{Field: p.name, Reason: reason})
-			continue
-		}
-		*p.dst = n
-	}
-	if len(bad) > 0 {
-		return dashQuery{}, apperr.Invalid(bad...)
-	}
-	return q, nil
-}
-
-// matches reports whether a key "BIZ:CH" passes the filter.
-func (q dashQuery) matches(key string) bool {
-	biz, ch, _ := strings.Cut(key, ":")
-	return (q.BizType == "" || q.BizType == biz) && (q.Channel == "" || q.Channel == ch)
-}
-
-// keys returns the sorted keys the filter selects: the configured ones
-// and those the rows show (the "other" buckets), with the rows of those
-// keys.
-func (q dashQuery) keys(cfg *ratelimit.Config, rows []stats.ReportRow) ([]string, []stats.ReportRow) {
-	set := map[string]bool{}
-	if cfg != nil {
-		for k := range cfg.Rules {
-			if s := k.String(); q.matches(s) {
-				set[s] = true
-			}
-		}
-	}
-	var kept []stats.ReportRow
-	for _, r := range rows {
-		if k := r.BizType + ":" + r.Channel; q.matches(k) {
-			set[k] = true
-			kept = append(kept, r)
-		}
-	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys, kept
-}
-
-// page returns the keys of the page asked for and the paging links.
-func (q dashQuery) page(keys []string) ([]string, pagingView) {
-	p := pagingView{Total: len(keys)}
-	start := min((q.Page-1)*q.PageSize, len(keys))
-	end := min(start+q.PageSize, len(keys))
-	if end > start {
-		p.First, p.Last = start+1, end
-	}
-	link := func(page int) string {
-		v := url.Values{"page": {strconv.Itoa(page)}, "pageSize": {strconv.Itoa(q.PageSize)}}
-		if q.BizType != "" {
-			v.Set("bizType", q.BizType)
-		}
-		if q.Channel != "" {
-			v.Set("channel", q.Channel)
-		}
-		return "/dashboard?" + v.Encode()
-	}
-	if q.Page > 1 && start > 0 {
-		p.Prev = link(q.Page - 1)
-	}
-	if end < len(keys) {
-		p.Next = link(q.Page + 1)
-	}
-	return keys[start:end], p
 }
 
 func formatStamp(t time.Time) string {

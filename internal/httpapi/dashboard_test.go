@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -57,14 +58,49 @@ func TestDashboardFilterAndPaging(t *testing.T) {
 			}
 		}
 	})
-	for _, bad := range []struct{ q, field string }{
-		{"pageSize=0", "pageSize"}, {"pageSize=1000", "pageSize"}, {"page=0", "page"}, {"page=x", "page"},
-		{"bizType=a%20b", "bizType"}, {"channel=%3Cb%3E", "channel"}, {"sort=key", "sort"},
+	for _, bad := range []struct{ q, said string }{
+		{"pageSize=0", `pageSize &#34;0&#34; must be a whole number from 1 to 200; showing page 1 of 50 keys.`},
+		{"pageSize=1000", `pageSize &#34;1000&#34; must be`}, {"page=0", `page &#34;0&#34; must be`}, {"page=x", `page &#34;x&#34; must be`},
+		{"bizType=a%20b", `bizType &#34;a b&#34; must contain only A-Z, 0-9 and _ (or is &#34;other&#34;); showing every bizType.`},
+		{"channel=%3Cb%3E", `channel &#34;&lt;b&gt;&#34; must contain only`}, {"sort=key", `sort &#34;key&#34; is not a parameter of this route`},
 	} {
-		a := s.get(t, "/dashboard?"+bad.q, "")
-		if a.status != 400 || !strings.Contains(a.body, `"field":"`+bad.field+`"`) {
-			t.Errorf("%s: status %d %s; want 400 naming %s", bad.q, a.status, a.body, bad.field)
+		t.Run(bad.q, func(t *testing.T) {
+			a := s.get(t, "/dashboard?"+bad.q, "")
+			wantDashboardProblem(t, a, bad.said)
+			if !has(a.body, "PAY:ALIPAY") {
+				t.Error("the page does not show the keys beside the problem")
+			}
+		})
+	}
+}
+
+// TestDashboardLowercaseFilter: a code typed in lower case is answered with
+// the dashboard (400), saying why, showing every bizType, keeping what was
+// typed in the form and linking to the upper-case filter; not a JSON error.
+func TestDashboardLowercaseFilter(t *testing.T) {
+	s := newTestServer(t, "")
+	a := s.get(t, "/dashboard?bizType=pay&channel=ALIPAY", "")
+	wantDashboardProblem(t, a, `bizType &#34;pay&#34; must contain only A-Z, 0-9 and _ (or is &#34;other&#34;); showing every bizType. `+
+		`Codes are upper case: <a href="/dashboard?bizType=PAY&amp;channel=ALIPAY&amp;page=1&amp;pageSize=50">show PAY</a>.`)
+	for _, want := range []string{`name="bizType" value="pay"`, `name="channel" value="ALIPAY"`, `data-key="SHOP:ALIPAY"`} {
+		if !strings.Contains(a.body, want) {
+			t.Errorf("page lacks %q", want)
 		}
+	}
+	if strings.Contains(a.body, `data-key="PAY:WECHAT"`) {
+		t.Error("the valid channel filter was not applied")
+	}
+}
+
+// wantDashboardProblem checks that a is the dashboard page, answered 400,
+// saying said above the filter.
+func wantDashboardProblem(t *testing.T, a answer, said string) {
+	t.Helper()
+	if a.status != 400 || !strings.HasPrefix(a.header.Get("Content-Type"), "text/html") {
+		t.Fatalf("status %d, %s: %.300s; want 400 and the page", a.status, a.header.Get("Content-Type"), a.body)
+	}
+	if !strings.Contains(a.body, `<p class="error filter-problem">`+said) {
+		t.Errorf("the page does not say %q:\n%s", said, regexp.MustCompile(`(?s)<section id="filter">.*?</section>`).FindString(a.body))
 	}
 }
 
