@@ -50,6 +50,14 @@ limits:
 		if g.Status != 200 || g.JSON(t)["orderNo"] != o["orderNo"] {
 			t.Fatalf("GET /pay/ok-1: %d %s", g.Status, g.Body)
 		}
+		// The first answer shows the times as stored (MariaDB keeps whole
+		// microseconds), as GET and a replay do.
+		replay := s.pay(t, payBody("ok-1", biz, "WECHAT")).JSON(t)
+		for _, f := range []string{"createdAt", "updatedAt"} {
+			if got, want := o[f], g.JSON(t)[f]; got != want || replay[f] != want {
+				t.Errorf("%s: POST answered %v, replay %v, GET %v; want all alike", f, got, replay[f], want)
+			}
+		}
 	})
 
 	t.Run("limited request gets 429 with Retry-After and details", func(t *testing.T) {

@@ -140,18 +140,21 @@ type OrderStore interface {
 	// Create inserts a new order. It returns ErrDuplicateOrder when the
 	// requestId (unique in the store) is taken, so concurrent duplicates can
 	// never both create an order. Any other error may come after the row was
-	// committed, unless it wraps ErrNotCommitted.
+	// committed, unless it wraps ErrNotCommitted. It sets o.CreatedAt and
+	// o.UpdatedAt to what the store keeps (its precision, such as whole
+	// microseconds), so an answer built from o equals a later Get's.
 	Create(ctx context.Context, o *Order) error
 	// Finish records the final state of an order that is PROCESSING or
 	// UNKNOWN and has o's RequestID and OrderNo: status, trade number,
 	// failure code and message, UpdatedAt. It returns ErrOrderNotFound when
 	// no such order is left to finish, and refuses a target state that
-	// Allowed forbids from both.
+	// Allowed forbids from both. It sets o.UpdatedAt to what is stored.
 	Finish(ctx context.Context, o *Order) error
 	// Reroute moves a PROCESSING order with o's RequestID and OrderNo whose
 	// channel is from to o.Channel, with o.RoutedFrom and o.UpdatedAt: a
 	// routed payment that provably never reached from goes to its next
 	// candidate. It returns ErrOrderNotFound when no such order is left.
+	// It sets o.UpdatedAt to what is stored.
 	Reroute(ctx context.Context, o *Order, from string) error
 	// MarkStaleUnknown turns PROCESSING orders last updated before cutoff
 	// into UNKNOWN and returns how many it changed.

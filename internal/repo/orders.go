@@ -179,10 +179,20 @@ func (r *orderRow) values() []any {
 		r.Currency, r.Subject, r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt, r.RoutedFrom}
 }
 
+// storedPrecision is the precision of the orders table's times: MariaDB's
+// DATETIME(6) keeps whole microseconds. SQLite would keep the driver's
+// nanoseconds; they are cut to the same precision so both answer alike.
+const storedPrecision = time.Microsecond
+
+// stored returns t as the orders table keeps it: UTC, whole microseconds
+// (cut, not rounded, as MariaDB does by default; MySQL would round).
+func stored(t time.Time) time.Time { return t.UTC().Truncate(storedPrecision) }
+
 // Create implements pay.OrderStore. It returns nil only once the row is
-// committed, with group commit too.
+// committed, with group commit too. It sets o's times to what is stored.
 func (s *Orders) Create(ctx context.Context, o *pay.Order) error {
 	r := rowOf(o)
+	o.CreatedAt, o.UpdatedAt = r.CreatedAt, r.UpdatedAt
 	if s.group != nil && s.group.creates != nil {
 		_, err := s.group.creates.Do(ctx, r)
 		return err
@@ -241,12 +251,13 @@ func notCommitted(err error) bool {
 	return false
 }
 
-// Finish implements pay.OrderStore.
+// Finish implements pay.OrderStore. It sets o.UpdatedAt to what is stored.
 func (s *Orders) Finish(ctx context.Context, o *pay.Order) error {
 	if err := pay.CheckFinish(o); err != nil {
 		return err
 	}
 	f := outcomeOf(o)
+	o.UpdatedAt = f.UpdatedAt
 	if s.group != nil && s.group.finishes != nil {
 		_, err := s.group.finishes.Do(ctx, f)
 		return err
@@ -263,7 +274,7 @@ type outcome struct {
 
 func outcomeOf(o *pay.Order) outcome {
 	return outcome{RequestID: o.RequestID, OrderNo: o.OrderNo, Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
-		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage, UpdatedAt: o.UpdatedAt.UTC()}
+		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage, UpdatedAt: stored(o.UpdatedAt)}
 }
 
 // finishOne is Finish as one autocommit UPDATE.
@@ -326,7 +337,7 @@ func (s *Orders) markStaleBatch(ctx context.Context, cutoff time.Time) (changed 
 		return 0, 0, err
 	}
 	args := []any{string(pay.StatusUnknown), "OUTCOME_NOT_RECORDED",
-		"the channel outcome was not recorded in time; reconcile with the channel", time.Now().UTC()}
+		"the channel outcome was not recorded in time; reconcile with the channel", stored(time.Now())}
 	for rows.Next() {
 		var id uint64
 		if err = rows.Scan(&id); err != nil {
@@ -381,7 +392,7 @@ func rowOf(o *pay.Order) orderRow {
 		Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,
 		Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
 		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage,
-		CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+		CreatedAt: stored(o.CreatedAt), UpdatedAt: stored(o.UpdatedAt),
 		RoutedFrom: routedFromColumn(o.RoutedFrom),
 	}
 }

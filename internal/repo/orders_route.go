@@ -18,11 +18,13 @@ const rerouteOrderSQL = "UPDATE orders SET channel = ?, routed_from = ?, updated
 
 // Reroute implements pay.OrderStore. It runs as one autocommit UPDATE of its
 // own, also under group commit: it is rare (a payment that provably never
-// reached its first channel), and its answer must be its own.
+// reached its first channel), and its answer must be its own. It sets
+// o.UpdatedAt to what is stored.
 func (s *Orders) Reroute(ctx context.Context, o *pay.Order, from string) error {
+	o.UpdatedAt = stored(o.UpdatedAt)
 	begin := time.Now()
 	res, err := s.db.ConnPool.ExecContext(ctx, rerouteOrderSQL, o.Channel, routedFromColumn(o.RoutedFrom),
-		o.UpdatedAt.UTC(), o.RequestID, o.OrderNo, from, string(pay.StatusProcessing))
+		o.UpdatedAt, o.RequestID, o.OrderNo, from, string(pay.StatusProcessing))
 	var n int64
 	if err == nil {
 		n, err = res.RowsAffected()

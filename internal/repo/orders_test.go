@@ -68,6 +68,39 @@ func TestOrderStoreSuite(t *testing.T) {
 					t.Fatalf("got %+v\nwant %+v", got, o)
 				}
 			})
+			t.Run("timestamps answer what is stored", func(t *testing.T) {
+				// A clock with nanoseconds: the order must come back from
+				// Create, Finish and Reroute as Get reads it, so the first
+				// answer of a payment equals every later one.
+				at := time.Date(2026, 3, 1, 10, 0, 0, 123456789, time.UTC)
+				o := newOrder("r-ns")
+				o.CreatedAt, o.UpdatedAt = at, at
+				if err := s.Create(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.Get(ctx, "r-ns")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !got.CreatedAt.Equal(o.CreatedAt) || !got.UpdatedAt.Equal(o.UpdatedAt) {
+					t.Fatalf("after Create: order says created %s updated %s, stored %s and %s", o.CreatedAt, o.UpdatedAt, got.CreatedAt, got.UpdatedAt)
+				}
+				moved := *o
+				moved.Channel, moved.RoutedFrom, moved.UpdatedAt = "WECHAT", []pay.RouteSkip{}, at.Add(time.Second)
+				if err := s.Reroute(ctx, &moved, o.Channel); err != nil {
+					t.Fatal(err)
+				}
+				if got, _ = s.Get(ctx, "r-ns"); !got.UpdatedAt.Equal(moved.UpdatedAt) {
+					t.Fatalf("after Reroute: order says updated %s, stored %s", moved.UpdatedAt, got.UpdatedAt)
+				}
+				moved.Status, moved.ChannelTradeNo, moved.UpdatedAt = pay.StatusSucceeded, "T-ns", at.Add(2*time.Second)
+				if err := s.Finish(ctx, &moved); err != nil {
+					t.Fatal(err)
+				}
+				if got, _ = s.Get(ctx, "r-ns"); !got.UpdatedAt.Equal(moved.UpdatedAt) {
+					t.Fatalf("after Finish: order says updated %s, stored %s", moved.UpdatedAt, got.UpdatedAt)
+				}
+			})
 			t.Run("duplicate requestId is refused", func(t *testing.T) {
 				o := newOrder("r-dup")
 				if err := s.Create(ctx, o); err != nil {
