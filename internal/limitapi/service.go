@@ -105,8 +105,9 @@ func NewService(opts Options) (*Service, error) {
 
 // WindowUsage is one window that applies to a request: the key it belongs
 // to (the request's, or its channel-wide key), its rule ("count/1s",
-// "amount/day"), its limit for the request's bizType, its size (zero for a
-// calendar window), what it holds (admissions, or amount) and what is left.
+// "amount/day"), its limit, its size (zero for a calendar window), what it
+// holds (admissions, or amount) and what is left for this request (less
+// what it keeps for other bizTypes' unmet reservations).
 type WindowUsage struct {
 	Scope     ratelimit.Key
 	Rule      string
@@ -185,7 +186,7 @@ func windowsAfter(d ratelimit.Decision) []WindowUsage {
 	}
 	out := make([]WindowUsage, len(d.Windows))
 	for i, w := range d.Windows {
-		out[i] = WindowUsage{Scope: w.Scope, Rule: w.Name(), Amount: w.Amount, Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Count, 0)}
+		out[i] = WindowUsage{Scope: w.Scope, Rule: w.Name(), Amount: w.Amount, Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Kept-w.Count, 0)}
 	}
 	return out
 }

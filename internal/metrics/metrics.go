@@ -40,7 +40,7 @@ func New() *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "payserver_limiter_decisions_total",
-		Help: "Limiter decisions by bizType, channel, result (admitted, limited, shadow_limited) and source (redis, near_cache, local, fail_open, closed, unlimited).",
+		Help: "Limiter decisions by bizType, channel, result (admitted, limited, shadow_limited, conflict, unavailable) and source (redis, near_cache, local, fail_open, closed, unlimited).",
 	}, []string{"biz_type", "channel", "result", "source"})
 	m.checkSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "payserver_limiter_check_seconds",
@@ -159,6 +159,10 @@ func (m *Metrics) Decided(d ratelimit.Decision, elapsed time.Duration) {
 	switch {
 	case d.Shadow:
 		result = "shadow_limited"
+	case d.Unknown:
+		result = "unavailable" // the store's answer was lost: a 503, not a full window
+	case d.Conflict:
+		result = "conflict" // held for another amount: a 409
 	case !d.Allowed:
 		result = "limited"
 	}

@@ -39,13 +39,14 @@ type Decision struct {
 	Limit  int64
 	Window time.Duration
 	// Count is the binding window's use after the check (admissions, or
-	// amount); Remaining is what is left of its limit.
+	// amount); Remaining is what is left of its limit for this request
+	// (less what it keeps for other bizTypes' unmet reservations).
 	Count     int64
 	Remaining int64
 	// Windows is every window that applied to the request (the key's, then
-	// the channel-wide key's), each with its limit for this bizType and its
-	// use after the check, when the store reported it (Redis and in-process
-	// decisions); nil otherwise.
+	// the channel-wide key's), each with its limit, what it keeps for other
+	// bizTypes' reservations and its use after the check, when the store
+	// reported it (Redis and in-process decisions); nil otherwise.
 	Windows []WindowUsage
 	// RetryAfter is how long until every refusing window has room; zero
 	// when allowed. For a closed key it is the time until ClosedUntil, and
@@ -87,6 +88,10 @@ type WindowUsage struct {
 	// channel-wide key).
 	Scope Key
 	Count int64
+	// Kept is what the window keeps for the other named bizTypes'
+	// reservations they have not used: no room for this request. Zero
+	// without reservations.
+	Kept int64
 }
 
 // Closed reports whether the key refuses everything (a window with limit 0).

@@ -74,13 +74,18 @@ func (l *Limiter) onRedis(ctx context.Context, p plan, r Request, now time.Time,
 			res.Counts[i] += localOnly[i]
 		}
 		res.Count = res.Counts[res.Window]
+		// Redis was asked with limits lowered by the in-process use: an
+		// amount above a lowered limit may still fit the real one later.
+		if w := p.windows[res.Window]; res.ExceedsCap && w.Weight(r.Amount) <= w.Limit {
+			res.ExceedsCap = false
+		}
 	}
 	d := p.decision(r.Key, res, SourceRedis)
 	if l.opts.Policy == PolicyLocal && !p.shadow {
 		// Stamped after the answer: Redis admitted no later, so the copy
 		// leaves its window no earlier than Redis's entry.
 		if d.Allowed || p.hasBaseline {
-			l.local.FollowRedis(p.windows, l.LocalShare(), r.Member, d.Allowed, res.Counts, *end)
+			l.local.FollowRedis(p.windows, l.LocalShare(), r.Member, r.Amount, d.Allowed, res.Counts, *end)
 		}
 	}
 	return d, nil
@@ -219,6 +224,13 @@ func (l *Limiter) scaled(p plan) []KeyWindow {
 		}
 		out[i] = w
 		out[i].Limit = scaleLimit(limit, share)
+		if len(w.Reserved) > 0 {
+			// Reservations are cut to the share as the limit is.
+			out[i].Reserved = make([]Reserved, len(w.Reserved))
+			for j, rv := range w.Reserved {
+				out[i].Reserved[j] = Reserved{Index: rv.Index, Amount: scaleLimit(rv.Amount, share)}
+			}
+		}
 	}
 	return out
 }

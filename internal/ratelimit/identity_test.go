@@ -2,7 +2,10 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,5 +112,88 @@ func TestReservationIsNotTakenByAnotherName(t *testing.T) {
 	}
 	if got["ONLINE"] != 1 || got["REFUND"] != 2 || got["PAYOUT"] != 2 {
 		t.Fatalf("admitted %v, want ONLINE 1, REFUND 2, PAYOUT 2", got)
+	}
+}
+
+// flakyStore fails every call while down is set, as a Redis that is gone.
+type flakyStore struct {
+	ratelimit.Store
+	down atomic.Bool
+}
+
+var errGone = errors.New("dial tcp: connection refused")
+
+func (f *flakyStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, a int64) (ratelimit.StoreResult, error) {
+	if f.down.Load() {
+		return ratelimit.StoreResult{}, &net.OpError{Op: "dial", Err: errGone}
+	}
+	return f.Store.Check(ctx, ws, m, a)
+}
+
+func flakyLimiter(t *testing.T, doc string) (*ratelimit.Limiter, *flakyStore) {
+	t.Helper()
+	f := &flakyStore{Store: ratelimit.NewLocalStore(nil)}
+	l, err := ratelimit.New(f, ratelimit.Options{DisableNearCache: true, BreakerCooldown: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	return l, f
+}
+
+// TestRetryDuringAnOutageIsNoConflict: a member the store admitted, retried
+// with the same amount while the store is down, is the same member in the
+// in-process windows (their copy keeps its amount), not a conflict.
+func TestRetryDuringAnOutageIsNoConflict(t *testing.T) {
+	l, f := flakyLimiter(t, "limits:\n  A:B: [{limit: 10, window: 1m}]\n")
+	key := ratelimit.Key{BizType: "A", Channel: "B"}
+	r := ratelimit.Request{Key: key, Member: "m", Amount: 100, Currency: "CNY"}
+	if d, err := l.Check(context.Background(), r); err != nil || !d.Allowed {
+		t.Fatalf("first: %+v, %v", d, err)
+	}
+	f.down.Store(true)
+	d, err := l.Check(context.Background(), r)
+	if err != nil || d.Conflict || !d.Allowed {
+		t.Fatalf("retry with the store down: allowed %v conflict %v source %s (%v); want admitted as the same member", d.Allowed, d.Conflict, d.Source, err)
+	}
+}
+
+// TestAmountThatFitsAfterAnOutageIsNotAboveTheCap: back on the store after
+// an outage, the limits asked are lowered by the in-process admissions; an
+// amount above a lowered limit but within the cap may fit later, so it is
+// no exceedsCap.
+func TestAmountThatFitsAfterAnOutageIsNotAboveTheCap(t *testing.T) {
+	l, f := flakyLimiter(t, "limits:\n  A:B: [{amount: 1000, window: 1m}]\n")
+	key := ratelimit.Key{BizType: "A", Channel: "B"}
+	f.down.Store(true)
+	if d, err := l.Check(context.Background(), ratelimit.Request{Key: key, Member: "m1", Amount: 500, Currency: "CNY"}); err != nil || !d.Allowed {
+		t.Fatalf("500 in process: %+v, %v", d, err)
+	}
+	f.down.Store(false)
+	d, err := l.Check(context.Background(), ratelimit.Request{Key: key, Member: "m2", Amount: 600, Currency: "CNY"})
+	if err != nil || d.Allowed || d.ExceedsCap {
+		t.Fatalf("600 after the outage: allowed %v exceedsCap %v (%v); want refused, but not above the cap 1000", d.Allowed, d.ExceedsCap, err)
+	}
+}
+
+// TestPeekKeepsReservations: peek answers as a check would, the other
+// names' unmet reservations taken off.
+func TestPeekKeepsReservations(t *testing.T) {
+	l := limiterWith(t, "limits:\n  \"*:W\": [{limit: 5, window: 1m, reserve: {REFUND: 2, PAYOUT: 2}}]\n")
+	online := ratelimit.Key{BizType: "ONLINE", Channel: "W"}
+	if d, err := l.Check(context.Background(), ratelimit.Request{Key: online, Member: "o1"}); err != nil || !d.Allowed {
+		t.Fatalf("o1: %+v, %v", d, err)
+	}
+	p, err := l.Peek(context.Background(), ratelimit.Request{Key: online})
+	if err != nil || p.Allowed {
+		t.Fatalf("peek for ONLINE with 1 used and 4 kept: allowed %v (%v), want refused as a check is", p.Allowed, err)
+	}
+	c, err := l.Check(context.Background(), ratelimit.Request{Key: online, Member: "o2"})
+	if err != nil || c.Allowed || c.Remaining != 0 {
+		t.Fatalf("check o2: allowed %v remaining %d (%v); want refused with nothing left", c.Allowed, c.Remaining, err)
 	}
 }

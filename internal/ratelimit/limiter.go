@@ -377,7 +377,10 @@ func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
 	}
 	res := StoreResult{Allowed: true, Counts: uses, Window: -1}
 	for i, w := range p.windows {
-		fits := uses[i]+w.Weight(r.Amount) <= w.Limit
+		if w.Track != TrackNone {
+			continue // a reservation's use: never refuses
+		}
+		fits := uses[i]+w.Weight(r.Amount) <= w.Limit-w.unmet(uses)
 		switch {
 		case !fits && res.Allowed:
 			res.Allowed, res.Window = false, i

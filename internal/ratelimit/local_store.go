@@ -135,7 +135,7 @@ func (s *LocalStore) MayHoldLocalOnly(t time.Time) bool {
 // admissions fill its share, and a bound on memory; a window that holds the
 // member already does not get it twice); and, for each amount or calendar
 // window, the use Redis reported (uses, in the order of windows).
-func (s *LocalStore) FollowRedis(windows []KeyWindow, share float64, member string, admitted bool, uses []int64, t time.Time) {
+func (s *LocalStore) FollowRedis(windows []KeyWindow, share float64, member string, amount int64, admitted bool, uses []int64, t time.Time) {
 	at := micros(s.at(t))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -160,7 +160,7 @@ func (s *LocalStore) FollowRedis(windows []KeyWindow, share float64, member stri
 		if over := int64(q.len()) - limit + 1; over > 0 {
 			q.drop(int(over))
 		}
-		q.push(localEntry{member: member, at: at, weight: 1})
+		q.push(localEntry{member: member, at: at, weight: 1, amount: amount})
 	}
 }
 

@@ -438,9 +438,11 @@ func (m *Model) Decide(cfg *Config, r Request, now time.Time) ([]KeyWindow, Stor
 // inclusive, to its end, exclusive) of the request's key and of its
 // channel-wide key, in that order; of each, the windows that count the
 // request (every count window; an amount window only for a request with an
-// amount in its currency, or in any currency when it names none); each
-// window's limit cut, for a bizType its reservations do not name, by the
-// sum of those reservations (not below zero). Shadow rules are not
+// amount in its currency, or in any currency when it names none); a window
+// with reservations with its whole limit, the other names' reservations
+// (Reserved) and, after all the windows, one tracking window per named
+// bizType (TrackOwn for the request's, TrackOther for the others', in the
+// names' order). Shadow rules are not
 // modelled. (The Limiter refuses a request one of whose windows has limit 0,
 // a closed key, before any store is asked, even a retry of a member the
 // windows hold: closed is closed.)

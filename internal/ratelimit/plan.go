@@ -136,10 +136,12 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 		ExceedsCap: res.ExceedsCap,
 	}
 	if len(res.Counts) == len(p.windows) {
+		// What other names keep is no room for this request.
+		d.Remaining = max(w.Limit-w.unmet(res.Counts)-res.Count, 0)
 		d.Windows = make([]WindowUsage, 0, len(p.windows))
 		for i, w := range p.windows {
 			if w.Track == TrackNone {
-				d.Windows = append(d.Windows, WindowUsage{Window: w.Window, Scope: w.Key, Count: res.Counts[i]})
+				d.Windows = append(d.Windows, WindowUsage{Window: w.Window, Scope: w.Key, Count: res.Counts[i], Kept: w.unmet(res.Counts)})
 			}
 		}
 	}

@@ -54,8 +54,8 @@ func TestChannelWideReserve(t *testing.T) {
 		if d.Allowed != want {
 			t.Fatalf("ONLINE_PAY #%d: allowed %v, want %v (%+v): others get 5-2 = 3", i+1, d.Allowed, want, d)
 		}
-		if !want && (d.Scope != ratelimit.ChannelWide(ch) || d.Limit != 3 || d.Rule != "count/1m") {
-			t.Fatalf("refusal names scope %v, limit %d, rule %q; want *:%s, 3, count/1m", d.Scope, d.Limit, d.Rule, ch)
+		if !want && (d.Scope != ratelimit.ChannelWide(ch) || d.Limit != 5 || d.Count != 3 || d.Rule != "count/1m") {
+			t.Fatalf("refusal names scope %v, limit %d, used %d, rule %q; want *:%s, the whole limit 5, 3 used, count/1m", d.Scope, d.Limit, d.Count, d.Rule, ch)
 		}
 	}
 	for i, want := range []bool{true, true, false} {

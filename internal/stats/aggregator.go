@@ -110,6 +110,12 @@ var _ ratelimit.Observer = (*Aggregator)(nil)
 
 // Decided implements ratelimit.Observer: it counts one decision.
 func (a *Aggregator) Decided(d ratelimit.Decision, _ time.Duration) {
+	if d.Conflict || d.Unknown {
+		// Neither is a refusal by a full window: a conflict is a retry
+		// with another amount (409), an unknown outcome a dependency that
+		// did not answer (503).
+		return
+	}
 	c := Counts{Attempts: 1}
 	switch {
 	case d.Shadow:
