@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"sort"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -115,12 +114,8 @@ func (o *object) amount() int64 {
 	if !ok || string(v) == "null" {
 		return 0
 	}
-	n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-	if err != nil {
-		o.add("amount", "must be an integer number of minor units")
-		return 0
-	}
-	o.add("amount", pay.AmountProblem(n))
+	n, reason := pay.ParseAmount(string(bytes.TrimSpace(v)))
+	o.add("amount", reason)
 	return n
 }
 
@@ -213,13 +208,9 @@ func ParsePeek(get func(name string) []string, names []string) (PeekRequest, err
 		}
 	}
 	if v, ok := one("amount", false); ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		switch {
-		case err != nil:
-			bad = append(bad, apperr.FieldError{Field: "amount", Reason: "must be an integer number of minor units"})
-		case pay.AmountProblem(n) != "":
-			bad = append(bad, apperr.FieldError{Field: "amount", Reason: pay.AmountProblem(n)})
-		default:
+		if n, reason := pay.ParseAmount(v); reason != "" {
+			bad = append(bad, apperr.FieldError{Field: "amount", Reason: reason})
+		} else {
 			r.Amount = n
 		}
 	}

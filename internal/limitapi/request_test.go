@@ -2,11 +2,13 @@ package limitapi
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"payserver/internal/apperr"
+	"payserver/internal/pay"
 )
 
 func fieldsOf(t *testing.T, err error) []string {
@@ -124,5 +126,36 @@ func TestBodyProblemsNameNoGoTypes(t *testing.T) {
 				t.Errorf("%s: reason %q names Go's types", body, f.Reason)
 			}
 		}
+	}
+}
+
+// TestAmountRefusalSaysTheRange: an acquire body's and a peek query's bad
+// amount, past int64 or not a whole number, is told the range, as POST
+// /pay's is.
+func TestAmountRefusalSaysTheRange(t *testing.T) {
+	want := fmt.Sprintf("1..%d", int64(pay.MaxAmount))
+	reason := func(err error) string {
+		var e *apperr.Error
+		if errors.As(err, &e) {
+			for _, f := range e.Details["fields"].([]apperr.FieldError) {
+				if f.Field == "amount" {
+					return f.Reason
+				}
+			}
+		}
+		return ""
+	}
+	for _, amount := range []string{"99999999999999999999999", "-99999999999999999999999", "1000000000001", "0", "10.5"} {
+		t.Run(amount, func(t *testing.T) {
+			_, err := DecodeAcquire([]byte(`{"bizType":"A","channel":"B","requestId":"x","amount":` + amount + `,"currency":"CNY"}`))
+			if got := reason(err); !strings.Contains(got, want) {
+				t.Errorf("acquire: reason %q, want it to say %s", got, want)
+			}
+			q := map[string][]string{"bizType": {"A"}, "channel": {"B"}, "amount": {amount}, "currency": {"CNY"}}
+			_, err = ParsePeek(func(n string) []string { return q[n] }, []string{"bizType", "channel", "amount", "currency"})
+			if got := reason(err); !strings.Contains(got, want) {
+				t.Errorf("peek: reason %q, want it to say %s", got, want)
+			}
+		})
 	}
 }

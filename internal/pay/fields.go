@@ -22,9 +22,24 @@ func RequestIDProblem(s string) string { return requestIDProblem(s) }
 // units.
 func AmountProblem(n int64) string {
 	if n < 1 || n > MaxAmount {
-		return fmt.Sprintf("must be 1..%d minor units", int64(MaxAmount))
+		return amountRange
 	}
 	return ""
+}
+
+// amountRange is the reason every refused amount is given.
+var amountRange = fmt.Sprintf("must be an integer number of minor units, 1..%d", int64(MaxAmount))
+
+// ParseAmount reads an amount from its text (a JSON number, a query value):
+// a whole number of minor units in 1..MaxAmount, in decimal digits. It returns the amount, or why the text is
+// not one; a number past int64's range is told the same range as any other
+// out of range.
+func ParseAmount(text string) (int64, string) {
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return 0, amountRange
+	}
+	return n, AmountProblem(n)
 }
 
 // CurrencyProblem returns why s is not a currency a payment may be made

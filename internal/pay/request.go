@@ -137,8 +137,8 @@ func decodePayRequestFields(data []byte) (PayRequest, error) {
 	str("subject", &r.Subject, false)
 	if v, ok := raw["amount"]; !ok || string(v) == "null" {
 		bad = append(bad, apperr.FieldError{Field: "amount", Reason: "is required"})
-	} else if n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64); err != nil {
-		bad = append(bad, apperr.FieldError{Field: "amount", Reason: "must be an integer number of minor units"})
+	} else if n, reason := ParseAmount(string(bytes.TrimSpace(v))); reason != "" {
+		bad = append(bad, apperr.FieldError{Field: "amount", Reason: reason})
 	} else {
 		r.Amount = n
 	}
@@ -181,9 +181,7 @@ func (r PayRequest) problems(decoded []apperr.FieldError) []apperr.FieldError {
 	case hasControl(r.MerchantID):
 		add("merchantId", "must not contain control characters")
 	}
-	if r.Amount < 1 || r.Amount > MaxAmount {
-		add("amount", fmt.Sprintf("must be 1..%d minor units", int64(MaxAmount)))
-	}
+	add("amount", AmountProblem(r.Amount))
 	if _, ok := CurrencyExponent(r.Currency); !ok {
 		add("currency", "must be an active ISO 4217 currency code in upper case, such as CNY (not XXX, XTS, a precious metal or a fund code)")
 	}
