@@ -63,11 +63,12 @@ func (m *Main) Addr() string { return m.listener.Addr().String() }
 
 // Run opens every dependency, starts the background loops and the HTTP
 // server, and returns once it is listening. On error, whatever was opened is
-// closed.
+// closed, without logging that payserver stopped: the caller logs the
+// failure first, then calls Close, which logs the stop.
 func (m *Main) Run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			_ = m.Close()
+			_ = m.release()
 		}
 	}()
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -147,9 +148,16 @@ func (m *Main) goBackground(f func()) {
 }
 
 // Close drains in-flight requests (up to ShutdownTimeout), stops the
-// background loops and closes every connection. It is safe to call more
-// than once.
+// background loops, closes every connection and logs that payserver
+// stopped. It is safe to call more than once, and after a failed Run.
 func (m *Main) Close() error {
+	err := m.release()
+	m.log.Info("payserver stopped")
+	return err
+}
+
+// release is Close without its log line.
+func (m *Main) release() error {
 	served := m.server != nil // Shutdown below closes the listener
 	var errs []error
 	if m.server != nil {
@@ -200,6 +208,5 @@ func (m *Main) Close() error {
 		errs = append(errs, err)
 	}
 	m.lock = nil
-	m.log.Info("payserver stopped")
 	return errors.Join(errs...)
 }

@@ -96,7 +96,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	}
 	routes, health, routed := m.payRouting(gate)
 	instrumented := m.metrics.InstrumentOrders(orders)
-	lost, err := pay.NewLostAnswers(instrumented, gate, pay.LostAnswersOptions{Grace: m.cfg.LostAnswerGrace, Logger: m.log.With("component", "pay")})
+	lost, err := pay.NewLostAnswers(instrumented, gate, pay.LostAnswersOptions{Logger: m.log.With("component", "pay")})
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +179,13 @@ func (m *Main) startLimits(ctx context.Context) error {
 	select {
 	case <-mgr.Loaded():
 	case <-time.After(3 * time.Second):
-		m.log.Warn("no limits loaded after 3s (no document, no server, no snapshot); until a valid document arrives every payment is refused with 503 and /readyz is not ready",
-			"source", src.Describe())
+		const until = "until a valid document arrives every payment is refused with 503 and /readyz is not ready"
+		if st := mgr.Status(); st.LastRefusal != "" {
+			m.log.Warn("no limits loaded after 3s: the limits document was refused; "+until,
+				"source", src.Describe(), "refusal", st.LastRefusal)
+		} else {
+			m.log.Warn("no limits loaded after 3s (no document, no server, no snapshot); "+until, "source", src.Describe())
+		}
 	}
 	return nil
 }

@@ -67,6 +67,7 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 	m := NewMain(cfg, log)
 	if err := m.Run(ctx); err != nil {
 		log.Error("payserver failed to start", "err", err)
+		_ = m.Close() // Run closed what it opened; this logs the stop
 		return 1
 	}
 	if len(cfg.RedisAddrs) == 0 && cfg.MySQLDSN == "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -80,4 +81,53 @@ func TestDataDirIsSingleInstance(t *testing.T) {
 		t.Fatalf("start after the first stopped: %v", err)
 	}
 	_ = third.Close()
+}
+
+// TestFailedStartLogsTheFailureThenStops: a start that fails logs why,
+// then that payserver stopped, in that order.
+func TestFailedStartLogsTheFailureThenStops(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(nil, envFrom(map[string]string{
+		"PAYSERVER_HTTP_ADDR": held.Addr().String(), "PAYSERVER_DATA_DIR": filepath.Join(dir, "data"),
+		"PAYSERVER_LIMITS_FILE": filepath.Join(dir, "limits.yaml"),
+	}), &stdout, &stderr)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1; log:\n%s", code, stderr.String())
+	}
+	logs := stderr.String()
+	failed, stopped := strings.Index(logs, "payserver failed to start"), strings.Index(logs, "payserver stopped")
+	if failed < 0 || stopped < 0 || stopped < failed {
+		t.Errorf("log has \"payserver failed to start\" at %d and \"payserver stopped\" at %d; want both, the failure first:\n%s", failed, stopped, logs)
+	}
+}
+
+// TestBadLimitsAtStartSaysRefused: a limits document that was read and
+// refused at start is named as refused, with why, in the warning that no
+// limits are in force, not as "no document".
+func TestBadLimitsAtStartSaysRefused(t *testing.T) {
+	cfg := embeddedConfig(t, t.TempDir())
+	if err := os.WriteFile(cfg.LimitsFile, []byte("limits:\n  bad key: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs testutil.LogBuffer
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "no limits loaded after") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "refused") || !strings.Contains(line, "bad key") || strings.Contains(line, "no document") {
+		t.Errorf("start warning %q; want it to say the document was refused and why", line)
+	}
 }
