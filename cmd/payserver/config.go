@@ -77,7 +77,11 @@ type Config struct {
 	// OrderStaleAfter is the age past which a PROCESSING order (its outcome
 	// never recorded: a crash mid-call) is marked UNKNOWN. 0 means
 	// channelTimeout + 1m.
-	OrderStaleAfter time.Duration                      `yaml:"orderStaleAfter"` // PAYSERVER_ORDER_STALE_AFTER
+	OrderStaleAfter time.Duration `yaml:"orderStaleAfter"` // PAYSERVER_ORDER_STALE_AFTER
+	// LostAnswerGrace is how long a payment whose limiter answer was lost
+	// (503) waits for its client's retry before it is closed NOT_SENT and
+	// its slot released. 0 means 30s.
+	LostAnswerGrace time.Duration                      `yaml:"lostAnswerGrace"` // PAYSERVER_LOST_ANSWER_GRACE
 	Channels        map[string]channel.SimulatorConfig `yaml:"channels"`
 
 	// UnknownEnv lists the PAYSERVER_* variables set in the environment

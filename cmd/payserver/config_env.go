@@ -61,6 +61,7 @@ var envKeys = map[string]string{
 	"PAYSERVER_CHANNEL_TIMEOUT":         "channelTimeout",
 	"PAYSERVER_SHUTDOWN_TIMEOUT":        "shutdownTimeout",
 	"PAYSERVER_ORDER_STALE_AFTER":       "orderStaleAfter",
+	"PAYSERVER_LOST_ANSWER_GRACE":       "lostAnswerGrace",
 	"PAYSERVER_STATS_FLUSH_INTERVAL":    "stats.flushInterval",
 	"PAYSERVER_ROUTE_BREAKER_FAILURES":  "routing.breakerFailures",
 	"PAYSERVER_ROUTE_BREAKER_COOLDOWN":  "routing.breakerCooldown",
