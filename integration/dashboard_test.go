@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +196,170 @@ func TestDashboardAt2000Keys(t *testing.T) {
 	dom = string(runChromium(t, bin, s.base+"/dashboard?bizType="+one, "--dump-dom"))
 	if !strings.Contains(dom, `data-key="`+one+`:ALIPAY"`) || strings.Count(dom, `<svg class="usage-bar"`) != 1 {
 		t.Errorf("the bizType filter does not show exactly %s:ALIPAY", one)
+	}
+}
+
+// TestDashboardChartsReadInChromium lays the dashboard out in headless
+// Chromium and measures what a person reads: a long multi-window rule in
+// a chart header neither overlaps the key nor squeezes into a narrow
+// column; every y-axis label stands at the height of the count it names,
+// whole numbers evenly spaced; a route without fallbacks says 0; and a
+// limit change on a key without traffic shows its badge. The page is saved
+// to integration/testdata/out/dashboard-charts.png.
+func TestDashboardChartsReadInChromium(t *testing.T) {
+	biz := testutil.UniqueName("DREAD")
+	doc := func(unionpay int) string {
+		return fmt.Sprintf(`window: 1s
+routes:
+  %[1]s: [ALIPAY, WECHAT]
+limits:
+  %[1]s:ALIPAY:
+    - {limit: 500, window: 1m}
+    - {limit: 3000, window: 1h}
+    - {amount: 500000000, calendar: day, zone: Asia/Shanghai, currency: CNY}
+    - {limit: 300000, calendar: day, cutoff: "23:00", zone: Asia/Shanghai}
+  %[1]s:WECHAT: {limit: 20, window: 1h}
+  %[1]s:UNIONPAY: {limit: %[2]d, window: 1h}
+`, biz, unionpay)
+	}
+	s := startServer(t, serverOptions{Limits: doc(10), Config: channelsConfig})
+	for i := 0; i < 5; i++ {
+		s.pay(t, payBody(fmt.Sprintf("%s-a-%d", biz, i), biz, "ALIPAY"))
+	}
+	s.pay(t, payBody(biz+"-w-1", biz, "WECHAT"))
+	// UNIONPAY's limit changes; it has no traffic.
+	mustWrite(t, s.env["PAYSERVER_LIMITS_FILE"], doc(12))
+	waitFor(t, "the new UNIONPAY limit in force", 10*time.Second, func() bool {
+		return strings.Contains(string(s.do(t, http.MethodGet, "/limits", nil, nil).Body), `"12/1h"`)
+	})
+
+	b := startBrowser(t, 1280, 900)
+	b.navigate(s.base + "/dashboard?bizType=" + biz)
+	shot := b.screenshot("dashboard-charts.png")
+	t.Logf("screenshot: %s", shot)
+
+	// Chart headers: the key and the totals do not overlap; a part that
+	// takes more than one line starts at the chart's left edge, not squeezed
+	// beside the key; and no window of a rule is broken across lines.
+	var headers []struct {
+		Key                    string
+		KeyBox, TotalBox       [4]float64 // left, top, right, bottom
+		TotalLines, LineHeight float64
+		BrokenWindows          []string
+	}
+	b.eval(`[...document.querySelectorAll('.chart')].map(c => {
+		const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+		const totals = c.querySelector('.totals');
+		const lh = parseFloat(getComputedStyle(totals).lineHeight);
+		return {Key: c.querySelector('svg').dataset.key, KeyBox: box(c.querySelector('h3 .key')), TotalBox: box(totals),
+			TotalLines: Math.round(totals.getBoundingClientRect().height / lh), LineHeight: lh,
+			BrokenWindows: [...c.querySelectorAll('.rule .window')].filter(w => w.getClientRects().length > 1).map(w => w.textContent)};
+	})`, &headers)
+	if len(headers) != 3 {
+		t.Fatalf("%d charts, want 3", len(headers))
+	}
+	for _, h := range headers {
+		k, tot := h.KeyBox, h.TotalBox
+		if k[0] < tot[2] && tot[0] < k[2] && k[1] < tot[3] && tot[1] < k[3] {
+			t.Errorf("%s: header key %v and totals %v overlap", h.Key, k, tot)
+		}
+		if h.TotalLines > 1 && tot[0] > k[0]+1 {
+			t.Errorf("%s: the totals take %v lines squeezed beside the key (from x=%.0f, the key at x=%.0f)", h.Key, h.TotalLines, tot[0], k[0])
+		}
+		if len(h.BrokenWindows) > 0 {
+			t.Errorf("%s: rule windows broken across lines: %q", h.Key, h.BrokenWindows)
+		}
+	}
+
+	// Y axes: labels are whole numbers, evenly spaced, each at the height
+	// a bar of that count reaches.
+	var axes []struct {
+		Key    string
+		Labels []struct {
+			Text string
+			Y    float64
+		}
+		Bars []struct{ Count, Top, Bottom float64 }
+	}
+	b.eval(`[...document.querySelectorAll('svg.history-chart')].map(svg => ({
+		Key: svg.dataset.key,
+		Labels: [...svg.querySelectorAll('text[text-anchor="end"][dx="-6"]')].map(t => ({Text: t.textContent, Y: t.getBBox().y + t.getBBox().height / 2})),
+		Bars: [...svg.querySelectorAll('g')].filter(g => g.querySelector('rect')).map(g => ({
+			Count: g.querySelector('title').textContent.match(/\d+(?= admitted| limited)/g).reduce((a, n) => a + +n, 0),
+			Top: Math.min(...[...g.querySelectorAll('rect')].map(r => r.y.baseVal.value)),
+			Bottom: Math.max(...[...g.querySelectorAll('rect')].map(r => r.y.baseVal.value + r.height.baseVal.value))})),
+	}))`, &axes)
+	for _, a := range axes {
+		checkYAxis(t, a.Key, a.Labels, a.Bars)
+	}
+
+	// The route's fallbacks per minute: 0, not a blank cell.
+	var fallbacks string
+	b.eval(`document.querySelector('tr[data-biz="`+biz+`"] td:last-child').innerText.trim()`, &fallbacks)
+	if fallbacks != "0" {
+		t.Errorf("fallbacks per minute of a route without fallbacks reads %q, want 0", fallbacks)
+	}
+
+	// The limit change of a key without traffic has its badge.
+	var badge string
+	b.eval(`(document.querySelector('.chart:has(svg[data-key="`+biz+`:UNIONPAY"]) .badge.warn') || {innerText: ''}).innerText`, &badge)
+	if badge != "limit changed" {
+		t.Errorf("UNIONPAY's chart (no traffic, limit changed 10/1h -> 12/1h) has badge %q, want \"limit changed\"", badge)
+	}
+}
+
+// checkYAxis checks that a chart's y labels are whole numbers, evenly
+// spaced from 0, and each at the height of the count it names, as drawn by
+// the bars (a bar of count n spans n units from the zero line).
+func checkYAxis(t *testing.T, key string, labels []struct {
+	Text string
+	Y    float64
+}, bars []struct{ Count, Top, Bottom float64 }) {
+	t.Helper()
+	if len(labels) < 2 {
+		t.Errorf("%s: %d y labels, want at least 0 and a top", key, len(labels))
+		return
+	}
+	values := make([]float64, len(labels))
+	for i, l := range labels {
+		n, err := strconv.Atoi(l.Text)
+		if err != nil {
+			t.Errorf("%s: y label %q is not a whole number", key, l.Text)
+			return
+		}
+		values[i] = float64(n)
+	}
+	// Labels are drawn top to bottom or bottom to top; sort by value.
+	idx := make([]int, len(labels))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return values[idx[a]] < values[idx[b]] })
+	if values[idx[0]] != 0 {
+		t.Errorf("%s: the lowest y label is %v, want 0", key, values[idx[0]])
+	}
+	step := values[idx[1]] - values[idx[0]]
+	zeroY := labels[idx[0]].Y
+	perUnit := (zeroY - labels[idx[len(idx)-1]].Y) / values[idx[len(idx)-1]]
+	for j := 1; j < len(idx); j++ {
+		v, y := values[idx[j]], labels[idx[j]].Y
+		if d := v - values[idx[j-1]]; d != step {
+			t.Errorf("%s: y labels %v are not evenly spaced", key, values)
+			break
+		}
+		if want := zeroY - v*perUnit; math.Abs(y-want) > 0.5 {
+			t.Errorf("%s: y label %v stands at %.1f, the height of %.2f (labels %v)", key, v, y, (zeroY-y)/perUnit, values)
+		}
+	}
+	for _, b := range bars {
+		if b.Count <= 0 {
+			continue
+		}
+		if got := (b.Bottom - b.Top) / perUnit; math.Abs(got-b.Count) > 0.1 && b.Bottom-b.Top > 1.5 {
+			t.Errorf("%s: a bar of %v reaches %.2f on the y axis", key, b.Count, got)
+		}
+		if math.Abs(b.Bottom-zeroY) > 2 {
+			t.Errorf("%s: a bar starts at %.1f, the zero label stands at %.1f", key, b.Bottom, zeroY)
+		}
 	}
 }

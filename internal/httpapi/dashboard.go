@@ -78,6 +78,9 @@ type dashboardView struct {
 	// missing.
 	Amounts      []stats.AmountBucket
 	AmountsError string
+	// OtherChannel and OtherCurrency say that Amounts has a row under
+	// stats.Other, which the page explains.
+	OtherChannel, OtherCurrency bool
 }
 
 type sourceView struct {
@@ -168,7 +171,13 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 		v.ChartsError = "The stats database is unavailable; the history charts are missing."
 		rep.Rows = nil
 	}
+	changes, err := d.r.opts.Reports.Changes(ctx, stats.Query{From: from, To: to, BizType: q.BizType, Channel: q.Channel,
+		Granularity: stats.Minute})
+	if err != nil {
+		d.r.log.Warn("dashboard: could not read the hour's limit changes", "err", err)
+	}
 	v.Amounts, v.AmountsError = d.amounts(ctx, from, to, q)
+	v.OtherChannel, v.OtherCurrency = otherAmounts(v.Amounts)
 	keys, rows := q.keys(cfg, rep.Rows)
 	page, paging := q.page(keys)
 	v.Paging = paging
@@ -195,7 +204,7 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	if d.r.opts.Quotas != nil {
 		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage)
 	}
-	v.Charts = hourCharts(page, rows, from)
+	v.Charts = hourCharts(page, rows, changes, from)
 	return v
 }
 
@@ -236,6 +245,16 @@ func (d *dashboard) amounts(ctx context.Context, from, to time.Time, q dashQuery
 		return out[i].Currency < out[j].Currency
 	})
 	return out, ""
+}
+
+// otherAmounts says whether the amounts have a row under the channel
+// stats.Other and one under the currency stats.Other.
+func otherAmounts(rows []stats.AmountBucket) (channel, currency bool) {
+	for _, b := range rows {
+		channel = channel || b.Channel == stats.Other
+		currency = currency || b.Currency == stats.Other
+	}
+	return channel, currency
 }
 
 func formatStamp(t time.Time) string {
@@ -295,15 +314,18 @@ func newUsageBar(u keyUsage) usageBar {
 // hourChart is one key's admitted-vs-limited chart, one stacked bar per
 // minute.
 type hourChart struct {
-	Key                      string
-	Admitted, Limited        int64
-	Shadow                   int64
-	LimitedPercent           string
-	Limit                    string
-	Bars                     []chartBar
-	YMax                     int64
-	YMaxAt, YMidAt, YZeroAt  string
-	YMid                     int64
+	Key               string
+	Admitted, Limited int64
+	Shadow            int64
+	LimitedPercent    string
+	// Rule is the rule in force at the end of the hour, one window a part
+	// (a header wraps between windows, never inside one).
+	Rule []string
+	Bars []chartBar
+	// YTicks are the y axis's labelled grid lines, from 0 up, whole
+	// numbers evenly spaced, each at the height of the count it names.
+	YTicks                   []chartTick
+	YZeroAt, NoTrafficAt     string
 	XTicks                   []chartTick
 	Width, Height, PlotLeft  int
 	PlotRight                int
@@ -325,23 +347,29 @@ type chartTick struct {
 	X, Y, Label, Anchor string
 }
 
-// hourCharts builds one chart per key, in the order given, from the rows.
-func hourCharts(keys []string, rows []stats.ReportRow, from time.Time) []hourChart {
+// hourCharts builds one chart per key, in the order given, from the rows
+// and the hour's recorded limit changes.
+func hourCharts(keys []string, rows []stats.ReportRow, changes []stats.KeyChange, from time.Time) []hourChart {
 	byKey := map[string][]stats.ReportRow{}
 	for _, r := range rows {
 		k := r.BizType + ":" + r.Channel
 		byKey[k] = append(byKey[k], r)
 	}
+	changesOf := map[string][]stats.KeyChange{}
+	for _, c := range changes {
+		changesOf[c.Key.String()] = append(changesOf[c.Key.String()], c)
+	}
 	out := make([]hourChart, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, newHourChart(k, byKey[k], from))
+		out = append(out, newHourChart(k, byKey[k], changesOf[k], from))
 	}
 	return out
 }
 
-func newHourChart(key string, rows []stats.ReportRow, from time.Time) hourChart {
+func newHourChart(key string, rows []stats.ReportRow, changes []stats.KeyChange, from time.Time) hourChart {
 	ch := hourChart{Key: key, Width: chartW, Height: chartH, PlotLeft: chartLeft, PlotRight: chartW - chartRight}
 	var admitted, limited [dashboardMinutes]int64
+	var said []string
 	for _, r := range rows {
 		i := int(r.Bucket.Sub(from) / time.Minute)
 		if i < 0 || i >= dashboardMinutes {
@@ -352,12 +380,23 @@ func newHourChart(key string, rows []stats.ReportRow, from time.Time) hourChart 
 		ch.Admitted += r.Admitted
 		ch.Limited += r.Limited
 		ch.Shadow += r.ShadowLimited
-		ch.Limit = r.Limit
+		ch.Rule = ruleWindows(r.Limit)
 		ch.LimitChanged = ch.LimitChanged || r.LimitChanged
-		for _, c := range r.LimitChanges {
-			ch.Changes = strings.TrimPrefix(ch.Changes+"; "+r.Bucket.Format("15:04")+" "+c, "; ")
+		if len(changes) == 0 { // the rows' changes, when the list has none (or could not be read)
+			for _, c := range r.LimitChanges {
+				said = append(said, r.Bucket.Format("15:04")+" "+c)
+			}
 		}
 	}
+	// A key whose limit changed without traffic has no row in the minute
+	// of the change; the list has it.
+	for _, c := range changes {
+		ch.LimitChanged = true
+		for _, s := range c.Changes {
+			said = append(said, c.Bucket.Format("15:04")+" "+s)
+		}
+	}
+	ch.Changes = strings.Join(said, "; ")
 	ch.HasTraffic = ch.Admitted+ch.Limited > 0
 	if total := ch.Admitted + ch.Limited; total > 0 {
 		ch.LimitedPercent = strconv.FormatFloat(100*float64(ch.Limited)/float64(total), 'f', 1, 64) + "%"
@@ -368,12 +407,14 @@ func newHourChart(key string, rows []stats.ReportRow, from time.Time) hourChart 
 	for i := range admitted {
 		peak = max(peak, admitted[i]+limited[i])
 	}
-	ch.YMax = niceCeil(peak)
-	ch.YMid = ch.YMax / 2
+	step, top := countAxis(peak)
 	plotH := float64(chartH - chartTop - chartBottom)
 	plotW := float64(chartW - chartLeft - chartRight)
-	y := func(v int64) float64 { return chartTop + plotH - plotH*float64(v)/float64(ch.YMax) }
-	ch.YMaxAt, ch.YMidAt, ch.YZeroAt = svgNum(y(ch.YMax)), svgNum(y(ch.YMid)), svgNum(y(0))
+	y := func(v int64) float64 { return chartTop + plotH - plotH*float64(v)/float64(top) }
+	for v := int64(0); v <= top; v += step {
+		ch.YTicks = append(ch.YTicks, chartTick{Y: svgNum(y(v)), Label: strconv.FormatInt(v, 10)})
+	}
+	ch.YZeroAt, ch.NoTrafficAt = svgNum(y(0)), svgNum(chartTop+plotH/2)
 	slot := plotW / dashboardMinutes
 	for i := 0; i < dashboardMinutes; i++ {
 		if admitted[i]+limited[i] == 0 {
@@ -402,19 +443,49 @@ func newHourChart(key string, rows []stats.ReportRow, from time.Time) hourChart 
 	return ch
 }
 
-// niceCeil rounds n up to 1, 2 or 5 times a power of ten, at least 2 (so the
-// middle grid line is a whole number).
-func niceCeil(n int64) int64 {
-	if n <= 2 {
-		return 2
-	}
+// maxCountTicks is the most intervals a count axis is divided into.
+const maxCountTicks = 5
+
+// countAxis returns the step and the top of a y axis for counts up to
+// peak: the step is 1, 2 or 5 times a power of ten, the smallest that
+// divides [0, peak] into at most maxCountTicks intervals, and the top the
+// first multiple of the step at or above peak (at least one step). Every
+// tick is then a whole number at its own height: a peak of 5 is 0, 1, …, 5
+// (not 0, 2, 5, whose 2 was read as the middle, 2.5).
+func countAxis(peak int64) (step, top int64) {
 	for p := int64(1); ; p *= 10 {
 		for _, m := range []int64{1, 2, 5} {
-			if m*p >= n {
-				return m * p
+			step = m * p
+			if n := (peak + step - 1) / step; n <= maxCountTicks {
+				return step, max(n, 1) * step
 			}
 		}
 	}
+}
+
+// ruleWindows splits a rule as the reports write it ("500/1m+3000/1h+
+// 300000/day[23:00 Asia/Shanghai]") into its windows, at each "+" that
+// joins two, not at one inside brackets (a zone such as Etc/GMT+8).
+func ruleWindows(rule string) []string {
+	if rule == "" {
+		return nil
+	}
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(rule); i++ {
+		switch rule[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case '+':
+			if depth == 0 {
+				out = append(out, rule[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, rule[start:])
 }
 
 // visible returns h, or 1 when h is smaller but n is not zero.

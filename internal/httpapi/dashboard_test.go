@@ -3,10 +3,14 @@ package httpapi_test
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http/httptest"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -14,6 +18,7 @@ import (
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
 	"payserver/internal/ratelimit"
+	"payserver/internal/stats"
 )
 
 // TestDashboardRefusalHasTimeAndSupersession: the last refused document
@@ -151,4 +156,119 @@ func serveAdmin(t *testing.T, token string, routes ...func(*gin.RouterGroup)) *t
 	s := &testServer{srv: httptest.NewServer(h), v: v}
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// TestDashboardYAxis: a chart's y labels are whole numbers, evenly spaced
+// from 0, each at the height of the count it names; with a peak of 5 the
+// middle label used to say 2 where a reader takes the middle, 2.5.
+func TestDashboardYAxis(t *testing.T) {
+	for _, peak := range []int64{0, 1, 3, 5, 6, 7, 11, 23, 100, 101, 4999} {
+		t.Run(strconv.FormatInt(peak, 10), func(t *testing.T) {
+			s := newTestServer(t, "")
+			s.reports.rep = stats.Report{Rows: []stats.ReportRow{{BizType: "PAY", Channel: "ALIPAY",
+				Bucket: now.Truncate(time.Minute).Add(-time.Minute), Admitted: peak, Limit: "100/1s", LimitChanges: []string{}}}}
+			page := s.get(t, "/dashboard?bizType=PAY&channel=ALIPAY", "").body
+			chart := regexp.MustCompile(`(?s)<svg class="history-chart" data-key="PAY:ALIPAY".*?</svg>`).FindString(page)
+			labels := regexp.MustCompile(`dx="-6" y="([0-9.]+)"[^>]*>([^<]*)</text>`).FindAllStringSubmatch(chart, -1)
+			base := regexp.MustCompile(`y1="([0-9.]+)" y2="[0-9.]+" stroke="#98a2b3"`).FindStringSubmatch(chart)
+			if len(labels) < 2 || base == nil {
+				t.Fatalf("no y labels or zero line:\n%s", chart)
+			}
+			zero, _ := strconv.ParseFloat(base[1], 64)
+			var values []int64
+			var top, topAt float64
+			for _, l := range labels {
+				n, err := strconv.ParseInt(l[2], 10, 64)
+				if err != nil {
+					t.Fatalf("y label %q is not a whole number", l[2])
+				}
+				values = append(values, n)
+				if at, _ := strconv.ParseFloat(l[1], 64); float64(n) > top {
+					top, topAt = float64(n), at
+				}
+			}
+			sort.Slice(values, func(i, j int) bool { return values[i] < values[j] })
+			if values[0] != 0 || top < float64(peak) || len(values) > 6 {
+				t.Errorf("y labels %v: want 0 first, the top at or above %d, at most 6 labels", values, peak)
+			}
+			for i := 2; i < len(values); i++ {
+				if values[i]-values[i-1] != values[1]-values[0] {
+					t.Errorf("y labels %v are not evenly spaced", values)
+					break
+				}
+			}
+			for _, l := range labels {
+				n, _ := strconv.ParseFloat(l[2], 64)
+				at, _ := strconv.ParseFloat(l[1], 64)
+				if want := zero - (zero-topAt)*n/top; math.Abs(at-want) > 0.05 {
+					t.Errorf("y label %v stands at %.1f, the height of %.2f", n, at, top*(zero-at)/(zero-topAt))
+				}
+			}
+		})
+	}
+}
+
+// TestDashboardLimitChangeWithoutTraffic: a key whose limit changed in the
+// hour without any traffic still shows the "limit changed" badge, with the
+// change in its tooltip.
+func TestDashboardLimitChangeWithoutTraffic(t *testing.T) {
+	s := newTestServer(t, "")
+	s.reports.changes = []stats.KeyChange{{Bucket: now.Truncate(time.Minute).Add(-5 * time.Minute),
+		Key: ratelimit.Key{BizType: "SHOP", Channel: "ALIPAY"}, Changes: []string{"4/1m -> 8/1m (shadow)"}}}
+	page := s.get(t, "/dashboard", "").body
+	chart := regexp.MustCompile(`(?s)<div class="chart">\s*<h3><span class="key">SHOP:ALIPAY</span>.*?</h3>`).FindString(page)
+	if !strings.Contains(chart, `title="10:25 4/1m -&gt; 8/1m (shadow)">limit changed</span>`) {
+		t.Errorf("SHOP:ALIPAY (no traffic, limit changed) has no badge with the change:\n%s", chart)
+	}
+	if n := strings.Count(page, ">limit changed<"); n != 2 {
+		t.Errorf("%d limit changed badges, want 2 (PAY:ALIPAY from its rows, SHOP:ALIPAY from the history)", n)
+	}
+}
+
+// TestDashboardRuleWindowsWrapWhole: a long rule is written in a line of
+// its own under the totals, one unbreakable part per window, so that it
+// wraps between windows (a zone's "+" is not a boundary).
+func TestDashboardRuleWindowsWrapWhole(t *testing.T) {
+	s := newTestServer(t, "")
+	s.reports.rep = stats.Report{Rows: []stats.ReportRow{{BizType: "PAY", Channel: "ALIPAY", Bucket: now.Truncate(time.Minute),
+		Admitted: 1, Limit: "500/1m+300000/day[23:00 Etc/GMT+8]+amount 500000000 CNY/day[00:00 Asia/Shanghai]", LimitChanges: []string{}}}}
+	page := s.get(t, "/dashboard?bizType=PAY&channel=ALIPAY", "").body
+	want := `<div class="rule">limit <span class="window">500/1m</span> +<wbr> <span class="window">300000/day[23:00 Etc/GMT&#43;8]</span> +<wbr> ` +
+		`<span class="window">amount 500000000 CNY/day[00:00 Asia/Shanghai]</span></div>`
+	if !strings.Contains(page, want) {
+		t.Errorf("page lacks %s:\n%s", want, regexp.MustCompile(`(?s)<div class="chart">.*?<svg`).FindString(page))
+	}
+}
+
+// TestDashboardOtherAmountsExplained: an "other" channel or currency in
+// the amounts says what it adds up.
+func TestDashboardOtherAmountsExplained(t *testing.T) {
+	s := newTestServer(t, "")
+	for _, tt := range []struct {
+		name        string
+		amounts     []stats.AmountBucket
+		want, avoid []string
+	}{
+		{"none", []stats.AmountBucket{{Channel: "ALIPAY", Currency: "CNY", Admitted: 1, AdmittedAmount: 5}},
+			nil, []string{`id="other-channel"`, `id="other-currency"`}},
+		{"currency", []stats.AmountBucket{{Channel: "ALIPAY", Currency: "other", Admitted: 1, AdmittedAmount: 5}},
+			[]string{`other<sup>†</sup>`, `id="other-currency"`, "currency was missing or not a three-letter upper-case code"}, []string{`id="other-channel"`}},
+		{"channel", []stats.AmountBucket{{Channel: "other", Currency: "USD", Refused: 1, RefusedAmount: 5}},
+			[]string{`other<sup>*</sup>`, `id="other-channel"`, "every channel the limits document names no key on"}, []string{`id="other-currency"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s.reports.amounts = tt.amounts
+			section := regexp.MustCompile(`(?s)<section id="amounts">.*?</section>`).FindString(s.get(t, "/dashboard", "").body)
+			for _, w := range tt.want {
+				if !strings.Contains(section, w) {
+					t.Errorf("amounts lack %q:\n%s", w, section)
+				}
+			}
+			for _, a := range tt.avoid {
+				if strings.Contains(section, a) {
+					t.Errorf("amounts have %q", a)
+				}
+			}
+		})
+	}
 }

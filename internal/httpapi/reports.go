@@ -22,6 +22,9 @@ import (
 type ReportService interface {
 	Report(ctx context.Context, q stats.Query) (stats.Report, error)
 	Amounts(ctx context.Context, q stats.Query) (stats.AmountReport, error)
+	// Changes lists the limit changes of q's buckets for every key, with
+	// traffic or without (the dashboard's "limit changed" badges).
+	Changes(ctx context.Context, q stats.Query) ([]stats.KeyChange, error)
 }
 
 // UsageSource reads live window occupancy from the limiter's shared store.

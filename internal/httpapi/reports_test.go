@@ -34,8 +34,22 @@ func (nopPay) Get(context.Context, string) (*pay.Order, error) { return nil, err
 type fakeReports struct {
 	rep     stats.Report
 	amounts []stats.AmountBucket
+	changes []stats.KeyChange
 	err     error
 	got     []stats.Query
+}
+
+func (f *fakeReports) Changes(_ context.Context, q stats.Query) ([]stats.KeyChange, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []stats.KeyChange
+	for _, c := range f.changes {
+		if !c.Bucket.Before(q.From) && c.Bucket.Before(q.To) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeReports) Amounts(_ context.Context, q stats.Query) (stats.AmountReport, error) {

@@ -146,6 +146,9 @@ type routeView struct {
 	LastMinute int64
 	PerMinute  string
 	Series     []routeBar
+	// Total is the fallbacks of the hour; without any the page says 0
+	// rather than drawing an empty series.
+	Total int64
 }
 
 // routeBar is one minute's fallbacks, drawn as an SVG bar.
@@ -191,7 +194,7 @@ func (rr *RouteReports) routeViews(ctx context.Context, cfg *ratelimit.Config, n
 			total += counts[i]
 			peak = max(peak, counts[i])
 		}
-		v.LastMinute = counts[dashboardMinutes-1]
+		v.LastMinute, v.Total = counts[dashboardMinutes-1], total
 		v.PerMinute = strconv.FormatFloat(float64(total)/dashboardMinutes, 'f', 2, 64)
 		for i := int64(0); i < dashboardMinutes; i++ {
 			h := 0.0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,15 @@ func TestDashboardRoutes(t *testing.T) {
 			t.Errorf("PAY row lacks %q:\n%s", want, pay)
 		}
 	}
-	if shop := row("SHOP"); !strings.Contains(shop, "none admits") || !strings.Contains(shop, "UNIONPAY unhealthy") {
+	shop := row("SHOP")
+	if !strings.Contains(shop, "none admits") || !strings.Contains(shop, "UNIONPAY unhealthy") {
 		t.Errorf("SHOP row:\n%s", shop)
+	}
+	// SHOP had no fallback: its per-minute column says 0 (it was blank).
+	if cells := strings.Split(shop, "<td"); !regexp.MustCompile(`>0<`).MatchString(cells[len(cells)-1]) {
+		t.Errorf("the fallbacks per minute of a route without fallbacks is not 0: <td%s", cells[len(cells)-1])
+	}
+	if cells := strings.Split(pay, "<td"); !strings.Contains(cells[len(cells)-1], "<rect") {
+		t.Errorf("the fallbacks per minute of PAY are not drawn: <td%s", cells[len(cells)-1])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -128,13 +129,9 @@ func (r *Reporter) Report(ctx context.Context, q Query) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	var changes map[changeSlot][]string
-	if r.opts.History != nil {
-		list, err := r.opts.History.List(ctx, q.From.Add(-changeLookback), q.To, maxChanges)
-		if err != nil {
-			return Report{}, fmt.Errorf("stats: limits history: %w", err)
-		}
-		changes = changesByBucket(list, q.From, q.Granularity)
+	changes, err := r.changes(ctx, q)
+	if err != nil {
+		return Report{}, err
 	}
 	rep := Report{From: q.From, To: q.To, Granularity: q.Granularity, Rows: make([]ReportRow, 0, len(buckets))}
 	for _, b := range buckets {
@@ -145,6 +142,52 @@ func (r *Reporter) Report(ctx context.Context, q Query) (Report, error) {
 		rep.Rows = append(rep.Rows, row)
 	}
 	return rep, nil
+}
+
+// KeyChange is the recorded limit changes of one key in one report
+// bucket, each "old -> new", oldest first.
+type KeyChange struct {
+	Bucket  time.Time
+	Key     ratelimit.Key
+	Changes []string
+}
+
+// Changes returns the limit changes recorded in the buckets of q (its From,
+// To, BizType, Channel and Granularity) as Report marks them on its rows,
+// but for every key the history names, whether or not it saw traffic:
+// a key whose limit changed while nothing was counted has no row. They are
+// sorted by bucket and key; there are none without a History.
+func (r *Reporter) Changes(ctx context.Context, q Query) ([]KeyChange, error) {
+	changes, err := r.changes(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KeyChange, 0, len(changes))
+	for s, cs := range changes {
+		if (q.BizType == "" || q.BizType == s.key.BizType) && (q.Channel == "" || q.Channel == s.key.Channel) {
+			out = append(out, KeyChange{Bucket: time.Unix(s.start, 0).UTC(), Key: s.key, Changes: cs})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Bucket.Equal(out[j].Bucket) {
+			return out[i].Bucket.Before(out[j].Bucket)
+		}
+		return out[i].Key.String() < out[j].Key.String()
+	})
+	return out, nil
+}
+
+// changes reads the history of q's range (nil without a History) and
+// groups its changes by bucket and key.
+func (r *Reporter) changes(ctx context.Context, q Query) (map[changeSlot][]string, error) {
+	if r.opts.History == nil {
+		return nil, nil
+	}
+	list, err := r.opts.History.List(ctx, q.From.Add(-changeLookback), q.To, maxChanges)
+	if err != nil {
+		return nil, fmt.Errorf("stats: limits history: %w", err)
+	}
+	return changesByBucket(list, q.From, q.Granularity), nil
 }
 
 // NewReportRow derives a report row from a bucket: rates, rounding, and

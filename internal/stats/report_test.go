@@ -231,3 +231,54 @@ func TestReportKeepsEveryChangeInOrder(t *testing.T) {
 		t.Errorf("limitChanges = %q, want %q", got, want)
 	}
 }
+
+// TestReporterChanges: the changes of a key without traffic are listed
+// beside those of a key with rows (Report's rows carry only the latter),
+// filtered by bizType and channel, re-applications skipped.
+func TestReporterChanges(t *testing.T) {
+	history := fakeHistory{
+		{At: t0.Add(-time.Hour), MD5: "m1", Keys: []string{"PAY:ALIPAY: absent -> 10/1s"}},
+		{At: t0.Add(10 * time.Minute), MD5: "m2", Keys: []string{"PAY:ALIPAY: 10/1s -> 20/1s", "PAY:WECHAT: 5/1s -> 6/1s"}},
+		{At: t0.Add(10*time.Minute + time.Millisecond), MD5: "m2", Keys: []string{"PAY:WECHAT: 5/1s -> 6/1s"}}, // another instance
+		{At: t0.Add(70 * time.Minute), MD5: "m3", Keys: []string{"SHOP:WECHAT: 1/1s -> 2/1s"}},
+		{At: t0.Add(2 * time.Hour), MD5: "m4", Keys: []string{"PAY:ALIPAY: 20/1s -> 30/1s"}}, // at the end: outside
+	}
+	r, err := stats.NewReporter(stats.ReporterOptions{Reader: &fakeReader{}, History: history})
+	if err != nil {
+		t.Fatal(err)
+	}
+	format := func(cs []stats.KeyChange) string {
+		var b strings.Builder
+		for _, c := range cs {
+			b.WriteString(c.Bucket.Format("15:04") + " " + c.Key.String() + " " + strings.Join(c.Changes, ", ") + "; ")
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name             string
+		bizType, channel string
+		want             string
+	}{
+		{"every key", "", "", "10:00 PAY:ALIPAY 10/1s -> 20/1s; 10:00 PAY:WECHAT 5/1s -> 6/1s; 11:00 SHOP:WECHAT 1/1s -> 2/1s; "},
+		{"bizType", "SHOP", "", "11:00 SHOP:WECHAT 1/1s -> 2/1s; "},
+		{"channel", "", "WECHAT", "10:00 PAY:WECHAT 5/1s -> 6/1s; 11:00 SHOP:WECHAT 1/1s -> 2/1s; "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := r.Changes(context.Background(), stats.Query{From: t0, To: t0.Add(2 * time.Hour), Granularity: stats.Hour,
+				BizType: tt.bizType, Channel: tt.channel})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := format(got); g != tt.want {
+				t.Errorf("got  %s\nwant %s", g, tt.want)
+			}
+		})
+	}
+	t.Run("none without a history", func(t *testing.T) {
+		r, _ := stats.NewReporter(stats.ReporterOptions{Reader: &fakeReader{}})
+		if got, err := r.Changes(context.Background(), stats.Query{From: t0, To: t0.Add(time.Hour), Granularity: stats.Hour}); err != nil || len(got) != 0 {
+			t.Errorf("got %v, %v; want none", got, err)
+		}
+	})
+}
