@@ -130,7 +130,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 // TestRedisOutageLocalPolicy stops Redis for 10 s under steady load. Pay keeps
-// answering 200 or 429 with zero 5xx, p99 stays under 100 ms during the
+// answering 200 or 429, and 503 only for the checks in flight when Redis
+// died (their outcome is unknown), p99 stays under 100 ms during the
 // outage, and decisions return to Redis within 2 s of its return.
 func TestRedisOutageLocalPolicy(t *testing.T) {
 	r := startOwnRedis(t)
@@ -177,7 +178,10 @@ func TestRedisOutageLocalPolicy(t *testing.T) {
 	t.Logf("statuses %v; %d requests during the %v outage, p50 %v p99 %v; %v local decisions; back on Redis %v after it returned",
 		load.statuses, len(load.outage), outageLen, percentile(load.outage, 0.5), p99, local, recovered)
 	for st, n := range load.statuses {
-		if st >= 500 {
+		// A check in flight when Redis died has an unknown outcome: 503
+		// DEPENDENCY_UNAVAILABLE (its retry is exact), at most one per
+		// worker. Every other answer is decided in process.
+		if st >= 500 && !(st == 503 && n <= 8 && load.codes["DEPENDENCY_UNAVAILABLE"] == n) {
 			t.Errorf("%d answers with status %d during a Redis outage under policy local (codes %v)", n, st, load.codes)
 		}
 	}
