@@ -1,0 +1,57 @@
+package grpcapi
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/metadata"
+
+	"payserver/internal/limitapi"
+	"payserver/internal/ratelimit"
+)
+
+// TestOverLimitGivesBackSlotsTakenUnderASharedWindow: one request's
+// descriptors of one member on two keys of a channel share the
+// channel-wide window, so the second is a duplicate there but takes its own
+// key's windows. When a third descriptor is over its limit, the request
+// does not go ahead: both keys' slots are given back, not only the first's.
+func TestOverLimitGivesBackSlotsTakenUnderASharedWindow(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  A:C: 5\n  B:C: 5\n  D:C: [{limit: 1, window: 1m}]\n  \"*:C\": 10\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	svc, err := limitapi.NewService(limitapi.Options{Admit: l, Peek: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(svc, func(string) (string, bool) { return "jobs", true }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t"))
+	// D:C is full.
+	if _, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "D", "channel", "C", "request_id", "other")}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{
+		desc("bizType", "A", "channel", "C", "request_id", "r1"),
+		desc("bizType", "B", "channel", "C", "request_id", "r1"),
+		desc("bizType", "D", "channel", "C", "request_id", "r1"),
+	}})
+	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("got %v, %v; want OVER_LIMIT", resp.GetOverallCode(), err)
+	}
+	for _, k := range []ratelimit.Key{{BizType: "A", Channel: "C"}, {BizType: "B", Channel: "C"}} {
+		if _, counts, err := l.Usage(context.Background(), k); err != nil || counts[0] != 0 {
+			t.Errorf("%s holds %v (%v) after the request was refused, want 0: its slot given back", k, counts, err)
+		}
+	}
+}
