@@ -9,6 +9,7 @@ import (
 	"payserver/internal/channel"
 	"payserver/internal/pay"
 	"payserver/internal/pay/paytest"
+	"payserver/internal/ratelimit"
 )
 
 // TestLimitsGate: before the first limits document no payment reaches the
@@ -41,5 +42,24 @@ func TestLimitsGate(t *testing.T) {
 	close(loaded)
 	if _, err := svc.Pay(context.Background(), req("r2")); err != nil {
 		t.Fatalf("after the load: %v", err)
+	}
+}
+
+// TestLimitsGatePeek: before the first limits document a peek is not
+// "allowed" (every key would look unlimited): it answers as a check does.
+func TestLimitsGatePeek(t *testing.T) {
+	_, lim, _ := newFlow(t, paytest.NewMemStore(), "limits:\n  B:ALIPAY: 5\n")
+	loaded := make(chan struct{})
+	gate, err := pay.NewLimitsGate(lim, loaded, "file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ratelimit.Request{Key: ratelimit.Key{BizType: "B", Channel: "ALIPAY"}}
+	if d, err := gate.Peek(context.Background(), r); apperr.CodeOf(err) != apperr.DependencyUnavailable || d.Allowed {
+		t.Fatalf("peek before the load: allowed %v, %v; want DEPENDENCY_UNAVAILABLE", d.Allowed, err)
+	}
+	close(loaded)
+	if d, err := gate.Peek(context.Background(), r); err != nil || !d.Allowed {
+		t.Fatalf("peek after the load: allowed %v, %v", d.Allowed, err)
 	}
 }
