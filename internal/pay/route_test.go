@@ -321,6 +321,8 @@ type gatedStore struct {
 	release chan struct{}
 }
 
+func (s *gatedStore) gates() (reached, release chan struct{}) { return s.reached, s.release }
+
 func (s *gatedStore) Create(ctx context.Context, o *pay.Order) error {
 	first := false
 	s.once.Do(func() { first = true })
@@ -532,7 +534,18 @@ func TestRoutingStopsOnAnUnknownLimiterOutcome(t *testing.T) {
 // slot once that order is final (it answers 409: another payload), so one
 // requestId holds one channel's slot.
 func TestPinnedLostClaimReleasesItsSlotElsewhere(t *testing.T) {
-	store := &gatedStore{OrderStore: paytest.NewMemStore(), reached: make(chan struct{}), release: make(chan struct{})}
+	pinnedLoserReleases(t, &gatedStore{OrderStore: paytest.NewMemStore(), reached: make(chan struct{}), release: make(chan struct{})})
+}
+
+// pinnedLoserReleases runs a payment pinned to B whose claim the store
+// holds (store.reached, store.release) while a duplicate of it is routed to
+// A and wins, and checks that B's slot is given back.
+func pinnedLoserReleases(t *testing.T, store interface {
+	pay.OrderStore
+	gates() (reached, release chan struct{})
+}) {
+	t.Helper()
+	reached, release := store.gates()
 	f := newRouteFlow(t, store, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n", nil, channel.HealthOptions{})
 	loser := make(chan error, 1)
 	go func() {
@@ -541,12 +554,12 @@ func TestPinnedLostClaimReleasesItsSlotElsewhere(t *testing.T) {
 		_, err := f.svc.Pay(context.Background(), r)
 		loser <- err
 	}()
-	<-store.reached // the loser holds B's slot, its claim not yet written
+	<-reached // the loser holds B's slot, its claim not yet answered
 	won, err := f.svc.Pay(context.Background(), unpinned("dup"))
 	if err != nil || won.Channel != "A" {
 		t.Fatalf("winner = %+v, %v; want A", won, err)
 	}
-	close(store.release)
+	close(release)
 	if err := <-loser; apperr.CodeOf(err) != apperr.IdempotencyConflict {
 		t.Fatalf("loser: %v, want IDEMPOTENCY_CONFLICT (another payload)", err)
 	}
@@ -602,25 +615,5 @@ func (s *erroringStore) Create(ctx context.Context, o *pay.Order) error {
 // on another channel, gives back its slot as a lost claim does, not only
 // when its window passes (a day, for a calendar window).
 func TestPinnedAmbiguousClaimReleasesItsSlotElsewhere(t *testing.T) {
-	store := &erroringStore{gatedStore{OrderStore: paytest.NewMemStore(), reached: make(chan struct{}), release: make(chan struct{})}}
-	f := newRouteFlow(t, store, "window: 1m\nroutes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: 5\n", nil, channel.HealthOptions{})
-	loser := make(chan error, 1)
-	go func() {
-		r := unpinned("dup")
-		r.Channel = "B"
-		_, err := f.svc.Pay(context.Background(), r)
-		loser <- err
-	}()
-	<-store.reached // the loser holds B's slot, its claim not yet answered
-	won, err := f.svc.Pay(context.Background(), unpinned("dup"))
-	if err != nil || won.Channel != "A" {
-		t.Fatalf("winner = %+v, %v; want A", won, err)
-	}
-	close(store.release)
-	if err := <-loser; apperr.CodeOf(err) != apperr.IdempotencyConflict {
-		t.Fatalf("loser: %v, want IDEMPOTENCY_CONFLICT (another payload)", err)
-	}
-	if a, b := f.held(t, "A"), f.held(t, "B"); a != 1 || b != 0 {
-		t.Errorf("A holds %d, B holds %d; want 1 and 0: one payment, one slot", a, b)
-	}
+	pinnedLoserReleases(t, &erroringStore{gatedStore{OrderStore: paytest.NewMemStore(), reached: make(chan struct{}), release: make(chan struct{})}})
 }

@@ -15,7 +15,13 @@ import (
 // limiterWith returns a limiter on the in-process store with doc in force.
 func limiterWith(t *testing.T, doc string) *ratelimit.Limiter {
 	t.Helper()
-	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	return limiterOn(t, ratelimit.NewLocalStore(nil), ratelimit.Options{}, doc)
+}
+
+// limiterOn returns a limiter on store with opts and doc in force.
+func limiterOn(t *testing.T, store ratelimit.Store, opts ratelimit.Options, doc string) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,16 +139,7 @@ func (f *flakyStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m stri
 func flakyLimiter(t *testing.T, doc string) (*ratelimit.Limiter, *flakyStore) {
 	t.Helper()
 	f := &flakyStore{Store: ratelimit.NewLocalStore(nil)}
-	l, err := ratelimit.New(f, ratelimit.Options{DisableNearCache: true, BreakerCooldown: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ratelimit.ParseDocument([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetConfig(cfg)
-	return l, f
+	return limiterOn(t, f, ratelimit.Options{DisableNearCache: true, BreakerCooldown: time.Hour}, doc), f
 }
 
 // TestRetryDuringAnOutageIsNoConflict: a member the store admitted, retried
