@@ -363,3 +363,96 @@ func checkYAxis(t *testing.T, key string, labels []struct {
 		}
 	}
 }
+
+// TestDashboardLoginInChromium: with PAYSERVER_ADMIN_TOKEN set, a person
+// opening the dashboard in a browser gets a login form; a wrong token says
+// so; the right one opens the dashboard with an HttpOnly, SameSite=Strict
+// session cookie that is not the token, the token never in a URL; "log
+// out" ends it. A filter typed in lower case shows the dashboard's own
+// message, with a link to the upper-case filter that works. Screenshots:
+// integration/testdata/out/dashboard-login.png and dashboard-filter.png.
+func TestDashboardLoginInChromium(t *testing.T) {
+	token := "adm-" + testutil.UniqueName("TOK") + "-secret"
+	biz := testutil.UniqueName("DLOGIN")
+	s := startServer(t, serverOptions{Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: 5\n", biz), Config: channelsConfig,
+		Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": token}})
+	b := startBrowser(t, 1280, 900)
+	var path string
+	location := func() string { b.eval("location.pathname + location.search", &path); return path }
+	submitLogin := func(tok string) {
+		t.Helper()
+		b.drainEvents()
+		b.eval(`document.querySelector('#token').value = `+jsString(tok)+`; document.querySelector('form.login button').click(); true`, nil)
+		b.waitLoad()
+	}
+
+	b.navigate(s.base + "/dashboard")
+	if txt := b.text(); !strings.Contains(txt, "Log in to the dashboard") {
+		t.Fatalf("the browser sees no login form at /dashboard:\n%s", txt)
+	}
+	t.Logf("login form: %s", b.screenshot("dashboard-login.png"))
+
+	submitLogin("not-the-token")
+	if txt := b.text(); !strings.Contains(txt, "That is not the admin token.") {
+		t.Errorf("a wrong token does not say so:\n%s", txt)
+	}
+	submitLogin(token)
+	if p := location(); p != "/dashboard" || !strings.Contains(b.text(), "Limits in force") {
+		t.Fatalf("after logging in the browser is at %s:\n%s", p, b.text())
+	}
+	var session *browserCookie
+	for _, c := range b.cookies(s.base + "/dashboard") {
+		if c.Name == "payserver_admin" {
+			session = &c
+		}
+	}
+	if session == nil || !session.HTTPOnly || session.SameSite != "Strict" || session.Path != "/" ||
+		strings.Contains(session.Value, token) || len(session.Value) < 40 {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite Strict, Path /, an opaque id that is not the token", session)
+	}
+	var jsCookies, history string
+	b.eval("document.cookie", &jsCookies)
+	b.eval("location.href + ' ' + document.referrer", &history)
+	if strings.Contains(jsCookies, "payserver_admin") || strings.Contains(history, token) {
+		t.Errorf("the page's script can read the session (%q) or the token is in a URL (%q)", jsCookies, history)
+	}
+	if strings.Contains(s.logs(), token) {
+		t.Error("the server log holds the token")
+	}
+
+	// A lower-case filter: the dashboard's own message, then its link.
+	b.navigate(s.base + "/dashboard?bizType=" + strings.ToLower(biz))
+	txt := b.text()
+	if !strings.Contains(txt, `bizType "`+strings.ToLower(biz)+`" must contain only A-Z, 0-9 and _`) ||
+		!strings.Contains(txt, "show "+biz) || !strings.Contains(txt, "Limits in force") {
+		t.Errorf("a lower-case bizType does not show the dashboard with its message:\n%.600s", txt)
+	}
+	var typed string
+	b.eval(`document.querySelector('input[name=bizType]').value`, &typed)
+	if typed != strings.ToLower(biz) {
+		t.Errorf("the filter shows %q, want what was typed", typed)
+	}
+	t.Logf("bad filter: %s", b.screenshot("dashboard-filter.png"))
+	b.drainEvents()
+	b.eval(`document.querySelector('.filter-problem a').click(); true`, nil)
+	b.waitLoad()
+	if p := location(); !strings.Contains(p, "bizType="+biz) || !strings.Contains(b.text(), "keys 1–1 of 1") {
+		t.Errorf("the upper-case link leads to %s:\n%.400s", p, b.text())
+	}
+
+	b.drainEvents()
+	b.eval(`document.querySelector('form.logout button').click(); true`, nil)
+	b.waitLoad()
+	if p := location(); p != "/dashboard/login" || !strings.Contains(b.text(), "Log in to the dashboard") {
+		t.Errorf("after logging out the browser is at %s", p)
+	}
+	for _, c := range b.cookies(s.base + "/dashboard") {
+		if c.Name == "payserver_admin" {
+			t.Errorf("the session cookie is still there after logout: %+v", c)
+		}
+	}
+	b.navigate(s.base + "/dashboard")
+	if !strings.Contains(b.text(), "Log in to the dashboard") {
+		t.Error("after logout the dashboard opens without a login")
+	}
+}

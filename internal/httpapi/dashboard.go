@@ -57,6 +57,9 @@ type dashboardView struct {
 	Degraded       bool
 	Source         sourceView
 	Filter         dashQuery
+	// CSRF is the session's CSRF token for the logout form; empty when the
+	// page was not opened with a session cookie (bearer token, loopback).
+	CSRF string
 	// Input is the filter as typed; Problems the refused parameters.
 	Input       dashInput
 	Problems    []filterProblem
@@ -124,6 +127,9 @@ func (d *dashboard) get(c *gin.Context) {
 	view := d.view(ctx, now, q)
 	view.Input = dashInput{BizType: params.Get("bizType"), Channel: params.Get("channel")}
 	view.Problems = filterProblems(bad, params, q)
+	if sess := sessionOf(c); sess != nil {
+		view.CSRF = sess.csrf
+	}
 	status := http.StatusOK
 	if len(bad) > 0 {
 		status = http.StatusBadRequest
@@ -133,7 +139,7 @@ func (d *dashboard) get(c *gin.Context) {
 		writeError(c, d.r.log, fmt.Errorf("render dashboard: %w", err), "")
 		return
 	}
-	c.Header("Cache-Control", "no-store")
+	pageSecurityHeaders(c)
 	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
 }
 

@@ -6,6 +6,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"html/template"
 	"log/slog"
 	"net/http"
 	"time"
@@ -72,7 +73,9 @@ type Options struct {
 	// Ready lists what GET /readyz checks.
 	Ready []Check
 	// AdminToken, when set, is required as "Authorization: Bearer …" on admin
-	// routes. When empty, admin routes answer only loopback clients.
+	// routes, or given once on the login form (POST /dashboard/login) for a
+	// browser session cookie. When empty, admin routes answer only loopback
+	// clients and there is no login.
 	AdminToken string
 	// Metrics serves GET /metrics (admin); nil leaves the route out.
 	Metrics http.Handler
@@ -100,7 +103,12 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	h := &handler{opts: opts, log: opts.Logger, authLog: newAuthLog(), clientAuthLog: newAuthLog(), clients: newClientTokens(opts.ClientTokens)}
+	loginTmpl, err := parseLoginTemplate()
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{opts: opts, log: opts.Logger, authLog: newAuthLog(), clientAuthLog: newAuthLog(), clients: newClientTokens(opts.ClientTokens),
+		sessions: newAdminSessions(opts.Now), loginTmpl: loginTmpl}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	// Route on the escaped path, so that an escaped slash stays inside its
@@ -119,7 +127,10 @@ func New(opts Options) (http.Handler, error) {
 	r.GET("/pay/:requestId", h.getPay)
 	r.GET("/healthz", h.healthz)
 	r.GET("/readyz", h.readyz)
-	admin := r.Group("/", h.requireAdmin)
+	if opts.AdminToken != "" {
+		h.registerLogin(r)
+	}
+	admin := r.Group("/", h.adminAuth)
 	if opts.Metrics != nil {
 		admin.GET("/metrics", gin.WrapH(opts.Metrics))
 	}
@@ -144,4 +155,6 @@ type handler struct {
 	authLog       *ratelog.Limiter // failed admin authentications
 	clientAuthLog *ratelog.Limiter // failed client-token authentications
 	clients       clientTokens
+	sessions      *adminSessions // browser logins (admin_session.go)
+	loginTmpl     *template.Template
 }
