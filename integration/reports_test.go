@@ -257,7 +257,8 @@ func TestReportCountsAddUpAcrossInstances(t *testing.T) {
 		for query, field := range map[string]string{
 			"from=2026-01-01T00:00:00Z&to=2026-01-03T00:00:00Z":                  "to",
 			"from=2026-01-01T00:00:00Z&to=2026-01-01T01:00:00Z&granularity=week": "granularity",
-			"to=2026-01-01T01:00:00Z":                                            "from",
+			"from=2026-01-01T08:00:00+08:00":                                     "from", // an unencoded + is a space
+			"from=1h":                                                            "from",
 			"from=2026-01-01T00:00:00Z&to=2026-01-01T01:00:00Z&channel=alipay":   "channel",
 		} {
 			r := a.do(t, http.MethodGet, "/reports/channel-limits?"+query, nil, nil)

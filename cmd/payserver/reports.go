@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -147,23 +146,25 @@ func (m *Main) drainStats() error {
 	return nil
 }
 
-const reportUsage = `usage: payserver report --from TIME [--to TIME] [--bizType CODE] [--channel CODE]
+const reportUsage = `usage: payserver report [--from TIME] [--to TIME] [--bizType CODE] [--channel CODE]
                         [--granularity minute|hour|day] [--format table|csv|json]
 
 Prints the channel-limit report from the database that payserver's
 configuration (PAYSERVER_CONFIG, PAYSERVER_MYSQL_DSN, PAYSERVER_DATA_DIR, ...)
-points at: the same report as GET /reports/channel-limits. TIME is RFC 3339
-(2026-03-01T10:00:00Z), "now", or a negative duration from now ("-1h").
-Counts an instance has not flushed yet (at most one flush interval) are not
-included.
+points at: the same report as GET /reports/channel-limits, with the same
+times. TIME is RFC 3339 (2026-03-01T10:00:00Z), "now", or a negative
+duration from now ("-1h"); --to defaults to now and --from to an hour
+before --to. Counts an instance has not flushed yet (at most one flush
+interval) are not included.
 `
 
 // reportCmd runs `payserver report`.
 func reportCmd(args []string, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	from := fs.String("from", "", "")
-	to := fs.String("to", "now", "")
+	var from, to optionalFlag
+	fs.Var(&from, "from", "")
+	fs.Var(&to, "to", "")
 	biz := fs.String("bizType", "", "")
 	channel := fs.String("channel", "", "")
 	gran := fs.String("granularity", "", "")
@@ -184,18 +185,18 @@ func reportCmd(args []string, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "payserver report: --format must be table, csv or json\n")
 		return 2
 	}
-	now := time.Now()
 	v := url.Values{}
-	for name, val := range map[string]string{"from": *from, "to": *to, "bizType": *biz, "channel": *channel, "granularity": *gran} {
-		if val == "" {
-			continue
+	for name, val := range map[string]string{"bizType": *biz, "channel": *channel, "granularity": *gran} {
+		if val != "" {
+			v.Set(name, val)
 		}
-		if name == "from" || name == "to" {
-			val = resolveTime(val, now)
-		}
-		v.Set(name, val)
 	}
-	q, err := stats.ParseQuery(v)
+	for name, f := range map[string]optionalFlag{"from": from, "to": to} {
+		if f.set {
+			v.Set(name, f.value) // given empty, it is refused as over HTTP
+		}
+	}
+	q, err := stats.ParseQuery(v, time.Now())
 	if err != nil {
 		printFieldErrors(stderr, err)
 		return 2
@@ -266,18 +267,17 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// resolveTime turns "now" and negative durations ("-1h") into RFC 3339
-// relative to now; anything else is passed on for ParseQuery to judge.
-func resolveTime(s string, now time.Time) string {
-	if s == "now" {
-		return now.UTC().Format(time.RFC3339Nano)
-	}
-	if strings.HasPrefix(s, "-") {
-		if d, err := time.ParseDuration(s); err == nil {
-			return now.Add(d).UTC().Format(time.RFC3339Nano)
-		}
-	}
-	return s
+// optionalFlag is a string flag that knows whether it was given.
+type optionalFlag struct {
+	value string
+	set   bool
+}
+
+func (f *optionalFlag) String() string { return f.value }
+
+func (f *optionalFlag) Set(s string) error {
+	f.value, f.set = s, true
+	return nil
 }
 
 // printFieldErrors prints an INVALID_REQUEST error one flag per line.

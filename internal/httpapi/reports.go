@@ -99,7 +99,7 @@ func Reports(opts ReportsOptions) (func(g *gin.RouterGroup), error) {
 
 // getReport answers GET /reports/channel-limits.
 func (r *reports) getReport(c *gin.Context) {
-	q, err := stats.ParseQuery(c.Request.URL.Query())
+	q, err := stats.ParseQuery(c.Request.URL.Query(), r.opts.Now())
 	if err != nil {
 		writeError(c, r.log, err, "")
 		return
@@ -128,7 +128,7 @@ func (r *reports) getReport(c *gin.Context) {
 // admitted and refused per channel and currency. It takes the parameters of
 // the channel-limits report but bizType, and answers JSON only.
 func (r *reports) getAmounts(c *gin.Context) {
-	q, err := stats.ParseQuery(c.Request.URL.Query())
+	q, err := stats.ParseQuery(c.Request.URL.Query(), r.opts.Now())
 	if err == nil {
 		var bad []apperr.FieldError
 		if q.BizType != "" {

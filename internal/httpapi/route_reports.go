@@ -74,38 +74,16 @@ type routeReportJSON struct {
 	Routes []stats.RouteReport `json:"routes"`
 }
 
-// get answers GET /reports/routes?from=&to=&bizType= (RFC 3339 times;
-// to defaults to now, from to an hour before to).
+// get answers GET /reports/routes?from=&to=&bizType=, its times read as
+// every report's (stats.ParseRange: to defaults to now, from to an hour
+// before to).
 func (rr *RouteReports) get(c *gin.Context) {
-	var from, to time.Time
-	var bad []apperr.FieldError
-	_, fromGiven := c.GetQuery("from")
-	_, toGiven := c.GetQuery("to")
-	for name, dst := range map[string]*time.Time{"from": &from, "to": &to} {
-		if v, given := c.GetQuery(name); given { // an empty value is not absent
-			t, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				bad = append(bad, apperr.FieldError{Field: name, Reason: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"})
-				continue
-			}
-			*dst = t.UTC()
-		}
-	}
-	// Defaults as the spec says: to now, from an hour before to.
-	if !toGiven {
-		to = rr.opts.Now().UTC()
-	}
-	if !fromGiven {
-		from = to.Add(-time.Hour)
-	}
+	from, to, bad := stats.ParseRange(c.Request.URL.Query(), rr.opts.Now())
 	biz := c.Query("bizType")
 	if biz != "" {
 		if reason := ratelimit.CodeProblem(biz); reason != "" {
 			bad = append(bad, apperr.FieldError{Field: "bizType", Reason: reason})
 		}
-	}
-	if len(bad) == 0 && !from.Before(to) {
-		bad = append(bad, apperr.FieldError{Field: "to", Reason: "must be after from"})
 	}
 	if len(bad) == 0 && to.Sub(from) > maxRouteReportRange {
 		bad = append(bad, apperr.FieldError{Field: "to", Reason: "must be at most 31 days after from"})

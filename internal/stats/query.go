@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"payserver/internal/apperr"
@@ -81,15 +82,16 @@ var earliest = time.Unix(0, 0).UTC()
 var latest = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 // ParseQuery validates the parameters of GET /reports/channel-limits into a
-// Query. It is a pure function. from and to are required RFC 3339 times,
-// with from before to, both within 1970-01-01..9999-12-31T00:00:00Z, and
-// the span within Granularity.MaxRange; bizType and
+// Query, with now the time "now" and relative times are read against. It is
+// a pure function. from and to are read by ParseRange (RFC 3339, "now" or a
+// negative duration; to defaults to now and from to DefaultSpan before to),
+// and the span must be within Granularity.MaxRange; bizType and
 // channel, when given, are codes ([A-Z0-9_]{1,32}) or "other"; granularity
 // is minute (the default), hour or day; format is json (the default) or csv.
 // Unknown or repeated parameters are refused too. The error is an
 // *apperr.Error with code INVALID_REQUEST whose details.fields names every
 // bad parameter and why.
-func ParseQuery(v url.Values) (Query, error) {
+func ParseQuery(v url.Values, now time.Time) (Query, error) {
 	var bad []apperr.FieldError
 	fail := func(field, format string, args ...any) {
 		bad = append(bad, apperr.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
@@ -142,17 +144,11 @@ func ParseQuery(v url.Values) (Query, error) {
 		}
 		*p.dst = s
 	}
-	from, okFrom := parseTime(v, "from", fail)
-	to, okTo := parseTime(v, "to", fail)
-	if okFrom && okTo {
-		maxRange := q.Granularity.MaxRange()
-		switch {
-		case !from.Before(to):
-			fail("to", "must be after from")
-		case to.Sub(from) > maxRange:
-			fail("to", "must be at most %s after from for granularity %s (minute: 24h, hour: 31 days, day: 366 days)",
-				formatSpan(maxRange), q.Granularity)
-		}
+	from, to, badTimes := ParseRange(v, now)
+	bad = append(bad, badTimes...)
+	if maxRange := q.Granularity.MaxRange(); len(badTimes) == 0 && to.Sub(from) > maxRange {
+		fail("to", "must be at most %s after from for granularity %s (minute: 24h, hour: 31 days, day: 366 days)",
+			formatSpan(maxRange), q.Granularity)
 	}
 	if len(bad) > 0 {
 		return Query{}, apperr.Invalid(bad...)
@@ -166,26 +162,84 @@ func ParseQuery(v url.Values) (Query, error) {
 	return q, nil
 }
 
-func parseTime(v url.Values, name string, fail func(field, format string, args ...any)) (time.Time, bool) {
-	s := v.Get(name)
-	if s == "" {
-		fail(name, "is required: an RFC 3339 time such as 2026-01-02T15:04:05Z")
-		return time.Time{}, false
+// DefaultSpan is how long before to a report starts when from is not given.
+const DefaultSpan = time.Hour
+
+// timeForms is what a report time may be, for the reasons given.
+const timeForms = "an RFC 3339 time such as 2026-01-02T15:04:05Z, now, or a negative duration before now such as -1h"
+
+// ParseRange reads the from and to parameters of a report (every report
+// endpoint and `payserver report` read them alike), with now the time they
+// are relative to. Each is an RFC 3339 time, "now", or a negative Go
+// duration before now ("-1h", "-90m"), within 1970-01-01..9999-12-31T00:00:00Z.
+// An absent to is now and an absent from DefaultSpan before to (not before
+// 1970); an empty
+// value is refused, as it is more likely a script's unset variable than a
+// wish for the default. from must be before to. It returns both in UTC,
+// or the bad fields and why (a value with a space where an offset's "+"
+// was, as an unencoded "+" in a URL query arrives, is told to encode it).
+func ParseRange(v url.Values, now time.Time) (from, to time.Time, bad []apperr.FieldError) {
+	read := func(name string, absent time.Time) time.Time {
+		s, given := v[name]
+		if !given || len(s) == 0 {
+			return absent
+		}
+		t, reason := ParseTime(s[0], now)
+		if reason != "" {
+			bad = append(bad, apperr.FieldError{Field: name, Reason: reason})
+		}
+		return t
 	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		fail(name, "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
-		return time.Time{}, false
+	to = read("to", now.UTC())
+	from = read("from", later(to.Add(-DefaultSpan), earliest))
+	if len(bad) == 0 && !from.Before(to) {
+		bad = append(bad, apperr.FieldError{Field: "to", Reason: "must be after from"})
 	}
-	if t.Before(earliest) {
-		fail(name, "must not be before 1970-01-01T00:00:00Z")
-		return time.Time{}, false
+	return from, to, bad
+}
+
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
 	}
-	if t.After(latest) {
-		fail(name, "must not be after 9999-12-31T00:00:00Z")
-		return time.Time{}, false
+	return a
+}
+
+// ParseTime reads one report time (see ParseRange) relative to now: the
+// time in UTC, or why s is not one.
+func ParseTime(s string, now time.Time) (time.Time, string) {
+	var t time.Time
+	switch {
+	case s == "":
+		return time.Time{}, "must not be empty: give " + timeForms + ", or leave it out for the default"
+	case s == "now":
+		t = now
+	case s[0] == '-' || s[0] == '+' || (s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "T:")):
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			return time.Time{}, "must be " + timeForms
+		case d > 0:
+			return time.Time{}, "a duration must be negative (before now), such as -1h"
+		}
+		t = now.Add(d)
+	default:
+		var err error
+		if t, err = time.Parse(time.RFC3339, s); err != nil {
+			if _, plusErr := time.Parse(time.RFC3339, strings.Replace(s, " ", "+", 1)); plusErr == nil {
+				return time.Time{}, "must be " + timeForms + "; it has a space where its offset's + was: " +
+					"in a URL, write + as %2B (2026-01-02T15:04:05%2B08:00), as an unencoded + arrives as a space"
+			}
+			return time.Time{}, "must be " + timeForms
+		}
 	}
-	return t.UTC(), true
+	switch {
+	case t.Before(earliest):
+		return time.Time{}, "must not be before 1970-01-01T00:00:00Z"
+	case t.After(latest):
+		return time.Time{}, "must not be after 9999-12-31T00:00:00Z"
+	}
+	return t.UTC(), ""
 }
 
 func formatSpan(d time.Duration) string {

@@ -33,6 +33,18 @@ func TestParseQueryValid(t *testing.T) {
 			stats.Query{From: t0, To: t0.Add(24 * time.Hour), Granularity: stats.Minute, Format: stats.FormatJSON}},
 		{"a year of days", "from=2025-03-01T00:00:00Z&to=2026-03-01T00:00:00Z&granularity=day",
 			stats.Query{From: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), Granularity: stats.Day, Format: stats.FormatJSON}},
+		{"no times: the hour before now", "",
+			stats.Query{From: t0, To: t0.Add(time.Hour), Granularity: stats.Minute, Format: stats.FormatJSON}},
+		{"only to: the hour before it", "to=2026-03-01T10:30:00Z",
+			stats.Query{From: t0.Add(-30 * time.Minute), To: t0.Add(30 * time.Minute), Granularity: stats.Minute, Format: stats.FormatJSON}},
+		{"only from: up to now", "from=2026-03-01T09:00:00Z",
+			stats.Query{From: t0.Add(-time.Hour), To: t0.Add(time.Hour), Granularity: stats.Minute, Format: stats.FormatJSON}},
+		{"now and negative durations", "from=-90m&to=now",
+			stats.Query{From: t0.Add(-30 * time.Minute), To: t0.Add(time.Hour), Granularity: stats.Minute, Format: stats.FormatJSON}},
+		{"-1h with hours", "from=-25h&to=-1h&granularity=hour",
+			stats.Query{From: t0.Add(-24 * time.Hour), To: t0, Granularity: stats.Hour, Format: stats.FormatJSON}},
+		{"to before 1970 plus an hour: from is 1970", "to=1970-01-01T00:30:00Z",
+			stats.Query{From: time.Unix(0, 0).UTC(), To: time.Unix(0, 0).UTC().Add(30 * time.Minute), Granularity: stats.Minute, Format: stats.FormatJSON}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,7 +52,7 @@ func TestParseQueryValid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := stats.ParseQuery(v)
+			got, err := stats.ParseQuery(v, queryNow)
 			if err != nil {
 				t.Fatalf("ParseQuery(%s): %v", tt.query, err)
 			}
@@ -60,8 +72,13 @@ func TestParseQueryInvalid(t *testing.T) {
 		// want maps each bad field to a fragment of its reason.
 		want map[string]string
 	}{
-		{"nothing", "", map[string]string{"from": "is required", "to": "is required"}},
+		{"empty values", "from=&to=", map[string]string{"from": "must not be empty", "to": "must not be empty"}},
 		{"not RFC 3339", "from=yesterday&to=2026-03-01", map[string]string{"from": "RFC 3339", "to": "RFC 3339"}},
+		{"an unencoded + arrives as a space", "from=2026-03-01T18:00:00+08:00&to=2026-03-01T19:00:00%2B08:00", map[string]string{"from": "%2B"}},
+		{"a positive duration", "from=1h", map[string]string{"from": "must be negative"}},
+		{"not a duration", "from=-1x", map[string]string{"from": "negative duration"}},
+		{"a duration before 1970", "from=-600000h", map[string]string{"from": "1970"}},
+		{"from after the default to", "from=2026-03-01T12:00:00Z", map[string]string{"to": "after from"}},
 		{"to before from", "from=2026-03-01T11:00:00Z&to=2026-03-01T10:00:00Z", map[string]string{"to": "after from"}},
 		{"empty range", "from=2026-03-01T11:00:00Z&to=2026-03-01T11:00:00Z", map[string]string{"to": "after from"}},
 		{"minute range over 24h", "from=2026-03-01T10:00:00Z&to=2026-03-02T10:00:01Z", map[string]string{"to": "at most 24h after from for granularity minute"}},
@@ -81,7 +98,7 @@ func TestParseQueryInvalid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = stats.ParseQuery(v)
+			_, err = stats.ParseQuery(v, queryNow)
 			var e *apperr.Error
 			if !errors.As(err, &e) || e.Code != apperr.InvalidRequest {
 				t.Fatalf("got %v, want INVALID_REQUEST", err)
@@ -121,7 +138,7 @@ func FuzzParseQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		q, err := stats.ParseQuery(v)
+		q, err := stats.ParseQuery(v, queryNow)
 		if err != nil {
 			var e *apperr.Error
 			if !errors.As(err, &e) || e.Code != apperr.InvalidRequest {
@@ -144,3 +161,6 @@ func FuzzParseQuery(f *testing.F) {
 		}
 	})
 }
+
+// queryNow is the "now" the query tests read relative times against.
+var queryNow = t0.Add(time.Hour)
