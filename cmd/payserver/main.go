@@ -4,7 +4,7 @@
 //	payserver                      serve (the default)
 //	payserver migrate              apply database migrations and exit
 //	payserver check-limits FILE    validate a limits document offline
-//	payserver report --from …      print the channel-limit report from the database
+//	payserver report [--from …]    print the channel-limit report from the database
 package main
 
 import (
@@ -41,10 +41,10 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 		}
 	case "serve":
 	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: payserver [serve | migrate | check-limits FILE | report --from TIME ...]")
+		fmt.Fprintln(stdout, "usage: payserver [serve | migrate | check-limits FILE | report [--from TIME] ...]")
 		return 0
 	default:
-		fmt.Fprintf(stderr, "payserver: unknown command %q\nusage: payserver [serve | migrate | check-limits FILE | report --from TIME ...]\n", cmd)
+		fmt.Fprintf(stderr, "payserver: unknown command %q\nusage: payserver [serve | migrate | check-limits FILE | report [--from TIME] ...]\n", cmd)
 		return 2
 	}
 	cfg, err := LoadConfig(environ)
