@@ -454,12 +454,18 @@ func runFailover(t *testing.T, run failoverRun) {
 	fivexx := 0
 	for k, v := range statuses {
 		if k >= "500" {
-			if run.policy == "deny" && k == "503 DEPENDENCY_UNAVAILABLE" {
+			if k == "503 DEPENDENCY_UNAVAILABLE" {
 				fivexx += v
 				continue
 			}
 			t.Errorf("%d answers %q", v, k)
 		}
+	}
+	// Under local, a 503 is a check whose answer was lost with the killed
+	// master (its outcome unknown, retried exactly with its requestId):
+	// few, and never a false 429 instead.
+	if run.policy != "deny" && fivexx > len(samples)/100 {
+		t.Errorf("%d answers 503 DEPENDENCY_UNAVAILABLE of %d under policy %s: more than the checks in flight when the master died", fivexx, len(samples), run.policy)
 	}
 	if run.policy == "deny" {
 		t.Logf("FAILOVER %s 503 DEPENDENCY_UNAVAILABLE: %d", run.name, fivexx)

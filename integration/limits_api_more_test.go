@@ -306,8 +306,12 @@ func TestClientPackage(t *testing.T) {
 	if err != nil || len(a.Windows) != 1 || a.Windows[0].Used != 1 || a.Windows[0].Size != 2*time.Second {
 		t.Fatalf("Acquire: %+v, %v; want one 2s window with 1 used", a, err)
 	}
-	if a, err := c.Acquire(ctx, client.AcquireRequest{Key: key, RequestID: "c-1"}); err != nil || !a.Duplicate {
+	if a, err := c.Acquire(ctx, client.AcquireRequest{Key: key, RequestID: "c-1", Amount: 100, Currency: "CNY"}); err != nil || !a.Duplicate {
 		t.Fatalf("Acquire again: %+v, %v; want a duplicate", a, err)
+	}
+	// A requestId's identity is its requestId and its amount.
+	if _, err := c.Acquire(ctx, client.AcquireRequest{Key: key, RequestID: "c-1", Amount: 200, Currency: "CNY"}); err == nil || !strings.Contains(err.Error(), "409 IDEMPOTENCY_CONFLICT") {
+		t.Fatalf("Acquire again with another amount: %v; want 409 IDEMPOTENCY_CONFLICT", err)
 	}
 	if p, err := c.Peek(ctx, key); err != nil || p.Allowed || p.Windows[0].Remaining != 0 {
 		t.Fatalf("Peek: %+v, %v; want a full window", p, err)

@@ -173,7 +173,7 @@ func TestQuotaChannelWideWithReserve(t *testing.T) {
 	d := limitedDetails(t, payAmount(t, s, pay, ch, 100, "CNY"))
 	wantDetail(t, d, "scope", "*:"+ch)
 	wantDetail(t, d, "rule", "count/1m")
-	wantDetail(t, d, "limit", 2)
+	wantDetail(t, d, "limit", 3) // the whole limit: 2 used and 1 kept for the reservation
 	wantDetail(t, d, "bizType", pay)
 	if r := payAmount(t, s, refund, ch, 100, "CNY"); r.Status != 200 {
 		t.Fatalf("%s (reserved) payment: %d %s, want admitted", refund, r.Status, r.Body)

@@ -43,6 +43,9 @@
 #   GET /reports/routes          not after from, span over the cap, a time
 #   GET /reports/channel-amounts before 1970; for the amounts, a span over
 #                                the granularity's cap)
+#   POST /v1/limits/acquire      400 INVALID_REQUEST on `currency` alone for
+#   GET /v1/limits/peek          an amount without its currency (OpenAPI 3.0
+#                                has no dependent fields)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -171,8 +174,12 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", 400, 401, 403
 # The limits service: a full window is 429 (acquire), and a requestId of a
 # POST /pay payment cannot be released by a client (409).
 [[operations]]
-include-operation-id = ["acquireLimit", "releaseLimit"]
+include-operation-id = ["releaseLimit"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", 409, 429]
+
+[[operations]]
+include-operation-id = ["acquireLimit", "peekLimit"]
+checks.positive_data_acceptance.expected-statuses = ["2xx", 400, 409, 429]
 EOF
 # Each operation gets the token of its security scheme: the admin token
 # for admin routes, the client token for /v1/limits.
@@ -190,16 +197,22 @@ import schemathesis
 def payserver_semantic_refusals_only(ctx, response, case):
     """A schema-valid request may be refused with 400 only for the reasons
     the schema cannot express: an unconfigured channel on POST /pay, or no
-    channel for a bizType without a route, and the from/to relation on the
-    reports."""
+    channel for a bizType without a route, the from/to relation on the
+    reports, and an amount without its currency on acquire and peek."""
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive or response.status_code != 400:
         return None
     label = case.operation.label
-    if label not in ("POST /pay", "GET /reports/channel-limits", "GET /reports/routes", "GET /reports/channel-amounts"):
+    if label not in ("POST /pay", "GET /reports/channel-limits", "GET /reports/routes", "GET /reports/channel-amounts",
+                     "POST /v1/limits/acquire", "GET /v1/limits/peek"):
         return None
     body = response.json()
     fields = {f.get("field") for f in body.get("details", {}).get("fields", [])}
+    if label in ("POST /v1/limits/acquire", "GET /v1/limits/peek"):
+        sent = (case.body if isinstance(case.body, dict) else case.query) or {}
+        if body.get("code") != "INVALID_REQUEST" or fields != {"currency"} or sent.get("amount") in (None, "") or sent.get("currency") not in (None, ""):
+            raise AssertionError(f"schema-valid limits request refused with {body.get('code')} on {sorted(fields)}: {body}")
+        return None
     if label == "POST /pay":
         sent = case.body if isinstance(case.body, dict) else {}
         unrouted = not sent.get("channel") and body.get("code") == "INVALID_REQUEST" and fields == {"channel"}
@@ -223,7 +236,9 @@ status=0
 # Schemathesis sends the media types the document lists. Every state-changing
 # operation (POST, PUT, PATCH, DELETE) must also refuse every other body type
 # with a documented 415 whose body is the JSON error, and accept
-# application/json with a charset; an oversized path and header must get the
+# application/json with a charset (a browser form route, which documents
+# only its form type, takes that and refuses JSON too); an oversized path
+# and header must get the
 # JSON error body too (414, 431), on every path.
 log "content types: every state-changing operation refuses non-JSON bodies with a documented JSON 415"
 cat >"$WORK/content_types.py" <<'EOF2'
@@ -261,6 +276,26 @@ for path, item in spec["paths"].items():
             continue
         if "415" not in op.get("responses", {}):
             failures.append(f"{method.upper()} {path}: 415 is not documented")
+        media = set(op.get("requestBody", {}).get("content", {}))
+        if media and "application/json" not in media:
+            # A browser form (the dashboard's login and logout): every
+            # other type, JSON included, is refused with the JSON 415; its
+            # own is taken.
+            own = sorted(media)[0]
+            for ct in [c for c in wrong if c != own] + ["application/json"]:
+                headers = dict(auth)
+                if ct is not None:
+                    headers["Content-Type"] = ct
+                resp = requests.request(method, base + concrete(path), data=b'{"requestId":"ct-1"}', headers=headers, timeout=10)
+                checked += 1
+                problem = json_error(resp, 415, "UNSUPPORTED_MEDIA_TYPE")
+                if problem:
+                    failures.append(f"{method.upper()} {path} Content-Type {ct!r}: {problem}")
+            resp = requests.request(method, base + concrete(path), data=b"token=x", headers={**auth, "Content-Type": own}, timeout=10)
+            checked += 1
+            if resp.status_code == 415:
+                failures.append(f"{method.upper()} {path}: its own {own} refused with 415")
+            continue
         for ct in wrong:
             headers = dict(auth)
             if ct is not None:
