@@ -1,6 +1,11 @@
 # payserver: the two commands are `make run` and `make test`.
 SHELL := /bin/bash
 GO ?= go
+# Every go command make runs (and the integration harness's go build, which
+# inherits the environment) leaves out gin's msgpack codec: payserver never
+# speaks msgpack, and github.com/ugorji/go/codec alone was about an eighth of a
+# cold build (docs/PERFORMANCE.md, "Cold build"). make test builds what make run builds.
+export GOFLAGS += -tags=nomsgpack
 SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
