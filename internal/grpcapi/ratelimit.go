@@ -129,12 +129,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
 	var took []taken
-	// ours: members this call took a slot for. A later descriptor of the
-	// same member is a duplicate only in the windows an earlier one shares
-	// with it (a channel-wide key), and may have taken its own key's
-	// windows: it is given back too. A member held before this call (a
-	// retried request) is not ours to give back.
-	ours := map[string]bool{}
+	// ours: members this call took a slot for, per channel. A later
+	// descriptor of the same member on that channel is a duplicate only in
+	// the windows an earlier one shares with it (the channel-wide key), and
+	// may have taken its own key's windows: it is given back too. A member
+	// held on a channel before this call (a retried request) is not ours to
+	// give back there.
+	ours := map[taken]bool{} // by member and channel (key.BizType empty)
 	for _, h := range hits {
 		if h.negative {
 			if err := s.svc.Release(ctx, client, limitapi.ReleaseRequest{Key: h.key, RequestID: h.member}); err != nil {
@@ -168,9 +169,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			if !a.Decision.Allowed {
 				break
 			}
-			if a.Decision.Source != ratelimit.SourceUnlimited && (!a.Decision.Duplicate || ours[member]) {
+			mine := taken{ratelimit.Key{Channel: h.key.Channel}, member}
+			if a.Decision.Source != ratelimit.SourceUnlimited && (!a.Decision.Duplicate || ours[mine]) {
 				took = append(took, taken{h.key, member})
-				ours[member] = true
+				ours[mine] = true
 			}
 		}
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"testing"
+	"time"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -53,5 +54,45 @@ func TestOverLimitGivesBackSlotsTakenUnderASharedWindow(t *testing.T) {
 		if _, counts, err := l.Usage(context.Background(), k); err != nil || counts[0] != 0 {
 			t.Errorf("%s holds %v (%v) after the request was refused, want 0: its slot given back", k, counts, err)
 		}
+	}
+}
+
+// TestOverLimitKeepsASlotHeldBeforeTheCall: a retried request whose member
+// still holds a slot on one channel (from its first call) and takes a fresh
+// one on another gives back only what it took when it is over a limit: the
+// first call's slot stays.
+func TestOverLimitKeepsASlotHeldBeforeTheCall(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  P:C1: [{limit: 5, window: 1s}]\n  P:C2: [{limit: 5, calendar: day}]\n  D:C3: [{limit: 1, window: 1m}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	svc, err := limitapi.NewService(limitapi.Options{Admit: l, Peek: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(svc, func(string) (string, bool) { return "jobs", true }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t"))
+	first := []*commonv3.RateLimitDescriptor{desc("bizType", "P", "channel", "C1", "request_id", "m"), desc("bizType", "P", "channel", "C2", "request_id", "m")}
+	if resp, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: first}); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("first call: %v, %v", resp.GetOverallCode(), err)
+	}
+	if _, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "D", "channel", "C3", "request_id", "other")}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // C1's window lets m go; C2's day keeps it
+	resp, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: append(first, desc("bizType", "D", "channel", "C3", "request_id", "m"))})
+	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("retry: %v, %v; want OVER_LIMIT", resp.GetOverallCode(), err)
+	}
+	if _, counts, err := l.Usage(context.Background(), ratelimit.Key{BizType: "P", Channel: "C2"}); err != nil || counts[0] != 1 {
+		t.Errorf("P:C2 holds %v (%v) after the refused retry, want 1: the first call's slot", counts, err)
 	}
 }

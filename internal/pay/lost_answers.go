@@ -93,9 +93,17 @@ func (l *LostAnswers) Run(ctx context.Context) {
 			if !sleepCtx(ctx, a.at.Add(l.opts.Grace).Sub(l.opts.Now())) {
 				return
 			}
+			giveUp := l.opts.Now().Add(giveUpAfter)
 			for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 				err := l.settle(ctx, a)
 				if err == nil {
+					break
+				}
+				if l.opts.Now().After(giveUp) {
+					// One entry must not hold the queue for ever: its slot
+					// frees itself when its window passes.
+					l.opts.Logger.Warn("a lost limiter answer could not be settled; its slot frees itself when its window passes",
+						"requestId", a.req.RequestID, "err", err)
 					break
 				}
 				l.opts.Logger.Debug("a lost limiter answer could not be settled yet; retrying", "requestId", a.req.RequestID, "err", err)
@@ -106,6 +114,9 @@ func (l *LostAnswers) Run(ctx context.Context) {
 		}
 	}
 }
+
+// giveUpAfter bounds how long one lost answer is retried.
+const giveUpAfter = 5 * time.Minute
 
 // notSentLost is the failure message of a payment closed after its
 // limiter answer was lost and it was not retried.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -38,7 +39,10 @@ type DurableStore struct {
 	f       *os.File
 	w       *bufio.Writer
 	records int   // appended since the last compaction
-	broken  error // a failed write: every later call fails with it
+	broken  error // a failed write: calls fail with it until recover succeeds
+	// lastRecover is when recover last tried; closed is set by Close.
+	lastRecover time.Time
+	closed      bool
 }
 
 // compactEvery is how many records are appended between compactions.
@@ -94,13 +98,18 @@ func toJournal(w KeyWindow) journalWindow {
 	return j
 }
 
-func fromJournal(j journalWindow) (KeyWindow, error) {
+// fromJournal rebuilds a window; zones caches the zones loaded so far.
+func fromJournal(j journalWindow, zones map[string]*time.Location) (KeyWindow, error) {
 	w := KeyWindow{Key: Key{BizType: j.Biz, Channel: j.Channel}, Track: j.Track, Reserved: j.Reserved}
 	w.Limit, w.Size, w.Amount, w.Currency = j.Limit, time.Duration(j.Size)*time.Microsecond, j.Amount, j.Currency
 	if j.Unit != "" {
-		zone, err := time.LoadLocation(j.Zone)
-		if err != nil {
-			return w, fmt.Errorf("zone %q: %w", j.Zone, err)
+		zone := zones[j.Zone]
+		if zone == nil {
+			var err error
+			if zone, err = time.LoadLocation(j.Zone); err != nil {
+				return w, fmt.Errorf("zone %q: %w", j.Zone, err)
+			}
+			zones[j.Zone] = zone
 		}
 		w.Calendar = Calendar{Unit: CalendarUnit(j.Unit), Zone: zone, Cutoff: time.Duration(j.Cutoff) * time.Minute}
 	}
@@ -127,6 +136,7 @@ func (s *DurableStore) replay() error {
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<16)
+	zones := map[string]*time.Location{}
 	for line := 1; ; line++ {
 		data, err := r.ReadBytes('\n')
 		if errors.Is(err, io.EOF) {
@@ -141,7 +151,7 @@ func (s *DurableStore) replay() error {
 		}
 		ws := make([]KeyWindow, len(rec.Windows))
 		for i, j := range rec.Windows {
-			if ws[i], err = fromJournal(j); err != nil {
+			if ws[i], err = fromJournal(j, zones); err != nil {
 				return fmt.Errorf("ratelimit: limiter journal %s line %d: %w", s.path, line, err)
 			}
 		}
@@ -196,6 +206,9 @@ func (s *DurableStore) compact() error {
 	if werr == nil {
 		werr = os.Rename(tmp, s.path)
 	}
+	if werr == nil {
+		werr = syncDir(filepath.Dir(s.path))
+	}
 	if werr != nil {
 		return fmt.Errorf("ratelimit: compact the limiter journal: %w", werr)
 	}
@@ -205,6 +218,16 @@ func (s *DurableStore) compact() error {
 	}
 	s.w, s.records = bufio.NewWriterSize(s.f, 1<<12), 0
 	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // wallNow is the store's clock in whole microseconds.
@@ -228,8 +251,31 @@ func (s *DurableStore) append(rec journalRecord, sync bool) error {
 		}
 	}
 	if s.records++; s.records >= compactEvery {
-		return s.compact()
+		// The record is written (and synced when asked): a compaction that
+		// fails leaves the store broken for later calls (recover retries).
+		if err := s.compact(); err != nil {
+			s.broken = fmt.Errorf("ratelimit: the limiter journal %s failed: %w", s.path, err)
+		}
 	}
+	return nil
+}
+
+// recover tries, at most once a second, to make a broken store durable
+// again by rewriting its journal from the model (which holds every
+// admission, those whose write failed included). s.mu must be held.
+func (s *DurableStore) recover() error {
+	if s.broken == nil || s.closed {
+		return s.broken
+	}
+	if now := time.Now(); now.Sub(s.lastRecover) < time.Second {
+		return s.broken
+	} else {
+		s.lastRecover = now
+	}
+	if err := s.compact(); err != nil {
+		return s.broken
+	}
+	s.broken = nil
 	return nil
 }
 
@@ -238,8 +284,8 @@ func (s *DurableStore) append(rec journalRecord, sync bool) error {
 func (s *DurableStore) Check(_ context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.broken != nil {
-		return StoreResult{}, s.broken
+	if err := s.recover(); err != nil {
+		return StoreResult{}, err
 	}
 	now := s.wallNow()
 	res := s.model.Check(windows, member, amount, now)
@@ -257,8 +303,8 @@ func (s *DurableStore) Check(_ context.Context, windows []KeyWindow, member stri
 func (s *DurableStore) Release(_ context.Context, windows []KeyWindow, member string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.broken != nil {
-		return s.broken
+	if err := s.recover(); err != nil {
+		return err
 	}
 	s.model.Release(windows, member)
 	if err := s.append(journalRecord{Op: "rel", Windows: toJournalAll(windows), Member: member}, false); err != nil {
@@ -279,7 +325,7 @@ func (s *DurableStore) Usage(_ context.Context, windows []KeyWindow) ([]int64, e
 func (s *DurableStore) Ping(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.broken
+	return s.recover()
 }
 
 // Close flushes and closes the journal.
@@ -293,9 +339,7 @@ func (s *DurableStore) Close() error {
 	if cerr := s.f.Close(); err == nil {
 		err = cerr
 	}
-	s.f = nil
-	if s.broken == nil {
-		s.broken = errors.New("ratelimit: the limiter store is closed")
-	}
+	s.f, s.closed = nil, true
+	s.broken = errors.New("ratelimit: the limiter store is closed")
 	return err
 }
