@@ -346,6 +346,10 @@ func descriptorStatus(d ratelimit.Decision) *rlsv3.RateLimitResponse_DescriptorS
 	reset := d.Window
 	if !d.Allowed {
 		reset = d.RetryAfter
+		if d.ExceedsCap && !d.Degraded() {
+			// No wait makes the amount fit: no reset to wait for.
+			return st
+		}
 	}
 	st.DurationUntilReset = durationpb.New(reset)
 	return st

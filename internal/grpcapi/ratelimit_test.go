@@ -2,6 +2,8 @@ package grpcapi
 
 import (
 	"testing"
+
+	"payserver/internal/ratelimit"
 	"time"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -91,5 +93,14 @@ func TestParse(t *testing.T) {
 				t.Errorf("got %v, want INVALID_ARGUMENT", err)
 			}
 		})
+	}
+}
+
+// TestExceedsCapHasNoReset: an amount that can never fit its cap is
+// OVER_LIMIT with no duration until reset: no wait helps.
+func TestExceedsCapHasNoReset(t *testing.T) {
+	st := descriptorStatus(ratelimit.Decision{Limit: 1000, Window: time.Second, Amount: true, ExceedsCap: true, RetryAfter: 3 * time.Second, Source: ratelimit.SourceRedis})
+	if st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT || st.GetDurationUntilReset() != nil {
+		t.Fatalf("got %v reset %v, want OVER_LIMIT with no reset", st.GetCode(), st.GetDurationUntilReset())
 	}
 }
