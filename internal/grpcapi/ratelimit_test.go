@@ -2,8 +2,6 @@ package grpcapi
 
 import (
 	"testing"
-
-	"payserver/internal/ratelimit"
 	"time"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -11,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"payserver/internal/ratelimit"
 )
 
 func TestCurrentLimitUnits(t *testing.T) {
