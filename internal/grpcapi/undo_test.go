@@ -20,24 +20,7 @@ import (
 // key's windows. When a third descriptor is over its limit, the request
 // does not go ahead: both keys' slots are given back, not only the first's.
 func TestOverLimitGivesBackSlotsTakenUnderASharedWindow(t *testing.T) {
-	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  A:C: 5\n  B:C: 5\n  D:C: [{limit: 1, window: 1m}]\n  \"*:C\": 10\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetConfig(cfg)
-	svc, err := limitapi.NewService(limitapi.Options{Admit: l, Peek: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(svc, func(string) (string, bool) { return "jobs", true }, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t"))
+	l, s, ctx := rlsOn(t, "limits:\n  A:C: 5\n  B:C: 5\n  D:C: [{limit: 1, window: 1m}]\n  \"*:C\": 10\n")
 	// D:C is full.
 	if _, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "D", "channel", "C", "request_id", "other")}}); err != nil {
 		t.Fatal(err)
@@ -62,24 +45,7 @@ func TestOverLimitGivesBackSlotsTakenUnderASharedWindow(t *testing.T) {
 // one on another gives back only what it took when it is over a limit: the
 // first call's slot stays.
 func TestOverLimitKeepsASlotHeldBeforeTheCall(t *testing.T) {
-	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  P:C1: [{limit: 5, window: 1s}]\n  P:C2: [{limit: 5, calendar: day}]\n  D:C3: [{limit: 1, window: 1m}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetConfig(cfg)
-	svc, err := limitapi.NewService(limitapi.Options{Admit: l, Peek: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(svc, func(string) (string, bool) { return "jobs", true }, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t"))
+	l, s, ctx := rlsOn(t, "limits:\n  P:C1: [{limit: 5, window: 1s}]\n  P:C2: [{limit: 5, calendar: day}]\n  D:C3: [{limit: 1, window: 1m}]\n")
 	first := []*commonv3.RateLimitDescriptor{desc("bizType", "P", "channel", "C1", "request_id", "m"), desc("bizType", "P", "channel", "C2", "request_id", "m")}
 	if resp, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: first}); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("first call: %v, %v", resp.GetOverallCode(), err)
@@ -95,4 +61,28 @@ func TestOverLimitKeepsASlotHeldBeforeTheCall(t *testing.T) {
 	if _, counts, err := l.Usage(context.Background(), ratelimit.Key{BizType: "P", Channel: "C2"}); err != nil || counts[0] != 1 {
 		t.Errorf("P:C2 holds %v (%v) after the refused retry, want 1: the first call's slot", counts, err)
 	}
+}
+
+// rlsOn returns a limiter on the in-process store with doc in force, the
+// rate limit service over it, and a context carrying a client token.
+func rlsOn(t *testing.T, doc string) (*ratelimit.Limiter, *Server, context.Context) {
+	t.Helper()
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	svc, err := limitapi.NewService(limitapi.Options{Admit: l, Peek: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(svc, func(string) (string, bool) { return "jobs", true }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, s, metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t"))
 }
