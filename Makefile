@@ -26,6 +26,7 @@ build:
 ## (integration tests run payserver binaries built with -race, except latency tests; the test process itself runs without -race)
 test: vet services browser alerts
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /integration)
+	cd api/client && $(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run TestCalendarTilesEveryZone ./internal/ratelimit/
 	$(MAKE) bench-smoke
 	$(WITH_SERVICES) $(GO) test -count=1 -timeout 20m ./integration/
@@ -34,6 +35,7 @@ test: vet services browser alerts
 
 vet:
 	$(GO) vet ./...
+	cd api/client && $(GO) vet ./...
 	@test -z "$$(gofmt -l cmd internal integration api migrations bench 2>/dev/null)" || { echo "gofmt needed:"; gofmt -l cmd internal integration api migrations bench; exit 1; }
 
 ## services: install (if missing) and start MariaDB, Redis, Redis Cluster and r-nacos on loopback

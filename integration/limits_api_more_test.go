@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"payserver/api/client"
+	"github.com/payserver/payserver/api/client"
 	"payserver/internal/testutil"
 )
 

@@ -1,0 +1,3 @@
+module github.com/payserver/payserver/api/client
+
+go 1.22
