@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Request is one payment as sent to a channel.
@@ -101,3 +102,49 @@ func (r *Registry) Get(code string) (Channel, bool) {
 
 // Codes returns the configured codes, sorted.
 func (r *Registry) Codes() []string { return append([]string(nil), r.codes...) }
+
+// Processing is a channel's answer that it has the payment and has not
+// decided yet: the outcome is unknown until a query (or a notification)
+// tells it.
+const Processing Status = "PROCESSING"
+
+// ThrottledError is a channel's refusal to process a payment because it is
+// too busy (a gateway's THROTTLED): nothing was charged and nothing can be,
+// so it is ErrNotSent (errors.Is) and the payment may go elsewhere.
+// RetryAfter is the channel's own wait, zero when it gave none.
+type ThrottledError struct {
+	Channel    string
+	RetryAfter time.Duration
+}
+
+func (e *ThrottledError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("channel %s throttled the payment (retry after %v)", e.Channel, e.RetryAfter)
+	}
+	return fmt.Sprintf("channel %s throttled the payment", e.Channel)
+}
+
+// Is makes a ThrottledError match ErrNotSent.
+func (e *ThrottledError) Is(target error) bool { return target == ErrNotSent }
+
+// ErrNotFound is a query's answer that the channel has no such order. It
+// is not proof that the payment was never sent: the request may still be
+// on its way. Close the order to learn that.
+var ErrNotFound = errors.New("channel: no such order")
+
+// CloseResult is a channel's answer to closing an order: after it the
+// channel never processes the order. Processed false proves it never did;
+// Processed true comes with the payment's outcome (Result).
+type CloseResult struct {
+	Processed bool
+	Result    Result
+}
+
+// Lookup is a channel that can be asked about an order it may have: the
+// resolver of unknown outcomes uses it. Query answers the order's outcome
+// (Status Succeeded, Declined or Processing) or ErrNotFound; Close closes
+// it. Any other error means nothing was learnt.
+type Lookup interface {
+	Query(ctx context.Context, req Request) (Result, error)
+	Close(ctx context.Context, req Request) (CloseResult, error)
+}

@@ -44,10 +44,18 @@ type PayRequest struct {
 	Subject    string `json:"subject,omitempty"`
 }
 
-// OrderRequest is the body of POST /query and POST /close.
+// OrderRequest is the body of POST /query and POST /close. RequestID is
+// the order's requestId, for the gateway's books; the order is named by
+// OrderNo alone.
 type OrderRequest struct {
-	OrderNo string `json:"orderNo"`
+	OrderNo   string `json:"orderNo"`
+	RequestID string `json:"requestId,omitempty"`
 }
+
+// PathNotify is payserver's endpoint for a gateway's asynchronous
+// notifications, with the channel's code in place of {code}: a signed
+// Answer (SUCCEEDED or DECLINED) about one order.
+const PathNotify = "/channels/{code}/notify"
 
 // Answer is every answer's body.
 type Answer struct {
