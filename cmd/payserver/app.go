@@ -14,8 +14,10 @@ import (
 	"gorm.io/gorm"
 
 	"payserver/internal/channel"
+	"payserver/internal/channel/gateway"
 	"payserver/internal/configcenter"
 	"payserver/internal/metrics"
+	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
 )
@@ -40,6 +42,8 @@ type Main struct {
 	manager  *configcenter.Manager
 	limitsIn *configcenter.WatchedSource // the manager's source, for ops gauges and shutdown order
 	channels *channel.Registry
+	gateways []*gateway.Channel // the channels served by gateways, closed last
+	resolver *pay.Resolver
 	metrics  *metrics.Metrics
 	stats    statsWiring
 	routing  routingWiring
@@ -183,6 +187,10 @@ func (m *Main) release() error {
 	if err := m.drainRouting(); err != nil {
 		errs = append(errs, err)
 	}
+	for _, gw := range m.gateways {
+		gw.CloseIdle()
+	}
+	m.gateways = nil
 	if m.durable != nil {
 		if err := m.durable.Close(); err != nil {
 			errs = append(errs, err)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"payserver/internal/channel"
+	"payserver/internal/channel/gateway"
 	"payserver/internal/configcenter"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
@@ -113,6 +116,9 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.buildResolver(ctx, orders, gate); err != nil {
+		return nil, err
+	}
 	sweep := 30 * time.Second
 	if m.cfg.OrderStaleAfter > 0 {
 		sweep = min(sweep, max(m.cfg.OrderStaleAfter/2, 100*time.Millisecond))
@@ -209,30 +215,72 @@ func (m *Main) openChannels() error {
 	}
 	sort.Strings(codes)
 	chs := make([]channel.Channel, 0, len(codes))
+	var sims, gateways []string
 	for _, code := range codes {
-		sim, err := channel.NewSimulator(code, m.cfg.Channels[code])
+		if gc, ok := m.cfg.gatewayOf(code); ok {
+			gw, err := gateway.NewChannel(gc, m.log.With("component", "gateway", "channel", code), nil)
+			if err != nil {
+				return err
+			}
+			m.gateways = append(m.gateways, gw)
+			chs = append(chs, gw)
+			gateways = append(gateways, code+" "+gc.BaseURL)
+			continue
+		}
+		sim, err := channel.NewSimulator(code, m.cfg.Channels[code].SimulatorConfig)
 		if err != nil {
 			return err
 		}
+		m.watchSimulator(sim)
 		chs = append(chs, sim)
+		sims = append(sims, code)
 	}
 	reg, err := channel.NewRegistry(chs...)
 	if err != nil {
 		return err
 	}
 	m.channels = reg
-	for _, ch := range chs {
-		sim := ch.(*channel.Simulator)
-		labels := prometheus.Labels{"channel": sim.Code()}
-		m.metrics.Registry.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: "payserver_simulator_calls_total", Help: "Payments the channel simulator was asked to make.", ConstLabels: labels,
-			}, func() float64 { return float64(sim.Calls()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: "payserver_simulator_duplicate_calls_total", Help: "Simulator calls that repeated a requestId it had already paid (must stay 0).", ConstLabels: labels,
-			}, func() float64 { return float64(sim.Duplicates()) }),
-		)
+	m.log.Info("channels", "simulators", sims, "gateways", gateways)
+	return nil
+}
+
+// notifySecret returns the secret of a channel served by a gateway, which
+// signs its notifications; false for a simulator.
+func (m *Main) notifySecret(code string) ([]byte, bool) {
+	if _, ok := m.cfg.Channels[code]; !ok {
+		return nil, false
 	}
-	m.log.Info("channels", "simulators", codes)
+	gc, ok := m.cfg.gatewayOf(code)
+	return gc.Secret, ok
+}
+
+// watchSimulator registers a simulator's call counters.
+func (m *Main) watchSimulator(sim *channel.Simulator) {
+	labels := prometheus.Labels{"channel": sim.Code()}
+	m.metrics.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "payserver_simulator_calls_total", Help: "Payments the channel simulator was asked to make.", ConstLabels: labels,
+		}, func() float64 { return float64(sim.Calls()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "payserver_simulator_duplicate_calls_total", Help: "Simulator calls that repeated a requestId it had already paid (must stay 0).", ConstLabels: labels,
+		}, func() float64 { return float64(sim.Duplicates()) }),
+	)
+}
+
+// buildResolver makes the resolver of unknown outcomes and starts it.
+func (m *Main) buildResolver(ctx context.Context, orders *repo.Orders, limiter pay.Limiter) error {
+	r, err := pay.NewResolver(orders, limiter, m.channels, pay.ResolverOptions{
+		Owner:       fmt.Sprintf("%s/%d", instanceName(m.cfg.HTTPAddr), os.Getpid()),
+		Backoff:     m.cfg.Resolver.Backoff,
+		MaxBackoff:  m.cfg.Resolver.MaxBackoff,
+		CallTimeout: m.cfg.ChannelTimeout,
+		Observer:    m.metrics.NewResolver(),
+		Logger:      m.log.With("component", "resolver"),
+	})
+	if err != nil {
+		return err
+	}
+	m.resolver = r
+	m.goBackground(func() { r.Run(ctx) })
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"payserver/internal/channel"
 	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
 )
@@ -81,8 +80,17 @@ type Config struct {
 	// LostAnswerGrace is how long a payment whose limiter answer was lost
 	// (503) waits for its client's retry before it is closed NOT_SENT and
 	// its slot released. 0 means 30s.
-	LostAnswerGrace time.Duration                      `yaml:"lostAnswerGrace"` // PAYSERVER_LOST_ANSWER_GRACE
-	Channels        map[string]channel.SimulatorConfig `yaml:"channels"`
+	LostAnswerGrace time.Duration `yaml:"lostAnswerGrace"` // PAYSERVER_LOST_ANSWER_GRACE
+	// Channels are the configured channels: in-process simulators unless
+	// a gateway URL is set (config_channels.go).
+	Channels map[string]ChannelConfig `yaml:"channels"`
+	// ChannelGatewayURL and ChannelGatewaySecret send every configured
+	// channel to one channel gateway, at URL/CODE; a channel's own
+	// gateway settings win.
+	ChannelGatewayURL    string `yaml:"channelGatewayUrl"`    // PAYSERVER_CHANNEL_GATEWAY_URL
+	ChannelGatewaySecret string `yaml:"channelGatewaySecret"` // PAYSERVER_CHANNEL_GATEWAY_SECRET
+	// Resolver tunes the resolution of unknown outcomes with the channels.
+	Resolver ResolverConfig `yaml:"resolver"`
 
 	// UnknownEnv lists the PAYSERVER_* variables set in the environment
 	// that payserver does not know (typos, or settings of another version);
@@ -113,6 +121,14 @@ type LimiterConfig struct {
 	// allow or deny are still accepted so old configs start; allow logs a
 	// warning.
 	Unconfigured ratelimit.Policy `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
+}
+
+// ResolverConfig tunes the resolver of unknown outcomes (pay.Resolver):
+// an UNKNOWN order is queried Backoff after its first unanswered attempt,
+// then twice as long each time up to MaxBackoff.
+type ResolverConfig struct {
+	Backoff    time.Duration `yaml:"backoff"`    // PAYSERVER_RESOLVER_BACKOFF, default 1s
+	MaxBackoff time.Duration `yaml:"maxBackoff"` // PAYSERVER_RESOLVER_MAX_BACKOFF, default 1m
 }
 
 // RoutingConfig tunes the channel health breakers of routed payments
@@ -152,7 +168,8 @@ func DefaultConfig() Config {
 		Routing:         RoutingConfig{BreakerFailures: 5, BreakerCooldown: 30 * time.Second, BreakerProbes: 1},
 		ChannelTimeout:  5 * time.Second,
 		ShutdownTimeout: 15 * time.Second,
-		Channels: map[string]channel.SimulatorConfig{
+		Resolver:        ResolverConfig{Backoff: time.Second, MaxBackoff: time.Minute},
+		Channels: map[string]ChannelConfig{
 			"ALIPAY": {}, "WECHAT": {}, "UNIONPAY": {},
 		},
 	}
@@ -218,6 +235,10 @@ func (c Config) Validate() error {
 		if err := sc.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("channel %s: %w", code, err))
 		}
+	}
+	errs = append(errs, c.validateGateways())
+	if c.Resolver.Backoff <= 0 || c.Resolver.MaxBackoff < c.Resolver.Backoff {
+		errs = append(errs, errors.New("PAYSERVER_RESOLVER_BACKOFF must be positive and PAYSERVER_RESOLVER_MAX_BACKOFF at least as long"))
 	}
 	if c.PprofAddr != "" && !netaddr.IsLoopback(c.PprofAddr) {
 		errs = append(errs, fmt.Errorf("PAYSERVER_PPROF_ADDR %q: must be a loopback host:port", c.PprofAddr))
@@ -319,6 +340,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("httpAddr", c.HTTPAddr), slog.String("dataDir", c.DataDir),
 		slog.String("db", db), slog.String("redis", redis), slog.String("limits", limits),
 		slog.String("policy", string(c.Limiter.Policy)), slog.Bool("adminToken", c.AdminToken != ""),
+		slog.String("channelGateway", c.ChannelGatewayURL),
 	)
 }
 

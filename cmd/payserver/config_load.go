@@ -15,7 +15,6 @@ import (
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
-	"payserver/internal/channel"
 	"payserver/internal/ratelimit"
 )
 
@@ -75,7 +74,7 @@ func LoadConfig(environ []string) (Config, error) {
 		return Config{}, fmt.Errorf("config %s and environment: %s", path, nameEnvInError(err.Error(), vars))
 	}
 	if v := vars["PAYSERVER_CHANNELS"]; v != "" {
-		chs := map[string]channel.SimulatorConfig{}
+		chs := map[string]ChannelConfig{}
 		for _, code := range splitList(v) {
 			chs[code] = cfg.Channels[code]
 		}

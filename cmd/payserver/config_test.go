@@ -94,9 +94,10 @@ func TestConfigLogValueHidesSecrets(t *testing.T) {
 	cfg.Nacos.Username, cfg.Nacos.Password = "nacos", "nacos-secret"
 	cfg.RedisMode, cfg.RedisSentinels, cfg.RedisMaster = RedisSentinel, []string{"s:1"}, "m"
 	cfg.RedisSentinelUsername, cfg.RedisSentinelPassword = "sentinel-user", "sentinel-secret"
+	cfg.ChannelGatewayURL, cfg.ChannelGatewaySecret = "http://127.0.0.1:9000", "gateway-secret"
 	var buf bytes.Buffer
 	slog.New(slog.NewTextHandler(&buf, nil)).Info("start", "config", cfg)
-	for _, secret := range []string{"Pa55word!", "redis-secret", "admin-secret", "nacos-secret", "sentinel-secret"} {
+	for _, secret := range []string{"Pa55word!", "redis-secret", "admin-secret", "nacos-secret", "sentinel-secret", "gateway-secret"} {
 		if strings.Contains(buf.String(), secret) {
 			t.Fatalf("log contains %q: %s", secret, buf.String())
 		}

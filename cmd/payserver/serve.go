@@ -39,6 +39,7 @@ func (m *Main) serve(svc *pay.Service) error {
 		Observe:    m.metrics.HTTP,
 		Limits:     limitsView{m.limiter, m.manager},
 		Admin:      admin,
+		Notify:     &httpapi.NotifyOptions{Notifier: m.resolver, Secret: m.notifySecret},
 		Ready: []httpapi.Check{
 			{Name: "database", Check: httpapi.Required(func(ctx context.Context) error { return repo.Ping(ctx, m.db) })},
 			{Name: "schema", Check: m.schema.Check},

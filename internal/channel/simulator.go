@@ -57,8 +57,19 @@ type Simulator struct {
 	duplicates atomic.Int64
 	mu         sync.Mutex
 	seen       map[string]struct{}
-	rnd        *mrand.Rand
+	// orders holds the outcome of every order processed, and the orders
+	// closed unprocessed (Lookup), by orderNo.
+	orders map[string]simOrder
+	rnd    *mrand.Rand
 }
+
+// simOrder is what the simulator knows of one order.
+type simOrder struct {
+	result Result
+	closed bool // closed before it was processed: never will be
+}
+
+var _ Lookup = (*Simulator)(nil)
 
 // NewSimulator returns a simulated channel with the given code.
 func NewSimulator(code string, cfg SimulatorConfig) (*Simulator, error) {
@@ -76,7 +87,7 @@ func NewSimulator(code string, cfg SimulatorConfig) (*Simulator, error) {
 		s1 = s1<<8 | uint64(seed[i])
 		s2 = s2<<8 | uint64(seed[8+i])
 	}
-	return &Simulator{code: code, cfg: cfg, seen: map[string]struct{}{}, rnd: mrand.New(mrand.NewPCG(s1, s2))}, nil
+	return &Simulator{code: code, cfg: cfg, seen: map[string]struct{}{}, orders: map[string]simOrder{}, rnd: mrand.New(mrand.NewPCG(s1, s2))}, nil
 }
 
 // Code implements Channel.
@@ -106,14 +117,39 @@ func (s *Simulator) Pay(ctx context.Context, req Request) (Result, error) {
 		s.duplicates.Add(1)
 	}
 	s.seen[req.RequestID] = struct{}{}
+	if known, ok := s.orders[req.OrderNo]; ok && req.OrderNo != "" {
+		s.mu.Unlock()
+		if known.closed {
+			return Result{Status: Declined, DeclineCode: "ORDER_CLOSED", DeclineReason: "the order was closed"}, nil
+		}
+		return known.result, nil
+	}
 	roll := s.rnd.Float64()
 	jitter := time.Duration(0)
 	if s.cfg.Jitter > 0 {
 		jitter = time.Duration(s.rnd.Int64N(int64(s.cfg.Jitter)))
 	}
+	// The outcome is decided, and the payment processed, when the call
+	// arrives; a timeout loses only the answer (Query finds it).
+	var res Result
+	var sysErr error
+	lost := roll < s.cfg.TimeoutRate
+	switch roll -= s.cfg.TimeoutRate; {
+	case lost:
+		res = Result{Status: Succeeded, TradeNo: s.tradeNo()}
+	case roll < s.cfg.ErrorRate:
+		sysErr = &SystemError{Channel: s.code, Code: "SYSTEM_BUSY", Message: "simulated channel system error"}
+	case roll-s.cfg.ErrorRate < s.cfg.DeclineRate:
+		res = Result{Status: Declined, TradeNo: s.tradeNo(), DeclineCode: "INSUFFICIENT_FUNDS", DeclineReason: "simulated decline"}
+	default:
+		res = Result{Status: Succeeded, TradeNo: s.tradeNo()}
+	}
+	if sysErr == nil && req.OrderNo != "" {
+		s.orders[req.OrderNo] = simOrder{result: res}
+	}
 	s.mu.Unlock()
 
-	if roll < s.cfg.TimeoutRate {
+	if lost {
 		<-ctx.Done()
 		return Result{}, ErrTimeout
 	}
@@ -126,15 +162,33 @@ func (s *Simulator) Pay(ctx context.Context, req Request) (Result, error) {
 		case <-t.C:
 		}
 	}
-	roll -= s.cfg.TimeoutRate
-	if roll < s.cfg.ErrorRate {
-		return Result{}, &SystemError{Channel: s.code, Code: "SYSTEM_BUSY", Message: "simulated channel system error"}
+	if sysErr != nil {
+		return Result{}, sysErr
 	}
-	roll -= s.cfg.ErrorRate
-	if roll < s.cfg.DeclineRate {
-		return Result{Status: Declined, TradeNo: s.tradeNo(), DeclineCode: "INSUFFICIENT_FUNDS", DeclineReason: "simulated decline"}, nil
+	return res, nil
+}
+
+// Query implements Lookup.
+func (s *Simulator) Query(_ context.Context, req Request) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	known, ok := s.orders[req.OrderNo]
+	if !ok || known.closed {
+		return Result{}, ErrNotFound
 	}
-	return Result{Status: Succeeded, TradeNo: s.tradeNo()}, nil
+	return known.result, nil
+}
+
+// Close implements Lookup.
+func (s *Simulator) Close(_ context.Context, req Request) (CloseResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	known, ok := s.orders[req.OrderNo]
+	if ok && !known.closed {
+		return CloseResult{Processed: true, Result: known.result}, nil
+	}
+	s.orders[req.OrderNo] = simOrder{closed: true}
+	return CloseResult{}, nil
 }
 
 func (s *Simulator) tradeNo() string {

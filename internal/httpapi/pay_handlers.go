@@ -35,6 +35,21 @@ type orderJSON struct {
 	// RoutedFrom is present for a routed payment (no channel in the
 	// request): the candidates skipped before Channel, possibly none.
 	RoutedFrom *[]pay.RouteSkip `json:"routedFrom,omitempty"`
+	// ResolvedBy (query, notify or close) and ResolvedAt are present for
+	// an order whose unknown outcome was resolved with its channel.
+	ResolvedBy string `json:"resolvedBy,omitempty"`
+	ResolvedAt string `json:"resolvedAt,omitempty"`
+	// Admission is the limiter's record of the payment's slot, when one
+	// was recorded.
+	Admission *admissionJSON `json:"admission,omitempty"`
+}
+
+// admissionJSON is pay.Admission as the API shows it.
+type admissionJSON struct {
+	AdmittedAt    string   `json:"admittedAt"`
+	AdmittedAtUs  int64    `json:"admittedAtUs"`
+	WindowKeys    []string `json:"windowKeys"`
+	LimitsVersion string   `json:"limitsVersion,omitempty"`
 }
 
 func toJSON(o *pay.Order) orderJSON {
@@ -53,9 +68,29 @@ func toJSON(o *pay.Order) orderJSON {
 		MerchantID: o.MerchantID, Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,
 		Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
 		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage,
-		CreatedAt: o.CreatedAt.UTC().Format(time.RFC3339Nano),
-		UpdatedAt: o.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		CreatedAt:  o.CreatedAt.UTC().Format(time.RFC3339Nano),
+		UpdatedAt:  o.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		ResolvedBy: o.ResolvedBy, ResolvedAt: formatTime(o.ResolvedAt),
+		Admission: admissionOf(o.Admission),
 	}
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func admissionOf(a pay.Admission) *admissionJSON {
+	if a.At.IsZero() {
+		return nil
+	}
+	keys := a.Keys
+	if keys == nil {
+		keys = []string{}
+	}
+	return &admissionJSON{AdmittedAt: formatTime(a.At), AdmittedAtUs: a.At.UnixMicro(), WindowKeys: keys, LimitsVersion: a.LimitsVersion}
 }
 
 func (h *handler) postPay(c *gin.Context) {

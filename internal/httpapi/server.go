@@ -90,8 +90,10 @@ type Options struct {
 	LimitsAPI LimitsAPI
 	// ClientTokens are the callers of /v1/limits.
 	ClientTokens []ClientToken
-	// Now is the clock GET /limits tells active schedules by. Default
-	// time.Now.
+	// Notify serves POST /channels/{code}/notify; nil leaves it out.
+	Notify *NotifyOptions
+	// Now is the clock GET /limits tells active schedules by, and
+	// notification signatures are checked by. Default time.Now.
 	Now func() time.Time
 }
 
@@ -125,6 +127,9 @@ func New(opts Options) (http.Handler, error) {
 	})
 	r.POST("/pay", h.postPay)
 	r.GET("/pay/:requestId", h.getPay)
+	if opts.Notify != nil {
+		r.POST("/channels/:code/notify", h.postNotify)
+	}
 	r.GET("/healthz", h.healthz)
 	r.GET("/readyz", h.readyz)
 	if opts.AdminToken != "" {

@@ -121,7 +121,32 @@ type Order struct {
 	// candidates it was not sent to, in order of preference, each with its
 	// reason; empty when it went to its first candidate.
 	RoutedFrom []RouteSkip
+	// Admission is the limiter's record of the slot the payment was
+	// admitted into on Channel; zero when none was recorded.
+	Admission Admission
+	// ResolvedBy says who ended an order whose outcome was unknown:
+	// ResolvedByQuery, ResolvedByNotify or ResolvedByClose; empty for an
+	// order its own request ended. ResolvedAt is when.
+	ResolvedBy string
+	ResolvedAt time.Time
 }
+
+// Admission is what the limiter recorded when it admitted a payment: its
+// own time (Redis TIME, µs), the window keys the slot was counted in and
+// the limits document in force. Ops answer a channel's "you sent more than
+// the limit at 10:03:17" with it.
+type Admission struct {
+	At            time.Time
+	Keys          []string
+	LimitsVersion string
+}
+
+// Who resolved an unknown outcome (Order.ResolvedBy).
+const (
+	ResolvedByQuery  = "query"
+	ResolvedByNotify = "notify"
+	ResolvedByClose  = "close"
+)
 
 // Errors an OrderStore returns; any other error means the store failed.
 var (

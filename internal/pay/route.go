@@ -101,7 +101,7 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 	case lookupErr != nil:
 		return nil, lookupErr
 	}
-	chosen, refused, rest, err := s.pick(ctx, req, candidates)
+	chosen, adm, refused, rest, err := s.pick(ctx, req, candidates)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 		BizType: req.BizType, Channel: chosen, MerchantID: req.MerchantID,
 		Amount: req.Amount, Currency: req.Currency, Subject: req.Subject,
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
-		RoutedFrom: skipsOf(refused),
+		RoutedFrom: skipsOf(refused), Admission: adm,
 	}
 	key := ratelimit.Key{BizType: req.BizType, Channel: chosen}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
@@ -142,16 +142,17 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 // limiter admit the request; refused lists those before it that refused,
 // rest those after it. chosen is "" when every candidate refused. A
 // candidate's limiter refusal records nothing, so only the chosen one holds
-// a slot. maxWaitMs applies once all refused: the request then waits for
-// the limited candidate with the shortest wait, if it is within maxWaitMs.
-func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string) (chosen string, refused []candidateRefusal, rest []string, err error) {
+// a slot; adm is the limiter's record of that slot. maxWaitMs applies
+// once all refused: the request then waits for the limited candidate with
+// the shortest wait, if it is within maxWaitMs.
+func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string) (chosen string, adm Admission, refused []candidateRefusal, rest []string, err error) {
 	for i, c := range candidates {
 		r, ok, err := s.try(ctx, req, c)
 		if err != nil {
-			return "", nil, nil, err
+			return "", Admission{}, nil, nil, err
 		}
 		if ok {
-			return c, refused, candidates[i+1:], nil
+			return c, admissionOf(r.d), refused, candidates[i+1:], nil
 		}
 		refused = append(refused, r)
 	}
@@ -162,26 +163,26 @@ func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string)
 		}
 	}
 	if best < 0 || req.MaxWait <= 0 {
-		return "", refused, nil, nil
+		return "", Admission{}, refused, nil, nil
 	}
 	c := refused[best].skip.Channel
 	key := ratelimit.Key{BizType: req.BizType, Channel: c}
 	d, err := s.limiter.Check(limitwait.WithMaxWait(ctx, req.MaxWait), checkOf(req, key))
 	if err != nil {
-		return "", nil, nil, s.limiterFailed(err)
+		return "", Admission{}, nil, nil, s.limiterFailed(err)
 	}
 	if !d.Allowed && d.Unknown {
 		s.lostAnswer(req, key)
-		return "", nil, nil, lostLimiterAnswer(c)
+		return "", Admission{}, nil, nil, lostLimiterAnswer(c)
 	}
 	if d.Conflict {
-		return "", nil, nil, ConflictError(key, req.RequestID, req.Amount)
+		return "", Admission{}, nil, nil, ConflictError(key, req.RequestID, req.Amount)
 	}
 	if !d.Allowed {
 		refused[best].d, refused[best].wait = d, d.RetryAfter
-		return "", refused, nil, nil
+		return "", Admission{}, refused, nil, nil
 	}
-	return c, refused[:best], candidates[indexOf(candidates, c)+1:], nil
+	return c, admissionOf(d), refused[:best], candidates[indexOf(candidates, c)+1:], nil
 }
 
 // try asks one candidate: its health first, then its limiter (without
@@ -202,7 +203,7 @@ func (s *Service) try(ctx context.Context, req PayRequest, c string) (candidateR
 		return candidateRefusal{}, false, s.limiterFailed(err)
 	}
 	if d.Allowed {
-		return candidateRefusal{}, true, nil
+		return candidateRefusal{d: d}, true, nil
 	}
 	if d.Unknown {
 		// The limiter may have admitted the request on this candidate
@@ -221,6 +222,11 @@ func (s *Service) try(ctx context.Context, req PayRequest, c string) (candidateR
 		reason = ReasonClosed
 	}
 	return candidateRefusal{skip: RouteSkip{Channel: c, Reason: reason}, d: d, wait: d.RetryAfter}, false, nil
+}
+
+// admissionOf is the limiter's record of an admitted decision's slot.
+func admissionOf(d ratelimit.Decision) Admission {
+	return Admission{At: d.AdmittedAt, Keys: d.WindowKeys, LimitsVersion: d.LimitsVersion}
 }
 
 // lostLimiterAnswer is the answer when the limiter's answer for candidate c

@@ -56,7 +56,7 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	skipped := append(append([]RouteSkip{}, o.RoutedFrom...), RouteSkip{Channel: o.Channel, Reason: ReasonUnhealthy})
 	// Detached, as the channel call is: a client leaving now must not
 	// change where a claimed payment ends.
-	chosen, refused, left, err := s.pick(context.WithoutCancel(ctx),
+	chosen, adm, refused, left, err := s.pick(context.WithoutCancel(ctx),
 		PayRequest{RequestID: o.RequestID, BizType: o.BizType, Amount: o.Amount, Currency: o.Currency}, rest)
 	if err != nil || chosen == "" {
 		keys := []ratelimit.Key{from}
@@ -76,7 +76,7 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	}
 	to := ratelimit.Key{BizType: o.BizType, Channel: chosen}
 	n := *o
-	n.Channel, n.RoutedFrom = chosen, append(skipped, skipsOf(refused)...)
+	n.Channel, n.RoutedFrom, n.Admission = chosen, append(skipped, skipsOf(refused)...), adm
 	n.UpdatedAt = s.opts.Now().UTC()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
 	err = s.orders.Reroute(rctx, &n, o.Channel)

@@ -157,6 +157,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		BizType: req.BizType, Channel: req.Channel, MerchantID: req.MerchantID,
 		Amount: req.Amount, Currency: req.Currency, Subject: req.Subject,
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
+		Admission: admissionOf(d),
 	}
 	// The claim is detached from the caller's cancellation, as the channel
 	// call is: a client leaving mid-claim must not cut a claim off halfway
@@ -211,7 +212,9 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 	case err == nil:
 		o.Status, o.ChannelTradeNo = Status(res.Status), res.TradeNo
 		o.FailureCode, o.FailureMessage = res.DeclineCode, res.DeclineReason
-		if o.Status != StatusSucceeded && o.Status != StatusFailed {
+		if res.Status == channel.Processing {
+			o.Status, o.FailureCode, o.FailureMessage = StatusUnknown, "CHANNEL_PROCESSING", "the channel is still processing the payment; its outcome will be resolved with the channel"
+		} else if o.Status != StatusSucceeded && o.Status != StatusFailed {
 			o.Status, o.FailureCode, o.FailureMessage = StatusUnknown, "CHANNEL_BAD_ANSWER", fmt.Sprintf("channel answered status %q", res.Status)
 		}
 	case errors.As(err, &sysErr):
@@ -254,6 +257,9 @@ func (s *Service) finish(ctx context.Context, o *Order) error {
 			return nil
 		}
 		if errors.Is(err, ErrOrderNotFound) {
+			if s.endedElsewhere(ctx, o) {
+				return nil
+			}
 			if attempt > 0 && s.recorded(ctx, o) {
 				// An earlier attempt that timed out on our side was
 				// committed after all (a batched statement outlives its
@@ -266,6 +272,24 @@ func (s *Service) finish(ctx context.Context, o *Order) error {
 	s.log.Error("could not record a channel outcome; the order stays PROCESSING until swept to UNKNOWN",
 		"requestId", o.RequestID, "orderNo", o.OrderNo, "status", string(o.Status), "err", err)
 	return err
+}
+
+// endedElsewhere reports whether o's order was already ended by the
+// channel's own word (a notification, or the resolver after the sweeper
+// marked it UNKNOWN) and, if so, makes o that order: the channel's word
+// stands, and a final order never changes.
+func (s *Service) endedElsewhere(ctx context.Context, o *Order) bool {
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	got, err := s.orders.Get(gctx, o.RequestID)
+	if err != nil || got.OrderNo != o.OrderNo || got.ResolvedBy == "" {
+		return false
+	}
+	if st := StateOf(got); st == StateProcessing || st == StateUnknown {
+		return false
+	}
+	*o = *got
+	return true
 }
 
 // recorded reports whether the stored order already holds o's outcome.

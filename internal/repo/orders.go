@@ -38,6 +38,13 @@ type orderRow struct {
 	// RoutedFrom is the routed payment's skipped candidates as JSON, '' for
 	// a pinned payment (routedFromColumn).
 	RoutedFrom string
+	// The limiter's admission (µs, comma-separated keys, version) and the
+	// resolution of an unknown outcome (migration 00008).
+	AdmittedAtUs  int64
+	AdmittedKeys  string
+	LimitsVersion string
+	ResolvedBy    string
+	ResolvedAtUs  int64
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -83,9 +90,10 @@ var _ pay.OrderStore = (*Orders)(nil)
 // and slow statements still go to gorm's logger (see trace).
 const (
 	orderColumns = "order_no, request_id, request_hash, biz_type, channel, merchant_id, amount, currency, subject, " +
-		"status, channel_trade_no, failure_code, failure_message, created_at, updated_at, routed_from"
+		"status, channel_trade_no, failure_code, failure_message, created_at, updated_at, routed_from, " +
+		"admitted_at_us, admitted_keys, limits_version, resolved_by, resolved_at_us"
 	// orderRowValues is one row's placeholders for orderColumns.
-	orderRowValues = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	orderRowValues = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	getOrderSQL    = "SELECT " + orderColumns + " FROM orders WHERE request_id = ?"
 	createOrderSQL = "INSERT INTO orders (" + orderColumns + ") VALUES " + orderRowValues
 	finishOrderSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ? " +
@@ -170,13 +178,15 @@ func scanOne(rows *sql.Rows, r *orderRow) error {
 func (r *orderRow) scan(rows *sql.Rows) error {
 	return rows.Scan(&r.OrderNo, &r.RequestID, &r.RequestHash,
 		&r.BizType, &r.Channel, &r.MerchantID, &r.Amount, &r.Currency, &r.Subject,
-		&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt, &r.RoutedFrom)
+		&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt, &r.RoutedFrom,
+		&r.AdmittedAtUs, &r.AdmittedKeys, &r.LimitsVersion, &r.ResolvedBy, &r.ResolvedAtUs)
 }
 
 // values are r's values for orderColumns, in order.
 func (r *orderRow) values() []any {
 	return []any{r.OrderNo, r.RequestID, r.RequestHash, r.BizType, r.Channel, r.MerchantID, r.Amount,
-		r.Currency, r.Subject, r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt, r.RoutedFrom}
+		r.Currency, r.Subject, r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt, r.RoutedFrom,
+		r.AdmittedAtUs, r.AdmittedKeys, r.LimitsVersion, r.ResolvedBy, r.ResolvedAtUs}
 }
 
 // storedPrecision is the precision of the orders table's times: MariaDB's
@@ -393,8 +403,43 @@ func rowOf(o *pay.Order) orderRow {
 		Status: string(o.Status), ChannelTradeNo: o.ChannelTradeNo,
 		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage,
 		CreatedAt: stored(o.CreatedAt), UpdatedAt: stored(o.UpdatedAt),
-		RoutedFrom: routedFromColumn(o.RoutedFrom),
+		RoutedFrom:   routedFromColumn(o.RoutedFrom),
+		AdmittedAtUs: unixMicro(o.Admission.At), AdmittedKeys: keysColumn(o.Admission.Keys),
+		LimitsVersion: o.Admission.LimitsVersion,
+		ResolvedBy:    o.ResolvedBy, ResolvedAtUs: unixMicro(o.ResolvedAt),
 	}
+}
+
+// admittedKeysMax is the admitted_keys column's size.
+const admittedKeysMax = 1024
+
+// keysColumn joins keys with commas, keeping only the whole keys that fit
+// in the column: a long list never makes the order's INSERT fail.
+func keysColumn(keys []string) string {
+	s := strings.Join(keys, ",")
+	for len(s) > admittedKeysMax {
+		i := strings.LastIndexByte(s, ',')
+		if i < 0 {
+			return ""
+		}
+		s = s[:i]
+	}
+	return s
+}
+
+// unixMicro is t in Unix µs, 0 for the zero time; timeOfMicro the reverse.
+func unixMicro(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func timeOfMicro(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
 }
 
 func (r orderRow) order() *pay.Order {
@@ -406,5 +451,15 @@ func (r orderRow) order() *pay.Order {
 		FailureCode: r.FailureCode, FailureMessage: r.FailureMessage,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		RoutedFrom: routedFromOf(r.RoutedFrom),
+		Admission:  admissionOf(r),
+		ResolvedBy: r.ResolvedBy, ResolvedAt: timeOfMicro(r.ResolvedAtUs),
 	}
+}
+
+func admissionOf(r orderRow) pay.Admission {
+	a := pay.Admission{At: timeOfMicro(r.AdmittedAtUs), LimitsVersion: r.LimitsVersion}
+	if r.AdmittedKeys != "" {
+		a.Keys = strings.Split(r.AdmittedKeys, ",")
+	}
+	return a
 }

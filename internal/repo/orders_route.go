@@ -13,7 +13,8 @@ import (
 // claim by request_id and order_no (only its owner moves it) and by the
 // channel it leaves, so that it can never move a claim twice or one that
 // the sweeper has turned UNKNOWN.
-const rerouteOrderSQL = "UPDATE orders SET channel = ?, routed_from = ?, updated_at = ? " +
+const rerouteOrderSQL = "UPDATE orders SET channel = ?, routed_from = ?, updated_at = ?, " +
+	"admitted_at_us = ?, admitted_keys = ?, limits_version = ? " +
 	"WHERE request_id = ? AND order_no = ? AND channel = ? AND status = ?"
 
 // Reroute implements pay.OrderStore. It runs as one autocommit UPDATE of its
@@ -24,7 +25,7 @@ func (s *Orders) Reroute(ctx context.Context, o *pay.Order, from string) error {
 	o.UpdatedAt = stored(o.UpdatedAt)
 	begin := time.Now()
 	res, err := s.db.ConnPool.ExecContext(ctx, rerouteOrderSQL, o.Channel, routedFromColumn(o.RoutedFrom),
-		o.UpdatedAt, o.RequestID, o.OrderNo, from, string(pay.StatusProcessing))
+		o.UpdatedAt, unixMicro(o.Admission.At), keysColumn(o.Admission.Keys), o.Admission.LimitsVersion, o.RequestID, o.OrderNo, from, string(pay.StatusProcessing))
 	var n int64
 	if err == nil {
 		n, err = res.RowsAffected()

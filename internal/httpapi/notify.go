@@ -1,0 +1,83 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/apperr"
+	"payserver/internal/channel"
+	"payserver/internal/channel/gateway"
+	"payserver/internal/pay"
+)
+
+// Notifier takes a channel's asynchronous notification. *pay.Resolver
+// implements it.
+type Notifier interface {
+	Notify(ctx context.Context, n pay.Notification) (*pay.Order, error)
+}
+
+// NotifyOptions serves POST /channels/{code}/notify: a channel gateway's
+// signed word on an order's final outcome.
+type NotifyOptions struct {
+	Notifier Notifier
+	// Secret returns the signing secret of a channel served by a gateway;
+	// false for a channel that does not notify (an in-process simulator).
+	Secret func(code string) ([]byte, bool)
+}
+
+// postNotify verifies a notification's signature before reading anything
+// from it: a forged one is refused (401) and changes nothing. A duplicate,
+// or a notification about an order already final, is taken (204) and
+// changes nothing either.
+func (h *handler) postNotify(c *gin.Context) {
+	code := c.Param("code")
+	secret, ok := h.opts.Notify.Secret(code)
+	if !ok {
+		writeError(c, h.log, apperr.New(apperr.NotFound, "channel %s takes no notifications", code).
+			WithDetails(map[string]any{"channel": code}), "")
+		return
+	}
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: "could not be read in time or was cut short"}), "")
+		return
+	}
+	if err := gateway.Verify(c.Request.Header, secret, body, h.opts.Now()); err != nil {
+		h.log.Warn("a channel notification was refused: bad or stale signature", "channel", code,
+			"remote", c.ClientIP(), "err", err)
+		writeError(c, h.log, apperr.New(apperr.Unauthorized, "the notification's signature is bad or stale"), "")
+		return
+	}
+	var a gateway.Answer
+	if err := json.Unmarshal(body, &a); err != nil || a.OrderNo == "" {
+		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: "must be a gateway answer with an orderNo"}), "")
+		return
+	}
+	res := channel.Result{TradeNo: a.TradeNo, DeclineCode: a.Code, DeclineReason: a.Reason}
+	switch a.Outcome {
+	case gateway.Succeeded:
+		res.Status = channel.Succeeded
+	case gateway.Declined:
+		res.Status = channel.Declined
+	default:
+		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "outcome", Reason: "must be SUCCEEDED or DECLINED"}), "")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 10*time.Second)
+	defer cancel()
+	if _, err := h.opts.Notify.Notifier.Notify(ctx, pay.Notification{Channel: code, OrderNo: a.OrderNo, Result: res}); err != nil {
+		var ae *apperr.Error
+		if !errors.As(err, &ae) {
+			err = apperr.Wrap(err, apperr.Internal, "the notification could not be taken")
+		}
+		writeError(c, h.log, err, "")
+		return
+	}
+	c.Status(http.StatusNoContent)
+}

@@ -1,0 +1,441 @@
+package pay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"payserver/internal/apperr"
+	"payserver/internal/channel"
+	"payserver/internal/ratelimit"
+)
+
+// ResolveStore is what the Resolver needs of the order store.
+// internal/repo implements it.
+type ResolveStore interface {
+	// Unresolved returns up to limit UNKNOWN orders due for an attempt at
+	// now and not leased, the most overdue first.
+	Unresolved(ctx context.Context, now time.Time, limit int) ([]Unresolved, error)
+	// Lease takes o (still UNKNOWN, its lease expired before now) for
+	// owner until until, counting one more attempt; false when another
+	// instance holds it or it is no longer UNKNOWN.
+	Lease(ctx context.Context, o *Order, owner string, now, until time.Time) (bool, error)
+	// Reschedule gives up owner's lease of an UNKNOWN order and sets its
+	// next attempt.
+	Reschedule(ctx context.Context, requestID, owner string, next time.Time) error
+	// Resolve ends an UNKNOWN or PROCESSING order with o's outcome and
+	// o.ResolvedBy, o.ResolvedAt; ErrOrderNotFound when it already ended.
+	Resolve(ctx context.Context, o *Order) error
+	// GetByOrderNo returns the order with orderNo, or ErrOrderNotFound.
+	GetByOrderNo(ctx context.Context, orderNo string) (*Order, error)
+	// UnresolvedStats returns how many orders are UNKNOWN, and the last
+	// update of the oldest of them (zero when none).
+	UnresolvedStats(ctx context.Context) (int64, time.Time, error)
+}
+
+// Unresolved is an UNKNOWN order and how many attempts to resolve it were
+// made.
+type Unresolved struct {
+	Order    *Order
+	Attempts int
+}
+
+// ResolveObserver is told what the Resolver did, for metrics. It must not
+// block.
+type ResolveObserver interface {
+	// Resolved counts an order ended by query, notify or close.
+	Resolved(channel, by string, to State)
+	// Queried counts one call to a channel: op query or close, result an
+	// outcome (SUCCEEDED, DECLINED, PROCESSING, NOT_FOUND, CLOSED), or
+	// LIMITED (the RESOLVE key refused it) or ERROR.
+	Queried(channel, op, result string)
+	// Unresolved reports the UNKNOWN orders and the age of the oldest.
+	Unresolved(count int64, oldest time.Duration)
+}
+
+type nopResolveObserver struct{}
+
+func (nopResolveObserver) Resolved(string, string, State)  {}
+func (nopResolveObserver) Queried(string, string, string)  {}
+func (nopResolveObserver) Unresolved(int64, time.Duration) {}
+
+// ResolverOptions tunes a Resolver. Zero values select the defaults.
+type ResolverOptions struct {
+	// Owner names this instance in leases. Required.
+	Owner string
+	// Backoff is the wait after an order's first unanswered attempt; it
+	// doubles with each attempt up to MaxBackoff. Defaults 1s and 1m.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// Lease is how long one instance holds an order it is resolving: past
+	// it (the instance died) another takes it. Default 30s; it must
+	// outlast CallTimeout twice (a query and a close).
+	Lease time.Duration
+	// CallTimeout bounds one query or close. Default 5s.
+	CallTimeout time.Duration
+	// Interval is how often the store is asked for due orders. Default 1s.
+	Interval time.Duration
+	// Workers resolve orders at once, at most; Batch orders are read per
+	// round. Defaults 4 and 32.
+	Workers int
+	Batch   int
+	// StatsEvery is how often the unresolved gauge is read. Default 15s.
+	StatsEvery time.Duration
+	Observer   ResolveObserver
+	Logger     *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Resolver resolves UNKNOWN orders with their channels: it queries the
+// channel with backoff and ends the order SUCCEEDED or FAILED as the
+// channel says; when the channel has no such order (which is not proof
+// that it was never sent), it closes the order at the channel and ends it
+// NOT_SENT only when the close proves it was never processed. Every query
+// and close is checked by the limiter on the channel's RESOLVE key first,
+// so resolving cannot itself exceed the channel's quota. Orders are
+// leased, so two instances never query one order at once. The slot of a
+// resolved order meets the fate of any ended payment: kept when SUCCEEDED,
+// its amount given back when FAILED, released when NOT_SENT.
+type Resolver struct {
+	store    ResolveStore
+	limiter  Limiter
+	channels Channels
+	opts     ResolverOptions
+	log      *slog.Logger
+	obs      ResolveObserver
+}
+
+// NewResolver returns a Resolver; Run runs it.
+func NewResolver(store ResolveStore, limiter Limiter, channels Channels, opts ResolverOptions) (*Resolver, error) {
+	if store == nil || limiter == nil || channels == nil {
+		return nil, errors.New("pay: nil resolver dependency")
+	}
+	if opts.Owner == "" {
+		return nil, errors.New("pay: the resolver needs an owner name")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opts.Backoff, time.Second)
+	def(&opts.MaxBackoff, time.Minute)
+	def(&opts.CallTimeout, 5*time.Second)
+	def(&opts.Lease, max(30*time.Second, 3*opts.CallTimeout))
+	def(&opts.Interval, time.Second)
+	def(&opts.StatsEvery, 15*time.Second)
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = 32
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopResolveObserver{}
+	}
+	return &Resolver{store: store, limiter: limiter, channels: channels, opts: opts, log: opts.Logger, obs: opts.Observer}, nil
+}
+
+// Run resolves due orders until ctx ends, then waits for the attempts in
+// flight (each bounded by CallTimeout).
+func (r *Resolver) Run(ctx context.Context) {
+	work := make(chan Unresolved)
+	var wg sync.WaitGroup
+	for range r.opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range work {
+				r.attempt(ctx, u)
+			}
+		}()
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
+	var lastStats time.Time
+	for {
+		now := r.opts.Now()
+		if now.Sub(lastStats) >= r.opts.StatsEvery {
+			lastStats = now
+			r.stats(ctx)
+		}
+		due, err := r.due(ctx, now)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("could not read the orders to resolve", "err", err)
+		}
+		for _, u := range due {
+			select {
+			case work <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if len(due) < r.opts.Batch && !sleepCtx(ctx, r.opts.Interval) {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (r *Resolver) due(ctx context.Context, now time.Time) ([]Unresolved, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return r.store.Unresolved(qctx, now, r.opts.Batch)
+}
+
+func (r *Resolver) stats(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	n, oldest, err := r.store.UnresolvedStats(sctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	var age time.Duration
+	if n > 0 && !oldest.IsZero() {
+		age = max(r.opts.Now().Sub(oldest), 0)
+	}
+	r.obs.Unresolved(n, age)
+}
+
+// ResolveOnce resolves the orders due now, one round, and returns when
+// their attempts are done: for tests and tools.
+func (r *Resolver) ResolveOnce(ctx context.Context) error {
+	due, err := r.due(ctx, r.opts.Now())
+	if err != nil {
+		return err
+	}
+	for _, u := range due {
+		r.attempt(ctx, u)
+	}
+	return nil
+}
+
+// backoff is the wait after attempt n (1 the first).
+func (r *Resolver) backoff(n int) time.Duration {
+	d := r.opts.Backoff
+	for i := 1; i < n && d < r.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, r.opts.MaxBackoff)
+}
+
+// attempt leases u's order and asks its channel once (a query, and a
+// close when the channel has no such order).
+func (r *Resolver) attempt(ctx context.Context, u Unresolved) {
+	o := u.Order
+	now := r.opts.Now()
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ok, err := r.store.Lease(lctx, o, r.opts.Owner, now, now.Add(r.opts.Lease))
+	cancel()
+	if err != nil || !ok {
+		return // another instance has it, it ended, or the store failed: next round
+	}
+	next, why := r.ask(ctx, o, u.Attempts+1)
+	if next == 0 {
+		return
+	}
+	r.log.Debug("an unknown outcome is not resolved yet", "requestId", o.RequestID, "orderNo", o.OrderNo,
+		"channel", o.Channel, "attempt", u.Attempts+1, "why", why, "next", next)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.store.Reschedule(sctx, o.RequestID, r.opts.Owner, r.opts.Now().Add(next)); err != nil {
+		r.log.Warn("could not reschedule an unknown outcome; its lease expires instead", "requestId", o.RequestID, "err", err)
+	}
+}
+
+// ask runs one attempt on o. It returns the wait before the next attempt,
+// zero when o ended (here or elsewhere), and why it did not end.
+func (r *Resolver) ask(ctx context.Context, o *Order, attempt int) (time.Duration, string) {
+	ch, ok := r.channels.Get(o.Channel)
+	look, canAsk := ch.(channel.Lookup)
+	if !ok || !canAsk {
+		return r.opts.MaxBackoff, "the channel is not configured, or cannot be queried"
+	}
+	req := channelRequest(o)
+	if wait, admitted := r.admit(ctx, o, "q"+strconv.Itoa(attempt)); !admitted {
+		r.obs.Queried(o.Channel, "query", "LIMITED")
+		return wait, "the RESOLVE key is at its limit"
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CallTimeout)
+	res, err := look.Query(qctx, req)
+	cancel()
+	switch {
+	case errors.Is(err, channel.ErrNotFound):
+		r.obs.Queried(o.Channel, "query", "NOT_FOUND")
+		return r.close(ctx, look, o, req, attempt)
+	case err != nil:
+		r.obs.Queried(o.Channel, "query", "ERROR")
+		return r.backoff(attempt), "query failed: " + err.Error()
+	case res.Status == channel.Processing:
+		r.obs.Queried(o.Channel, "query", string(channel.Processing))
+		return r.backoff(attempt), "the channel is still processing it"
+	}
+	r.obs.Queried(o.Channel, "query", outcomeName(res.Status))
+	return r.end(ctx, o, res, ResolvedByQuery)
+}
+
+// close closes o at its channel after a query found nothing: the close
+// either proves the payment was never processed (NOT_SENT) or gives its
+// outcome.
+func (r *Resolver) close(ctx context.Context, look channel.Lookup, o *Order, req channel.Request, attempt int) (time.Duration, string) {
+	if wait, admitted := r.admit(ctx, o, "c"+strconv.Itoa(attempt)); !admitted {
+		r.obs.Queried(o.Channel, "close", "LIMITED")
+		return wait, "the RESOLVE key is at its limit"
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CallTimeout)
+	cr, err := look.Close(cctx, req)
+	cancel()
+	if err != nil {
+		r.obs.Queried(o.Channel, "close", "ERROR")
+		return r.backoff(attempt), "close failed: " + err.Error()
+	}
+	r.obs.Queried(o.Channel, "close", "CLOSED")
+	if !cr.Processed {
+		o.Status, o.FailureCode = StatusFailed, FailureNotSent
+		o.FailureMessage = "the channel confirmed it never processed the payment (closed); nothing was charged"
+		o.ChannelTradeNo = ""
+		return r.finish(ctx, o, ResolvedByClose)
+	}
+	return r.end(ctx, o, cr.Result, ResolvedByClose)
+}
+
+// end records a channel's final answer (SUCCEEDED or DECLINED) about o.
+func (r *Resolver) end(ctx context.Context, o *Order, res channel.Result, by string) (time.Duration, string) {
+	if !applyFinal(o, res) {
+		return r.opts.MaxBackoff, fmt.Sprintf("the channel answered status %q", res.Status)
+	}
+	return r.finish(ctx, o, by)
+}
+
+// applyFinal sets o's outcome from a channel's final answer; false when
+// the answer is not final.
+func applyFinal(o *Order, res channel.Result) bool {
+	switch res.Status {
+	case channel.Succeeded:
+		o.Status, o.ChannelTradeNo, o.FailureCode, o.FailureMessage = StatusSucceeded, res.TradeNo, "", ""
+	case channel.Declined:
+		o.Status, o.ChannelTradeNo, o.FailureCode, o.FailureMessage = StatusFailed, res.TradeNo, res.DeclineCode, res.DeclineReason
+		if o.FailureCode == "" {
+			o.FailureCode = "DECLINED"
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// finish stores o's resolution and settles its slot.
+func (r *Resolver) finish(ctx context.Context, o *Order, by string) (time.Duration, string) {
+	now := r.opts.Now().UTC()
+	o.ResolvedBy, o.ResolvedAt, o.UpdatedAt = by, now, now
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	err := r.store.Resolve(fctx, o)
+	cancel()
+	switch {
+	case errors.Is(err, ErrOrderNotFound):
+		return 0, "" // ended elsewhere (a notification, its own request), which settled its slot
+	case err != nil:
+		return r.opts.Backoff, "the resolution could not be stored: " + err.Error()
+	}
+	settleResolved(ctx, r.limiter, o, r.log)
+	r.obs.Resolved(o.Channel, by, StateOf(o))
+	r.log.Info("an unknown outcome was resolved", "requestId", o.RequestID, "orderNo", o.OrderNo,
+		"channel", o.Channel, "by", by, "status", string(o.Status), "failureCode", o.FailureCode)
+	return 0, ""
+}
+
+// admit checks one query or close of o on its channel's RESOLVE key. A
+// refusal, or a limiter that cannot answer, returns the wait before the
+// next attempt.
+func (r *Resolver) admit(ctx context.Context, o *Order, call string) (time.Duration, bool) {
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	d, err := r.limiter.Check(actx, ratelimit.Request{
+		Key:    ratelimit.Key{BizType: ratelimit.ResolveBizType, Channel: o.Channel},
+		Member: "#resolve:" + o.OrderNo + ":" + call,
+	})
+	cancel()
+	switch {
+	case err != nil:
+		return r.opts.Backoff, false
+	case !d.Allowed:
+		return max(d.RetryAfter, 100*time.Millisecond), false
+	}
+	return 0, true
+}
+
+// settleResolved gives o's slot the fate of its resolution: kept when
+// SUCCEEDED, the amount given back when FAILED, released when NOT_SENT.
+func settleResolved(ctx context.Context, limiter Limiter, o *Order, log *slog.Logger) {
+	key := ratelimit.Key{BizType: o.BizType, Channel: o.Channel}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var err error
+	switch StateOf(o) {
+	case StateNotSent:
+		err = limiter.Release(rctx, key, o.RequestID)
+	case StateFailed:
+		err = limiter.ReleaseAmount(rctx, key, o.RequestID)
+	}
+	if err != nil {
+		log.Warn("could not give back a resolved payment's slot; it frees itself when its window passes",
+			"requestId", o.RequestID, "channel", o.Channel, "err", err)
+	}
+}
+
+func outcomeName(s channel.Status) string {
+	if s == channel.Declined {
+		return "DECLINED"
+	}
+	return string(s)
+}
+
+// Notification is a channel's asynchronous word on one order.
+type Notification struct {
+	Channel string
+	OrderNo string
+	Result  channel.Result
+}
+
+// Notify ends the order a channel's notification names, as a query
+// answering the same would: idempotent and safe out of order (a final
+// order never changes). It returns NOT_FOUND (apperr) for an order this
+// payserver does not have on that channel, and INVALID_REQUEST for a
+// notification that is not final.
+func (r *Resolver) Notify(ctx context.Context, n Notification) (*Order, error) {
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	o, err := r.store.GetByOrderNo(gctx, n.OrderNo)
+	cancel()
+	switch {
+	case errors.Is(err, ErrOrderNotFound), err == nil && o.Channel != n.Channel:
+		return nil, apperr.New(apperr.OrderNotFound, "no order %s on channel %s", n.OrderNo, n.Channel)
+	case err != nil:
+		return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the order could not be read").
+			WithDetails(map[string]any{"dependency": "database"})
+	}
+	if s := StateOf(o); s != StateProcessing && s != StateUnknown {
+		return o, nil // already final: a notification never changes it
+	}
+	if !applyFinal(o, n.Result) {
+		return nil, apperr.New(apperr.InvalidRequest, "a notification must be SUCCEEDED or DECLINED, not %s", n.Result.Status).
+			WithDetails(map[string]any{"field": "outcome"})
+	}
+	if _, why := r.finish(ctx, o, ResolvedByNotify); why != "" {
+		return nil, apperr.New(apperr.DependencyUnavailable, "%s", why).WithDetails(map[string]any{"dependency": "database"})
+	}
+	return o, nil
+}
