@@ -5,18 +5,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"payserver/internal/channel/emulator"
 	"payserver/internal/channel/gateway"
+	"payserver/internal/testutil"
 )
 
 func TestRunRefuses(t *testing.T) {
@@ -41,83 +45,151 @@ func TestRunRefuses(t *testing.T) {
 	}
 }
 
-// The real binary: built, started on a free loopback port, paid once, its
-// ledger read, stopped with SIGTERM; the ledger file keeps the payment.
-func TestBinary(t *testing.T) {
+// binary builds the command once per test run.
+var binary = struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}{}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "channel-emulator")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "channel-emulator-test")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(dir, "channel-emulator")
+		binary.out, binary.err = exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput()
+	})
+	if binary.err != nil {
+		t.Fatalf("go build: %v\n%s", binary.err, binary.out)
 	}
-	ledger := filepath.Join(dir, "ledger.db")
-	const secret = "binary-test-secret"
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-secret", secret, "-ledger", ledger, "-channels", "ALIPAY,WECHAT", "-behaviour", `WECHAT={"declineRate":1}`)
-	stderr, err := cmd.StderrPipe()
+	return binary.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.path != "" {
+		_ = os.RemoveAll(filepath.Dir(binary.path))
+	}
+	os.Exit(code)
+}
+
+// process is the running binary.
+type process struct {
+	cmd    *exec.Cmd
+	base   string // http://127.0.0.1:port
+	logs   *testutil.LogBuffer
+	exited chan error
+}
+
+// start runs the binary on a free loopback port and waits for it to say
+// where it listens.
+func start(t *testing.T, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(buildBinary(t), append([]string{"-addr", "127.0.0.1:0"}, args...)...), logs: &testutil.LogBuffer{}, exited: make(chan error, 1)}
+	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill() }()
-	var logs bytes.Buffer
+	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
 	addr := make(chan string, 1)
-	logged := make(chan struct{})
 	go func() {
-		defer close(logged)
 		listening := regexp.MustCompile(`msg=listening addr=(\S+)`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
+			p.logs.Write([]byte(sc.Text() + "\n"))
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
 			}
 		}
+		p.exited <- p.cmd.Wait()
 	}()
-	var base string
 	select {
 	case a := <-addr:
-		base = "http://" + a
+		p.base = "http://" + a
 	case <-time.After(30 * time.Second):
-		t.Fatal("the emulator did not say where it listens")
+		t.Fatalf("the emulator did not say where it listens:\n%s", p.logs.String())
 	}
+	return p
+}
 
-	client := &http.Client{Timeout: 5 * time.Second}
-	body, _ := json.Marshal(gateway.PayRequest{OrderNo: "o-1", RequestID: "r-1", MerchantID: "M", Amount: 990, Currency: "CNY"})
-	req, _ := http.NewRequest(http.MethodPost, base+"/ALIPAY"+gateway.PathPay, bytes.NewReader(body))
-	gateway.Sign(req.Header, []byte(secret), body, time.Now())
-	resp, err := client.Do(req)
+// pay sends a signed pay and returns the answer (its signature checked),
+// or why there is none. It may run outside the test's goroutine.
+func (p *process) pay(t *testing.T, client *http.Client, secret, channel string, req gateway.PayRequest) (gateway.Answer, error) {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	hreq, _ := http.NewRequest(http.MethodPost, p.base+"/"+channel+gateway.PathPay, bytes.NewReader(body))
+	gateway.Sign(hreq.Header, []byte(secret), body, time.Now())
+	resp, err := client.Do(hreq)
 	if err != nil {
-		t.Fatal(err)
+		return gateway.Answer{}, err
 	}
+	defer resp.Body.Close()
 	answerBody, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	if err := gateway.Verify(resp.Header, []byte(secret), answerBody, time.Now()); err != nil {
 		t.Errorf("answer's signature: %v", err)
 	}
-	var answer gateway.Answer
-	if err := json.Unmarshal(answerBody, &answer); err != nil || answer.Outcome != gateway.Succeeded {
-		t.Fatalf("pay: %d %s", resp.StatusCode, answerBody)
+	var a gateway.Answer
+	if err := json.Unmarshal(answerBody, &a); err != nil || resp.StatusCode != http.StatusOK {
+		return a, fmt.Errorf("pay: %d %s", resp.StatusCode, answerBody)
 	}
+	return a, nil
+}
 
-	resp, err = client.Get(base + "/ledger")
+// ledger reads GET /ledger.
+func (p *process) ledger(t *testing.T) []emulator.Line {
+	t.Helper()
+	resp, err := http.Get(p.base + "/ledger")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledgerBody, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var line emulator.Line
-	if err := json.Unmarshal(bytes.TrimSpace(ledgerBody), &line); err != nil {
-		t.Fatalf("ledger %q: %v", ledgerBody, err)
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		t.Errorf("ledger Content-Type %q", ct)
 	}
-	want := emulator.Line{Seq: 1, Op: emulator.OpPay, Channel: "ALIPAY", OrderNo: "o-1", RequestID: "r-1", Amount: 990, Currency: "CNY", ReceivedAtUs: line.ReceivedAtUs, Outcome: gateway.Succeeded, MoneyMoved: true, TradeNo: answer.TradeNo}
-	if line != want || resp.Header.Get("Content-Type") != "application/x-ndjson" {
-		t.Errorf("ledger line %+v (%s), want %+v", line, resp.Header.Get("Content-Type"), want)
+	var lines []emulator.Line
+	dec := json.NewDecoder(resp.Body)
+	for dec.More() {
+		var l emulator.Line
+		if err := dec.Decode(&l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
 	}
-	resp, err = client.Get(base + "/admin/channels/WECHAT")
+	return lines
+}
+
+// The real binary: started on a free loopback port, paid once, its ledger
+// read, stopped with SIGTERM; the ledger file keeps the payment.
+func TestBinary(t *testing.T) {
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "ledger.db")
+	const secret = "binary-test-secret"
+	p := start(t, "-secret", secret, "-ledger", ledger, "-channels", "ALIPAY,WECHAT", "-behaviour", `WECHAT={"declineRate":1}`)
+	client := &http.Client{Timeout: 5 * time.Second}
+	answer, err := p.pay(t, client, secret, "ALIPAY", gateway.PayRequest{OrderNo: "o-1", RequestID: "r-1", MerchantID: "M", Amount: 990, Currency: "CNY"})
+	if err != nil || answer.Outcome != gateway.Succeeded {
+		t.Fatalf("pay: %+v %v", answer, err)
+	}
+	lines := p.ledger(t)
+	want := emulator.Line{Seq: 1, Op: emulator.OpPay, Channel: "ALIPAY", OrderNo: "o-1", RequestID: "r-1", Amount: 990, Currency: "CNY", Outcome: gateway.Succeeded, MoneyMoved: true, TradeNo: answer.TradeNo}
+	if len(lines) == 1 {
+		want.ReceivedAtUs = lines[0].ReceivedAtUs
+	}
+	if len(lines) != 1 || lines[0] != want {
+		t.Errorf("ledger %+v, want [%+v]", lines, want)
+	}
+	resp, err := client.Get(p.base + "/admin/channels/WECHAT")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,23 +199,20 @@ func TestBinary(t *testing.T) {
 		t.Errorf("WECHAT's behaviour %s, want the -behaviour flag's declineRate", adminBody)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { <-logged; exited <- cmd.Wait() }()
 	select {
-	case err := <-exited:
+	case err := <-p.exited:
 		if err != nil {
-			t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
+			t.Errorf("exit after SIGTERM: %v\n%s", err, p.logs.String())
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the emulator did not stop on SIGTERM")
 	}
-	if strings.Contains(logs.String(), secret) {
+	if strings.Contains(p.logs.String(), secret) {
 		t.Error("the log carries the secret")
 	}
-
 	store, err := emulator.OpenStore(context.Background(), ledger)
 	if err != nil {
 		t.Fatal(err)
@@ -151,5 +220,43 @@ func TestBinary(t *testing.T) {
 	defer store.Close()
 	if o, ok := store.Order("ALIPAY", "o-1"); !ok || o.TradeNo != answer.TradeNo {
 		t.Errorf("order in the file after the stop: %+v %v", o, ok)
+	}
+}
+
+// Killed (-9) while it holds a lost answer: the payment it decided is in
+// the books, and the restarted emulator replays it.
+func TestBinaryKilledMidCall(t *testing.T) {
+	ledger := filepath.Join(t.TempDir(), "ledger.db")
+	const secret = "kill-test-secret"
+	p := start(t, "-secret", secret, "-ledger", ledger, "-behaviour", `ALIPAY={"lostAnswerRate":1,"holdMs":60000}`)
+	req := gateway.PayRequest{OrderNo: "o-1", RequestID: "r-1", MerchantID: "M", Amount: 5, Currency: "USD"}
+	called := make(chan error, 1)
+	go func() {
+		_, err := p.pay(t, &http.Client{Timeout: 30 * time.Second}, secret, "ALIPAY", req)
+		called <- err
+	}()
+	var lines []emulator.Line
+	for deadline := time.Now().Add(10 * time.Second); len(lines) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the held call never reached the ledger")
+		}
+		lines = p.ledger(t)
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	if err := <-called; err == nil {
+		t.Fatal("the held call was answered")
+	}
+
+	p2 := start(t, "-secret", secret, "-ledger", ledger)
+	after := p2.ledger(t)
+	if len(after) != 1 || after[0] != lines[0] || !after[0].MoneyMoved || after[0].Fault != emulator.FaultLostAnswer {
+		t.Fatalf("ledger after the kill %+v, want the decided payment %+v", after, lines[0])
+	}
+	a, err := p2.pay(t, &http.Client{Timeout: 5 * time.Second}, secret, "ALIPAY", req)
+	if err != nil || a.Outcome != gateway.Succeeded || a.TradeNo != lines[0].TradeNo {
+		t.Errorf("replay after the restart: %+v %v, want SUCCEEDED %s", a, err, lines[0].TradeNo)
 	}
 }

@@ -16,10 +16,12 @@
 //     the client gives up), then closed without an answer;
 //  6. errorRate: answered 503; not processed;
 //  7. the call is decided: a pay is replayed from the order's memory,
-//     declined because the order is closed, THROTTLED (throttleCapacity),
-//     or processed (declineRate, processingRate); a query or close
-//     answers from the order's memory (a close closes it). The ledger
-//     line (and the order) is written, durably, before anything is sent;
+//     declined (ORDER_CLOSED) because the order was closed unprocessed,
+//     THROTTLED (throttleCapacity), or processed (declineRate,
+//     processingRate); a query answers from the order's memory (NOT_FOUND
+//     for an order never processed, closed or not); a close closes the
+//     order and says whether it had been processed. The ledger line (and
+//     the order) is written, durably, before anything is sent;
 //  8. lostAnswerRate: the decided answer is not sent; the connection is
 //     held as for a drop, then closed;
 //  9. the signed answer is sent.

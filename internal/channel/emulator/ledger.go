@@ -284,5 +284,5 @@ func (s *Store) page(ctx context.Context, afterUs, afterSeq int64) ([]Line, erro
 	return page, nil
 }
 
-// Close closes the file.
+// Close closes the file; every line Append returned is already on disk.
 func (s *Store) Close() error { return s.db.Close() }

@@ -133,8 +133,15 @@ func NewNotifier(cfg NotifierConfig, rand *roller) (*Notifier, error) {
 	return n, nil
 }
 
-// Send queues a notification of a on channel, and its duplicates.
+// Send queues a notification of a on channel, and its duplicates; after
+// Close it drops them.
 func (n *Notifier) Send(channel string, a gateway.Answer, opts NotifyOptions) {
+	select {
+	case <-n.stop:
+		n.dropped.Add(int64(1 + opts.Duplicates))
+		return
+	default:
+	}
 	due := opts.Due
 	if now := time.Now(); due.Before(now) {
 		due = now

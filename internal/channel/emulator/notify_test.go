@@ -77,6 +77,16 @@ func (s *payserverStub) wait(n int) []notification {
 	}
 }
 
+// waitDelivered returns n's stats once it counts want delivered (the
+// stub keeps a copy before the notifier reads its answer), or after 5 s.
+func waitDelivered(n *Notifier, want int64) NotifierStats {
+	deadline := time.Now().Add(5 * time.Second)
+	for n.Stats().Delivered < want && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n.Stats()
+}
+
 func (s *payserverStub) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -111,7 +121,7 @@ func TestNotificationsSignedWithDuplicates(t *testing.T) {
 	if a := got[4].answer; a.OrderNo != "o-3" || a.Outcome != gateway.Succeeded || a.TradeNo != h.lastLine().TradeNo {
 		t.Errorf("lost-answer notification %+v, want SUCCEEDED %s", a, h.lastLine().TradeNo)
 	}
-	if s := h.em.Notifier().Stats(); s.Delivered != 5 || s.Failed != 0 || s.Dropped != 0 {
+	if s := waitDelivered(h.em.Notifier(), 5); s.Delivered != 5 || s.Failed != 0 || s.Dropped != 0 {
 		t.Errorf("stats %+v, want 5 delivered", s)
 	}
 }
@@ -152,7 +162,7 @@ func TestNotificationRetried(t *testing.T) {
 	h.mustAdmin("ALIPAY", `{"notify":true}`)
 	h.pay("ALIPAY", "o-1", 1)
 	stub.wait(1)
-	if s := h.em.Notifier().Stats(); s.Delivered != 1 {
+	if s := waitDelivered(h.em.Notifier(), 1); s.Delivered != 1 || s.Failed != 0 {
 		t.Errorf("stats %+v, want delivered on the third try", s)
 	}
 	stub.mu.Lock()

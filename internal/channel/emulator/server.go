@@ -88,7 +88,7 @@ func (c *call) serve() {
 	if c.e.rand.hit(b.RefuseRate) {
 		c.line.Fault = FaultRefuse
 		c.recordFault()
-		c.closeConn(true)
+		c.resetConn()
 		return
 	}
 	if readErr != nil {
@@ -350,22 +350,39 @@ func (c *call) hold(d time.Duration) {
 	case <-c.r.Context().Done():
 	case <-c.e.stop:
 	}
-	c.closeConn(false)
+	c.closeConn()
 }
 
-// closeConn closes the call's connection without an answer: a reset (RST)
-// when reset, else a plain close (FIN).
-func (c *call) closeConn(reset bool) {
+// closeConn closes the call's connection without an answer (FIN: the
+// client reads EOF).
+func (c *call) closeConn() {
+	if conn := c.hijack(); conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// resetConn resets the call's connection without an answer (RST: the
+// client reads "connection reset by peer").
+func (c *call) resetConn() {
+	conn := c.hijack()
+	if conn == nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// hijack takes the call's connection from the HTTP server.
+func (c *call) hijack() net.Conn {
 	conn, _, err := http.NewResponseController(c.w).Hijack()
 	if err != nil {
 		// Not hijackable (HTTP/2): abort the response, which the server
 		// turns into a reset of the stream, so no answer goes out.
 		panic(http.ErrAbortHandler)
 	}
-	if tc, ok := conn.(*net.TCPConn); ok && reset {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
+	return conn
 }
 
 // newTradeNo is a fresh trade number of a SUCCEEDED payment.
