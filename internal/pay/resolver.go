@@ -21,12 +21,13 @@ type ResolveStore interface {
 	// now and not leased, the most overdue first.
 	Unresolved(ctx context.Context, now time.Time, limit int) ([]Unresolved, error)
 	// Lease takes o (still UNKNOWN, its lease expired before now) for
-	// owner until until, counting one more attempt; false when another
-	// instance holds it or it is no longer UNKNOWN.
+	// owner until until; false when another instance holds it or it is no
+	// longer UNKNOWN.
 	Lease(ctx context.Context, o *Order, owner string, now, until time.Time) (bool, error)
 	// Reschedule gives up owner's lease of an UNKNOWN order and sets its
-	// next attempt.
-	Reschedule(ctx context.Context, requestID, owner string, next time.Time) error
+	// next attempt, counting one more when asked (the channel was asked;
+	// not when the RESOLVE key refused the call).
+	Reschedule(ctx context.Context, requestID, owner string, next time.Time, asked bool) error
 	// Resolve ends an UNKNOWN or PROCESSING order with o's outcome and
 	// o.ResolvedBy, o.ResolvedAt; ErrOrderNotFound when it already ended.
 	Resolve(ctx context.Context, o *Order) error
@@ -249,11 +250,12 @@ func (r *Resolver) attempt(ctx context.Context, u Unresolved) {
 	if next == 0 {
 		return
 	}
+	asked := why != whyLimited
 	r.log.Debug("an unknown outcome is not resolved yet", "requestId", o.RequestID, "orderNo", o.OrderNo,
 		"channel", o.Channel, "attempt", u.Attempts+1, "why", why, "next", next)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := r.store.Reschedule(sctx, o.RequestID, r.opts.Owner, r.opts.Now().Add(next)); err != nil {
+	if err := r.store.Reschedule(sctx, o.RequestID, r.opts.Owner, r.opts.Now().Add(next), asked); err != nil {
 		r.log.Warn("could not reschedule an unknown outcome; its lease expires instead", "requestId", o.RequestID, "err", err)
 	}
 }
@@ -269,7 +271,7 @@ func (r *Resolver) ask(ctx context.Context, o *Order, attempt int) (time.Duratio
 	req := channelRequest(o)
 	if wait, admitted := r.admit(ctx, o, "q"+strconv.Itoa(attempt)); !admitted {
 		r.obs.Queried(o.Channel, "query", "LIMITED")
-		return wait, "the RESOLVE key is at its limit"
+		return wait, whyLimited
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CallTimeout)
 	res, err := look.Query(qctx, req)
@@ -289,13 +291,17 @@ func (r *Resolver) ask(ctx context.Context, o *Order, attempt int) (time.Duratio
 	return r.end(ctx, o, res, ResolvedByQuery)
 }
 
+// whyLimited is why an attempt did not ask the channel: the RESOLVE key
+// refused the call. It does not count as an attempt (no backoff).
+const whyLimited = "the RESOLVE key is at its limit"
+
 // close closes o at its channel after a query found nothing: the close
 // either proves the payment was never processed (NOT_SENT) or gives its
 // outcome.
 func (r *Resolver) close(ctx context.Context, look channel.Lookup, o *Order, req channel.Request, attempt int) (time.Duration, string) {
 	if wait, admitted := r.admit(ctx, o, "c"+strconv.Itoa(attempt)); !admitted {
 		r.obs.Queried(o.Channel, "close", "LIMITED")
-		return wait, "the RESOLVE key is at its limit"
+		return wait, whyLimited
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CallTimeout)
 	cr, err := look.Close(cctx, req)

@@ -17,9 +17,9 @@ import (
 const (
 	unresolvedSQL = "SELECT " + orderColumns + ", resolve_attempts FROM orders " +
 		"WHERE status = ? AND resolve_next_us <= ? AND resolve_lease_us < ? ORDER BY resolve_next_us LIMIT ?"
-	leaseSQL = "UPDATE orders SET resolve_owner = ?, resolve_lease_us = ?, resolve_attempts = resolve_attempts + 1 " +
+	leaseSQL = "UPDATE orders SET resolve_owner = ?, resolve_lease_us = ? " +
 		"WHERE request_id = ? AND order_no = ? AND status = ? AND resolve_lease_us < ?"
-	rescheduleSQL = "UPDATE orders SET resolve_next_us = ?, resolve_lease_us = 0 " +
+	rescheduleSQL = "UPDATE orders SET resolve_next_us = ?, resolve_lease_us = 0, resolve_attempts = resolve_attempts + ? " +
 		"WHERE request_id = ? AND resolve_owner = ? AND status = ?"
 	resolveSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ?, " +
 		"resolved_by = ?, resolved_at_us = ?, resolve_lease_us = 0 " +
@@ -72,8 +72,12 @@ func (s *Orders) Lease(ctx context.Context, o *pay.Order, owner string, now, unt
 }
 
 // Reschedule implements pay.ResolveStore.
-func (s *Orders) Reschedule(ctx context.Context, requestID, owner string, next time.Time) error {
-	if _, err := s.db.ConnPool.ExecContext(ctx, rescheduleSQL, next.UnixMicro(), requestID, owner,
+func (s *Orders) Reschedule(ctx context.Context, requestID, owner string, next time.Time, asked bool) error {
+	add := 0
+	if asked {
+		add = 1
+	}
+	if _, err := s.db.ConnPool.ExecContext(ctx, rescheduleSQL, next.UnixMicro(), add, requestID, owner,
 		string(pay.StatusUnknown)); err != nil {
 		return fmt.Errorf("repo: reschedule order: %w", err)
 	}
