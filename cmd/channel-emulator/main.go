@@ -114,7 +114,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) (err error) {
 		}
 	}()
 	em, err := emulator.New(emulator.Config{
-		Channels:  strings.Split(o.channels, ","),
+		Channels:  channelCodes(o.channels),
 		Secret:    []byte(o.secret),
 		Store:     store,
 		Patches:   o.patches,
@@ -154,4 +154,16 @@ func serve(ctx context.Context, o options, log *slog.Logger) (err error) {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// channelCodes splits the -channels list, blanks around the commas
+// allowed.
+func channelCodes(list string) []string {
+	var codes []string
+	for _, c := range strings.Split(list, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			codes = append(codes, c)
+		}
+	}
+	return codes
 }

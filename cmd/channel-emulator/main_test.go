@@ -175,7 +175,7 @@ func TestBinary(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger.db")
 	const secret = "binary-test-secret"
-	p := start(t, "-secret", secret, "-ledger", ledger, "-channels", "ALIPAY,WECHAT", "-behaviour", `WECHAT={"declineRate":1}`)
+	p := start(t, "-secret", secret, "-ledger", ledger, "-channels", "ALIPAY, WECHAT", "-behaviour", `WECHAT={"declineRate":1}`)
 	client := &http.Client{Timeout: 5 * time.Second}
 	answer, err := p.pay(t, client, secret, "ALIPAY", gateway.PayRequest{OrderNo: "o-1", RequestID: "r-1", MerchantID: "M", Amount: 990, Currency: "CNY"})
 	if err != nil || answer.Outcome != gateway.Succeeded {
