@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -44,6 +45,8 @@ type Main struct {
 	channels *channel.Registry
 	gateways []*gateway.Channel // the channels served by gateways, closed last
 	resolver *pay.Resolver
+	// unresolvedStats counts the UNKNOWN orders, for the dashboard.
+	unresolvedStats func(ctx context.Context) (int64, time.Time, error)
 	metrics  *metrics.Metrics
 	stats    statsWiring
 	routing  routingWiring

@@ -114,13 +114,14 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		return nil, err
 	}
 	routes, err := httpapi.Reports(httpapi.ReportsOptions{
-		Reports: reporter,
-		Usage:   m.limiter,
-		Limits:  limitsView{m.limiter, m.manager},
-		Logger:  m.log.With("component", "reports"),
-		Callers: m.api.tally,
-		Routes:  routeReports,
-		Quotas:  m.stats.forecaster.Forecasts,
+		Reports:    reporter,
+		Usage:      m.limiter,
+		Limits:     limitsView{m.limiter, m.manager},
+		Logger:     m.log.With("component", "reports"),
+		Callers:    m.api.tally,
+		Routes:     routeReports,
+		Quotas:     m.stats.forecaster.Forecasts,
+		Unresolved: m.unresolvedStats,
 	})
 	if err != nil {
 		return nil, err

@@ -84,6 +84,17 @@ type dashboardView struct {
 	// OtherChannel and OtherCurrency say that Amounts has a row under
 	// stats.Other, which the page explains.
 	OtherChannel, OtherCurrency bool
+	// Unresolved is the UNKNOWN orders being resolved with their
+	// channels; nil when not wired.
+	Unresolved *unresolvedView
+}
+
+// unresolvedView is the dashboard's line on UNKNOWN orders.
+type unresolvedView struct {
+	Count  int64
+	Oldest string // the age of the oldest, "" when none
+	Stale  bool   // the oldest is past the alert's 15 minutes
+	Error  string
 }
 
 type sourceView struct {
@@ -159,6 +170,9 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	}
 	if d.r.opts.Callers != nil {
 		v.Callers = d.r.opts.Callers.Snapshot()
+	}
+	if d.r.opts.Unresolved != nil {
+		v.Unresolved = d.unresolved(ctx, now)
 	}
 	if d.r.opts.Routes != nil {
 		var err error
@@ -503,3 +517,21 @@ func visible(h float64, n int64) float64 {
 }
 
 func svgNum(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
+
+// unresolvedAlertAge is the age past which PayserverOrdersUnresolved
+// fires; the dashboard marks such an order.
+const unresolvedAlertAge = 15 * time.Minute
+
+func (d *dashboard) unresolved(ctx context.Context, now time.Time) *unresolvedView {
+	n, oldest, err := d.r.opts.Unresolved(ctx)
+	if err != nil {
+		d.r.log.Warn("dashboard: could not count the unresolved orders", "err", err)
+		return &unresolvedView{Error: "The orders database is unavailable; the unresolved payments are not counted."}
+	}
+	v := &unresolvedView{Count: n}
+	if n > 0 && !oldest.IsZero() {
+		age := max(now.Sub(oldest), 0)
+		v.Oldest, v.Stale = age.Round(time.Second).String(), age > unresolvedAlertAge
+	}
+	return v
+}

@@ -54,6 +54,9 @@ type ReportsOptions struct {
 	// time-to-exhaustion forecast to the dashboard.
 	// (*stats.Forecaster).Forecasts fits.
 	Quotas func() []stats.Forecast
+	// Unresolved, when set, adds the orders whose outcome is UNKNOWN (how
+	// many, and the last update of the oldest) to the dashboard.
+	Unresolved func(ctx context.Context) (int64, time.Time, error)
 }
 
 // usageTimeout bounds reading every key's occupancy for one answer.

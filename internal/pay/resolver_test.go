@@ -241,3 +241,41 @@ func TestNotifyEndsAnOrderOnceAndNeverChangesAFinalOne(t *testing.T) {
 		t.Fatalf("%d queries, want none", q)
 	}
 }
+
+// lateChannel has not processed an order when queried, and has when the
+// close arrives: the close came too late.
+type lateChannel struct{ *countingSim }
+
+func (l lateChannel) Query(context.Context, channel.Request) (channel.Result, error) {
+	return channel.Result{}, channel.ErrNotFound
+}
+
+func (l lateChannel) Close(context.Context, channel.Request) (channel.CloseResult, error) {
+	return channel.CloseResult{Processed: true, Result: channel.Result{Status: channel.Succeeded, TradeNo: "LATE-1"}}, nil
+}
+
+// TestACloseTooLateFollowsThePaymentsRealOutcome: NOT_FOUND is not proof;
+// when the close says the order was processed after all, the order follows
+// the payment's outcome and keeps its slot.
+func TestACloseTooLateFollowsThePaymentsRealOutcome(t *testing.T) {
+	r := newResolverRig(t, resolverLimits)
+	r.unknownOrder("late", 700, false)
+	reg, err := channel.NewRegistry(lateChannel{r.sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.ResolveOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	o := r.get("late")
+	if o.Status != pay.StatusSucceeded || o.ResolvedBy != pay.ResolvedByClose || o.ChannelTradeNo != "LATE-1" {
+		t.Fatalf("%+v, want SUCCEEDED by close", o)
+	}
+	if got := r.used(0); got != 1 {
+		t.Fatalf("count window holds %d, want 1: the slot of a processed payment is kept", got)
+	}
+}
