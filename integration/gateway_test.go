@@ -1,0 +1,317 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"payserver/internal/channel/gateway"
+)
+
+// gatewayLimits gives each scenario a bizType of its own with one slot an
+// hour on ALIPAY, so that whether the slot was kept or released shows in
+// whether the next payment is admitted.
+const gatewayLimits = `limits:
+  LOST:ALIPAY: [{limit: 1, window: 1h}]
+  DROP:ALIPAY: [{limit: 1, window: 1h}]
+  REFUSE:ALIPAY: [{limit: 1, window: 1h}]
+  DOWN:WECHAT: [{limit: 1, window: 1h}]
+  PROC:ALIPAY: [{limit: 1, window: 1h}]
+  NOTE:ALIPAY: [{limit: 10, window: 1h}]
+  THR:ALIPAY: [{limit: 10, window: 1h}]
+  ROUTED:ALIPAY: [{limit: 10, window: 1h}]
+  ROUTED:UNIONPAY: [{limit: 10, window: 1h}]
+routes:
+  ROUTED: [ALIPAY, UNIONPAY]
+`
+
+// TestGatewayFailureClassesEndAsTheChannelSaw drives every failure class
+// through the real emulator: each payment ends as the channel's books
+// say, its slot kept when money may have moved and released when it
+// provably did not, and at the end payserver's orders agree with the
+// emulator's ledger.
+func TestGatewayFailureClassesEndAsTheChannelSaw(t *testing.T) {
+	addr := freePort(t)
+	emu := startEmulator(t, "http://"+addr)
+	closed := freePort(t) // nothing listens there: WECHAT's connections are refused
+	s := gatewayServer(t, addr, emu.base(), gatewayLimits,
+		"channels:\n  ALIPAY: {}\n  UNIONPAY: {}\n  WECHAT:\n    gateway: {url: \"http://"+closed+"\", secret: "+gatewaySecret+"}\n", nil)
+	var ids []string
+	pay := func(id, biz, ch string) map[string]any {
+		t.Helper()
+		ids = append(ids, id)
+		r := s.pay(t, payBody(id, biz, ch))
+		if r.Status != 200 {
+			t.Fatalf("%s: %d %s", id, r.Status, r.Body)
+		}
+		return r.JSON(t)
+	}
+	admitted := func(id, biz, ch string) bool {
+		t.Helper()
+		r := s.pay(t, payBody(id, biz, ch))
+		if r.Status == 200 {
+			ids = append(ids, id)
+		}
+		return r.Status == 200
+	}
+
+	t.Run("processed, answer lost: UNKNOWN, resolved SUCCEEDED by query, slot kept", func(t *testing.T) {
+		emu.set("ALIPAY", map[string]any{"lostAnswerRate": 1})
+		if o := pay("lost-1", "LOST", "ALIPAY"); o["status"] != "UNKNOWN" {
+			t.Fatalf("lost answer: %v, want UNKNOWN", o)
+		}
+		emu.calm("ALIPAY")
+		o := waitResolved(t, s, "lost-1", 15*time.Second)
+		if o["status"] != "SUCCEEDED" || o["resolvedBy"] != "query" || o["resolvedAt"] == nil {
+			t.Fatalf("resolved as %v", o)
+		}
+		if admitted("lost-2", "LOST", "ALIPAY") {
+			t.Fatal("the slot of a payment that moved money was released")
+		}
+	})
+
+	t.Run("never processed, no answer: UNKNOWN, NOT_FOUND, closed, NOT_SENT, slot released", func(t *testing.T) {
+		emu.set("ALIPAY", map[string]any{"dropRate": 1})
+		if o := pay("drop-1", "DROP", "ALIPAY"); o["status"] != "UNKNOWN" {
+			t.Fatalf("dropped: %v, want UNKNOWN", o)
+		}
+		emu.calm("ALIPAY")
+		o := waitResolved(t, s, "drop-1", 15*time.Second)
+		if o["status"] != "FAILED" || o["failureCode"] != "NOT_SENT" || o["resolvedBy"] != "close" {
+			t.Fatalf("resolved as %v, want FAILED NOT_SENT by close", o)
+		}
+		if !admitted("drop-2", "DROP", "ALIPAY") {
+			t.Fatal("the slot of a payment the channel never processed was kept")
+		}
+	})
+
+	t.Run("connection closed before reading: never processed, ends NOT_SENT, slot released", func(t *testing.T) {
+		emu.set("ALIPAY", map[string]any{"refuseRate": 1})
+		pay("refuse-1", "REFUSE", "ALIPAY")
+		emu.calm("ALIPAY")
+		o := waitResolved(t, s, "refuse-1", 15*time.Second)
+		if o["status"] != "FAILED" || o["failureCode"] != "NOT_SENT" {
+			t.Fatalf("refused: %v, want FAILED NOT_SENT", o)
+		}
+		if !admitted("refuse-2", "REFUSE", "ALIPAY") {
+			t.Fatal("the slot of a refused payment was kept")
+		}
+	})
+
+	t.Run("connection refused: NOT_SENT at once, slot released", func(t *testing.T) {
+		o := pay("down-1", "DOWN", "WECHAT")
+		if o["status"] != "FAILED" || o["failureCode"] != "NOT_SENT" || o["resolvedBy"] != nil {
+			t.Fatalf("refused connection: %v, want FAILED NOT_SENT at once", o)
+		}
+		// The slot is free again: the next one is admitted, and refused by
+		// the connection again.
+		if !admitted("down-2", "DOWN", "WECHAT") {
+			t.Fatal("the slot of a payment that never left was kept")
+		}
+	})
+
+	t.Run("PROCESSING: UNKNOWN, resolved once the channel decides", func(t *testing.T) {
+		emu.set("ALIPAY", map[string]any{"processingRate": 1, "processingMs": 1500})
+		o := pay("proc-1", "PROC", "ALIPAY")
+		if o["status"] != "UNKNOWN" || o["failureCode"] != "CHANNEL_PROCESSING" {
+			t.Fatalf("processing: %v, want UNKNOWN CHANNEL_PROCESSING", o)
+		}
+		emu.calm("ALIPAY")
+		if o = waitResolved(t, s, "proc-1", 15*time.Second); o["status"] != "SUCCEEDED" || o["resolvedBy"] != "query" {
+			t.Fatalf("resolved as %v", o)
+		}
+	})
+
+	t.Run("THROTTLED: not charged, not sent, slot released; a routed payment moves on", func(t *testing.T) {
+		emu.set("ALIPAY", map[string]any{"throttleCapacity": 1, "throttleWindowMs": 60000})
+		if o := pay("thr-1", "THR", "ALIPAY"); o["status"] != "SUCCEEDED" {
+			t.Fatalf("first: %v", o)
+		}
+		if o := pay("thr-2", "THR", "ALIPAY"); o["status"] != "FAILED" || o["failureCode"] != "NOT_SENT" {
+			t.Fatalf("throttled: %v, want FAILED NOT_SENT", o)
+		}
+		body := payBody("routed-1", "ROUTED", "")
+		delete(body, "channel")
+		ids = append(ids, "routed-1")
+		r := s.pay(t, body)
+		o := r.JSON(t)
+		if r.Status != 200 || o["status"] != "SUCCEEDED" || o["channel"] != "UNIONPAY" {
+			t.Fatalf("routed past a throttling channel: %d %v", r.Status, o)
+		}
+		emu.calm("ALIPAY")
+	})
+
+	t.Run("notifications: duplicated and reordered, one resolution", func(t *testing.T) {
+		emu.set("ALIPAY", map[string]any{"lostAnswerRate": 1, "notify": true, "notifyDuplicates": 2, "notifyReorder": true})
+		var wg sync.WaitGroup
+		for i := range 3 {
+			id := fmt.Sprintf("note-%d", i)
+			ids = append(ids, id)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.pay(t, payBody(id, "NOTE", "ALIPAY"))
+			}()
+		}
+		wg.Wait()
+		for i := range 3 {
+			o := waitResolved(t, s, fmt.Sprintf("note-%d", i), 15*time.Second)
+			if o["status"] != "SUCCEEDED" {
+				t.Fatalf("notified: %v", o)
+			}
+		}
+		emu.calm("ALIPAY")
+		// A notification after the order ended changes nothing.
+		o := s.do(t, http.MethodGet, "/pay/note-0", nil, nil).JSON(t)
+		late := gateway.Answer{OrderNo: o["orderNo"].(string), Outcome: gateway.Declined, Code: "LATE"}
+		if r := signedNotify(t, s, "ALIPAY", late, gatewaySecret); r.Status != 204 {
+			t.Fatalf("late notification: %d %s", r.Status, r.Body)
+		}
+		if again := s.do(t, http.MethodGet, "/pay/note-0", nil, nil).JSON(t); again["status"] != "SUCCEEDED" || again["resolvedAt"] != o["resolvedAt"] {
+			t.Fatalf("a final order changed: %v -> %v", o, again)
+		}
+	})
+
+	t.Run("a forged notification is refused and changes nothing", func(t *testing.T) {
+		emu.set("ALIPAY", map[string]any{"lostAnswerRate": 1})
+		o := pay("forged-1", "NOTE", "ALIPAY")
+		emu.set("ALIPAY", map[string]any{"lostAnswerRate": 0, "pauseMs": 3000}) // nothing resolves it for 3s
+		forged := gateway.Answer{OrderNo: o["orderNo"].(string), Outcome: gateway.Declined, Code: "FORGED"}
+		if r := signedNotify(t, s, "ALIPAY", forged, "not-the-secret"); r.Status != 401 {
+			t.Fatalf("forged notification: %d %s, want 401", r.Status, r.Body)
+		}
+		now := s.do(t, http.MethodGet, "/pay/forged-1", nil, nil).JSON(t)
+		if now["status"] == "FAILED" || now["failureCode"] == "FORGED" {
+			t.Fatalf("a forged notification changed the order: %v", now)
+		}
+		emu.calm("ALIPAY")
+		if o = waitResolved(t, s, "forged-1", 15*time.Second); o["status"] != "SUCCEEDED" {
+			t.Fatalf("resolved as %v", o)
+		}
+		if !strings.Contains(s.logs(), "bad or stale signature") || strings.Contains(s.logs(), gatewaySecret) {
+			t.Fatal("the refusal is not logged, or the log shows the secret")
+		}
+	})
+
+	checkAgainstLedger(t, s, emu, ids)
+	if page := s.do(t, http.MethodGet, "/dashboard", nil, nil); !strings.Contains(string(page.Body), "Unresolved payments") ||
+		!strings.Contains(string(page.Body), "every payment&#39;s outcome is known") {
+		t.Errorf("the dashboard does not show that no payment is left unresolved")
+	}
+	if got := s.metric(t, "payserver_order_resolutions_total", `by="close"`); got < 2 {
+		t.Errorf("payserver_order_resolutions_total{by=close} = %v, want at least 2", got)
+	}
+}
+
+// TestAdmissionIsRecordedInTheOrder: the order shows the limiter's
+// admission: Redis's time, the window keys and the limits version.
+func TestAdmissionIsRecordedInTheOrder(t *testing.T) {
+	addr := freePort(t)
+	emu := startEmulator(t, "")
+	s := gatewayServer(t, addr, emu.base(), gatewayLimits, "", nil)
+	before := time.Now().UnixMicro()
+	o := s.pay(t, payBody("adm-1", "THR", "ALIPAY")).JSON(t)
+	adm, _ := o["admission"].(map[string]any)
+	if adm == nil {
+		t.Fatalf("no admission in %v", o)
+	}
+	at := int64(adm["admittedAtUs"].(float64))
+	if at < before-2_000_000 || at > time.Now().UnixMicro()+2_000_000 {
+		t.Fatalf("admittedAtUs %d is not about now", at)
+	}
+	keys, _ := adm["windowKeys"].([]any)
+	if len(keys) == 0 || !strings.Contains(fmt.Sprint(keys), "THR") || adm["limitsVersion"] == "" {
+		t.Fatalf("admission %v: want the THR window keys and a limits version", adm)
+	}
+	if got := s.do(t, http.MethodGet, "/pay/adm-1", nil, nil).JSON(t)["admission"]; fmt.Sprint(got) != fmt.Sprint(adm) {
+		t.Fatalf("GET shows %v, POST answered %v", got, adm)
+	}
+}
+
+// TestResolverQueriesAreLimited: with RESOLVE:ALIPAY at 2 a second, a
+// burst of UNKNOWN orders is queried at most 2 a second: the ledger's
+// receive times show it, up to the calls in flight.
+func TestResolverQueriesAreLimited(t *testing.T) {
+	addr := freePort(t)
+	emu := startEmulator(t, "")
+	s := gatewayServer(t, addr, emu.base(), "limits:\n  BURST:ALIPAY: 1000\n  RESOLVE:ALIPAY: [{limit: 2, window: 1s}]\n", "", nil)
+	emu.set("ALIPAY", map[string]any{"lostAnswerRate": 1})
+	const n = 16
+	ids := make([]string, n)
+	parallel(n, n, func(i int) {
+		ids[i] = fmt.Sprintf("burst-%d", i)
+		s.pay(t, payBody(ids[i], "BURST", "ALIPAY"))
+	})
+	emu.calm("ALIPAY")
+	for _, id := range ids {
+		waitResolved(t, s, id, 30*time.Second)
+	}
+	var queries []int64
+	for _, l := range emu.ledgerLines() {
+		if l.Op == "query" {
+			queries = append(queries, l.ReceivedAtUs)
+		}
+	}
+	if len(queries) < n {
+		t.Fatalf("%d queries for %d orders", len(queries), n)
+	}
+	// 2 admitted per second by Redis time; the receive times can bunch by
+	// the calls in flight (the resolver's 4 workers) at most.
+	if most := maxInAnyWindow(queries, time.Second); most > 2+4 {
+		t.Fatalf("%d queries in one second, want at most 2 (+ calls in flight)", most)
+	}
+	if span := time.Duration(queries[len(queries)-1]-queries[0]) * time.Microsecond; span < time.Duration(n/2-2)*time.Second {
+		t.Fatalf("%d queries in %v: faster than 2 a second", len(queries), span)
+	}
+	checkAgainstLedger(t, s, emu, ids)
+}
+
+// TestKillsMidResolutionLoseNothing: payserver killed (-9) while it
+// resolves, and the emulator killed (-9) mid-call: after both restart,
+// every order is resolved once, as the ledger says.
+func TestKillsMidResolutionLoseNothing(t *testing.T) {
+	addr := freePort(t)
+	emu := startEmulator(t, "")
+	limits := "limits:\n  KILL:ALIPAY: 1000\n  RESOLVE:ALIPAY: [{limit: 2, window: 1s}]\n"
+	s := gatewayServer(t, addr, emu.base(), limits, "", map[string]string{"PAYSERVER_LOG_LEVEL": "debug"}) // a restart keeps its database
+	var ids []string
+	var mu sync.Mutex
+	emu.set("ALIPAY", map[string]any{"lostAnswerRate": 0.5, "dropRate": 0.5})
+	parallel(10, 10, func(i int) {
+		id := fmt.Sprintf("kill-a%d", i)
+		mu.Lock()
+		ids = append(ids, id)
+		mu.Unlock()
+		s.pay(t, payBody(id, "KILL", "ALIPAY"))
+	})
+	emu.calm("ALIPAY")
+	time.Sleep(1500 * time.Millisecond) // some resolved, most not (2 queries a second)
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.start()
+
+	// The emulator killed with calls in flight: they were decided (or not)
+	// before the kill, and its books say which.
+	emu.set("ALIPAY", map[string]any{"latencyMs": 3000})
+	var wg sync.WaitGroup
+	for i := range 5 {
+		id := fmt.Sprintf("kill-b%d", i)
+		ids = append(ids, id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.pay(t, payBody(id, "KILL", "ALIPAY"))
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	emu.kill9()
+	wg.Wait()
+	emu.start()
+	for _, id := range ids {
+		waitResolved(t, s, id, 60*time.Second)
+	}
+	checkAgainstLedger(t, s, emu, ids)
+}
