@@ -40,7 +40,9 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "payserver-race")
 	fastBinary = filepath.Join(dir, "payserver")
-	for _, args := range [][]string{{"build", "-race", "-o", binary, "../cmd/payserver"}, {"build", "-o", fastBinary, "../cmd/payserver"}} {
+	emulatorBinary = filepath.Join(dir, "channel-emulator")
+	for _, args := range [][]string{{"build", "-race", "-o", binary, "../cmd/payserver"}, {"build", "-o", fastBinary, "../cmd/payserver"},
+		{"build", "-o", emulatorBinary, "../cmd/channel-emulator"}} {
 		build := exec.Command("go", args...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
