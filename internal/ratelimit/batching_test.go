@@ -102,8 +102,9 @@ func testCoalescerBatches(t *testing.T, c redis.UniversalClient, inFlight int) {
 
 // TestBatchedStoreSameAnswers replays one sequence of checks (two windows,
 // duplicates, refusals, a release) through the plain and the batched store
-// on two fresh keys and wants the same answers, retry-after aside (it
-// depends on the instant).
+// on two fresh keys and wants the same answers, retry-after and admission
+// time aside (they depend on the instant; an admission has a time, a
+// refusal none).
 func TestBatchedStoreSameAnswers(t *testing.T) {
 	forBatchings(t, func(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStoreOptions) {
 		plain, _ := ratelimit.NewRedisStore(c, "test:rl:")
@@ -125,7 +126,13 @@ func TestBatchedStoreSameAnswers(t *testing.T) {
 			}
 			want := mustCheck(t, plain, kp, ws, m)
 			got := mustCheck(t, batched, kb, ws, m)
+			for _, r := range []ratelimit.StoreResult{got, want} {
+				if r.At.IsZero() == r.Allowed {
+					t.Fatalf("step %d (%s): %+v: want an admission time for an admission only", i, m, r)
+				}
+			}
 			want.RetryAfter, got.RetryAfter = 0, 0
+			want.At, got.At = time.Time{}, time.Time{}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("step %d (%s): batched %+v, plain %+v", i, m, got, want)
 			}

@@ -78,6 +78,47 @@ type Decision struct {
 	// lost (a timeout after the call may have reached Redis): the member may
 	// hold a slot after all. A retry with the same member is exact.
 	Unknown bool
+
+	// The admission record: what a channel's "you sent us more than the
+	// limit at 10:03:17" is answered from.
+
+	// AdmittedAt, for an admission, is the store's own time, in whole
+	// microseconds, at which the member was admitted (StoreResult.At):
+	//   - SourceRedis: the Redis TIME the check script read for its call
+	//     (every member of one coalesced call shares it; the time tests
+	//     pass to the script in their place). For a Duplicate, the time it
+	//     was first admitted: the earliest score the member has in the
+	//     sliding windows holding it (ZSCORE on a WindowKeys key), or the
+	//     time of this check when only calendar windows hold it (they keep
+	//     amounts, not times).
+	//   - SourceLocal (degraded, in process): the limiter's clock
+	//     (Options.Now) read by the in-process store; a Duplicate as above,
+	//     on that store's windows. With a DurableStore as the Store, its
+	//     clock, and a Duplicate's first admission survives restarts.
+	//   - SourceUnlimited, SourceFailOpen, and a Shadow admission of a
+	//     refusal, which no window recorded: the limiter's clock when the
+	//     check began.
+	// Zero for a refusal (Allowed false), whatever its source.
+	AdmittedAt time.Time
+	// WindowKeys names the windows that count the admitted member, in the
+	// order they applied (the key's, its channel-wide key's, then its own
+	// use of that key's reservations); nil for a refusal and for an
+	// admission no window recorded (unlimited, fail-open, a Shadow
+	// admission of a refusal). Windows only read for other bizTypes'
+	// reservations are not named. Each is the store's name (WindowKeyer):
+	// for SourceRedis the exact Redis key, a sorted set holding the member
+	// (ZSCORE key requestId, its admission time in µs) or, for a calendar
+	// window, a hash (HGET key requestId, its amount); for the in-process
+	// stores (SourceLocal, a LocalStore or DurableStore as the Store),
+	// WindowKey: the same name without the Redis prefix,
+	// "{CHANNEL}:BIZTYPE:ID".
+	WindowKeys []string
+	// LimitsVersion identifies the limits document the decision was taken
+	// under (every decision, refusals included): its Config.Version, the
+	// hex MD5 of the document as the config center names versions; for a
+	// Config made in code without one, a short hash of its content,
+	// computed when it is set. Empty before any limits were loaded.
+	LimitsVersion string
 }
 
 // WindowUsage is one window of a rule and what it holds: admissions, or

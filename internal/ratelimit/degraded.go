@@ -41,7 +41,7 @@ func ParsePolicy(s string) (Policy, error) {
 // limits asked of Redis, which does not hold them; and each Redis answer is
 // kept for a later outage: admissions copied into the in-process sliding
 // count windows, and the use of amount and calendar windows.
-func (l *Limiter) onRedis(ctx context.Context, p plan, r Request, now time.Time, end *time.Time) (Decision, error) {
+func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, now time.Time, end *time.Time) (Decision, error) {
 	asked, localOnly := p, []int64(nil)
 	if l.opts.Policy == PolicyLocal && !p.shadow && l.local.MayHoldLocalOnly(now) {
 		var refused *Decision
@@ -63,7 +63,7 @@ func (l *Limiter) onRedis(ctx context.Context, p plan, r Request, now time.Time,
 		if unknown {
 			return l.unknownOutcome(p, r.Key)
 		}
-		return l.decideDegraded(p, r)
+		return l.decideDegraded(lim, p, r)
 	}
 	*end = l.opts.Now()
 	if l.breaker.success() {
@@ -145,6 +145,7 @@ func (l *Limiter) allowOrDeny(p plan, key Key) (Decision, error) {
 	}
 	d := p.decision(key, StoreResult{Allowed: true}, SourceFailOpen)
 	d.Remaining = 0
+	unrecorded(&d, l.opts.Now())
 	return d, nil
 }
 
@@ -153,7 +154,7 @@ func (l *Limiter) allowOrDeny(p plan, key Key) (Decision, error) {
 // this instance's share: of the whole limit for a sliding count window
 // (whose admissions by this instance were copied), of what Redis last
 // reported left for an amount or calendar window.
-func (l *Limiter) decideDegraded(p plan, r Request) (Decision, error) {
+func (l *Limiter) decideDegraded(lim *limits, p plan, r Request) (Decision, error) {
 	l.log.Debug("degraded limiter decision", "policy", string(l.opts.Policy), "key", r.Key.String())
 	if l.opts.Policy != PolicyLocal {
 		return l.allowOrDeny(p, r.Key)
@@ -165,7 +166,11 @@ func (l *Limiter) decideDegraded(p plan, r Request) (Decision, error) {
 	} else {
 		res = l.local.CheckLocalOnly(scaled.windows, r.Member, r.Amount, l.opts.Now())
 	}
-	return scaled.decision(r.Key, res, SourceLocal), nil
+	d := scaled.decision(r.Key, res, SourceLocal)
+	if d.Allowed {
+		d.WindowKeys = p.windowKeys(lim.localKeys, WindowKey)
+	}
+	return d, nil
 }
 
 // lowerByLocalOnly is for the first checks on Redis after an outage, while

@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"bytes"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -55,6 +57,7 @@ var ErrEmptyDocument = errors.New("limits document is empty")
 //	  REFUND:UNIONPAY: {shadow: true, windows: [{limit: 5, window: 1s}]}
 //	  "*:UNIONPAY":            # channel-wide: every bizType together
 //	    - {limit: 200, window: 1s, reserve: {REFUND: 40}}
+//	  RESOLVE:ALIPAY: {limit: 50, window: 1s}   # the resolver's queries
 //	schedules:                 # replace one key's limits for a while
 //	  - {key: "*:UNIONPAY", from: "2026-12-01T02:00:00+08:00", to: "2026-12-01T04:00:00+08:00", limits: 0}
 //
@@ -64,10 +67,14 @@ var ErrEmptyDocument = errors.New("limits document is empty")
 //	{"ONLINE_PAY:ALIPAY": 100, "ONLINE_PAY:WECHAT": -1}
 //
 // The window entries are described in parseWindow, schedules in
-// parseSchedules. Unknown fields are errors, as are empty documents and
-// documents that name no key at all (which would silently make every
-// channel unlimited). Each error names the key, or the schedule, it is
-// about.
+// parseSchedules. RESOLVE is a reserved bizType (ResolveBizType): a
+// RESOLVE:CHANNEL key counts the resolver's queries of the channel and
+// nothing else counts there; it takes count windows only (sliding or
+// calendar), is unlimited when the document does not set it, and no
+// reservation or route may name RESOLVE. Unknown fields are errors, as are
+// empty documents and documents that name no key at all (which would
+// silently make every channel unlimited). Each error names the key, or the
+// schedule, it is about. The Config's Version is the hex MD5 of data.
 func ParseDocument(data []byte) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, ErrEmptyDocument
@@ -87,7 +94,8 @@ func ParseDocument(data []byte) (*Config, error) {
 	if len(root) == 0 {
 		return nil, ErrEmptyDocument
 	}
-	cfg := &Config{DefaultWindow: time.Second, Zone: time.UTC, Rules: map[Key]Rule{}}
+	sum := md5.Sum(data)
+	cfg := &Config{DefaultWindow: time.Second, Zone: time.UTC, Rules: map[Key]Rule{}, Version: hex.EncodeToString(sum[:])}
 	limits, err := splitRoot(root, cfg)
 	if err != nil {
 		return nil, err

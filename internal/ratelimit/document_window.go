@@ -34,7 +34,10 @@ const windowFields = "limit or amount, window or calendar, cutoff, zone, currenc
 //	currency: CNY            amount only: the only currency counted
 //	                         (default every currency)
 //	reserve: {BIZTYPE: n}    channel-wide keys only: part of the limit kept
-//	                         for the named bizTypes
+//	                         for the named bizTypes (never RESOLVE)
+//
+// A resolver key (RESOLVE:CHANNEL, ResolveBizType) takes count windows
+// only, sliding or calendar: an amount window on it is refused.
 //
 // allowShadow permits a shadow field, which the single-window object form
 // carries beside the window's fields.
@@ -58,6 +61,9 @@ func parseWindow(obj map[string]any, rc ruleContext, allowShadow bool) (entry, e
 	case hasLimit && hasAmount:
 		return entry{}, errors.New("both limit and amount: write one (limit counts requests, amount caps their sum)")
 	case hasAmount:
+		if rc.key.IsResolve() {
+			return entry{}, fmt.Errorf("amount window on %s: a RESOLVE key counts the resolver's channel queries, which move no money; give it count windows (limit)", rc.key)
+		}
 		w.Amount = true
 		if w.Limit, err = parseAmount(av); err != nil {
 			return entry{}, err
@@ -208,6 +214,9 @@ func parseReserve(v any, key Key, w Window) (map[string]int64, error) {
 	for _, name := range names {
 		if reason := CodeProblem(name); reason != "" {
 			return nil, fmt.Errorf("reserve: bizType %q %s", name, reason)
+		}
+		if name == ResolveBizType {
+			return nil, fmt.Errorf("reserve: %s is the resolver's reserved bizType: its queries count only on %s, never in channel-wide windows, so nothing is kept for them here", name, ResolveKey(key.Channel))
 		}
 		n, err := parseWhole("reserve "+name, m[name], w.Limit)
 		if err != nil {

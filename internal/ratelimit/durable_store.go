@@ -280,7 +280,9 @@ func (s *DurableStore) recover() error {
 }
 
 // Check implements Store: the Model decides; an admission is journaled and
-// synced before it is answered.
+// synced before it is answered. StoreResult.At is the store's clock, as
+// Model.Check gives it: for a member already held, the time a sliding
+// window recorded it at, which the journal keeps across restarts.
 func (s *DurableStore) Check(_ context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -298,6 +300,10 @@ func (s *DurableStore) Check(_ context.Context, windows []KeyWindow, member stri
 	}
 	return res, nil
 }
+
+// WindowKey implements WindowKeyer: WindowKey(w). (The journal writes a
+// window as its fields, not as a name.)
+func (s *DurableStore) WindowKey(w KeyWindow) string { return WindowKey(w) }
 
 // Release implements Store.
 func (s *DurableStore) Release(_ context.Context, windows []KeyWindow, member string) error {

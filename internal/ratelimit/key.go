@@ -20,6 +20,23 @@ type Key struct {
 // bizType on the channel together.
 const AnyBizType = "*"
 
+// ResolveBizType is the reserved bizType of the resolver's channel queries:
+// the key "RESOLVE:CHANNEL" (ResolveKey) counts the queries and closes that
+// payserver sends a channel to learn the outcome of payments it does not
+// know. A resolver check counts only in its own key's windows: never in the
+// channel-wide windows "*:CHANNEL", never in or against their reservations
+// (Model); the limits document may give the key count windows only, no
+// reservation may name it, and no route may route it. A channel whose
+// RESOLVE key the document does not set has unlimited resolver queries.
+const ResolveBizType = "RESOLVE"
+
+// ResolveKey returns the key that counts the resolver's queries of channel:
+// "RESOLVE:CHANNEL".
+func ResolveKey(channel string) Key { return Key{BizType: ResolveBizType, Channel: channel} }
+
+// IsResolve reports whether k is a resolver key (ResolveBizType).
+func (k Key) IsResolve() bool { return k.BizType == ResolveBizType }
+
 // ChannelWide returns the channel-wide key of channel.
 func ChannelWide(channel string) Key { return Key{BizType: AnyBizType, Channel: channel} }
 

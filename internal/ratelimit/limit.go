@@ -230,6 +230,11 @@ type Config struct {
 	// Routes holds the document's routes (routes.go); nil or empty when it
 	// has none.
 	Routes Routes
+	// Version identifies the document the Config was read from: the hex
+	// MD5 of its bytes (ParseDocument), the version the config center
+	// shows and records for it. Empty for a Config made in code; the
+	// Limiter then names it by a hash of its content (Decision.LimitsVersion).
+	Version string
 }
 
 // Rule returns the rule for k in force now: the base rule, unless a

@@ -61,6 +61,7 @@ type Options struct {
 // concurrent use.
 type Limiter struct {
 	store   Store
+	names   func(KeyWindow) string // the store's names of its windows
 	local   *LocalStore
 	opts    Options
 	breaker *breaker
@@ -72,10 +73,15 @@ type Limiter struct {
 }
 
 // limits is one Config in force and its version, which counts SetConfig
-// calls from 1.
+// calls from 1; name is its version in decisions (Decision.LimitsVersion),
+// keys the store's names of its windows and localKeys the in-process
+// store's (Decision.WindowKeys).
 type limits struct {
-	cfg     *Config
-	version uint64
+	cfg       *Config
+	version   uint64
+	name      string
+	keys      windowNames
+	localKeys windowNames
 }
 
 // New returns a Limiter over store. It enforces nothing until SetConfig.
@@ -125,6 +131,7 @@ func New(store Store, opts Options) (*Limiter, error) {
 	}
 	l := &Limiter{
 		store:   store,
+		names:   storeNamer(store),
 		local:   NewLocalStore(opts.Now),
 		opts:    opts,
 		breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.Now),
@@ -141,35 +148,20 @@ func New(store Store, opts Options) (*Limiter, error) {
 // that was in flight across the change is decided again. The in-process
 // windows keep what they hold, as Redis does: a new limit applies to the
 // admissions already made. Windows that no rule or schedule has any more
-// are forgotten.
+// are forgotten. The decisions taken under c carry its version
+// (Decision.LimitsVersion).
 func (l *Limiter) SetConfig(c *Config) {
+	next := &limits{cfg: c, name: limitsVersion(c), keys: namesOf(c, l.names), localKeys: namesOf(c, WindowKey)}
 	for {
 		old := l.limits.Load()
-		if l.limits.CompareAndSwap(old, &limits{cfg: c, version: old.version + 1}) {
+		next.version = old.version + 1
+		if l.limits.CompareAndSwap(old, next) {
 			break
 		}
 	}
 	l.near.clear()
-	keep := map[windowID]bool{}
-	add := func(k Key, r Rule) {
-		for i, w := range r.Windows {
-			keep[idOf(KeyWindow{Key: k, Window: w})] = true
-			if i < len(r.Reserve) {
-				for n := range r.Reserve[i] {
-					keep[idOf(KeyWindow{Key: ReserveKey(k.Channel, n), Window: w})] = true
-				}
-			}
-		}
-	}
-	if c != nil {
-		for k, r := range c.Rules {
-			add(k, r)
-		}
-		for _, sc := range c.Schedules {
-			add(sc.Key, sc.Rule)
-		}
-	}
-	l.local.Retain(func(id windowID) bool { return keep[id] })
+	// next.keys names every window c can check.
+	l.local.Retain(func(id windowID) bool { _, ok := next.keys[id]; return ok })
 }
 
 // Config returns the snapshot in force, or nil before the first SetConfig.
@@ -233,11 +225,13 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 			d, err = l.decide(ctx, lim, p, r, l.opts.Now(), &end)
 		}
 	}
+	d.LimitsVersion = lim.name
 	if err != nil {
 		return d, err
 	}
 	if !d.Allowed && !d.Conflict && p.shadow {
 		d.Allowed, d.Shadow = true, true
+		unrecorded(&d, start)
 	}
 	d.RequestAmount, d.Currency = r.Amount, r.Currency
 	if end.IsZero() {
@@ -252,7 +246,9 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 // clock read serves the copy of the admission and the elapsed time).
 func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, now time.Time, end *time.Time) (Decision, error) {
 	if len(p.windows) == 0 {
-		return Decision{Key: r.Key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}, nil
+		d := Decision{Key: r.Key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}
+		unrecorded(&d, now)
+		return d, nil
 	}
 	if i := p.closed(); i >= 0 {
 		return p.closedDecision(lim.cfg, r, i, now), nil
@@ -264,12 +260,15 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 		}
 	}
 	if !l.breaker.allow() {
-		return l.decideDegraded(p, r)
+		return l.decideDegraded(lim, p, r)
 	}
 	epoch := l.near.epoch(r.Key.Channel)
-	d, err := l.onRedis(ctx, p, r, now, end)
+	d, err := l.onRedis(ctx, lim, p, r, now, end)
 	if err != nil {
 		return d, err
+	}
+	if d.Allowed && d.Source == SourceRedis {
+		d.WindowKeys = p.windowKeys(lim.keys, l.names)
 	}
 	if useNear && !d.Allowed && !d.Conflict && d.Source == SourceRedis && !d.Amount {
 		// A count window stays full for every request of the key until its
@@ -359,15 +358,19 @@ func (l *Limiter) Ping(ctx context.Context) error {
 // has no room (else the one with the least room left), and its RetryAfter
 // is zero: a peek does not look for when room comes. No member is given, so
 // a retry of an admitted requestId is not recognised: a held member peeks
-// as a new one.
+// as a new one. A peek records nothing: its AdmittedAt is zero and its
+// WindowKeys nil, whatever it answers.
 func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
 	now := l.opts.Now()
-	p := newPlan(l.Config(), r, now)
+	lim := l.limits.Load()
+	p := newPlan(lim.cfg, r, now)
 	if len(p.windows) == 0 {
-		return Decision{Key: r.Key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited}, nil
+		return Decision{Key: r.Key, Allowed: true, Limit: Unlimited, Remaining: Unlimited, Source: SourceUnlimited, LimitsVersion: lim.name}, nil
 	}
 	if i := p.closed(); i >= 0 {
-		return p.closedDecision(l.Config(), r, i, now), nil
+		d := p.closedDecision(lim.cfg, r, i, now)
+		d.LimitsVersion = lim.name
+		return d, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
 	defer cancel()
@@ -393,5 +396,6 @@ func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
 	if !d.Allowed && p.shadow {
 		d.Allowed, d.Shadow = true, true
 	}
+	d.LimitsVersion = lim.name
 	return d, nil
 }

@@ -73,18 +73,41 @@ func (s *LocalStore) wall(t time.Time) time.Time { return s.base.Add(t.Sub(time.
 // a microsecond apart between calls, and the window started afresh.
 func (s *LocalStore) at(t time.Time) time.Time { return time.UnixMicro(t.Sub(s.base).Microseconds()) }
 
-// Check implements Store with Model.Check.
+// Check implements Store with Model.Check. StoreResult.At is on the wall
+// clock: the store's clock (now) when the check read it, in whole
+// microseconds; for a member already held, the time a sliding window
+// recorded it at (for a copy of a Redis admission, FollowRedis's time).
+// Under concurrent checks a sliding window may record a member a few
+// microseconds after At, never before: it keeps its entries in time order.
 func (s *LocalStore) Check(_ context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
 	now := s.at(s.now())
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.windows.Check(windows, member, amount, now), nil
+	res := s.windows.Check(windows, member, amount, now)
+	s.mu.Unlock()
+	s.wallAt(&res)
+	return res, nil
 }
+
+// wallAt turns res.At from the store's clock to the wall clock.
+func (s *LocalStore) wallAt(res *StoreResult) {
+	if !res.At.IsZero() {
+		res.At = time.UnixMicro(micros(s.wall(res.At)))
+	}
+}
+
+// WindowKey implements WindowKeyer: WindowKey(w).
+func (s *LocalStore) WindowKey(w KeyWindow) string { return WindowKey(w) }
 
 // CheckLocalOnly is Check for a decision the limiter takes in process while
 // Redis fails: an admission is also remembered as one Redis does not hold,
 // in each window that did not hold the member yet.
 func (s *LocalStore) CheckLocalOnly(windows []KeyWindow, member string, amount int64, t time.Time) StoreResult {
+	res := s.checkLocalOnly(windows, member, amount, t)
+	s.wallAt(&res)
+	return res
+}
+
+func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount int64, t time.Time) StoreResult {
 	now := s.at(t)
 	s.mu.Lock()
 	defer s.mu.Unlock()

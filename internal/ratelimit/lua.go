@@ -71,9 +71,16 @@ const (
 // carrying a batch of members (RedisStoreOptions.Coalesce) costs Redis
 // little more than a call for one.
 //
-// Returns 4+n integers per member: {allowed, window index (1-based),
-// retry-after µs, duplicate (1), conflict (2) or exceeds a cap (3), use of
-// window 1, …, use of window n}. A refusal by a window whose weight alone is
+// Returns the call's time (µs: the Redis TIME it read, or ARGV[2]), the one
+// instant every member of the call is decided at, then 4+n integers per
+// member: {allowed, window index (1-based), retry-after µs for a refusal,
+// or for an admission how long before the call's time the member was first
+// admitted (0 for a member this call records; for a member a sliding window
+// held from before, the call's time less the earliest score it has in those
+// windows; 0 when only calendar windows hold it: they keep no times),
+// duplicate (1), conflict (2) or exceeds a cap (3), use of window 1, …, use
+// of window n}. So the reply grows by one integer per call, nothing per
+// member. A refusal by a window whose weight alone is
 // above its limit exceeds a cap: its binding window is the first such window
 // and its retry-after still the longest wait. The
 // binding window is the refusing window with the longest wait, or, when
@@ -241,10 +248,10 @@ local zadd, hset, total = {}, {}, {}
 for i = 1, n do
   zadd[i], hset[i], total[i] = {'NX'}, {}, 0
 end
-local out, o, seen, idset = {}, 0, {}, {}
+local out, o, seen, idset = {now}, 1, {}, {}
 for j = 1, nm do
   local member = members[j]
-  local bind, longest, dup, exceed = 0, 0, 0, 0
+  local bind, longest, dup, exceed, since = 0, 0, 0, 0, now
   -- identity first: a member held with another amount is a conflict
   for i = 1, n do
     local was = nil
@@ -276,6 +283,13 @@ for j = 1, nm do
       -- another name's use: read, never recorded, never refusing
     elseif present[i][j] or seen[member] then
       dup = 1
+      -- a sliding window's score is when it recorded the member
+      if kind[i] < 2 and present[i][j] then
+        local at = tonumber(present[i][j])
+        if at < since then
+          since = at
+        end
+      end
     elseif mode[i] == 0 and used[i] + w > lim then
       local t = wait(i, w, lim)
       if w > limits[i] and exceed == 0 then
@@ -322,7 +336,7 @@ for j = 1, nm do
       end
     end
     seen[member] = amounts[j]
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, bind, 0, dup
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, bind, now - since, dup
   end
   for i = 1, n do
     out[o + 4 + i] = used[i]

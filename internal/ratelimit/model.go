@@ -50,6 +50,12 @@ import (
 //     whatever the others' waits (RetryAfter stays the longest wait, which
 //     no retry needs; an in-process decision on a share of the limit uses
 //     it).
+//   - A request of a channel-wide key, or of a resolver key
+//     ("RESOLVE:CHANNEL", ResolveBizType), is checked against its own key's
+//     windows only; a request of any other key against its own key's and
+//     its channel-wide key's (Key.CountsChannelWide). So a resolver query
+//     is counted in no channel-wide window and in no reservation's use, and
+//     no reservation keeps anything from it.
 //   - Reservations: a channel-wide window may keep part of its limit for
 //     named bizTypes (reserve: {REFUND: 2}). A request of bizType b is
 //     admitted by such a window only if, after it, the window's use plus
@@ -63,6 +69,10 @@ import (
 //     the whole limit.
 //   - Release removes a member from the windows given (all of a key's, or
 //     only its amount windows, to give an amount back).
+//   - An admitted member's admission time (Result.At) is now for a member
+//     newly recorded; for a member already held (Result.Duplicate), the
+//     earliest time a sliding window holding it recorded it at, or now
+//     when only calendar windows hold it (they keep no times).
 //
 // Times have the precision of Redis TIME, one microsecond: the model truncates
 // to it. Time must not go backwards within a window; an earlier now is taken
@@ -243,6 +253,15 @@ func (s slot) amountOf(member string) (int64, bool) {
 	return s.q.amountOf(member)
 }
 
+// admittedAt returns the time (µs) a sliding window recorded member at, and
+// whether it knows one: a calendar window keeps no times.
+func (s slot) admittedAt(member string) (int64, bool) {
+	if s.p != nil {
+		return 0, false
+	}
+	return s.q.atOf(member)
+}
+
 func (s slot) add(member string, weight, amount, at int64) {
 	if s.p != nil {
 		s.p.held[member] = heldWeight{weight: weight, amount: amount}
@@ -275,7 +294,10 @@ func (s slot) wait(w Window, weight, now int64) time.Duration {
 // admitted. Result.Counts holds every window's use after the decision. The
 // binding window (Result.Window) is, for a refusal, the refusing window with
 // the longest retry-after (the first of equals); for an admission, the
-// window with the least room left (the first of equals).
+// window with the least room left (the first of equals). Result.At is, for
+// an admission, now, or for a member already held the earliest time a
+// sliding window holding it recorded (now when only calendar windows hold
+// it); zero for a refusal.
 func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time.Time) StoreResult {
 	if len(windows) == 0 {
 		return StoreResult{Allowed: true}
@@ -283,7 +305,7 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 	at := micros(now)
 	slots := make([]slot, len(windows))
 	res := StoreResult{Counts: make([]int64, len(windows)), Window: -1}
-	held := false
+	held, first := false, at // first: when the member was first admitted
 	for i, w := range windows {
 		if w.IsCalendar() {
 			slots[i] = slot{p: m.periodAt(w, now)}
@@ -308,6 +330,9 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 		used := res.Counts[i]
 		if slots[i].has(member) {
 			held = true
+			if since, ok := slots[i].admittedAt(member); ok && since < first {
+				first = since
+			}
 			continue
 		}
 		if w.Track == TrackOwn {
@@ -332,7 +357,7 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 	if res.Window >= 0 {
 		return res
 	}
-	res.Allowed, res.Duplicate = true, held
+	res.Allowed, res.Duplicate, res.At = true, held, time.UnixMicro(first)
 	for i, w := range windows {
 		if w.Track == TrackOther {
 			continue
@@ -433,23 +458,30 @@ func (m *Model) Decide(cfg *Config, r Request, now time.Time) ([]KeyWindow, Stor
 	return windows, m.Check(windows, r.Member, r.Amount, now)
 }
 
+// CountsChannelWide reports whether a request of key k is also counted in
+// the channel-wide windows of its channel ("*:CHANNEL", reservations
+// included): every key but a channel-wide one and a resolver key
+// (ResolveBizType). It is the one place that rule is written: Applicable,
+// ReleaseKey and the Limiter's plans follow it.
+func (k Key) CountsChannelWide() bool { return !k.IsChannelWide() && !k.IsResolve() }
+
 // Applicable returns the windows that apply to request r under cfg at now:
 // the rules in force at now (a schedule replaces a key's rule from its start,
-// inclusive, to its end, exclusive) of the request's key and of its
-// channel-wide key, in that order; of each, the windows that count the
-// request (every count window; an amount window only for a request with an
-// amount in its currency, or in any currency when it names none); a window
-// with reservations with its whole limit, the other names' reservations
-// (Reserved) and, after all the windows, one tracking window per named
-// bizType (TrackOwn for the request's, TrackOther for the others', in the
-// names' order). Shadow rules are not
-// modelled. (The Limiter refuses a request one of whose windows has limit 0,
-// a closed key, before any store is asked, even a retry of a member the
-// windows hold: closed is closed.)
+// inclusive, to its end, exclusive) of the request's key and, when it counts
+// there (Key.CountsChannelWide), of its channel-wide key, in that order; of
+// each, the windows that count the request (every count window; an amount
+// window only for a request with an amount in its currency, or in any
+// currency when it names none); a window with reservations with its whole
+// limit, the other names' reservations (Reserved) and, after all the
+// windows, one tracking window per named bizType (TrackOwn for the
+// request's, TrackOther for the others', in the names' order). Shadow rules
+// are not modelled. (The Limiter refuses a request one of whose windows has
+// limit 0, a closed key, before any store is asked, even a retry of a
+// member the windows hold: closed is closed.)
 func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 	keys := []Key{r.Key}
-	if r.Key.BizType != AnyBizType {
-		keys = append(keys, Key{BizType: AnyBizType, Channel: r.Key.Channel})
+	if r.Key.CountsChannelWide() {
+		keys = append(keys, ChannelWide(r.Key.Channel))
 	}
 	var windows, tracking []KeyWindow
 	for _, k := range keys {
@@ -493,13 +525,16 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 	return append(windows, tracking...)
 }
 
-// ReleaseKey removes member from every window the model holds of key and
-// of its channel-wide key, whatever rule made them; only from their amount
-// windows when amountsOnly (a declined payment's give-back).
+// ReleaseKey removes member from every window the model holds of key and,
+// when key counts there (Key.CountsChannelWide), of its channel-wide key and
+// its own use of that key's reservations, whatever rule made them; only
+// from their amount windows when amountsOnly (a declined payment's
+// give-back).
 func (m *Model) ReleaseKey(key Key, member string, amountsOnly bool) {
-	wide, own := Key{BizType: AnyBizType, Channel: key.Channel}, ReserveKey(key.Channel, key.BizType)
+	wide := key.CountsChannelWide()
 	ours := func(id windowID) bool {
-		return (id.key == key || id.key == wide || id.key == own) && (id.amount || !amountsOnly)
+		mine := id.key == key || wide && (id.key == ChannelWide(key.Channel) || id.key == ReserveKey(key.Channel, key.BizType))
+		return mine && (id.amount || !amountsOnly)
 	}
 	for id, q := range m.sliding {
 		if ours(id) {

@@ -18,8 +18,10 @@ type plan struct {
 	hasBaseline bool
 }
 
-// newPlan builds the plan of r under cfg at now. The rules are the ones in
-// force at now (schedules included). An amount window applies only to a
+// newPlan builds the plan of r under cfg at now: the windows Applicable
+// gives (its key's, and its channel-wide key's when it counts there,
+// Key.CountsChannelWide: never for a resolver key). The rules are the ones
+// in force at now (schedules included). An amount window applies only to a
 // request with an amount in its currency (Window.Applies). A rule in
 // shadow mode beside an enforced one (a shadow key under an enforced
 // channel-wide key, or the other way round) is left out: its windows could
@@ -30,7 +32,7 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 		key  Key
 		rule Rule
 	}{{r.Key, own}}
-	if !r.Key.IsChannelWide() {
+	if r.Key.CountsChannelWide() {
 		wide := ChannelWide(r.Key.Channel)
 		rules = append(rules, struct {
 			key  Key
@@ -135,6 +137,9 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 		Conflict:   res.Conflict,
 		ExceedsCap: res.ExceedsCap,
 	}
+	if res.Allowed {
+		d.AdmittedAt = res.At
+	}
 	if len(res.Counts) == len(p.windows) {
 		// What other names keep is no room for this request.
 		d.Remaining = max(w.Limit-w.unmet(res.Counts)-res.Count, 0)
@@ -182,10 +187,10 @@ func (p plan) reopensAt(cfg *Config, r Request, now time.Time) time.Time {
 }
 
 // nextChange is the first schedule boundary after now of the plan's keys:
-// key and its channel-wide key.
+// key and, when it counts there, its channel-wide key.
 func (p plan) nextChange(cfg *Config, key Key, now time.Time) time.Time {
 	next := cfg.NextChange(key, now)
-	if !key.IsChannelWide() {
+	if key.CountsChannelWide() {
 		if t := cfg.NextChange(ChannelWide(key.Channel), now); !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
@@ -194,13 +199,14 @@ func (p plan) nextChange(cfg *Config, key Key, now time.Time) time.Time {
 }
 
 // releaseWindows returns the windows a release of a member of key touches:
-// every window of key and of its channel-wide key, under the base rules and
+// every window of key and, when it counts there (Key.CountsChannelWide), of
+// its channel-wide key, under the base rules and
 // every schedule's (a schedule may have started or ended since the
 // admission), each once; only amount windows when amountsOnly. Removing a
 // member from a window that does not hold it changes nothing.
 func releaseWindows(cfg *Config, key Key, now time.Time, amountsOnly bool) []KeyWindow {
 	keys := []Key{key}
-	if !key.IsChannelWide() {
+	if key.CountsChannelWide() {
 		keys = append(keys, ChannelWide(key.Channel))
 	}
 	var out []KeyWindow

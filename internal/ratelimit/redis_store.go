@@ -34,6 +34,16 @@ type StoreResult struct {
 	// ExceedsCap is true for a refusal by a window whose weight alone is
 	// above its limit: no wait admits it. Window is the first such window.
 	ExceedsCap bool
+	// At, for an admission, is the store's own time, in whole
+	// microseconds, at which the member was admitted: for RedisStore the
+	// time the check script read from Redis TIME (or was given, in tests)
+	// for the call, shared by every member of a coalesced call; for the
+	// in-process stores their clock. For a member already held (Duplicate),
+	// it is when the member was first admitted, as the earliest of the
+	// sliding windows holding it recorded it (its sorted-set score), or the
+	// time of this check when only calendar windows hold it (they keep no
+	// times). Zero for a refusal, and for a check of no windows.
+	At time.Time
 }
 
 // Store is the shared state behind the limiter: one atomic check per call.
@@ -73,7 +83,9 @@ type RedisStoreOptions struct {
 	// instant would (see checkScript): same atomicity and exactness, a
 	// fraction of the Redis work and round trips per check under
 	// concurrency. An idle key's check is sent at once, so it adds no
-	// latency when there is no concurrency.
+	// latency when there is no concurrency. The checks of one call are
+	// decided at one instant, the call's Redis TIME: its admissions share
+	// it (StoreResult.At).
 	Coalesce bool
 	// MaxBatch bounds the checks in one coalesced call. Zero means 128.
 	MaxBatch int
@@ -107,13 +119,34 @@ func NewRedisStoreWithOptions(client redis.UniversalClient, opts RedisStoreOptio
 	return s, nil
 }
 
-// RedisKey returns the Redis key of window w: prefix{CHANNEL}:BIZTYPE:ID.
-// The channel sits in a hash tag, so every window of one channel, its
-// channel-wide key's included, lives in one Cluster slot and one script call
-// can check them together; codes are drawn from [A-Z0-9_] (and "*"), and IDs
-// hold no ':', so no two windows share a key.
-func (s *RedisStore) RedisKey(w KeyWindow) string {
-	return s.prefix + "{" + w.Key.Channel + "}:" + w.Key.BizType + ":" + w.ID()
+// RedisKey returns the Redis key of window w: prefix{CHANNEL}:BIZTYPE:ID,
+// the prefix followed by WindowKey(w). The channel sits in a hash tag, so
+// every window of one channel, its channel-wide key's included, lives in
+// one Cluster slot and one script call can check them together; codes are
+// drawn from [A-Z0-9_] (and "*"), and IDs hold no ':', so no two windows
+// share a key. A sliding window's key holds a sorted set (member: the
+// requestId, score: its admission time in µs); a calendar window's, a hash
+// (field: the requestId, value: its amount).
+func (s *RedisStore) RedisKey(w KeyWindow) string { return windowKey(s.prefix, w) }
+
+// WindowKey implements WindowKeyer: the window's Redis key (RedisKey).
+func (s *RedisStore) WindowKey(w KeyWindow) string { return windowKey(s.prefix, w) }
+
+// WindowKeyer is implemented by a Store that names the windows it keeps,
+// so that an admitted Decision can say where its member is held
+// (Decision.WindowKeys): RedisStore by its Redis keys, the in-process
+// stores by WindowKey.
+type WindowKeyer interface {
+	WindowKey(w KeyWindow) string
+}
+
+// WindowKey names window w as the in-process stores (LocalStore,
+// DurableStore) name it, and as RedisStore does without its prefix:
+// "{CHANNEL}:BIZTYPE:ID" (Window.ID), such as "{ALIPAY}:PAY:1000".
+func WindowKey(w KeyWindow) string { return windowKey("", w) }
+
+func windowKey(prefix string, w KeyWindow) string {
+	return prefix + "{" + w.Key.Channel + "}:" + w.Key.BizType + ":" + w.ID()
 }
 
 // keys returns the KEYS of a script call for windows: each window's key,
@@ -254,14 +287,15 @@ func appendReservedArgs(args []any, windows []KeyWindow) []any {
 }
 
 // parseCheckReply fills out, one result per member, from checkScript's
-// reply of 4+windows integers per member.
+// reply: the call's time (µs), then 4+windows integers per member.
 func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 	per := 4 + windows
-	if len(res) != per*len(out) {
+	if len(res) != 1+per*len(out) {
 		return fmt.Errorf("ratelimit: script replied %d values for %d checks", len(res), len(out))
 	}
+	now := res[0]
 	for i := range out {
-		r := res[per*i : per*(i+1)]
+		r := res[1+per*i : 1+per*(i+1)]
 		if r[1] < 1 || int(r[1]) > windows {
 			return fmt.Errorf("ratelimit: unexpected script reply %v", r)
 		}
@@ -271,10 +305,15 @@ func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 			Window:     int(r[1]) - 1,
 			Count:      counts[r[1]-1],
 			Counts:     counts,
-			RetryAfter: time.Duration(r[2]) * time.Microsecond,
 			Duplicate:  r[3] == 1,
 			Conflict:   r[3] == 2,
 			ExceedsCap: r[3] == 3,
+		}
+		if out[i].Allowed {
+			// r[2] is how long before now the member was first admitted.
+			out[i].At = time.UnixMicro(now - r[2])
+		} else {
+			out[i].RetryAfter = time.Duration(r[2]) * time.Microsecond
 		}
 	}
 	return nil

@@ -64,6 +64,9 @@ func parseRoute(biz string, v any) ([]string, error) {
 	if reason := CodeProblem(biz); reason != "" {
 		return nil, fmt.Errorf("routes: bizType %q %s", biz, reason)
 	}
+	if biz == ResolveBizType {
+		return nil, fmt.Errorf("routes: %s is the resolver's reserved bizType: no payment is routed under it", biz)
+	}
 	items, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("routes: %s: want a list of channels, such as [ALIPAY, WECHAT]", biz)

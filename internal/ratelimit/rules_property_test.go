@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,14 +13,20 @@ import (
 )
 
 // TestLimiterAgreesWithModel: the Limiter, on every store, decides as
-// Model.Decide on random sequences of payments of three bizTypes on one
-// channel, with amounts in two currencies, under random rules: its own
-// key's windows (counts and amounts, some for one currency), the channel's
+// Model.Decide on random sequences of payments of three bizTypes and
+// resolver queries (RESOLVE) on one channel, with amounts in two
+// currencies, under random rules: its own key's windows (counts and
+// amounts, some for one currency; counts only for RESOLVE), the channel's
 // channel-wide key with reservations for one bizType, and a schedule of
 // either key that starts and ends within the sequence; with releases and
 // amounts given back. This covers the rules the store-level test cannot:
 // which windows apply to a request, reservations, and schedules switching
-// on the clock.
+// on the clock. Beside the model, two claims are checked on their own: an
+// admission carries the model's admission time and names every window
+// that counts it, and a resolver query changes no channel-wide window's
+// use and is unlimited when its key has no rule (if the model and the
+// limiter both counted queries channel-wide, they would agree, and only
+// these checks would fail).
 func TestLimiterAgreesWithModel(t *testing.T) {
 	testutil.PropertyChecks(t, 1000)
 	for _, nt := range []struct {
@@ -115,6 +122,13 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 			cfg.Rules[Key{BizType: biz, Channel: ch}] = genRule(t, false)
 		}
 	}
+	if rapid.Bool().Draw(t, "limited RESOLVE") {
+		// A RESOLVE key takes count windows only.
+		r := genRule(t, false)
+		r.Windows = slices.DeleteFunc(r.Windows, func(w Window) bool { return w.Amount })
+		r.Reserve = nil
+		cfg.Rules[ResolveKey(ch)] = r
+	}
 	if rapid.Bool().Draw(t, "channel-wide") {
 		cfg.Rules[wide] = genRule(t, true)
 	}
@@ -132,7 +146,7 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 	model := NewModel()
 	amounts := rapid.SliceOfN(rapid.Int64Range(0, 6), 6, 6).Draw(t, "amounts")
 	currencies := rapid.SliceOfN(rapid.SampledFrom([]string{"CNY", "USD"}), 6, 6).Draw(t, "currencies")
-	bizTypes := rapid.SliceOfN(rapid.SampledFrom([]string{"PAY", "REFUND", "OTHER"}), 6, 6).Draw(t, "bizTypes")
+	bizTypes := rapid.SliceOfN(rapid.SampledFrom([]string{"PAY", "REFUND", "OTHER", ResolveBizType}), 6, 6).Draw(t, "bizTypes")
 	request := func(t *rapid.T) Request {
 		i := rapid.IntRange(0, 5).Draw(t, "member")
 		return Request{Key: Key{BizType: bizTypes[i], Channel: ch}, Member: fmt.Sprintf("m%d", i), Amount: amounts[i], Currency: currencies[i]}
@@ -140,9 +154,26 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 	t.Repeat(map[string]func(*rapid.T){
 		"check": func(t *rapid.T) {
 			r := request(t)
+			var wideBefore []int64
+			if r.Key.IsResolve() {
+				wideBefore = wideUse(t, l, ch)
+			}
 			got, err := l.Check(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if r.Key.IsResolve() {
+				if after := wideUse(t, l, ch); !slices.Equal(after, wideBefore) {
+					t.Fatalf("%+v at %s: channel-wide use %v -> %v: a resolver query counted channel-wide (%+v)", r, now.UTC().Format(time.RFC3339Nano), wideBefore, after, got)
+				}
+				for _, u := range got.Windows {
+					if u.Scope != r.Key {
+						t.Fatalf("%+v: checked against %s's window %s, want %s's only", r, u.Scope, u.Name(), r.Key)
+					}
+				}
+				if cfg.RuleAt(r.Key, *now).IsUnlimited() && got.Source != SourceUnlimited {
+					t.Fatalf("%+v without a rule of its own: %+v, want unlimited", r, got)
+				}
 			}
 			windows := Applicable(cfg, r, *now)
 			if len(windows) == 0 {
@@ -176,6 +207,17 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 					t.Fatalf("%+v: window %d use %d, want %d (model)", r, i, u.Count, want.Counts[i])
 				}
 			}
+			if got.Allowed && !got.Shadow {
+				counting := 0
+				for _, w := range windows {
+					if w.Track != TrackOther {
+						counting++
+					}
+				}
+				if !got.AdmittedAt.Equal(want.At) || len(got.WindowKeys) != counting {
+					t.Fatalf("%+v: admitted at %v in %q, want %v (model) in %d windows", r, got.AdmittedAt, got.WindowKeys, want.At, counting)
+				}
+			}
 		},
 		"release": func(t *rapid.T) {
 			r := request(t)
@@ -195,4 +237,13 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 			*now = now.Add(time.Duration(rapid.Int64Range(0, 1_500_000).Draw(t, "µs")) * time.Microsecond)
 		},
 	})
+}
+
+// wideUse is the use of the channel-wide windows of ch in force.
+func wideUse(t *rapid.T, l *Limiter, ch string) []int64 {
+	_, use, err := l.Usage(context.Background(), ChannelWide(ch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return use
 }

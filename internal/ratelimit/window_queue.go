@@ -11,11 +11,12 @@ type localEntry struct {
 	amount int64
 }
 
-// heldMember is what a queue knows of one member: how many entries it has
-// and the amount it was admitted for.
+// heldMember is what a queue knows of one member: how many entries it has,
+// the amount it was admitted for and the time of its first entry (µs).
 type heldMember struct {
 	n      int32
 	amount int64
+	at     int64
 }
 
 // queue is a time-ordered list of entries in a ring buffer (a power of two
@@ -93,6 +94,9 @@ func (q *queue) push(e localEntry) {
 		q.idx = map[string]heldMember{}
 	}
 	h := q.idx[e.member]
+	if h.n == 0 {
+		h.at = e.at
+	}
 	h.n++
 	h.amount = e.amount
 	q.idx[e.member] = h
@@ -105,6 +109,13 @@ func (q *queue) has(member string) bool { return q.idx[member].n > 0 }
 func (q *queue) amountOf(member string) (int64, bool) {
 	h, ok := q.idx[member]
 	return h.amount, ok && h.n > 0
+}
+
+// atOf returns the time (µs) member was first recorded at, and whether the
+// queue holds it.
+func (q *queue) atOf(member string) (int64, bool) {
+	h, ok := q.idx[member]
+	return h.at, ok && h.n > 0
 }
 
 // remove deletes every entry of member.

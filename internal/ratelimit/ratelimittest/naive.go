@@ -41,7 +41,7 @@ func (s *NaiveStore) Check(ctx context.Context, windows []ratelimit.KeyWindow, m
 		return ratelimit.StoreResult{}, err
 	}
 	s.Client.PExpire(ctx, key, w.Size)
-	return ratelimit.StoreResult{Allowed: true, Count: count + 1}, nil
+	return ratelimit.StoreResult{Allowed: true, Count: count + 1, At: time.UnixMicro(now)}, nil
 }
 
 // Release implements ratelimit.Store.

@@ -1,0 +1,407 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"payserver/internal/testutil"
+)
+
+// redisTime reads Redis TIME in µs.
+func redisTime(t *testing.T, c redis.UniversalClient) int64 {
+	t.Helper()
+	now, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMicro()
+}
+
+// mustLimiter returns a Limiter on store with doc in force.
+func mustLimiter(t *testing.T, store Store, opts Options, doc string) *Limiter {
+	t.Helper()
+	l, err := New(store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseDocument([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(cfg)
+	return l
+}
+
+func mustDecide(t *testing.T, l *Limiter, r Request) Decision {
+	t.Helper()
+	d, err := l.Check(context.Background(), r)
+	if err != nil {
+		t.Fatalf("Check(%+v): %v", r, err)
+	}
+	return d
+}
+
+// assertHeld checks, on Redis, that every key holds member: a sorted set
+// with the score at (µs), or a hash with the amount.
+func assertHeld(t *testing.T, c redis.UniversalClient, keys []string, member string, at, amount int64) {
+	t.Helper()
+	ctx := context.Background()
+	for _, k := range keys {
+		switch typ := c.Type(ctx, k).Val(); typ {
+		case "zset":
+			score, err := c.ZScore(ctx, k, member).Result()
+			if err != nil {
+				t.Fatalf("ZSCORE %s %s: %v", k, member, err)
+			}
+			if int64(score) != at {
+				t.Fatalf("ZSCORE %s %s = %d, want the admission time %d", k, member, int64(score), at)
+			}
+		case "hash":
+			v, err := c.HGet(ctx, k, member).Result()
+			if err != nil {
+				t.Fatalf("HGET %s %s: %v", k, member, err)
+			}
+			if v != strconv.FormatInt(amount, 10) {
+				t.Fatalf("HGET %s %s = %s, want its amount %d", k, member, v, amount)
+			}
+		default:
+			t.Fatalf("window key %s is a %q, want a zset or a hash that holds %s", k, typ, member)
+		}
+	}
+}
+
+// TestAdmissionRecordOnRedis: on a real Redis, an admitted decision carries
+// the Redis TIME its script read (between TIME read before and after the
+// call, and exactly the score the member got), the exact Redis keys of the
+// windows that count it (its key's sliding count, amount and calendar
+// windows, its channel-wide window and its own use of that window's
+// reservation, not the other name's, only read), each holding it; a
+// duplicate carries the time it was first admitted; a refusal carries
+// neither.
+func TestAdmissionRecordOnRedis(t *testing.T) {
+	c := testutil.MustRedis(t)
+	s, _ := NewRedisStore(c, "test:adm:")
+	ch := testutil.UniqueName("C")
+	doc := fmt.Sprintf(`limits:
+  PAY:%[1]s: [{limit: 5, window: 10s}, {limit: 5, calendar: day}, {amount: 1000, window: 1m}]
+  SOLO:%[1]s: 1
+  "*:%[1]s": [{limit: 10, window: 10s, reserve: {PAY: 1, REFUND: 2}}]
+`, ch)
+	l := mustLimiter(t, s, Options{Timeout: 5 * time.Second, DisableNearCache: true}, doc)
+	r := Request{Key: Key{BizType: "PAY", Channel: ch}, Member: "m1", Amount: 100, Currency: "CNY"}
+
+	before := redisTime(t, c)
+	d := mustDecide(t, l, r)
+	after := redisTime(t, c)
+	if !d.Allowed || d.Source != SourceRedis {
+		t.Fatalf("got %+v, want admitted by Redis", d)
+	}
+	at := d.AdmittedAt.UnixMicro()
+	if at < before || at > after || d.AdmittedAt.Nanosecond()%1000 != 0 {
+		t.Fatalf("AdmittedAt %d µs, want Redis TIME of the call, in [%d, %d] µs", at, before, after)
+	}
+	p := "test:adm:{" + ch + "}:"
+	want := []string{p + "PAY:10000", p + "PAY:a60000", p + "PAY:day.0000.UTC", p + "*:10000", p + "*PAY:10000"}
+	if !slices.Equal(d.WindowKeys, want) {
+		t.Fatalf("WindowKeys %q, want %q", d.WindowKeys, want)
+	}
+	assertHeld(t, c, d.WindowKeys, r.Member, at, r.Amount)
+	if n := c.Exists(context.Background(), p+"*REFUND:10000").Val(); n != 0 {
+		t.Fatalf("the other name's reservation window exists: it is only read")
+	}
+
+	time.Sleep(5 * time.Millisecond)
+	dup := mustDecide(t, l, r)
+	if !dup.Allowed || !dup.Duplicate || !dup.AdmittedAt.Equal(d.AdmittedAt) || !slices.Equal(dup.WindowKeys, want) {
+		t.Fatalf("retry: got %+v, want a duplicate admitted at %v (its first admission) in %q", dup, d.AdmittedAt, want)
+	}
+
+	solo := Key{BizType: "SOLO", Channel: ch}
+	mustDecide(t, l, Request{Key: solo, Member: "s1"})
+	if refused := mustDecide(t, l, Request{Key: solo, Member: "s2"}); refused.Allowed || !refused.AdmittedAt.IsZero() || refused.WindowKeys != nil {
+		t.Fatalf("refusal: got %+v, want no admission time and no window keys", refused)
+	}
+
+	sum := md5.Sum([]byte(doc))
+	if d.LimitsVersion != hex.EncodeToString(sum[:]) {
+		t.Fatalf("LimitsVersion %q, want the document's MD5 %x", d.LimitsVersion, sum)
+	}
+}
+
+// TestDuplicateInCalendarWindowsOnlyIsTimedNow: calendar windows keep
+// amounts, not times, so a retry held by calendar windows only carries the
+// time of the retry's call.
+func TestDuplicateInCalendarWindowsOnlyIsTimedNow(t *testing.T) {
+	c := testutil.MustRedis(t)
+	s, _ := NewRedisStore(c, "test:adm:")
+	ch := testutil.UniqueName("C")
+	l := mustLimiter(t, s, Options{Timeout: 5 * time.Second}, fmt.Sprintf("limits:\n  RESOLVE:%s: [{limit: 5, calendar: day}]\n", ch))
+	r := Request{Key: ResolveKey(ch), Member: "q1"}
+	first := mustDecide(t, l, r)
+	time.Sleep(5 * time.Millisecond)
+	before := redisTime(t, c)
+	again := mustDecide(t, l, r)
+	after := redisTime(t, c)
+	if at := again.AdmittedAt.UnixMicro(); !again.Duplicate || at < before || at > after || !again.AdmittedAt.After(first.AdmittedAt) {
+		t.Fatalf("retry: got %+v, want a duplicate timed by its own call, in [%d, %d] µs", again, before, after)
+	}
+	want := []string{"test:adm:{" + ch + "}:RESOLVE:day.0000.UTC"}
+	if !slices.Equal(again.WindowKeys, want) {
+		t.Fatalf("WindowKeys %q, want %q", again.WindowKeys, want)
+	}
+	assertHeld(t, c, again.WindowKeys, r.Member, 0, 0)
+}
+
+// TestScriptCallSharesOneTime: every member of one script call (a
+// coalesced batch) is admitted at the one Redis TIME the call read, the
+// first integer of the reply; a refused member has no time.
+func TestScriptCallSharesOneTime(t *testing.T) {
+	c := testutil.MustRedis(t)
+	s, _ := NewRedisStore(c, "test:adm:")
+	ws := KeyWindows(Key{BizType: testutil.UniqueName("B"), Channel: "X"}, []Window{{Limit: 2, Size: time.Minute}})
+	members := []checkMember{{id: "a"}, {id: "b"}, {id: "c"}}
+	before := redisTime(t, c)
+	reply, err := s.runCheck(context.Background(), s.checkKeys(ws, members...), checkArgs(ws, members...))
+	after := redisTime(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]StoreResult, len(members))
+	if err := parseCheckReply(reply, len(ws), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(reply) != 1+len(members)*(4+len(ws)) {
+		t.Fatalf("reply of %d integers, want one for the call and %d per member", len(reply), 4+len(ws))
+	}
+	if reply[0] < before || reply[0] > after {
+		t.Fatalf("the call's time %d µs, want Redis TIME in [%d, %d]", reply[0], before, after)
+	}
+	if !got[0].Allowed || !got[1].Allowed || got[2].Allowed {
+		t.Fatalf("got %+v, want a and b admitted, c refused", got)
+	}
+	for i, m := range members[:2] {
+		if got[i].At.UnixMicro() != reply[0] {
+			t.Fatalf("%s admitted at %v, want the call's time %d µs", m.id, got[i].At, reply[0])
+		}
+		assertHeld(t, c, []string{s.RedisKey(ws[0])}, m.id, reply[0], 0)
+	}
+	if !got[2].At.IsZero() {
+		t.Fatalf("refused c has a time: %v", got[2].At)
+	}
+}
+
+// TestCoalescedChecksShareTheirCallsTime: through the coalescer, 64
+// concurrent callers' admissions carry no more distinct times than there
+// were script calls (members of one call share its time), and each is the
+// score Redis recorded.
+func TestCoalescedChecksShareTheirCallsTime(t *testing.T) {
+	c := testutil.MustRedis(t)
+	s, _ := NewRedisStoreWithOptions(c, RedisStoreOptions{Prefix: "test:adm:", Coalesce: true})
+	ws := KeyWindows(Key{BizType: testutil.UniqueName("B"), Channel: "X"}, []Window{{Limit: 100_000, Size: time.Minute}})
+	const callers, each = 64, 10
+	ats := make([][]time.Time, callers)
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				res, err := s.Check(context.Background(), ws, fmt.Sprintf("m%d-%d", g, i), 0)
+				if err != nil || !res.Allowed {
+					t.Errorf("check: %+v, %v", res, err)
+					return
+				}
+				ats[g] = append(ats[g], res.At)
+			}
+		}()
+	}
+	wg.Wait()
+	calls, checks := s.CoalesceStats()
+	distinct := map[int64]bool{}
+	for g := range callers {
+		for i, at := range ats[g] {
+			distinct[at.UnixMicro()] = true
+			score := c.ZScore(context.Background(), s.RedisKey(ws[0]), fmt.Sprintf("m%d-%d", g, i)).Val()
+			if int64(score) != at.UnixMicro() {
+				t.Fatalf("m%d-%d admitted at %d µs, recorded at %d", g, i, at.UnixMicro(), int64(score))
+			}
+		}
+	}
+	if uint64(len(distinct)) > calls {
+		t.Fatalf("%d distinct admission times from %d script calls (%d checks): a call's members must share its time", len(distinct), calls, checks)
+	}
+	t.Logf("%d checks in %d calls, %d distinct times", checks, calls, len(distinct))
+}
+
+// TestDrivenTimeIsAdmissionTime: the time tests pass the script (ARGV[2])
+// is the admission time, and a duplicate keeps its first one.
+func TestDrivenTimeIsAdmissionTime(t *testing.T) {
+	c := testutil.MustRedis(t)
+	s, _ := NewRedisStore(c, "test:adm:")
+	ws := KeyWindows(Key{BizType: testutil.UniqueName("B"), Channel: "X"}, []Window{{Limit: 5, Size: time.Minute}})
+	t0 := time.UnixMicro(1_800_000_000_123_456)
+	check := func(at time.Time, m string) StoreResult {
+		t.Helper()
+		reply, err := s.runCheck(context.Background(), s.checkKeys(ws, checkMember{id: m}), checkArgsAt(micros(at), at, ws, checkMember{id: m}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]StoreResult, 1)
+		if err := parseCheckReply(reply, len(ws), out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	if got := check(t0, "a"); !got.At.Equal(t0) {
+		t.Fatalf("a at %v, want the driven time %v", got.At, t0)
+	}
+	t1 := t0.Add(5 * time.Second)
+	if got := check(t1, "a"); !got.Duplicate || !got.At.Equal(t0) {
+		t.Fatalf("a again at %v: %+v, want a duplicate first admitted at %v", t1, got, t0)
+	}
+	if got := check(t1, "b"); got.Duplicate || !got.At.Equal(t1) {
+		t.Fatalf("b at %v: %+v, want admitted at %v", t1, got, t1)
+	}
+}
+
+// TestAdmissionRecordInProcess: the in-process stores time an admission by
+// their clock and name its windows by WindowKey; a duplicate keeps its
+// first admission's time, across a restart of the journaled store.
+func TestAdmissionRecordInProcess(t *testing.T) {
+	doc := "limits:\n  PAY:ALIPAY: [{limit: 5, window: 10s}, {limit: 5, calendar: day}]\n  \"*:ALIPAY\": [{limit: 10, window: 1m}]\n"
+	want := []string{"{ALIPAY}:PAY:10000", "{ALIPAY}:PAY:day.0000.UTC", "{ALIPAY}:*:60000"}
+	path := filepath.Join(t.TempDir(), "limiter.journal")
+	for _, tc := range []struct {
+		name  string
+		store func(clock *testutil.Clock) Store
+	}{
+		{"local", func(clock *testutil.Clock) Store { return NewLocalStore(clock.Now) }},
+		{"durable", func(clock *testutil.Clock) Store {
+			s, err := OpenDurableStore(path, clock.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := testutil.NewClock(time.Date(2026, 5, 1, 10, 3, 17, 123_456_789, time.UTC))
+			l := mustLimiter(t, tc.store(clock), Options{Now: clock.Now}, doc)
+			r := Request{Key: Key{BizType: "PAY", Channel: "ALIPAY"}, Member: "m1"}
+			d := mustDecide(t, l, r)
+			first := time.UnixMicro(clock.Now().UnixMicro())
+			if !d.Allowed || !d.AdmittedAt.Equal(first) || !slices.Equal(d.WindowKeys, want) {
+				t.Fatalf("got %+v, want admitted at %v in %q", d, first, want)
+			}
+			clock.Advance(2 * time.Second)
+			if tc.name == "durable" {
+				// A restart: the journal keeps when the member was admitted.
+				l = mustLimiter(t, tc.store(clock), Options{Now: clock.Now}, doc)
+			}
+			if dup := mustDecide(t, l, r); !dup.Duplicate || !dup.AdmittedAt.Equal(first) {
+				t.Fatalf("retry: got %+v, want a duplicate first admitted at %v", dup, first)
+			}
+		})
+	}
+}
+
+// downStore is a store whose Redis refuses connections.
+type downStore struct{ *LocalStore }
+
+func (downStore) Check(context.Context, []KeyWindow, string, int64) (StoreResult, error) {
+	return StoreResult{}, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+}
+
+// TestAdmissionRecordWithoutTheStore: a degraded admission in process is
+// timed by the limiter's clock and names the in-process windows; an
+// admission no window records (fail-open, unlimited, a shadow admission of
+// a refusal) is timed by the limiter's clock and names none.
+func TestAdmissionRecordWithoutTheStore(t *testing.T) {
+	doc := "limits:\n  PAY:ALIPAY: [{limit: 5, window: 10s}]\n  SHADOW:ALIPAY: {limit: 1, window: 1s, shadow: true}\n"
+	for _, tc := range []struct {
+		policy Policy
+		key    Key
+		source Source
+		keys   []string
+	}{
+		{PolicyLocal, Key{BizType: "PAY", Channel: "ALIPAY"}, SourceLocal, []string{"{ALIPAY}:PAY:10000"}},
+		{PolicyAllow, Key{BizType: "PAY", Channel: "ALIPAY"}, SourceFailOpen, nil},
+		{PolicyLocal, Key{BizType: "FREE", Channel: "ALIPAY"}, SourceUnlimited, nil},
+	} {
+		t.Run(string(tc.source), func(t *testing.T) {
+			clock := testutil.NewClock(time.Date(2026, 5, 1, 10, 3, 17, 123_456_789, time.UTC))
+			l := mustLimiter(t, downStore{NewLocalStore(nil)}, Options{Now: clock.Now, Policy: tc.policy}, doc)
+			d := mustDecide(t, l, Request{Key: tc.key, Member: "m1"})
+			at := time.UnixMicro(clock.Now().UnixMicro())
+			if !d.Allowed || d.Source != tc.source || !d.AdmittedAt.Equal(at) || !slices.Equal(d.WindowKeys, tc.keys) {
+				t.Fatalf("got %+v, want admitted (%s) at %v in %q", d, tc.source, at, tc.keys)
+			}
+		})
+	}
+	t.Run("shadow", func(t *testing.T) {
+		clock := testutil.NewClock(time.Date(2026, 5, 1, 10, 3, 17, 0, time.UTC))
+		l := mustLimiter(t, NewLocalStore(clock.Now), Options{Now: clock.Now}, doc)
+		mustDecide(t, l, Request{Key: Key{BizType: "SHADOW", Channel: "ALIPAY"}, Member: "m0"})
+		d := mustDecide(t, l, Request{Key: Key{BizType: "SHADOW", Channel: "ALIPAY"}, Member: "m1"})
+		if !d.Allowed || !d.Shadow || !d.AdmittedAt.Equal(clock.Now()) || d.WindowKeys != nil {
+			t.Fatalf("got %+v, want a shadow admission at %v in no window", d, clock.Now())
+		}
+	})
+}
+
+// TestLimitsVersionFollowsTheDocument: every decision names the document in
+// force, its MD5; a new document changes it, the same one again does not;
+// a Config made in code is named by a hash of its content.
+func TestLimitsVersionFollowsTheDocument(t *testing.T) {
+	l := mustLimiter(t, NewLocalStore(nil), Options{}, "limits:\n  PAY:ALIPAY: 1\n")
+	k := Key{BizType: "PAY", Channel: "ALIPAY"}
+	v1 := mustDecide(t, l, Request{Key: k, Member: "a"}).LimitsVersion
+	if refused := mustDecide(t, l, Request{Key: k, Member: "b"}); refused.Allowed || refused.LimitsVersion != v1 {
+		t.Fatalf("refusal %+v, want version %q", refused, v1)
+	}
+	doc2 := "limits:\n  PAY:ALIPAY: 2\n"
+	l.SetConfig(mustParse(t, doc2))
+	v2 := mustDecide(t, l, Request{Key: k, Member: "c"}).LimitsVersion
+	sum := md5.Sum([]byte(doc2))
+	if v2 == v1 || v2 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("versions %q then %q, want the second the MD5 of its document %x", v1, v2, sum)
+	}
+	l.SetConfig(mustParse(t, doc2))
+	if v := mustDecide(t, l, Request{Key: Key{BizType: "OTHER", Channel: "ALIPAY"}, Member: "d"}).LimitsVersion; v != v2 {
+		t.Fatalf("the same document again: version %q, want %q", v, v2)
+	}
+
+	made := func(limit int64) *Config {
+		return &Config{Rules: map[Key]Rule{k: {Windows: []Window{{Limit: limit, Size: time.Second}}}}}
+	}
+	l.SetConfig(made(3))
+	h3 := mustDecide(t, l, Request{Key: k, Member: "e"}).LimitsVersion
+	l.SetConfig(made(4))
+	h4 := mustDecide(t, l, Request{Key: k, Member: "f"}).LimitsVersion
+	l.SetConfig(made(3))
+	if again := mustDecide(t, l, Request{Key: k, Member: "g"}).LimitsVersion; len(h3) != 12 || h3 == h4 || again != h3 {
+		t.Fatalf("made in code: %q, %q, %q again, want 12-digit hashes that follow the content", h3, h4, again)
+	}
+}
+
+func mustParse(t *testing.T, doc string) *Config {
+	t.Helper()
+	cfg, err := ParseDocument([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
