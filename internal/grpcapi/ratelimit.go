@@ -255,7 +255,7 @@ func parseDescriptor(d *commonv3.RateLimitDescriptor, requestHits uint32) (hit, 
 		v := e.GetValue()
 		switch e.GetKey() {
 		case "bizType":
-			if p := ratelimit.CodeProblem(v); p != "" {
+			if p := ratelimit.BizTypeProblem(v); p != "" {
 				return h, fmt.Errorf("entry bizType: %s", p)
 			}
 			h.key.BizType = v

@@ -128,7 +128,7 @@ func (o *object) err() error {
 
 func (o *object) key() ratelimit.Key {
 	return ratelimit.Key{
-		BizType: o.str("bizType", true, ratelimit.CodeProblem),
+		BizType: o.str("bizType", true, ratelimit.BizTypeProblem),
 		Channel: o.str("channel", true, ratelimit.CodeProblem),
 	}
 }
@@ -201,7 +201,11 @@ func ParsePeek(get func(name string) []string, names []string) (PeekRequest, err
 		dst  *string
 	}{{"bizType", &r.Key.BizType}, {"channel", &r.Key.Channel}} {
 		if v, ok := one(f.name, true); ok {
-			if reason := ratelimit.CodeProblem(v); reason != "" {
+			problem := ratelimit.CodeProblem
+			if f.name == "bizType" {
+				problem = ratelimit.BizTypeProblem
+			}
+			if reason := problem(v); reason != "" {
 				bad = append(bad, apperr.FieldError{Field: f.name, Reason: reason})
 			}
 			*f.dst = v

@@ -168,7 +168,7 @@ func (r PayRequest) problems(decoded []apperr.FieldError) []apperr.FieldError {
 		}
 	}
 	add("requestId", requestIDProblem(r.RequestID))
-	add("bizType", ratelimit.CodeProblem(r.BizType))
+	add("bizType", ratelimit.BizTypeProblem(r.BizType))
 	if r.Channel != "" {
 		add("channel", ratelimit.CodeProblem(r.Channel))
 	}

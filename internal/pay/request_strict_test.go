@@ -41,6 +41,7 @@ func TestStrictInputRefused(t *testing.T) {
 		wantField, wantText string
 	}{
 		{"duplicate amount", validBody(`,"amount":200`), "amount", "duplicate key"},
+		{"reserved bizType", `{"requestId":"r1","bizType":"RESOLVE","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY"}`, "bizType", "reserved"},
 		{"duplicate requestId", `{"requestId":"d2","requestId":"d3","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M","amount":1,"currency":"CNY"}`, "requestId", "duplicate key"},
 		{"duplicate through an escape", validBody(`,"\u0061mount":200`), "amount", "duplicate key"},
 		{"duplicate null", validBody(`,"subject":null,"subject":"x"`), "subject", "duplicate key"},

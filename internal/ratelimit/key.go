@@ -89,3 +89,16 @@ func CodeProblem(s string) string {
 	}
 	return ""
 }
+
+// BizTypeProblem is CodeProblem for a bizType a client sends: RESOLVE is
+// reserved for the resolver of unknown outcomes, whose checks count only
+// on RESOLVE:<CHANNEL> and never in channel-wide windows.
+func BizTypeProblem(s string) string {
+	if p := CodeProblem(s); p != "" {
+		return p
+	}
+	if s == ResolveBizType {
+		return "must not be " + ResolveBizType + ": it is reserved for the resolver of unknown outcomes"
+	}
+	return ""
+}
