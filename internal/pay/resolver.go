@@ -26,8 +26,9 @@ type ResolveStore interface {
 	Lease(ctx context.Context, o *Order, owner string, now, until time.Time) (bool, error)
 	// Reschedule gives up owner's lease of an UNKNOWN order and sets its
 	// next attempt, counting one more when asked (the channel was asked;
-	// not when the RESOLVE key refused the call).
-	Reschedule(ctx context.Context, requestID, owner string, next time.Time, asked bool) error
+	// not when the RESOLVE key refused the call). closeNext records that
+	// the channel answered NOT_FOUND and the close is still to be made.
+	Reschedule(ctx context.Context, requestID, owner string, next time.Time, asked, closeNext bool) error
 	// Resolve ends an UNKNOWN or PROCESSING order with o's outcome and
 	// o.ResolvedBy, o.ResolvedAt; ErrOrderNotFound when it already ended.
 	Resolve(ctx context.Context, o *Order) error
@@ -38,11 +39,15 @@ type ResolveStore interface {
 	UnresolvedStats(ctx context.Context) (int64, time.Time, error)
 }
 
-// Unresolved is an UNKNOWN order and how many attempts to resolve it were
-// made.
+// Unresolved is an UNKNOWN order, how many attempts to resolve it were
+// made, and whether its next attempt closes it at once (its channel
+// answered NOT_FOUND and the close was refused by the RESOLVE key: asking
+// again first would let every admitted query take the slots the closes
+// need, and no order would ever end).
 type Unresolved struct {
-	Order    *Order
-	Attempts int
+	Order     *Order
+	Attempts  int
+	CloseNext bool
 }
 
 // ResolveObserver is told what the Resolver did, for metrics. It must not
@@ -246,49 +251,63 @@ func (r *Resolver) attempt(ctx context.Context, u Unresolved) {
 	if err != nil || !ok {
 		return // another instance has it, it ended, or the store failed: next round
 	}
-	next, why := r.ask(ctx, o, u.Attempts+1)
+	next, why, st := r.ask(ctx, o, u.Attempts+1, u.CloseNext)
 	if next == 0 {
 		return
 	}
-	asked := why != whyLimited
 	r.log.Debug("an unknown outcome is not resolved yet", "requestId", o.RequestID, "orderNo", o.OrderNo,
 		"channel", o.Channel, "attempt", u.Attempts+1, "why", why, "next", next)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := r.store.Reschedule(sctx, o.RequestID, r.opts.Owner, r.opts.Now().Add(next), asked); err != nil {
+	if err := r.store.Reschedule(sctx, o.RequestID, r.opts.Owner, r.opts.Now().Add(next), st.asked, st.closeNext); err != nil {
 		r.log.Warn("could not reschedule an unknown outcome; its lease expires instead", "requestId", o.RequestID, "err", err)
 	}
 }
 
-// ask runs one attempt on o. It returns the wait before the next attempt,
-// zero when o ended (here or elsewhere), and why it did not end.
-func (r *Resolver) ask(ctx context.Context, o *Order, attempt int) (time.Duration, string) {
+// step is what an unfinished attempt leaves for the next one.
+type step struct {
+	// asked: the channel was asked (the attempt counts, for backoff).
+	asked bool
+	// closeNext: the channel answered NOT_FOUND; the next attempt closes.
+	closeNext bool
+}
+
+// ask runs one attempt on o: a query, then a close if the channel has no
+// such order, or the close alone when an earlier query found nothing. It
+// returns the wait before the next attempt, zero when o ended (here or
+// elsewhere), why it did not end, and what it leaves for the next.
+func (r *Resolver) ask(ctx context.Context, o *Order, attempt int, closeNext bool) (time.Duration, string, step) {
 	ch, ok := r.channels.Get(o.Channel)
 	look, canAsk := ch.(channel.Lookup)
 	if !ok || !canAsk {
-		return r.opts.MaxBackoff, "the channel is not configured, or cannot be queried"
+		return r.opts.MaxBackoff, "the channel is not configured, or cannot be queried", step{}
 	}
 	req := channelRequest(o)
+	if closeNext {
+		return r.close(ctx, look, o, req, attempt)
+	}
 	if wait, admitted := r.admit(ctx, o, "q"+strconv.Itoa(attempt)); !admitted {
 		r.obs.Queried(o.Channel, "query", "LIMITED")
-		return wait, whyLimited
+		return wait, whyLimited, step{}
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CallTimeout)
 	res, err := look.Query(qctx, req)
 	cancel()
+	asked := step{asked: true}
 	switch {
 	case errors.Is(err, channel.ErrNotFound):
 		r.obs.Queried(o.Channel, "query", "NOT_FOUND")
 		return r.close(ctx, look, o, req, attempt)
 	case err != nil:
 		r.obs.Queried(o.Channel, "query", "ERROR")
-		return r.backoff(attempt), "query failed: " + err.Error()
+		return r.backoff(attempt), "query failed: " + err.Error(), asked
 	case res.Status == channel.Processing:
 		r.obs.Queried(o.Channel, "query", string(channel.Processing))
-		return r.backoff(attempt), "the channel is still processing it"
+		return r.backoff(attempt), "the channel is still processing it", asked
 	}
 	r.obs.Queried(o.Channel, "query", outcomeName(res.Status))
-	return r.end(ctx, o, res, ResolvedByQuery)
+	next, why := r.end(ctx, o, res, ResolvedByQuery)
+	return next, why, asked
 }
 
 // whyLimited is why an attempt did not ask the channel: the RESOLVE key
@@ -298,26 +317,29 @@ const whyLimited = "the RESOLVE key is at its limit"
 // close closes o at its channel after a query found nothing: the close
 // either proves the payment was never processed (NOT_SENT) or gives its
 // outcome.
-func (r *Resolver) close(ctx context.Context, look channel.Lookup, o *Order, req channel.Request, attempt int) (time.Duration, string) {
+func (r *Resolver) close(ctx context.Context, look channel.Lookup, o *Order, req channel.Request, attempt int) (time.Duration, string, step) {
+	closing := step{asked: true, closeNext: true}
 	if wait, admitted := r.admit(ctx, o, "c"+strconv.Itoa(attempt)); !admitted {
 		r.obs.Queried(o.Channel, "close", "LIMITED")
-		return wait, whyLimited
+		return wait, whyLimited, step{closeNext: true}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CallTimeout)
 	cr, err := look.Close(cctx, req)
 	cancel()
 	if err != nil {
 		r.obs.Queried(o.Channel, "close", "ERROR")
-		return r.backoff(attempt), "close failed: " + err.Error()
+		return r.backoff(attempt), "close failed: " + err.Error(), closing
 	}
 	r.obs.Queried(o.Channel, "close", "CLOSED")
 	if !cr.Processed {
 		o.Status, o.FailureCode = StatusFailed, FailureNotSent
 		o.FailureMessage = "the channel confirmed it never processed the payment (closed); nothing was charged"
 		o.ChannelTradeNo = ""
-		return r.finish(ctx, o, ResolvedByClose)
+		next, why := r.finish(ctx, o, ResolvedByClose)
+		return next, why, closing
 	}
-	return r.end(ctx, o, cr.Result, ResolvedByClose)
+	next, why := r.end(ctx, o, cr.Result, ResolvedByClose)
+	return next, why, closing
 }
 
 // end records a channel's final answer (SUCCEEDED or DECLINED) about o.

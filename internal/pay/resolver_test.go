@@ -279,3 +279,26 @@ func TestACloseTooLateFollowsThePaymentsRealOutcome(t *testing.T) {
 		t.Fatalf("count window holds %d, want 1: the slot of a processed payment is kept", got)
 	}
 }
+
+// TestAQueryAndItsCloseNeverStarveEachOther: with room for one call per
+// window, an order the channel never saw needs a query and then a close.
+// The close refused by the RESOLVE key is made first on the next attempt
+// (no query again), so the order ends; asking again first would take the
+// one slot every time and never close it.
+func TestAQueryAndItsCloseNeverStarveEachOther(t *testing.T) {
+	r := newResolverRig(t, resolverLimits+"  RESOLVE:ALIPAY: [{limit: 1, window: 1s}]\n")
+	r.unknownOrder("starved", 100, false)
+	res := r.resolver("a")
+	for i := 0; i < 3 && r.get("starved").Status == pay.StatusUnknown; i++ {
+		if err := res.ResolveOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+	}
+	if o := r.get("starved"); pay.StateOf(o) != pay.StateNotSent {
+		t.Fatalf("%+v after 3 windows: want NOT_SENT by close", o)
+	}
+	if q, c := r.sim.queries.Load(), r.sim.closes.Load(); q != 1 || c != 1 {
+		t.Fatalf("%d queries, %d closes; want one of each", q, c)
+	}
+}

@@ -15,11 +15,11 @@ import (
 // taken with a conditional UPDATE, so two instances never query one order
 // at once; an instance that dies holding one loses it when it expires.
 const (
-	unresolvedSQL = "SELECT " + orderColumns + ", resolve_attempts FROM orders " +
+	unresolvedSQL = "SELECT " + orderColumns + ", resolve_attempts, resolve_close FROM orders " +
 		"WHERE status = ? AND resolve_next_us <= ? AND resolve_lease_us < ? ORDER BY resolve_next_us LIMIT ?"
 	leaseSQL = "UPDATE orders SET resolve_owner = ?, resolve_lease_us = ? " +
 		"WHERE request_id = ? AND order_no = ? AND status = ? AND resolve_lease_us < ?"
-	rescheduleSQL = "UPDATE orders SET resolve_next_us = ?, resolve_lease_us = 0, resolve_attempts = resolve_attempts + ? " +
+	rescheduleSQL = "UPDATE orders SET resolve_next_us = ?, resolve_lease_us = 0, resolve_attempts = resolve_attempts + ?, resolve_close = ? " +
 		"WHERE request_id = ? AND resolve_owner = ? AND status = ?"
 	resolveSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ?, " +
 		"resolved_by = ?, resolved_at_us = ?, resolve_lease_us = 0 " +
@@ -42,14 +42,14 @@ func (s *Orders) Unresolved(ctx context.Context, now time.Time, limit int) ([]pa
 	var out []pay.Unresolved
 	for rows.Next() {
 		var r orderRow
-		var attempts int
+		var attempts, closeNext int
 		if err := rows.Scan(&r.OrderNo, &r.RequestID, &r.RequestHash,
 			&r.BizType, &r.Channel, &r.MerchantID, &r.Amount, &r.Currency, &r.Subject,
 			&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt, &r.RoutedFrom,
-			&r.AdmittedAtUs, &r.AdmittedKeys, &r.LimitsVersion, &r.ResolvedBy, &r.ResolvedAtUs, &attempts); err != nil {
+			&r.AdmittedAtUs, &r.AdmittedKeys, &r.LimitsVersion, &r.ResolvedBy, &r.ResolvedAtUs, &attempts, &closeNext); err != nil {
 			return nil, fmt.Errorf("repo: unresolved orders: %w", err)
 		}
-		out = append(out, pay.Unresolved{Order: r.order(), Attempts: attempts})
+		out = append(out, pay.Unresolved{Order: r.order(), Attempts: attempts, CloseNext: closeNext == 1})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("repo: unresolved orders: %w", err)
@@ -72,12 +72,15 @@ func (s *Orders) Lease(ctx context.Context, o *pay.Order, owner string, now, unt
 }
 
 // Reschedule implements pay.ResolveStore.
-func (s *Orders) Reschedule(ctx context.Context, requestID, owner string, next time.Time, asked bool) error {
-	add := 0
+func (s *Orders) Reschedule(ctx context.Context, requestID, owner string, next time.Time, asked, closeNext bool) error {
+	add, closing := 0, 0
 	if asked {
 		add = 1
 	}
-	if _, err := s.db.ConnPool.ExecContext(ctx, rescheduleSQL, next.UnixMicro(), add, requestID, owner,
+	if closeNext {
+		closing = 1
+	}
+	if _, err := s.db.ConnPool.ExecContext(ctx, rescheduleSQL, next.UnixMicro(), add, closing, requestID, owner,
 		string(pay.StatusUnknown)); err != nil {
 		return fmt.Errorf("repo: reschedule order: %w", err)
 	}

@@ -12,6 +12,8 @@
 --   resolve_owner, resolve_lease_us, resolve_next_us, resolve_attempts: the
 --                    resolver's lease (one instance queries an order at a
 --                    time), its next attempt and how many it made
+--   resolve_close    1 when the channel answered NOT_FOUND and the close is
+--                    still to be made: the next attempt closes at once
 ALTER TABLE orders
   ADD COLUMN admitted_at_us   BIGINT        NOT NULL DEFAULT 0,
   ADD COLUMN admitted_keys    VARCHAR(1024) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
@@ -22,11 +24,13 @@ ALTER TABLE orders
   ADD COLUMN resolve_lease_us BIGINT        NOT NULL DEFAULT 0,
   ADD COLUMN resolve_next_us  BIGINT        NOT NULL DEFAULT 0,
   ADD COLUMN resolve_attempts INT           NOT NULL DEFAULT 0,
+  ADD COLUMN resolve_close    TINYINT       NOT NULL DEFAULT 0,
   ADD KEY idx_orders_status_resolve_next (status, resolve_next_us);
 
 -- +goose Down
 ALTER TABLE orders
   DROP KEY idx_orders_status_resolve_next,
+  DROP COLUMN resolve_close,
   DROP COLUMN resolve_attempts,
   DROP COLUMN resolve_next_us,
   DROP COLUMN resolve_lease_us,
