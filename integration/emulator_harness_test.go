@@ -260,5 +260,3 @@ func maxInAnyWindow(us []int64, w time.Duration) int {
 	}
 	return best
 }
-
-

@@ -47,14 +47,14 @@ type Main struct {
 	resolver *pay.Resolver
 	// unresolvedStats counts the UNKNOWN orders, for the dashboard.
 	unresolvedStats func(ctx context.Context) (int64, time.Time, error)
-	metrics  *metrics.Metrics
-	stats    statsWiring
-	routing  routingWiring
-	api      apiWiring
-	server   *http.Server
-	listener net.Listener
-	lock     *dataDirLock
-	pprof    *http.Server
+	metrics         *metrics.Metrics
+	stats           statsWiring
+	routing         routingWiring
+	api             apiWiring
+	server          *http.Server
+	listener        net.Listener
+	lock            *dataDirLock
+	pprof           *http.Server
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
