@@ -10,7 +10,7 @@ SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 
-.PHONY: run build test unit race bench-smoke services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: run build test unit race bench-smoke services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, in-process Redis, configs/channel-limits.yaml)
@@ -103,6 +103,10 @@ bench-routing: services
 ## profile: CPU and allocation profiles of the admitted path under load
 profile: services
 	scripts/profile.sh
+
+## bench-gateway: POST /pay through the HTTP channel gateway (the emulator) against the in-process simulator, side by side on the durable MariaDB, and the resolver's time from UNKNOWN to resolved (about 1 minute)
+bench-gateway: services
+	scripts/bench-gateway.sh
 
 ## bench-codec: encoding/json against goccy/go-json and sonic on the pay path's payloads (bench/codec, a module of its own)
 bench-codec:

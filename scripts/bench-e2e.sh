@@ -95,12 +95,7 @@ OUT=bench/out/e2e.txt
 log() { echo "bench-e2e: $*" >&2; }
 die() { echo "bench-e2e: FAIL: $*" >&2; exit 1; }
 
-if ! command -v wrk >/dev/null 2>&1; then
-  log "installing wrk (apt-get install -y wrk)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null 2>&1 ||
-    { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; } ||
-    die "apt-get install wrk failed"
-fi
+scripts/install-wrk.sh || die "wrk is missing and could not be installed"
 scripts/services.sh start mariadb redis >&2
 scripts/services.sh start mariadb-durable >&2
 eval "$(scripts/services.sh env)"

@@ -40,7 +40,7 @@ OUT=bench/out/routing.txt
 log() { echo "bench-routing: $*" >&2; }
 die() { echo "bench-routing: FAIL: $*" >&2; exit 1; }
 
-command -v wrk >/dev/null 2>&1 || die "wrk not found (apt-get install -y wrk, or run make bench-e2e once)"
+scripts/install-wrk.sh || die "wrk is missing and could not be installed"
 scripts/services.sh start redis mariadb-durable >&2
 WORK="$(mktemp -d /tmp/payserver-bench-routing.XXXXXX)"
 PID=""

@@ -35,7 +35,7 @@ OUT=bench/out/profile
 MPORT="${PROFILE_MYSQL_PORT:-13308}"
 
 die() { echo "profile.sh: FAIL: $*" >&2; exit 1; }
-command -v wrk >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null || die "apt-get install wrk failed"
+scripts/install-wrk.sh || die "wrk is missing and could not be installed"
 scripts/services.sh start mariadb redis >&2
 [[ "$MPORT" == 13306 ]] || scripts/services.sh start mariadb-durable >&2
 eval "$(scripts/services.sh env)"

@@ -235,6 +235,7 @@ func printLimits(stdout io.Writer, cfg *ratelimit.Config, now time.Time) {
 		}
 	}
 	fmt.Fprintln(stdout, "Keys not listed are unlimited.")
+	fmt.Fprintln(stdout, "RESOLVE:<CHANNEL> keys (reserved bizType RESOLVE) limit the resolver's queries and closes of unknown outcomes on that channel; they count only there, never in *:CHANNEL windows or reservations, and are unlimited unless set.")
 	if hasReserve(cfg) {
 		fmt.Fprintln(stdout, "{NAME:N} after a window keeps N of its limit for bizType NAME: a request of any other bizType is admitted only while the window's use, plus every other name's unmet reservation (its N less its own use in the window), stays within the limit.")
 	}
