@@ -235,6 +235,11 @@ func TestAdmissionIsRecordedInTheOrder(t *testing.T) {
 	if got := s.do(t, http.MethodGet, "/pay/adm-1-"+tag, nil, nil).JSON(t)["admission"]; fmt.Sprint(got) != fmt.Sprint(adm) {
 		t.Fatalf("GET shows %v, POST answered %v", got, adm)
 	}
+	rep := s.do(t, http.MethodGet, "/reports/admissions?channel=ALIPAY&from=-5m", nil, nil)
+	if rep.Status != 200 || !strings.Contains(string(rep.Body), `"requestId":"adm-1-`+tag+`"`) ||
+		!strings.Contains(string(rep.Body), fmt.Sprintf(`"admittedAtUs":%d`, at)) {
+		t.Fatalf("the admissions report does not list the payment at its admission: %d %s", rep.Status, rep.Body)
+	}
 }
 
 // TestResolverQueriesAreLimited: with RESOLVE:ALIPAY at 2 a second, a

@@ -46,6 +46,7 @@ var adminRoutes = []string{
 	"/reports/channel-limits?from=2026-03-01T10:00:00Z&to=2026-03-01T11:00:00Z",
 	"/channels/usage",
 	"/dashboard",
+	"/reports/admissions?channel=ALIPAY",
 }
 
 func bearer(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }

@@ -21,7 +21,10 @@
 # (RESOLVE p50/max). Output also goes to bench/out/gateway.txt.
 #
 # Knobs: GW_DURATION (8s), GW_ROUNDS (3), GW_CONCURRENCY (64),
-# GW_THREADS (2), GW_PORT (18191), GW_EMU_PORT (18192), GW_UNKNOWN (20).
+# GW_THREADS (2), GW_PORT (18191), GW_EMU_PORT (18192), GW_UNKNOWN (20),
+# GW_LEDGER_DIR (the emulator's ledger directory; default on the
+# repository's disk: /dev/shm leaves its fsync out, to see the connector's
+# own cost).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -50,7 +53,7 @@ cleanup() {
   for p in "$PID" "$EPID"; do
     [[ -z "$p" ]] || { kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; }
   done
-  rm -rf "$WORK"
+  rm -rf "$WORK" "${LEDGER:-}" "${LEDGER:-}-wal" "${LEDGER:-}-shm"
 }
 trap cleanup EXIT
 
@@ -59,7 +62,9 @@ mariadb --no-defaults --protocol=tcp -h "$HOST" -P "$MYSQL_PORT" -upayserver -pp
 log "building payserver and the channel emulator"
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
 "$GO" build -o "$WORK/channel-emulator" ./cmd/channel-emulator
-"$WORK/channel-emulator" -addr "$HOST:$EPORT" -secret "$SECRET" -ledger "$WORK/ledger.db" -channels WECHAT \
+LEDGER_DIR="${GW_LEDGER_DIR:-$WORK}"
+LEDGER="$(mktemp -u "$LEDGER_DIR/bench-gateway-ledger.XXXXXX.db")"
+"$WORK/channel-emulator" -addr "$HOST:$EPORT" -secret "$SECRET" -ledger "$LEDGER" -channels WECHAT \
   -log-level warn >"$WORK/emulator.log" 2>&1 &
 EPID=$!
 cat >"$WORK/limits.yaml" <<'YAML'
@@ -90,7 +95,7 @@ RUN="g$(date +%s)"
 {
   echo "bench-gateway: $(date -u +%FT%TZ), $(nproc) cores, durable MariaDB :$MYSQL_PORT, Redis :16379,"
   echo "  $CONC connections, $THREADS wrk threads, $ROUNDS interleaved rounds of $DURATION per run;"
-  echo "  gateway = WECHAT over HTTP to cmd/channel-emulator (ledger fsync per call, same disk)"
+  echo "  gateway = WECHAT over HTTP to cmd/channel-emulator (ledger $LEDGER_DIR, fsync per call)"
   for r in $(seq "$ROUNDS"); do
     for spec in "inproc ALIPAY GIN" "gateway WECHAT GGW"; do
       read -r label ch biz <<<"$spec"

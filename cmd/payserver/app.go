@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -45,16 +44,17 @@ type Main struct {
 	channels *channel.Registry
 	gateways []*gateway.Channel // the channels served by gateways, closed last
 	resolver *pay.Resolver
-	// unresolvedStats counts the UNKNOWN orders, for the dashboard.
-	unresolvedStats func(ctx context.Context) (int64, time.Time, error)
-	metrics         *metrics.Metrics
-	stats           statsWiring
-	routing         routingWiring
-	api             apiWiring
-	server          *http.Server
-	listener        net.Listener
-	lock            *dataDirLock
-	pprof           *http.Server
+	// orders is the order store, for the dashboard's unresolved payments
+	// and the admissions report.
+	orders   *repo.Orders
+	metrics  *metrics.Metrics
+	stats    statsWiring
+	routing  routingWiring
+	api      apiWiring
+	server   *http.Server
+	listener net.Listener
+	lock     *dataDirLock
+	pprof    *http.Server
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

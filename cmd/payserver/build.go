@@ -280,7 +280,7 @@ func (m *Main) buildResolver(ctx context.Context, orders *repo.Orders, limiter p
 	if err != nil {
 		return err
 	}
-	m.resolver, m.unresolvedStats = r, orders.UnresolvedStats
+	m.resolver, m.orders = r, orders
 	m.goBackground(func() { r.Run(ctx) })
 	return nil
 }

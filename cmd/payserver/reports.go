@@ -121,7 +121,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		Callers:    m.api.tally,
 		Routes:     routeReports,
 		Quotas:     m.stats.forecaster.Forecasts,
-		Unresolved: m.unresolvedStats,
+		Unresolved: m.orders.UnresolvedStats,
 	})
 	if err != nil {
 		return nil, err
@@ -130,7 +130,8 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 	if err != nil {
 		return nil, err
 	}
-	return []func(*gin.RouterGroup){routes, historyRoutes, routeReports.Register}, nil
+	admissions := httpapi.AdmissionsRoute(m.orders, m.log.With("component", "reports"), time.Now)
+	return []func(*gin.RouterGroup){routes, historyRoutes, routeReports.Register, admissions}, nil
 }
 
 // drainStats writes the pending stats at shutdown, once the HTTP server

@@ -25,10 +25,12 @@ ALTER TABLE orders
   ADD COLUMN resolve_next_us  BIGINT        NOT NULL DEFAULT 0,
   ADD COLUMN resolve_attempts INT           NOT NULL DEFAULT 0,
   ADD COLUMN resolve_close    TINYINT       NOT NULL DEFAULT 0,
-  ADD KEY idx_orders_status_resolve_next (status, resolve_next_us);
+  ADD KEY idx_orders_status_resolve_next (status, resolve_next_us),
+  ADD KEY idx_orders_channel_admitted (channel, admitted_at_us);
 
 -- +goose Down
 ALTER TABLE orders
+  DROP KEY idx_orders_channel_admitted,
   DROP KEY idx_orders_status_resolve_next,
   DROP COLUMN resolve_close,
   DROP COLUMN resolve_attempts,

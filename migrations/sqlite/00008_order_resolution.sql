@@ -12,8 +12,10 @@ ALTER TABLE orders ADD COLUMN resolve_next_us INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE orders ADD COLUMN resolve_attempts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE orders ADD COLUMN resolve_close INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX idx_orders_status_resolve_next ON orders (status, resolve_next_us);
+CREATE INDEX idx_orders_channel_admitted ON orders (channel, admitted_at_us);
 
 -- +goose Down
+DROP INDEX idx_orders_channel_admitted;
 DROP INDEX idx_orders_status_resolve_next;
 ALTER TABLE orders DROP COLUMN resolve_close;
 ALTER TABLE orders DROP COLUMN resolve_attempts;
