@@ -42,7 +42,7 @@
 #   GET /reports/channel-limits  400 INVALID_REQUEST on `from`/`to` only (to
 #   GET /reports/routes          not after from, span over the cap, a time
 #   GET /reports/channel-amounts before 1970; for the amounts, a span over
-#                                the granularity's cap)
+#   GET /reports/admissions      the granularity's cap)
 #   POST /v1/limits/acquire      400 INVALID_REQUEST on `currency` alone for
 #   GET /v1/limits/peek          an amount without its currency (OpenAPI 3.0
 #                                has no dependent fields)
@@ -168,7 +168,7 @@ report-to = { values = ["2026-03-01T11:00:00Z", "2026-03-01T12:00:01.5Z", "2026-
 "query.to" = { dictionary = "report-to", probability = 0.6 }
 
 [[operations]]
-include-operation-id = ["pay", "getChannelLimitReport", "getRouteReport", "getChannelAmountReport"]
+include-operation-id = ["pay", "getChannelLimitReport", "getRouteReport", "getChannelAmountReport", "admissionsReport"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", 400, 401, 403, 404, 409, 429, "5xx"]
 
 # The limits service: a full window is 429 (acquire), and a requestId of a
@@ -203,7 +203,7 @@ def payserver_semantic_refusals_only(ctx, response, case):
     if meta is None or not meta.generation.mode.is_positive or response.status_code != 400:
         return None
     label = case.operation.label
-    if label not in ("POST /pay", "GET /reports/channel-limits", "GET /reports/routes", "GET /reports/channel-amounts",
+    if label not in ("POST /pay", "GET /reports/channel-limits", "GET /reports/routes", "GET /reports/channel-amounts", "GET /reports/admissions",
                      "POST /v1/limits/acquire", "GET /v1/limits/peek"):
         return None
     body = response.json()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -267,10 +269,22 @@ func (m *Main) watchSimulator(sim *channel.Simulator) {
 	)
 }
 
+// resolverOwner names this process in the resolver's leases: host/addr/pid,
+// cut to pay.MaxOwnerLen with a hash of the whole kept, so that two long
+// names stay apart.
+func resolverOwner(instance string, pid int) string {
+	name := fmt.Sprintf("%s/%d", instance, pid)
+	if len(name) <= pay.MaxOwnerLen {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:pay.MaxOwnerLen-17] + "~" + hex.EncodeToString(sum[:8])
+}
+
 // buildResolver makes the resolver of unknown outcomes and starts it.
 func (m *Main) buildResolver(ctx context.Context, orders *repo.Orders, limiter pay.Limiter) error {
 	r, err := pay.NewResolver(orders, limiter, m.channels, pay.ResolverOptions{
-		Owner:       fmt.Sprintf("%s/%d", instanceName(m.cfg.HTTPAddr), os.Getpid()),
+		Owner:       resolverOwner(instanceName(m.cfg.HTTPAddr), os.Getpid()),
 		Backoff:     m.cfg.Resolver.Backoff,
 		MaxBackoff:  m.cfg.Resolver.MaxBackoff,
 		CallTimeout: m.cfg.ChannelTimeout,

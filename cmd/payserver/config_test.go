@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 )
 
@@ -337,5 +338,17 @@ func TestYAMLDurationNeedsUnit(t *testing.T) {
 	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, "limiter:\n  timeout: 75ms\n")}))
 	if err != nil || cfg.Limiter.Timeout != 75*time.Millisecond {
 		t.Fatalf("75ms: got %v, %v; want 75ms", cfg.Limiter.Timeout, err)
+	}
+}
+
+func TestResolverOwnerFitsItsColumn(t *testing.T) {
+	short := resolverOwner("host/127.0.0.1:8080", 42)
+	if short != "host/127.0.0.1:8080/42" {
+		t.Fatalf("short name changed: %q", short)
+	}
+	long := strings.Repeat("h", 300)
+	a, b := resolverOwner(long+"a", 1), resolverOwner(long+"b", 1)
+	if len(a) > pay.MaxOwnerLen || a == b {
+		t.Fatalf("long names %q and %q: want at most %d bytes and apart", a, b, pay.MaxOwnerLen)
 	}
 }

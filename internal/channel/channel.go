@@ -19,6 +19,9 @@ type Request struct {
 	Amount     int64
 	Currency   string
 	Subject    string
+	// CreatedAt is when the order was created (its claim), for a channel
+	// that must tell orders from before its own start (Simulator).
+	CreatedAt time.Time
 }
 
 // Status is a channel's definitive answer.

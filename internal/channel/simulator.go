@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"sync"
@@ -61,6 +62,9 @@ type Simulator struct {
 	// closed unprocessed (Lookup), by orderNo.
 	orders map[string]simOrder
 	rnd    *mrand.Rand
+	// started is when the simulator started: it remembers nothing of the
+	// orders before, and says so rather than answer NOT_FOUND for them.
+	started time.Time
 }
 
 // simOrder is what the simulator knows of one order.
@@ -87,7 +91,7 @@ func NewSimulator(code string, cfg SimulatorConfig) (*Simulator, error) {
 		s1 = s1<<8 | uint64(seed[i])
 		s2 = s2<<8 | uint64(seed[8+i])
 	}
-	return &Simulator{code: code, cfg: cfg, seen: map[string]struct{}{}, orders: map[string]simOrder{}, rnd: mrand.New(mrand.NewPCG(s1, s2))}, nil
+	return &Simulator{code: code, cfg: cfg, seen: map[string]struct{}{}, orders: map[string]simOrder{}, started: time.Now(), rnd: mrand.New(mrand.NewPCG(s1, s2))}, nil
 }
 
 // Code implements Channel.
@@ -168,18 +172,28 @@ func (s *Simulator) Pay(ctx context.Context, req Request) (Result, error) {
 	return res, nil
 }
 
-// Query implements Lookup.
+// ErrForgotten is a simulator's answer about an order from before it
+// started: it keeps its books in memory, so it cannot say.
+var ErrForgotten = errors.New("channel: the simulator does not know orders from before it started")
+
+// Query implements Lookup. An order created before the simulator started
+// (a restart forgets its books) is ErrForgotten, never NOT_FOUND: it may
+// have been processed.
 func (s *Simulator) Query(_ context.Context, req Request) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	known, ok := s.orders[req.OrderNo]
-	if !ok || known.closed {
+	switch {
+	case !ok && s.forgotten(req):
+		return Result{}, ErrForgotten
+	case !ok || known.closed:
 		return Result{}, ErrNotFound
 	}
 	return known.result, nil
 }
 
-// Close implements Lookup.
+// Close implements Lookup; an order from before the simulator started is
+// ErrForgotten.
 func (s *Simulator) Close(_ context.Context, req Request) (CloseResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -187,8 +201,17 @@ func (s *Simulator) Close(_ context.Context, req Request) (CloseResult, error) {
 	if ok && !known.closed {
 		return CloseResult{Processed: true, Result: known.result}, nil
 	}
+	if !ok && s.forgotten(req) {
+		return CloseResult{}, ErrForgotten
+	}
 	s.orders[req.OrderNo] = simOrder{closed: true}
 	return CloseResult{}, nil
+}
+
+// forgotten reports whether req's order was created before the simulator
+// started (an order without a creation time counts as one).
+func (s *Simulator) forgotten(req Request) bool {
+	return req.CreatedAt.IsZero() || req.CreatedAt.Before(s.started)
 }
 
 func (s *Simulator) tradeNo() string {

@@ -39,8 +39,7 @@ func (h *handler) postNotify(c *gin.Context) {
 	code := c.Param("code")
 	secret, ok := h.opts.Notify.Secret(code)
 	if !ok {
-		writeError(c, h.log, apperr.New(apperr.NotFound, "channel %s takes no notifications", code).
-			WithDetails(map[string]any{"channel": code}), "")
+		writeError(c, h.log, apperr.New(apperr.NotFound, "channel %s takes no notifications", code), "")
 		return
 	}
 	body, err := io.ReadAll(c.Request.Body)

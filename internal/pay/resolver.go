@@ -20,17 +20,20 @@ type ResolveStore interface {
 	// Unresolved returns up to limit UNKNOWN orders due for an attempt at
 	// now and not leased, the most overdue first.
 	Unresolved(ctx context.Context, now time.Time, limit int) ([]Unresolved, error)
-	// Lease takes o (still UNKNOWN, its lease expired before now) for
-	// owner until until; false when another instance holds it or it is no
-	// longer UNKNOWN.
-	Lease(ctx context.Context, o *Order, owner string, now, until time.Time) (bool, error)
+	// Lease takes u's order (still UNKNOWN, due at now, its lease expired)
+	// for owner until until, and sets u's attempts and close step to what
+	// is stored then; false when another instance holds it, it is not due
+	// or no longer UNKNOWN.
+	Lease(ctx context.Context, u *Unresolved, owner string, now, until time.Time) (bool, error)
 	// Reschedule gives up owner's lease of an UNKNOWN order and sets its
 	// next attempt, counting one more when asked (the channel was asked;
 	// not when the RESOLVE key refused the call). closeNext records that
 	// the channel answered NOT_FOUND and the close is still to be made.
 	Reschedule(ctx context.Context, requestID, owner string, next time.Time, asked, closeNext bool) error
 	// Resolve ends an UNKNOWN or PROCESSING order with o's outcome and
-	// o.ResolvedBy, o.ResolvedAt; ErrOrderNotFound when it already ended.
+	// o.ResolvedBy, o.ResolvedAt, if it is still on o.Channel (a routed
+	// payment moved on since it was read is not that channel's to end);
+	// ErrOrderNotFound when it already ended or moved.
 	Resolve(ctx context.Context, o *Order) error
 	// GetByOrderNo returns the order with orderNo, or ErrOrderNotFound.
 	GetByOrderNo(ctx context.Context, orderNo string) (*Order, error)
@@ -69,6 +72,9 @@ func (nopResolveObserver) Resolved(string, string, State)  {}
 func (nopResolveObserver) Queried(string, string, string)  {}
 func (nopResolveObserver) Unresolved(int64, time.Duration) {}
 
+// MaxOwnerLen is the longest owner name a lease records.
+const MaxOwnerLen = 128
+
 // ResolverOptions tunes a Resolver. Zero values select the defaults.
 type ResolverOptions struct {
 	// Owner names this instance in leases. Required.
@@ -78,8 +84,9 @@ type ResolverOptions struct {
 	Backoff    time.Duration
 	MaxBackoff time.Duration
 	// Lease is how long one instance holds an order it is resolving: past
-	// it (the instance died) another takes it. Default 30s; it must
-	// outlast CallTimeout twice (a query and a close).
+	// it (the instance died) another takes it. Default 30s + 2 CallTimeout,
+	// longer than one attempt (a query and a close, two limiter checks, a
+	// store write). Instances' clocks must agree to well within it.
 	Lease time.Duration
 	// CallTimeout bounds one query or close. Default 5s.
 	CallTimeout time.Duration
@@ -121,8 +128,8 @@ func NewResolver(store ResolveStore, limiter Limiter, channels Channels, opts Re
 	if store == nil || limiter == nil || channels == nil {
 		return nil, errors.New("pay: nil resolver dependency")
 	}
-	if opts.Owner == "" {
-		return nil, errors.New("pay: the resolver needs an owner name")
+	if opts.Owner == "" || len(opts.Owner) > MaxOwnerLen {
+		return nil, fmt.Errorf("pay: the resolver needs an owner name of 1 to %d bytes", MaxOwnerLen)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -132,7 +139,9 @@ func NewResolver(store ResolveStore, limiter Limiter, channels Channels, opts Re
 	def(&opts.Backoff, time.Second)
 	def(&opts.MaxBackoff, time.Minute)
 	def(&opts.CallTimeout, 5*time.Second)
-	def(&opts.Lease, max(30*time.Second, 3*opts.CallTimeout))
+	// An attempt is at most two limiter checks and a store write of 5s
+	// each, a query and a close: the lease outlasts it.
+	def(&opts.Lease, 30*time.Second+2*opts.CallTimeout)
 	def(&opts.Interval, time.Second)
 	def(&opts.StatsEvery, 15*time.Second)
 	if opts.Workers <= 0 {
@@ -189,7 +198,13 @@ func (r *Resolver) Run(ctx context.Context) {
 				return
 			}
 		}
-		if len(due) < r.opts.Batch && !sleepCtx(ctx, r.opts.Interval) {
+		// A full batch may mean more are due: look again soon, but never
+		// spin (orders another instance holds stay due until it is done).
+		pause := r.opts.Interval
+		if len(due) == r.opts.Batch {
+			pause = min(pause, 100*time.Millisecond)
+		}
+		if !sleepCtx(ctx, pause) {
 			return
 		}
 		if ctx.Err() != nil {
@@ -246,10 +261,13 @@ func (r *Resolver) attempt(ctx context.Context, u Unresolved) {
 	o := u.Order
 	now := r.opts.Now()
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	ok, err := r.store.Lease(lctx, o, r.opts.Owner, now, now.Add(r.opts.Lease))
+	ok, err := r.store.Lease(lctx, &u, r.opts.Owner, now, now.Add(r.opts.Lease))
 	cancel()
+	if err != nil && ctx.Err() == nil {
+		r.log.Warn("could not lease an unknown outcome to resolve it; next round", "requestId", o.RequestID, "err", err)
+	}
 	if err != nil || !ok {
-		return // another instance has it, it ended, or the store failed: next round
+		return // another instance has it, it ended or is not due, or the store failed: next round
 	}
 	next, why, st := r.ask(ctx, o, u.Attempts+1, u.CloseNext)
 	if next == 0 {
@@ -448,6 +466,13 @@ func (r *Resolver) Notify(ctx context.Context, n Notification) (*Order, error) {
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	o, err := r.store.GetByOrderNo(gctx, n.OrderNo)
 	cancel()
+	if err == nil && o.Channel != n.Channel && routedFrom(o, n.Channel) {
+		// The payment left that channel because its call provably never
+		// reached it; a final word from it says otherwise.
+		r.log.Error("a channel a routed payment moved away from notified an outcome: it may have been paid twice; reconcile with both channels",
+			"requestId", o.RequestID, "orderNo", o.OrderNo, "notifiedBy", n.Channel, "channel", o.Channel,
+			"outcome", string(n.Result.Status), "tradeNo", n.Result.TradeNo)
+	}
 	switch {
 	case errors.Is(err, ErrOrderNotFound), err == nil && o.Channel != n.Channel:
 		return nil, apperr.New(apperr.OrderNotFound, "no order %s on channel %s", n.OrderNo, n.Channel)
@@ -466,4 +491,14 @@ func (r *Resolver) Notify(ctx context.Context, n Notification) (*Order, error) {
 		return nil, apperr.New(apperr.DependencyUnavailable, "%s", why).WithDetails(map[string]any{"dependency": "database"})
 	}
 	return o, nil
+}
+
+// routedFrom reports whether the routed payment o skipped channel.
+func routedFrom(o *Order, code string) bool {
+	for _, sk := range o.RoutedFrom {
+		if sk.Channel == code {
+			return true
+		}
+	}
+	return false
 }

@@ -302,3 +302,71 @@ func TestAQueryAndItsCloseNeverStarveEachOther(t *testing.T) {
 		t.Fatalf("%d queries, %d closes; want one of each", q, c)
 	}
 }
+
+// TestARestartedSimulatorLeavesEarlierOrdersUnknown: an in-process
+// simulator keeps its books in memory; after a restart it cannot say
+// whether an earlier order was processed, so the order stays UNKNOWN
+// (never closed as NOT_SENT on a guess).
+func TestARestartedSimulatorLeavesEarlierOrdersUnknown(t *testing.T) {
+	r := newResolverRig(t, resolverLimits)
+	r.unknownOrder("before", 100, true)
+	time.Sleep(2 * time.Millisecond)
+	restarted, err := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sim = &countingSim{Simulator: restarted}
+	if err := r.resolver("a").ResolveOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := r.get("before"); o.Status != pay.StatusUnknown {
+		t.Fatalf("%+v: want UNKNOWN, the restarted simulator cannot know", o)
+	}
+	if got := r.used(0); got != 1 {
+		t.Fatalf("count window holds %d, want 1: the slot is kept", got)
+	}
+}
+
+// processingChannel answers every query PROCESSING.
+type processingChannel struct{ *countingSim }
+
+func (p processingChannel) Query(context.Context, channel.Request) (channel.Result, error) {
+	p.queries.Add(1)
+	return channel.Result{Status: channel.Processing}, nil
+}
+
+// TestARescheduledOrderIsNotLeasedFromAStaleRead: two instances read the
+// same due orders; once one asked and rescheduled an order (the channel is
+// still processing it), the other's lease of it, from its earlier read,
+// fails: one query per order, the backoff kept.
+func TestARescheduledOrderIsNotLeasedFromAStaleRead(t *testing.T) {
+	r := newResolverRig(t, resolverLimits)
+	const n = 20
+	for i := range n {
+		r.unknownOrder("p"+string(rune('a'+i)), 100, true)
+	}
+	reg, err := channel.NewRegistry(processingChannel{r.sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resolvers []*pay.Resolver
+	for _, owner := range []string{"a", "b"} {
+		res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: owner, Backoff: time.Hour, MaxBackoff: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resolvers = append(resolvers, res)
+	}
+	var wg sync.WaitGroup
+	for _, res := range resolvers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = res.ResolveOnce(context.Background())
+		}()
+	}
+	wg.Wait()
+	if q := r.sim.queries.Load(); q != n {
+		t.Fatalf("%d queries for %d orders still processing, want one each (then the backoff)", q, n)
+	}
+}

@@ -113,6 +113,12 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, keys ...ratelimit
 			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo})
 	}
 	for _, k := range keys {
+		// An order the channel's own word ended first (endedElsewhere)
+		// keeps its slot on the channel that processed it, settled by
+		// whoever ended it; the other keys were never called.
+		if o.ResolvedBy != "" && k.Channel == o.Channel {
+			continue
+		}
 		s.release(k, o.RequestID)
 	}
 	return nil
@@ -177,6 +183,6 @@ func (s *Service) releaseWhenFinalElsewhere(requestID string, key ratelimit.Key)
 func channelRequest(o *Order) channel.Request {
 	return channel.Request{
 		OrderNo: o.OrderNo, RequestID: o.RequestID, BizType: o.BizType, MerchantID: o.MerchantID,
-		Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,
+		Amount: o.Amount, Currency: o.Currency, Subject: o.Subject, CreatedAt: o.CreatedAt,
 	}
 }

@@ -226,18 +226,25 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 		s.log.Warn("channel call failed; outcome unknown", "channel", o.Channel, "requestId", o.RequestID, "err", err)
 	}
 	o.UpdatedAt = s.opts.Now().UTC()
-	if o.Status == StatusFailed {
-		// The channel refused it: no money moved, so its amount goes back to
-		// the amount caps; the call itself still counts.
-		s.giveBackAmount(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o.RequestID)
-	}
 	if err := s.finish(base, o); err != nil {
+		// Unrecorded: the order is swept UNKNOWN and resolved with the
+		// channel, which settles its slot then.
 		return nil, apperr.Wrap(err, apperr.DependencyUnavailable,
 			"the payment was sent to the channel but its outcome could not be recorded; query GET /pay/%s later", o.RequestID).
 			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo, "status": string(StatusUnknown)})
 	}
-	if StateOf(o) == StateNotSent {
-		s.release(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o.RequestID)
+	if o.ResolvedBy == "" {
+		// Settled by the outcome as stored: an order the channel's own word
+		// ended first (endedElsewhere) was settled by whoever ended it.
+		key := ratelimit.Key{BizType: o.BizType, Channel: o.Channel}
+		switch StateOf(o) {
+		case StateNotSent:
+			s.release(key, o.RequestID)
+		case StateFailed:
+			// The channel refused it: no money moved, so its amount goes
+			// back to the amount caps; the call itself still counts.
+			s.giveBackAmount(key, o.RequestID)
+		}
 	}
 	return s.outcome(o)
 }

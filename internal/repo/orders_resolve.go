@@ -18,12 +18,13 @@ const (
 	unresolvedSQL = "SELECT " + orderColumns + ", resolve_attempts, resolve_close FROM orders " +
 		"WHERE status = ? AND resolve_next_us <= ? AND resolve_lease_us < ? ORDER BY resolve_next_us LIMIT ?"
 	leaseSQL = "UPDATE orders SET resolve_owner = ?, resolve_lease_us = ? " +
-		"WHERE request_id = ? AND order_no = ? AND status = ? AND resolve_lease_us < ?"
+		"WHERE request_id = ? AND order_no = ? AND status = ? AND resolve_lease_us < ? AND resolve_next_us <= ?"
+	leasedSQL = "SELECT resolve_attempts, resolve_close FROM orders WHERE request_id = ? AND resolve_owner = ?"
 	rescheduleSQL = "UPDATE orders SET resolve_next_us = ?, resolve_lease_us = 0, resolve_attempts = resolve_attempts + ?, resolve_close = ? " +
 		"WHERE request_id = ? AND resolve_owner = ? AND status = ?"
 	resolveSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ?, " +
 		"resolved_by = ?, resolved_at_us = ?, resolve_lease_us = 0 " +
-		"WHERE request_id = ? AND order_no = ? AND status IN (?, ?)"
+		"WHERE request_id = ? AND order_no = ? AND channel = ? AND status IN (?, ?)"
 	byOrderNoSQL        = "SELECT " + orderColumns + " FROM orders WHERE order_no = ?"
 	countUnresolvedSQL  = "SELECT COUNT(*) FROM orders WHERE status = ?"
 	oldestUnresolvedSQL = "SELECT updated_at FROM orders WHERE status = ? ORDER BY updated_at LIMIT 1"
@@ -57,10 +58,14 @@ func (s *Orders) Unresolved(ctx context.Context, now time.Time, limit int) ([]pa
 	return out, nil
 }
 
-// Lease implements pay.ResolveStore.
-func (s *Orders) Lease(ctx context.Context, o *pay.Order, owner string, now, until time.Time) (bool, error) {
+// Lease implements pay.ResolveStore. It takes the order only if it is
+// still UNKNOWN, due and not leased, and then reads its attempts and close
+// step as they are now (another instance may have moved them since u was
+// read).
+func (s *Orders) Lease(ctx context.Context, u *pay.Unresolved, owner string, now, until time.Time) (bool, error) {
+	o := u.Order
 	res, err := s.db.ConnPool.ExecContext(ctx, leaseSQL, owner, until.UnixMicro(), o.RequestID, o.OrderNo,
-		string(pay.StatusUnknown), now.UnixMicro())
+		string(pay.StatusUnknown), now.UnixMicro(), now.UnixMicro())
 	if err != nil {
 		return false, fmt.Errorf("repo: lease order: %w", err)
 	}
@@ -68,7 +73,24 @@ func (s *Orders) Lease(ctx context.Context, o *pay.Order, owner string, now, unt
 	if err != nil {
 		return false, fmt.Errorf("repo: lease order: %w", err)
 	}
-	return n == 1, nil
+	if n != 1 {
+		return false, nil
+	}
+	var closeNext int
+	rows, err := s.db.ConnPool.QueryContext(ctx, leasedSQL, o.RequestID, owner)
+	if err == nil {
+		defer rows.Close()
+		if !rows.Next() {
+			err = sql.ErrNoRows
+		} else {
+			err = rows.Scan(&u.Attempts, &closeNext)
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("repo: read a leased order: %w", err)
+	}
+	u.CloseNext = closeNext == 1
+	return true, nil
 }
 
 // Reschedule implements pay.ResolveStore.
@@ -94,7 +116,7 @@ func (s *Orders) Resolve(ctx context.Context, o *pay.Order) error {
 	}
 	o.UpdatedAt, o.ResolvedAt = stored(o.UpdatedAt), stored(o.ResolvedAt)
 	res, err := s.db.ConnPool.ExecContext(ctx, resolveSQL, string(o.Status), o.ChannelTradeNo, o.FailureCode,
-		o.FailureMessage, o.UpdatedAt, o.ResolvedBy, unixMicro(o.ResolvedAt), o.RequestID, o.OrderNo,
+		o.FailureMessage, o.UpdatedAt, o.ResolvedBy, unixMicro(o.ResolvedAt), o.RequestID, o.OrderNo, o.Channel,
 		string(pay.StatusProcessing), string(pay.StatusUnknown))
 	if err != nil {
 		return fmt.Errorf("repo: resolve order: %w", err)

@@ -20,7 +20,7 @@ ALTER TABLE orders
   ADD COLUMN limits_version   VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
   ADD COLUMN resolved_by      VARCHAR(8)    CHARACTER SET ascii NOT NULL DEFAULT '',
   ADD COLUMN resolved_at_us   BIGINT        NOT NULL DEFAULT 0,
-  ADD COLUMN resolve_owner    VARCHAR(64)   CHARACTER SET ascii NOT NULL DEFAULT '',
+  ADD COLUMN resolve_owner    VARCHAR(128)  CHARACTER SET ascii NOT NULL DEFAULT '',
   ADD COLUMN resolve_lease_us BIGINT        NOT NULL DEFAULT 0,
   ADD COLUMN resolve_next_us  BIGINT        NOT NULL DEFAULT 0,
   ADD COLUMN resolve_attempts INT           NOT NULL DEFAULT 0,

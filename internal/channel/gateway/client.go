@@ -256,6 +256,15 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 		return Answer{}, c.failed(ctx, op, orderNo, conns.Load() > 0, err)
 	}
 	defer resp.Body.Close()
+	// A 401 or a THROTTLED answer proves that nothing was processed only
+	// for the attempt it answers: after the transport repeated the
+	// request on a new connection (the first one died before any
+	// answer), the first attempt may have been processed.
+	repeated := conns.Load() > 1
+	if resp.StatusCode == http.StatusUnauthorized && repeated {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, MaxAnswerBytes))
+		return Answer{}, c.unknown(op, orderNo, fmt.Errorf("%w: 401 to a repeated request: the first attempt may have been processed", ErrBadAnswer))
+	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		// By the protocol a 401 means the gateway refused our signature
 		// and processed nothing.
@@ -272,6 +281,9 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 	a, err := c.believe(resp, raw, orderNo)
 	if err != nil {
 		return Answer{}, c.unknown(op, orderNo, err)
+	}
+	if a.Outcome == Throttled && repeated {
+		return Answer{}, c.unknown(op, orderNo, fmt.Errorf("%w: THROTTLED to a repeated request: the first attempt may have been processed", ErrBadAnswer))
 	}
 	return a, nil
 }

@@ -425,10 +425,15 @@ func TestKeepAliveRepeat(t *testing.T) {
 	cases := []struct {
 		name        string
 		closeListen bool // the gateway stops listening as it drops the connection
-		want        class
+		// repeatAnswer, when set, answers the repeat (the first attempt may
+		// have been processed, whatever the repeat is told).
+		repeatAnswer behaviour
+		want         class
 	}{
 		{name: "repeat answered", want: answered},
 		{name: "repeat cannot connect", closeListen: true, want: unknown},
+		{name: "repeat refused 401", repeatAnswer: status(http.StatusUnauthorized), want: unknown},
+		{name: "repeat throttled", repeatAnswer: answer(Answer{Outcome: Throttled, RetryAfterMs: 100}), want: unknown},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -444,7 +449,11 @@ func TestKeepAliveRepeat(t *testing.T) {
 						dropped = true
 					})
 				}
-				if !dropped {
+				switch {
+				case dropped:
+				case tc.repeatAnswer != nil && req.OrderNo == testOrder.OrderNo:
+					tc.repeatAnswer(g, w, r, req)
+				default:
 					answer(Answer{Outcome: Succeeded, TradeNo: "T-" + req.OrderNo})(g, w, r, req)
 				}
 			})
