@@ -22,7 +22,7 @@ const gatewayLimits = `limits:
   DOWN_%[1]s:WECHAT: [{limit: 1, window: 1h}]
   PROC_%[1]s:ALIPAY: [{limit: 1, window: 1h}]
   NOTE_%[1]s:ALIPAY: [{limit: 10, window: 1h}]
-  THR_%[1]s:ALIPAY: [{limit: 10, window: 1h}]
+  THR_%[1]s:ALIPAY: [{limit: 2, window: 1h}]
   ROUTED_%[1]s:ALIPAY: [{limit: 10, window: 1h}]
   ROUTED_%[1]s:UNIONPAY: [{limit: 10, window: 1h}]
 routes:
@@ -137,6 +137,12 @@ func TestGatewayFailureClassesEndAsTheChannelSaw(t *testing.T) {
 		if o := pay("thr-2", "THR", "ALIPAY"); o["status"] != "FAILED" || o["failureCode"] != "NOT_SENT" {
 			t.Fatalf("throttled: %v, want FAILED NOT_SENT", o)
 		}
+		emu.set("ALIPAY", map[string]any{"throttleCapacity": 0})
+		// Two slots an hour: thr-1's is kept, thr-2's was released.
+		if o := pay("thr-3", "THR", "ALIPAY"); o["status"] != "SUCCEEDED" {
+			t.Fatalf("after a throttled payment: %v, want its slot free again", o)
+		}
+		emu.set("ALIPAY", map[string]any{"throttleCapacity": 1, "throttleWindowMs": 60000})
 		body := payBody("routed-1-"+tag, "ROUTED_"+tag, "")
 		delete(body, "channel")
 		ids = append(ids, "routed-1-"+tag)
@@ -151,19 +157,25 @@ func TestGatewayFailureClassesEndAsTheChannelSaw(t *testing.T) {
 	t.Run("notifications: duplicated and reordered, one resolution", func(t *testing.T) {
 		emu.set("ALIPAY", map[string]any{"lostAnswerRate": 1, "notify": true, "notifyDuplicates": 2, "notifyReorder": true})
 		var wg sync.WaitGroup
+		answers := make([]reply, 3)
 		for i := range 3 {
 			id := fmt.Sprintf("note-%d-%s", i, tag)
 			ids = append(ids, id)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s.pay(t, payBody(id, "NOTE_"+tag, "ALIPAY"))
+				answers[i] = s.pay(t, payBody(id, "NOTE_"+tag, "ALIPAY"))
 			}()
 		}
 		wg.Wait()
 		for i := range 3 {
+			// The notification arrives while the owner waits for the lost
+			// answer: it ends the order, and the owner answers with it.
+			if a := answers[i].JSON(t); answers[i].Status != 200 || a["status"] != "SUCCEEDED" || a["resolvedBy"] != "notify" {
+				t.Fatalf("POST /pay answered %d %v, want the notified SUCCEEDED", answers[i].Status, a)
+			}
 			o := waitResolved(t, s, fmt.Sprintf("note-%d-%s", i, tag), 15*time.Second)
-			if o["status"] != "SUCCEEDED" {
+			if o["status"] != "SUCCEEDED" || o["resolvedBy"] != "notify" {
 				t.Fatalf("notified: %v", o)
 			}
 		}
