@@ -2,6 +2,7 @@ package pay_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -184,26 +185,43 @@ func TestResolverQueriesCountOnlyOnTheResolveKey(t *testing.T) {
 	}
 }
 
-// TestTwoResolversNeverQueryOneOrderAtOnce: two instances resolving the
-// same orders at once ask the channel once per order.
-func TestTwoResolversNeverQueryOneOrderAtOnce(t *testing.T) {
-	r := newResolverRig(t, resolverLimits)
-	const n = 20
-	for i := range n {
-		r.unknownOrder("t"+string(rune('a'+i)), 100, true)
-	}
-	a, b := r.resolver("a"), r.resolver("b")
-	var wg sync.WaitGroup
-	for _, res := range []*pay.Resolver{a, b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = res.ResolveOnce(context.Background())
-		}()
-	}
-	wg.Wait()
-	if q := r.sim.queries.Load(); q != n {
-		t.Fatalf("%d queries for %d orders, want one each", q, n)
+// TestTwoResolversAskOncePerOrder: two instances resolving the same
+// orders at once ask the channel once per order: when it answers (the
+// lease), and when it is still processing (a lease needs the order due,
+// so the other's earlier read cannot take it again past its backoff).
+func TestTwoResolversAskOncePerOrder(t *testing.T) {
+	for _, processing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("processing=%v", processing), func(t *testing.T) {
+			r := newResolverRig(t, resolverLimits)
+			const n = 20
+			for i := range n {
+				r.unknownOrder(fmt.Sprintf("t%d", i), 100, true)
+			}
+			var ch channel.Channel = r.sim
+			if processing {
+				ch = processingChannel{r.sim}
+			}
+			reg, err := channel.NewRegistry(ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for _, owner := range []string{"a", "b"} {
+				res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: owner, Backoff: time.Hour, MaxBackoff: time.Hour})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_ = res.ResolveOnce(context.Background())
+				}()
+			}
+			wg.Wait()
+			if q := r.sim.queries.Load(); q != n {
+				t.Fatalf("%d queries for %d orders, want one each", q, n)
+			}
+		})
 	}
 }
 
@@ -327,46 +345,10 @@ func TestARestartedSimulatorLeavesEarlierOrdersUnknown(t *testing.T) {
 	}
 }
 
-// processingChannel answers every query PROCESSING.
+// processingChannel answers every query PROCESSING (TestTwoResolversAskOncePerOrder).
 type processingChannel struct{ *countingSim }
 
 func (p processingChannel) Query(context.Context, channel.Request) (channel.Result, error) {
 	p.queries.Add(1)
 	return channel.Result{Status: channel.Processing}, nil
-}
-
-// TestARescheduledOrderIsNotLeasedFromAStaleRead: two instances read the
-// same due orders; once one asked and rescheduled an order (the channel is
-// still processing it), the other's lease of it, from its earlier read,
-// fails: one query per order, the backoff kept.
-func TestARescheduledOrderIsNotLeasedFromAStaleRead(t *testing.T) {
-	r := newResolverRig(t, resolverLimits)
-	const n = 20
-	for i := range n {
-		r.unknownOrder("p"+string(rune('a'+i)), 100, true)
-	}
-	reg, err := channel.NewRegistry(processingChannel{r.sim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resolvers []*pay.Resolver
-	for _, owner := range []string{"a", "b"} {
-		res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: owner, Backoff: time.Hour, MaxBackoff: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resolvers = append(resolvers, res)
-	}
-	var wg sync.WaitGroup
-	for _, res := range resolvers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = res.ResolveOnce(context.Background())
-		}()
-	}
-	wg.Wait()
-	if q := r.sim.queries.Load(); q != n {
-		t.Fatalf("%d queries for %d orders still processing, want one each (then the backoff)", q, n)
-	}
 }
