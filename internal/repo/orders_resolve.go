@@ -19,7 +19,7 @@ const (
 		"WHERE status = ? AND resolve_next_us <= ? AND resolve_lease_us < ? ORDER BY resolve_next_us LIMIT ?"
 	leaseSQL = "UPDATE orders SET resolve_owner = ?, resolve_lease_us = ? " +
 		"WHERE request_id = ? AND order_no = ? AND status = ? AND resolve_lease_us < ? AND resolve_next_us <= ?"
-	leasedSQL = "SELECT resolve_attempts, resolve_close FROM orders WHERE request_id = ? AND resolve_owner = ?"
+	leasedSQL     = "SELECT resolve_attempts, resolve_close FROM orders WHERE request_id = ? AND resolve_owner = ?"
 	rescheduleSQL = "UPDATE orders SET resolve_next_us = ?, resolve_lease_us = 0, resolve_attempts = resolve_attempts + ?, resolve_close = ? " +
 		"WHERE request_id = ? AND resolve_owner = ? AND status = ?"
 	resolveSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ?, " +
