@@ -130,7 +130,7 @@ func (s *Service) settleAbandoned(o *Order, why string, keys ...ratelimit.Key) {
 				cancel()
 				s.log.Warn("an abandoned claim was settled as NOT_SENT", "requestId", o.RequestID, "orderNo", o.OrderNo)
 				for _, key := range keys {
-					s.release(key, o.RequestID)
+					settleSlot(ctx, s.limiter, key, &n, s.log)
 				}
 				return
 			}

@@ -398,7 +398,7 @@ func (r *Resolver) finish(ctx context.Context, o *Order, by string) (time.Durati
 	case err != nil:
 		return r.opts.Backoff, "the resolution could not be stored: " + err.Error()
 	}
-	settleResolved(ctx, r.limiter, o, r.log)
+	settleSlot(ctx, r.limiter, ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o, r.log)
 	r.obs.Resolved(o.Channel, by, StateOf(o))
 	r.log.Info("an unknown outcome was resolved", "requestId", o.RequestID, "orderNo", o.OrderNo,
 		"channel", o.Channel, "by", by, "status", string(o.Status), "failureCode", o.FailureCode)
@@ -422,25 +422,6 @@ func (r *Resolver) admit(ctx context.Context, o *Order, call string) (time.Durat
 		return max(d.RetryAfter, 100*time.Millisecond), false
 	}
 	return 0, true
-}
-
-// settleResolved gives o's slot the fate of its resolution: kept when
-// SUCCEEDED, the amount given back when FAILED, released when NOT_SENT.
-func settleResolved(ctx context.Context, limiter Limiter, o *Order, log *slog.Logger) {
-	key := ratelimit.Key{BizType: o.BizType, Channel: o.Channel}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	var err error
-	switch StateOf(o) {
-	case StateNotSent:
-		err = limiter.Release(rctx, key, o.RequestID)
-	case StateFailed:
-		err = limiter.ReleaseAmount(rctx, key, o.RequestID)
-	}
-	if err != nil {
-		log.Warn("could not give back a resolved payment's slot; it frees itself when its window passes",
-			"requestId", o.RequestID, "channel", o.Channel, "err", err)
-	}
 }
 
 func outcomeName(s channel.Status) string {

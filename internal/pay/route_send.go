@@ -89,7 +89,7 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 		return false, nil, s.settleNotSent(ctx, o, from, to)
 	}
 	*o = n
-	s.release(from, o.RequestID)
+	settleSlot(ctx, s.limiter, from, o, s.log) // o left from: released
 	return true, left, nil
 }
 
@@ -112,14 +112,11 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, keys ...ratelimit
 			"the payment was not sent, but that could not be recorded; query GET /pay/%s later", o.RequestID).
 			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo})
 	}
+	// By the order as stored: NOT_SENT releases every key; an order the
+	// channel's own word ended first (adopted by finish) keeps its slot
+	// on the channel that processed it, and the others were never called.
 	for _, k := range keys {
-		// An order the channel's own word ended first (endedElsewhere)
-		// keeps its slot on the channel that processed it, settled by
-		// whoever ended it; the other keys were never called.
-		if o.ResolvedBy != "" && k.Channel == o.Channel {
-			continue
-		}
-		s.release(k, o.RequestID)
+		settleSlot(ctx, s.limiter, k, o, s.log)
 	}
 	return nil
 }
@@ -134,10 +131,9 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, keys ...ratelimit
 func (s *Service) lostClaim(ctx context.Context, requestID, hash string, key ratelimit.Key) (*Order, error) {
 	o, err := s.awaitExisting(ctx, requestID, hash)
 	if err == nil && o.Status != StatusProcessing {
-		// The winner's order as just read, final: no second read.
-		if o.Channel != key.Channel {
-			s.release(key, requestID)
-		}
+		// The winner's order as just read, final: no second read. On key's
+		// channel the slot is the winner's own (one member per requestId).
+		settleSlot(ctx, s.limiter, key, o, s.log)
 		return o, nil
 	}
 	if final, known := s.releaseIfFinalElsewhere(requestID, key); !known || !final {
@@ -156,12 +152,10 @@ func (s *Service) releaseIfFinalElsewhere(requestID string, key ratelimit.Key) (
 	if err != nil {
 		return false, false
 	}
-	if got.Status == StatusProcessing {
+	if SlotFate(key.Channel, got) == FateWait {
 		return false, true
 	}
-	if got.Channel != key.Channel {
-		s.release(key, requestID)
-	}
+	settleSlot(context.Background(), s.limiter, key, got, s.log)
 	return true, true
 }
 

@@ -233,19 +233,9 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 			"the payment was sent to the channel but its outcome could not be recorded; query GET /pay/%s later", o.RequestID).
 			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo, "status": string(StatusUnknown)})
 	}
-	if o.ResolvedBy == "" {
-		// Settled by the outcome as stored: an order the channel's own word
-		// ended first (endedElsewhere) was settled by whoever ended it.
-		key := ratelimit.Key{BizType: o.BizType, Channel: o.Channel}
-		switch StateOf(o) {
-		case StateNotSent:
-			s.release(key, o.RequestID)
-		case StateFailed:
-			// The channel refused it: no money moved, so its amount goes
-			// back to the amount caps; the call itself still counts.
-			s.giveBackAmount(key, o.RequestID)
-		}
-	}
+	// Settled by the outcome as stored (an order the channel's own word
+	// ended first is adopted by finish).
+	settleSlot(base, s.limiter, ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o, s.log)
 	return s.outcome(o)
 }
 
@@ -400,23 +390,6 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-	}
-}
-
-func (s *Service) release(key ratelimit.Key, requestID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := s.limiter.Release(ctx, key, requestID); err != nil {
-		s.log.Warn("could not release a limiter slot; it frees itself when the window passes", "key", key.String(), "requestId", requestID, "err", err)
-	}
-}
-
-// giveBackAmount returns what requestID paid to the amount windows of key.
-func (s *Service) giveBackAmount(key ratelimit.Key, requestID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := s.limiter.ReleaseAmount(ctx, key, requestID); err != nil {
-		s.log.Warn("could not give a declined payment's amount back; it frees itself when the window passes", "key", key.String(), "requestId", requestID, "err", err)
 	}
 }
 
