@@ -129,13 +129,22 @@ func TestGatewayFailureClassesEndAsTheChannelSaw(t *testing.T) {
 		}
 	})
 
-	t.Run("THROTTLED: not charged, not sent, slot released; a routed payment moves on", func(t *testing.T) {
+	t.Run("THROTTLED: not charged, not sent, 429 channelThrottled, slot released; a routed payment moves on", func(t *testing.T) {
 		emu.set("ALIPAY", map[string]any{"throttleCapacity": 1, "throttleWindowMs": 60000})
 		if o := pay("thr-1", "THR", "ALIPAY"); o["status"] != "SUCCEEDED" {
 			t.Fatalf("first: %v", o)
 		}
-		if o := pay("thr-2", "THR", "ALIPAY"); o["status"] != "FAILED" || o["failureCode"] != "NOT_SENT" {
-			t.Fatalf("throttled: %v, want FAILED NOT_SENT", o)
+		thr2 := "thr-2-" + tag
+		ids = append(ids, thr2)
+		r := s.pay(t, payBody(thr2, "THR_"+tag, "ALIPAY"))
+		if d, _ := r.JSON(t)["details"].(map[string]any); r.Status != 429 || d["reason"] != "channelThrottled" || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("throttled: %d %s, want 429 channelThrottled with a Retry-After", r.Status, r.Body)
+		}
+		if o := s.do(t, http.MethodGet, "/pay/"+thr2, nil, nil).JSON(t); o["status"] != "FAILED" || o["failureCode"] != "NOT_SENT" {
+			t.Fatalf("throttled order: %v, want FAILED NOT_SENT", o)
+		}
+		if again := s.pay(t, payBody(thr2, "THR_"+tag, "ALIPAY")); again.Status != 429 {
+			t.Fatalf("a retry of a throttled requestId: %d %s, want the same 429", again.Status, again.Body)
 		}
 		emu.set("ALIPAY", map[string]any{"throttleCapacity": 0})
 		// Two slots an hour: thr-1's is kept, thr-2's was released.
@@ -146,7 +155,7 @@ func TestGatewayFailureClassesEndAsTheChannelSaw(t *testing.T) {
 		body := payBody("routed-1-"+tag, "ROUTED_"+tag, "")
 		delete(body, "channel")
 		ids = append(ids, "routed-1-"+tag)
-		r := s.pay(t, body)
+		r = s.pay(t, body)
 		o := r.JSON(t)
 		if r.Status != 200 || o["status"] != "SUCCEEDED" || o["channel"] != "UNIONPAY" {
 			t.Fatalf("routed past a throttling channel: %d %v", r.Status, o)

@@ -102,3 +102,29 @@ func ConflictError(key ratelimit.Key, requestID string, amount int64) *apperr.Er
 		"requestId %s already holds a slot on channel %s for another amount; retry with the amount it was first sent with, or use a new requestId", requestID, key.Channel).
 		WithDetails(map[string]any{"requestId": requestID, "bizType": key.BizType, "channel": key.Channel, "amount": amount})
 }
+
+// throttledMessage is the failure message of a pinned payment its channel
+// throttled (THROTTLED): stored FAILED NOT_SENT, answered 429.
+const throttledMessage = "the channel throttled the payment (busy); it was not processed and nothing was charged"
+
+// defaultThrottleWait is the Retry-After of a channel's throttling when the
+// channel gave none.
+const defaultThrottleWait = time.Second
+
+// channelThrottledError is the answer to a pinned payment its channel
+// throttled: 429 REQUEST_LIMITED with details.reason channelThrottled and a
+// Retry-After (the channel's wait, or a second). The order is final
+// (FAILED NOT_SENT, its slot released): a retry needs a new requestId; the
+// same one replays this answer.
+func channelThrottledError(o *Order, wait time.Duration) *apperr.Error {
+	if wait <= 0 {
+		wait = defaultThrottleWait
+	}
+	e := apperr.New(apperr.RequestLimited, "channel %s throttled the payment: nothing was charged; retry with a new requestId", o.Channel).
+		WithDetails(map[string]any{
+			"reason": "channelThrottled", "bizType": o.BizType, "channel": o.Channel, "orderNo": o.OrderNo,
+			"retryAfterMs": wait.Milliseconds(),
+		})
+	e.RetryAfter = wait
+	return e
+}

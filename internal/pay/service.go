@@ -205,7 +205,10 @@ func (s *Service) callChannel(ctx context.Context, ch channel.Channel, o *Order)
 func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err error) (*Order, error) {
 	base := context.WithoutCancel(ctx)
 	var sysErr *channel.SystemError
+	var throttled *channel.ThrottledError
 	switch {
+	case errors.As(err, &throttled):
+		o.Status, o.FailureCode, o.FailureMessage = StatusFailed, FailureNotSent, throttledMessage
 	case errors.Is(err, channel.ErrNotSent):
 		o.Status, o.FailureCode = StatusFailed, FailureNotSent
 		o.FailureMessage = "the channel could not be reached; the payment was not sent and nothing was charged"
@@ -236,6 +239,9 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 	// Settled by the outcome as stored (an order the channel's own word
 	// ended first is adopted by finish).
 	settleSlot(base, s.limiter, ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o, s.log)
+	if throttled != nil && o.FailureMessage == throttledMessage {
+		return nil, channelThrottledError(o, throttled.RetryAfter)
+	}
 	return s.outcome(o)
 }
 
@@ -301,6 +307,9 @@ func (s *Service) recorded(ctx context.Context, o *Order) bool {
 // outcome turns a finished order into the answer: the order, or the same
 // CHANNEL_ERROR the first request got.
 func (s *Service) outcome(o *Order) (*Order, error) {
+	if StateOf(o) == StateNotSent && o.FailureMessage == throttledMessage {
+		return nil, channelThrottledError(o, 0)
+	}
 	if o.FailureCode == string(apperr.ChannelError) {
 		return nil, apperr.New(apperr.ChannelError, "the channel refused the payment with a system error; nothing was charged").
 			WithDetails(map[string]any{"orderNo": o.OrderNo, "channel": o.Channel, "channelMessage": o.FailureMessage})
