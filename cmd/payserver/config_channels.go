@@ -37,6 +37,10 @@ type GatewayConfig struct {
 	CertFile   string `yaml:"certFile"`
 	KeyFile    string `yaml:"keyFile"`
 	ServerName string `yaml:"serverName"`
+	// ThrottleCodes are the channel's decline codes that mean "too busy,
+	// not processed" (FREQUENCY_LIMITED, ACQ.SYSTEM_ERROR…): a payment
+	// declined with one of them is taken as THROTTLED.
+	ThrottleCodes []string `yaml:"throttleCodes"`
 }
 
 // gatewayOf returns code's gateway connection, and false for a channel
@@ -63,6 +67,7 @@ func (c Config) gatewayOf(code string) (gateway.Config, bool) {
 		Code: code, BaseURL: url, Secret: []byte(secret),
 		ConnectTimeout: g.ConnectTimeout, CallTimeout: call, MaxConns: g.MaxConns,
 		CAFile: g.CAFile, CertFile: g.CertFile, KeyFile: g.KeyFile, ServerName: g.ServerName,
+		ThrottleCodes: g.ThrottleCodes,
 	}, true
 }
 

@@ -61,6 +61,8 @@ type Channel struct {
 	client      *http.Client
 	log         *slog.Logger
 	now         func() time.Time
+	// throttleCodes are the decline codes that mean THROTTLED.
+	throttleCodes map[string]bool
 }
 
 // NewChannel returns the Channel of cfg, which must be valid; it loads
@@ -126,8 +128,9 @@ func NewChannel(cfg Config, logger *slog.Logger, now func() time.Time) (*Channel
 			// (it is a bad answer).
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		log: logger,
-		now: now,
+		log:           logger,
+		now:           now,
+		throttleCodes: codeSet(cfg.ThrottleCodes),
 	}, nil
 }
 
@@ -282,6 +285,10 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 	if err != nil {
 		return Answer{}, c.unknown(op, orderNo, err)
 	}
+	if op == opPay && a.Outcome == Declined && c.throttleCodes[a.Code] {
+		// The channel's own word for "too busy": nothing was processed.
+		a.Outcome, a.RetryAfterMs = Throttled, 0
+	}
 	if a.Outcome == Throttled && repeated {
 		return Answer{}, c.unknown(op, orderNo, fmt.Errorf("%w: THROTTLED to a repeated request: the first attempt may have been processed", ErrBadAnswer))
 	}
@@ -338,4 +345,16 @@ func (c *Channel) unknown(op, orderNo string, err error) error {
 	c.log.Warn("gateway call failed after the request may have left; outcome unknown",
 		"channel", c.code, "op", op, "orderNo", orderNo, "reason", err.Error())
 	return fmt.Errorf("gateway %s: %s %s: outcome unknown: %w", c.code, op, orderNo, err)
+}
+
+// codeSet is codes as a set; nil for none.
+func codeSet(codes []string) map[string]bool {
+	if len(codes) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(codes))
+	for _, c := range codes {
+		set[c] = true
+	}
+	return set
 }

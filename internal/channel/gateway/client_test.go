@@ -54,7 +54,8 @@ var testOrder = channel.Request{
 }
 
 func testConfig(baseURL string) Config {
-	return Config{Code: testCode, BaseURL: baseURL, Secret: testSecret, CallTimeout: 2 * time.Second}
+	return Config{Code: testCode, BaseURL: baseURL, Secret: testSecret, CallTimeout: 2 * time.Second,
+		ThrottleCodes: []string{"FREQUENCY_LIMITED"}}
 }
 
 // mustChannel returns cfg's Channel; its idle connections close at the
@@ -211,6 +212,8 @@ func TestPay(t *testing.T) {
 		{name: "throttled with a wait", act: answer(Answer{Outcome: Throttled, RetryAfterMs: 1500}),
 			want: throttled, retry: 1500 * time.Millisecond, is: channel.ErrNotSent},
 		{name: "throttled without a wait", act: answer(Answer{Outcome: Throttled}),
+			want: throttled, is: channel.ErrNotSent},
+		{name: "declined with a throttle code", act: answer(Answer{Outcome: Declined, Code: "FREQUENCY_LIMITED"}),
 			want: throttled, is: channel.ErrNotSent},
 		{name: "throttled with an absurd wait", act: answer(Answer{Outcome: Throttled, RetryAfterMs: 1 << 62}),
 			want: throttled, retry: time.Hour},

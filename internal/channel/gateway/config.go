@@ -49,6 +49,10 @@ type Config struct {
 	// ServerName is the name the gateway's certificate must carry (https
 	// only); empty uses BaseURL's host.
 	ServerName string
+	// ThrottleCodes are the channel's decline codes that mean "too busy,
+	// not processed" (WeChat Pay's FREQUENCY_LIMITED, say): a pay DECLINED
+	// with one of them is taken as THROTTLED.
+	ThrottleCodes []string
 }
 
 // Validate reports the first field that is wrong, by name. It reads no
