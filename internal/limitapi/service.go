@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"payserver/internal/apperr"
-	"payserver/internal/limitwait"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 )
@@ -146,7 +145,7 @@ func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) 
 // Windows empty), not an error: for protocols that answer refusals in
 // their own terms (gRPC).
 func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
-	d, err := s.opts.Admit.Check(limitwait.WithMaxWait(ctx, r.MaxWait), ratelimit.Request{
+	d, err := s.opts.Admit.Check(ctx, ratelimit.Request{MaxWait: r.MaxWait,
 		Key: r.Key, Member: member(r.RequestID), Amount: r.Amount, Currency: r.Currency,
 	})
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package limitwait turns a refusal of the channel limiter into a bounded
-// wait: a request that carries a maximum wait (WithMaxWait) and is refused
+// wait: a request that carries a maximum wait (Request.MaxWait) and is refused
 // waits until the refusing windows should have room (the decision's
 // RetryAfter), then asks the limiter again with the same exact check. It is
 // admitted as soon as the limiter admits it, or refused once the next
@@ -71,23 +71,6 @@ type Options struct {
 	Observer Observer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-}
-
-type ctxKey struct{}
-
-// WithMaxWait returns a context under which a Waiter waits up to d for a
-// refused request. d <= 0 means no waiting; d above MaxWaitCap is cut to it.
-func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
-	if d <= 0 {
-		return ctx
-	}
-	return context.WithValue(ctx, ctxKey{}, min(d, MaxWaitCap))
-}
-
-// MaxWaitFrom returns the maximum wait ctx carries, 0 when none.
-func MaxWaitFrom(ctx context.Context) time.Duration {
-	d, _ := ctx.Value(ctxKey{}).(time.Duration)
-	return d
 }
 
 // Waiter wraps a Limiter with waiting. It is safe for concurrent use.
@@ -166,8 +149,8 @@ func (w *Waiter) Total() int {
 	return n
 }
 
-// Check checks a request. Without a maximum wait in ctx (WithMaxWait) it
-// is the wrapped limiter's Check. With one, a refused
+// Check checks a request. Without a maximum wait (r.MaxWait, cut to
+// MaxWaitCap) it is the wrapped limiter's Check. With one, a refused
 // request waits its turn and is checked again when the windows should have
 // room, until it is admitted or the next check could only come after the
 // maximum wait; then the answer is the last refusal, its RetryAfter the
@@ -176,7 +159,7 @@ func (w *Waiter) Total() int {
 // while waiting.
 func (w *Waiter) Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
 	key := r.Key
-	maxWait := MaxWaitFrom(ctx)
+	maxWait := min(r.MaxWait, MaxWaitCap)
 	if maxWait <= 0 {
 		return w.inner.Check(ctx, r)
 	}

@@ -87,7 +87,7 @@ func TestWaitAdmittedWhenWindowFrees(t *testing.T) {
 	w := newWaiter(t, l, limitwait.Options{Observer: obs})
 	start := time.Now()
 	fill(t, l, key, 2)
-	d, err := w.Allow(limitwait.WithMaxWait(context.Background(), 3*time.Second), key, "waiter")
+	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "waiter", MaxWait: 3*time.Second})
 	elapsed := time.Since(start)
 	if err != nil || !d.Allowed {
 		t.Fatalf("got allowed %v err %v, want admitted after waiting", d.Allowed, err)
@@ -111,7 +111,7 @@ func TestWaitNeverPastMaxWait(t *testing.T) {
 	w := newWaiter(t, l, limitwait.Options{})
 	fill(t, l, key, 1)
 	start := time.Now()
-	d, err := w.Allow(limitwait.WithMaxWait(context.Background(), 400*time.Millisecond), key, "late")
+	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "late", MaxWait: 400*time.Millisecond})
 	elapsed := time.Since(start)
 	if err != nil || d.Allowed {
 		t.Fatalf("got allowed %v err %v, want a refusal", d.Allowed, err)
@@ -139,7 +139,7 @@ func TestWaitFIFO(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := w.Allow(limitwait.WithMaxWait(context.Background(), 5*time.Second), key, fmt.Sprintf("w-%d", i))
+			d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: fmt.Sprintf("w-%d", i), MaxWait: 5*time.Second})
 			if err != nil || !d.Allowed {
 				t.Errorf("waiter %d: allowed %v err %v", i, d.Allowed, err)
 				return
@@ -166,19 +166,19 @@ func TestWaitBoundedWaiters(t *testing.T) {
 	obs := &outcomes{}
 	w := newWaiter(t, l, limitwait.Options{MaxWaiters: 2, Observer: obs})
 	fill(t, l, key, 1)
-	ctx, cancel := context.WithCancel(limitwait.WithMaxWait(context.Background(), 5*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = w.Allow(ctx, key, fmt.Sprintf("q-%d", i))
+			_, _ = w.Check(ctx, ratelimit.Request{Key: key, Member: fmt.Sprintf("q-%d", i), MaxWait: 5 * time.Second})
 		}()
 	}
 	waitUntil(t, func() bool { return w.Waiting(key) == 2 })
 	start := time.Now()
-	d, err := w.Allow(limitwait.WithMaxWait(context.Background(), 5*time.Second), key, "third")
+	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "third", MaxWait: 5*time.Second})
 	if err != nil || d.Allowed || time.Since(start) > 100*time.Millisecond {
 		t.Fatalf("third waiter: allowed %v err %v after %v, want an immediate refusal", d.Allowed, err, time.Since(start))
 	}
@@ -199,10 +199,10 @@ func TestWaitCancelled(t *testing.T) {
 	l, key := newLimiter(t, 1, 5*time.Second)
 	w := newWaiter(t, l, limitwait.Options{})
 	fill(t, l, key, 1)
-	ctx, cancel := context.WithCancel(limitwait.WithMaxWait(context.Background(), 10*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := w.Allow(ctx, key, "leaver")
+		_, err := w.Check(ctx, ratelimit.Request{Key: key, Member: "leaver", MaxWait: 10 * time.Second})
 		done <- err
 	}()
 	waitUntil(t, func() bool { return w.Waiting(key) == 1 })
@@ -235,7 +235,7 @@ func TestWaitNeverBeyondLimit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := w.Allow(limitwait.WithMaxWait(context.Background(), 1500*time.Millisecond), key, fmt.Sprintf("m-%d", i))
+			d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: fmt.Sprintf("m-%d", i), MaxWait: 1500*time.Millisecond})
 			if err != nil {
 				t.Error(err)
 			}
@@ -277,7 +277,7 @@ func TestWaitClosedKey(t *testing.T) {
 	obs := &outcomes{}
 	w := newWaiter(t, l, limitwait.Options{Observer: obs})
 	start := time.Now()
-	d, err := w.Allow(limitwait.WithMaxWait(context.Background(), 2*time.Second), key, "closed")
+	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "closed", MaxWait: 2*time.Second})
 	if err != nil || d.Allowed || !d.Closed() || time.Since(start) > 200*time.Millisecond {
 		t.Fatalf("got allowed %v closed %v err %v after %v, want an immediate closed refusal", d.Allowed, d.Closed(), err, time.Since(start))
 	}
@@ -293,7 +293,7 @@ func TestAmountRefusalsNeverQueue(t *testing.T) {
 	l, key := newLimiterRule(t, "{amount: 1000, window: 2s}")
 	w := newWaiter(t, l, limitwait.Options{})
 	pay := func(member string, amount int64, maxWait time.Duration) ratelimit.Decision {
-		d, err := w.Check(limitwait.WithMaxWait(context.Background(), maxWait), ratelimit.Request{Key: key, Member: member, Amount: amount, Currency: "CNY"})
+		d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: member, Amount: amount, Currency: "CNY", MaxWait: maxWait})
 		if err != nil {
 			t.Error(err)
 		}
@@ -338,7 +338,7 @@ func TestWaitNeverChecksAtItsDeadline(t *testing.T) {
 	w := newWaiter(t, inner, limitwait.Options{Now: func() time.Time { return t0 }})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	d, err := w.Check(limitwait.WithMaxWait(ctx, 100*time.Millisecond), ratelimit.Request{Key: ratelimit.Key{BizType: "B", Channel: "C"}, Member: "m"})
+	d, err := w.Check(ctx, ratelimit.Request{Key: ratelimit.Key{BizType: "B", Channel: "C"}, Member: "m", MaxWait: 100 * time.Millisecond})
 	if err != nil || d.Allowed {
 		t.Fatalf("got allowed %v, %v; want a refusal", d.Allowed, err)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
-	"payserver/internal/limitwait"
 	"payserver/internal/ratelimit"
 )
 
@@ -167,7 +166,9 @@ func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string)
 	}
 	c := refused[best].skip.Channel
 	key := ratelimit.Key{BizType: req.BizType, Channel: c}
-	d, err := s.limiter.Check(limitwait.WithMaxWait(ctx, req.MaxWait), checkOf(req, key))
+	wait := checkOf(req, key)
+	wait.MaxWait = req.MaxWait
+	d, err := s.limiter.Check(ctx, wait)
 	if err != nil {
 		return "", Admission{}, nil, nil, s.limiterFailed(err)
 	}

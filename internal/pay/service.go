@@ -14,7 +14,6 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
-	"payserver/internal/limitwait"
 	"payserver/internal/ratelimit"
 )
 
@@ -134,7 +133,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	}
 
 	key := req.Key()
-	d, err := s.limiter.Check(limitwait.WithMaxWait(ctx, req.MaxWait), ratelimit.Request{
+	d, err := s.limiter.Check(ctx, ratelimit.Request{MaxWait: req.MaxWait,
 		Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency,
 	})
 	if err != nil {

@@ -193,6 +193,10 @@ type Request struct {
 	Member   string
 	Amount   int64 // minor units
 	Currency string
+	// MaxWait is how long a refused request may wait for room
+	// (limitwait.Waiter); 0 refuses at once. The limiter itself never
+	// waits.
+	MaxWait time.Duration
 }
 
 // Allow checks a request without an amount. See Check.
