@@ -320,7 +320,7 @@ schedules:
 // Usage answers like the limiter: a count per window of the rule in force,
 // and an error for REFUND:ALIPAY (as if Redis were down for it).
 func (f *fakeLimits) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
-	r := f.Config().Rule(k)
+	r := f.Config().RuleAt(k, time.Now())
 	if k.String() == "REFUND:ALIPAY" {
 		return r, nil, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 	}

@@ -492,7 +492,7 @@ func (b *bench) coContender(id, name, channel string, rule ratelimit.Rule) conte
 
 func (b *bench) limiterContender(id, name, channel string) contender {
 	k := ratelimit.Key{BizType: "BENCH", Channel: channel}
-	rule := b.lim.Config().Rule(k)
+	rule := b.lim.Config().RuleAt(k, time.Now())
 	return contender{
 		id: id, name: name, keys: []string{b.store.RedisKey(ratelimit.KeyWindow{Key: k, Window: rule.Windows[0]})},
 		op: func(ctx context.Context, m string) (bool, error) {

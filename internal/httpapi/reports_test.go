@@ -81,7 +81,7 @@ type fakeUsage struct {
 
 func (f fakeUsage) Config() *ratelimit.Config { return f.cfg }
 func (f fakeUsage) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
-	r := f.cfg.Rule(k)
+	r := f.cfg.RuleAt(k, time.Now())
 	if !f.now.IsZero() {
 		r = f.cfg.RuleAt(k, f.now)
 	}

@@ -217,7 +217,7 @@ func (rr *RouteReports) preferred(ctx context.Context, cfg *ratelimit.Config, bi
 // for other bizTypes taken off); amount windows are left out (whether a
 // payment fits depends on its amount).
 func (rr *RouteReports) refusal(ctx context.Context, cfg *ratelimit.Config, key ratelimit.Key, biz string) string {
-	rule := cfg.Rule(key)
+	rule := cfg.RuleAt(key, rr.opts.Now())
 	switch {
 	case rule.IsUnlimited():
 		return ""

@@ -87,7 +87,7 @@ func TestWaitAdmittedWhenWindowFrees(t *testing.T) {
 	w := newWaiter(t, l, limitwait.Options{Observer: obs})
 	start := time.Now()
 	fill(t, l, key, 2)
-	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "waiter", MaxWait: 3*time.Second})
+	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "waiter", MaxWait: 3 * time.Second})
 	elapsed := time.Since(start)
 	if err != nil || !d.Allowed {
 		t.Fatalf("got allowed %v err %v, want admitted after waiting", d.Allowed, err)
@@ -111,7 +111,7 @@ func TestWaitNeverPastMaxWait(t *testing.T) {
 	w := newWaiter(t, l, limitwait.Options{})
 	fill(t, l, key, 1)
 	start := time.Now()
-	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "late", MaxWait: 400*time.Millisecond})
+	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "late", MaxWait: 400 * time.Millisecond})
 	elapsed := time.Since(start)
 	if err != nil || d.Allowed {
 		t.Fatalf("got allowed %v err %v, want a refusal", d.Allowed, err)
@@ -139,7 +139,7 @@ func TestWaitFIFO(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: fmt.Sprintf("w-%d", i), MaxWait: 5*time.Second})
+			d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: fmt.Sprintf("w-%d", i), MaxWait: 5 * time.Second})
 			if err != nil || !d.Allowed {
 				t.Errorf("waiter %d: allowed %v err %v", i, d.Allowed, err)
 				return
@@ -178,7 +178,7 @@ func TestWaitBoundedWaiters(t *testing.T) {
 	}
 	waitUntil(t, func() bool { return w.Waiting(key) == 2 })
 	start := time.Now()
-	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "third", MaxWait: 5*time.Second})
+	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "third", MaxWait: 5 * time.Second})
 	if err != nil || d.Allowed || time.Since(start) > 100*time.Millisecond {
 		t.Fatalf("third waiter: allowed %v err %v after %v, want an immediate refusal", d.Allowed, err, time.Since(start))
 	}
@@ -235,7 +235,7 @@ func TestWaitNeverBeyondLimit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: fmt.Sprintf("m-%d", i), MaxWait: 1500*time.Millisecond})
+			d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: fmt.Sprintf("m-%d", i), MaxWait: 1500 * time.Millisecond})
 			if err != nil {
 				t.Error(err)
 			}
@@ -277,7 +277,7 @@ func TestWaitClosedKey(t *testing.T) {
 	obs := &outcomes{}
 	w := newWaiter(t, l, limitwait.Options{Observer: obs})
 	start := time.Now()
-	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "closed", MaxWait: 2*time.Second})
+	d, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "closed", MaxWait: 2 * time.Second})
 	if err != nil || d.Allowed || !d.Closed() || time.Since(start) > 200*time.Millisecond {
 		t.Fatalf("got allowed %v closed %v err %v after %v, want an immediate closed refusal", d.Allowed, d.Closed(), err, time.Since(start))
 	}

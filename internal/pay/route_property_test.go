@@ -202,7 +202,7 @@ func (o *routeOracle) check(id, c string) ([]ratelimit.KeyWindow, ratelimit.Stor
 // Rule.IsClosed, which the flow uses.
 func (o *routeOracle) closed(c string) bool {
 	for _, k := range []ratelimit.Key{{BizType: o.biz, Channel: c}, ratelimit.ChannelWide(c)} {
-		for _, w := range o.cfg.Rule(k).Windows {
+		for _, w := range o.cfg.RuleAt(k, time.Now()).Windows {
 			if w.Limit == 0 && !w.Amount {
 				return true
 			}
@@ -214,7 +214,7 @@ func (o *routeOracle) closed(c string) bool {
 // usage is the model's occupancy of key's windows, as Limiter.Usage reads
 // them (nil for an unlimited key).
 func (o *routeOracle) usage(key ratelimit.Key) []int64 {
-	rule := o.cfg.Rule(key)
+	rule := o.cfg.RuleAt(key, time.Now())
 	if rule.IsUnlimited() {
 		return nil
 	}

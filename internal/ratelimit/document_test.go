@@ -39,7 +39,7 @@ func TestParseDocumentValid(t *testing.T) {
 				t.Fatalf("ParseDocument: %v", err)
 			}
 			k, _ := ParseKey(tt.key)
-			got := cfg.Rule(k)
+			got := cfg.RuleAt(k, time.Now())
 			if !equalRule(got, tt.want) {
 				t.Fatalf("rule %s = %+v, want %+v", tt.key, got, tt.want)
 			}
@@ -52,11 +52,11 @@ func TestParseDocumentMissingKeyIsUnlimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := cfg.Rule(Key{"X", "Y"}); !r.IsUnlimited() {
+	if r := cfg.RuleAt(Key{"X", "Y"}, time.Now()); !r.IsUnlimited() {
 		t.Fatalf("missing key rule = %+v, want unlimited", r)
 	}
 	var nilCfg *Config
-	if r := nilCfg.Rule(Key{"A", "B"}); !r.IsUnlimited() {
+	if r := nilCfg.RuleAt(Key{"A", "B"}, time.Now()); !r.IsUnlimited() {
 		t.Fatalf("nil config rule = %+v, want unlimited", r)
 	}
 }
@@ -66,7 +66,7 @@ func TestParseDocumentGlobalShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Rule(Key{"A", "B"}).Shadow {
+	if !cfg.RuleAt(Key{"A", "B"}, time.Now()).Shadow {
 		t.Fatal("global shadow not applied to key")
 	}
 }

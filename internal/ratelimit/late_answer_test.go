@@ -88,7 +88,7 @@ func TestLateRedisRefusalNeverBecomesALocalAdmission(t *testing.T) {
 			if err != nil || d.Allowed {
 				t.Fatalf("got %+v, %v; want refused (the key is full on Redis)", d, err)
 			}
-			if u, _ := shared.Usage(context.Background(), ratelimit.KeyWindows(keyAB, mustConfig(t, lateDoc).Rule(keyAB).Windows)); u[0] != 2 {
+			if u, _ := shared.Usage(context.Background(), ratelimit.KeyWindows(keyAB, mustConfig(t, lateDoc).RuleAt(keyAB, time.Now()).Windows)); u[0] != 2 {
 				t.Fatalf("Redis holds %v, want 2", u)
 			}
 		})

@@ -237,12 +237,9 @@ type Config struct {
 	Version string
 }
 
-// Rule returns the rule for k in force now: the base rule, unless a
+// RuleAt returns the rule for k in force at now: the base rule, unless a
 // schedule replaces it. A key the document does not name is unlimited; so
-// is a nil Config.
-func (c *Config) Rule(k Key) Rule { return c.RuleAt(k, time.Now()) }
-
-// RuleAt returns the rule for k in force at now.
+// is a nil Config. The caller's clock says when: a Config reads none.
 func (c *Config) RuleAt(k Key, now time.Time) Rule {
 	if c == nil {
 		return Rule{}

@@ -123,7 +123,7 @@ type swapSource struct {
 
 func (s *swapSource) Config() *ratelimit.Config { return s.cfg.Load() }
 func (s *swapSource) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
-	r := s.cfg.Load().Rule(k)
+	r := s.cfg.Load().RuleAt(k, time.Now())
 	return r, make([]int64, len(r.Windows)), nil
 }
 
