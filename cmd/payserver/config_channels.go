@@ -38,8 +38,9 @@ type GatewayConfig struct {
 	KeyFile    string `yaml:"keyFile"`
 	ServerName string `yaml:"serverName"`
 	// ThrottleCodes are the channel's decline codes that mean "too busy,
-	// not processed" (FREQUENCY_LIMITED, ACQ.SYSTEM_ERROR…): a payment
-	// declined with one of them is taken as THROTTLED.
+	// not processed" (WeChat Pay's FREQUENCY_LIMITED): a payment declined
+	// with one of them is taken as THROTTLED. Never a code whose outcome
+	// is unknown (gateway.Config.Validate refuses the known ones).
 	ThrottleCodes []string `yaml:"throttleCodes"`
 }
 

@@ -116,8 +116,13 @@ func (s *Service) settleAbandoned(o *Order, why string, keys ...ratelimit.Key) {
 		got, err := s.orders.Get(ctx, o.RequestID)
 		missing = errors.Is(err, ErrOrderNotFound)
 		if err == nil && (got.OrderNo != o.OrderNo || CheckFinishFrom(got) != nil) {
-			// Another request's claim, or ours already final.
+			// Another request's claim, or ours already final (a write that
+			// answered an error was committed after all): the slots meet
+			// that order's fate.
 			cancel()
+			for _, key := range keys {
+				settleSlot(context.Background(), s.limiter, key, got, s.log)
+			}
 			return
 		}
 		if err == nil {

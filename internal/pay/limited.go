@@ -112,19 +112,22 @@ const throttledMessage = "the channel throttled the payment (busy); it was not p
 const defaultThrottleWait = time.Second
 
 // channelThrottledError is the answer to a pinned payment its channel
-// throttled: 429 REQUEST_LIMITED with details.reason channelThrottled and a
-// Retry-After (the channel's wait, or a second). The order is final
-// (FAILED NOT_SENT, its slot released): a retry needs a new requestId; the
-// same one replays this answer.
-func channelThrottledError(o *Order, wait time.Duration) *apperr.Error {
-	if wait <= 0 {
-		wait = defaultThrottleWait
-	}
+// throttled: 429 REQUEST_LIMITED with details.reason channelThrottled. The
+// order is final (FAILED NOT_SENT, its slot released): a retry needs a new
+// requestId. The first answer (first true) carries a Retry-After (the
+// channel's wait, or a second) for that new request; a replay of the same
+// requestId carries none, so that a client retrying it is not told to
+// come back for ever.
+func channelThrottledError(o *Order, wait time.Duration, first bool) *apperr.Error {
+	details := map[string]any{"reason": "channelThrottled", "bizType": o.BizType, "channel": o.Channel, "orderNo": o.OrderNo}
 	e := apperr.New(apperr.RequestLimited, "channel %s throttled the payment: nothing was charged; retry with a new requestId", o.Channel).
-		WithDetails(map[string]any{
-			"reason": "channelThrottled", "bizType": o.BizType, "channel": o.Channel, "orderNo": o.OrderNo,
-			"retryAfterMs": wait.Milliseconds(),
-		})
-	e.RetryAfter = wait
+		WithDetails(details)
+	if first {
+		if wait <= 0 {
+			wait = defaultThrottleWait
+		}
+		details["retryAfterMs"] = wait.Milliseconds()
+		e.RetryAfter = wait
+	}
 	return e
 }

@@ -149,6 +149,12 @@ func (l *LostAnswers) settle(ctx context.Context, a lostAnswer) error {
 			return gerr
 		}
 		if got.Status != StatusFailed || got.FailureCode != FailureNotSent || got.FailureMessage != notSentLost {
+			// Another request's order owns the requestId: each slot the
+			// lost check may have taken meets that order's fate (released
+			// on a channel it did not end on, kept while it is in flight).
+			for _, k := range a.keys {
+				settleSlot(ctx, l.limiter, k, got, l.opts.Logger)
+			}
 			return nil
 		}
 	}

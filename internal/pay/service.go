@@ -239,7 +239,7 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 	// ended first is adopted by finish).
 	settleSlot(base, s.limiter, ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o, s.log)
 	if throttled != nil && o.FailureMessage == throttledMessage {
-		return nil, channelThrottledError(o, throttled.RetryAfter)
+		return nil, channelThrottledError(o, throttled.RetryAfter, true)
 	}
 	return s.outcome(o)
 }
@@ -307,7 +307,7 @@ func (s *Service) recorded(ctx context.Context, o *Order) bool {
 // CHANNEL_ERROR the first request got.
 func (s *Service) outcome(o *Order) (*Order, error) {
 	if StateOf(o) == StateNotSent && o.FailureMessage == throttledMessage {
-		return nil, channelThrottledError(o, 0)
+		return nil, channelThrottledError(o, 0, false)
 	}
 	if o.FailureCode == string(apperr.ChannelError) {
 		return nil, apperr.New(apperr.ChannelError, "the channel refused the payment with a system error; nothing was charged").

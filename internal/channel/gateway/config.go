@@ -51,8 +51,22 @@ type Config struct {
 	ServerName string
 	// ThrottleCodes are the channel's decline codes that mean "too busy,
 	// not processed" (WeChat Pay's FREQUENCY_LIMITED, say): a pay DECLINED
-	// with one of them is taken as THROTTLED.
+	// with one of them is taken as THROTTLED, so not sent. Only codes the
+	// channel guarantees were not processed belong here: Validate refuses
+	// empty codes and the known ones whose outcome is unknown.
 	ThrottleCodes []string
+}
+
+// unknownOutcome reports whether code is one of the channels' known codes
+// for "system error: the outcome is unknown, query the order" (or for an
+// order already paid). Taken as THROTTLED, a processed payment could be
+// sent to another channel and paid twice.
+func unknownOutcome(code string) bool {
+	switch code {
+	case "ACQ.SYSTEM_ERROR", "SYSTEM_ERROR", "SYSTEMERROR", "isp.unknow-error", "ACQ.TRADE_HAS_SUCCESS", "ORDERPAID":
+		return true
+	}
+	return false
 }
 
 // Validate reports the first field that is wrong, by name. It reads no
@@ -101,6 +115,14 @@ func (c Config) Validate() error {
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return fail("CertFile and KeyFile go together: set both for mutual TLS, or neither")
+	}
+	for _, code := range c.ThrottleCodes {
+		switch {
+		case strings.TrimSpace(code) == "":
+			return fail("ThrottleCodes has an empty code: it would take every codeless decline as not processed")
+		case unknownOutcome(code):
+			return fail("ThrottleCodes lists %s, whose outcome is unknown (query the order): only codes that prove the payment was not processed belong there", code)
+		}
 	}
 	return nil
 }
