@@ -42,15 +42,7 @@ func (l *lossyLimiter) setLose(v bool) {
 // after the grace and its slot released, so the day's cap is not short of
 // it; retried in time, its order owns the slot and nothing is released.
 func TestLostAnswerWithoutRetryFreesItsSlot(t *testing.T) {
-	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.SetConfig(cfg)
+	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n")
 	lossy := &lossyLimiter{Limiter: lim}
 	store := paytest.NewMemStore()
 	lost, err := pay.NewLostAnswers(store, lossy, pay.LostAnswersOptions{Grace: 50 * time.Millisecond})

@@ -56,15 +56,7 @@ func newResolverRig(t *testing.T, limits string) *resolverRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ratelimit.ParseDocument([]byte(limits))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.SetConfig(cfg)
+	lim := localLimiter(t, limits)
 	sim, err := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
 	if err != nil {
 		t.Fatal(err)

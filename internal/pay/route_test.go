@@ -34,11 +34,7 @@ func (r staticRoutes) Route(biz string) ([]string, error) { return r.lim.Config(
 
 func newRouteFlow(t *testing.T, store pay.OrderStore, doc string, sims map[string]channel.SimulatorConfig, health channel.HealthOptions) *routeFlow {
 	t.Helper()
-	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	setDoc(t, lim, doc)
+	lim := localLimiter(t, doc)
 	f := &routeFlow{lim: lim, store: store, sims: map[string]*channel.Simulator{}}
 	var chs []channel.Channel
 	var codes []string
@@ -53,13 +49,14 @@ func newRouteFlow(t *testing.T, store pay.OrderStore, doc string, sims map[strin
 	}
 	reg, _ := channel.NewRegistry(chs...)
 	f.health = channel.NewHealth(codes, health)
-	f.svc, err = pay.NewService(store, lim, reg, pay.Options{
+	svc, err := pay.NewService(store, lim, reg, pay.Options{
 		ChannelTimeout: 100 * time.Millisecond, ClaimTimeout: 200 * time.Millisecond, InFlightWait: 2 * time.Second,
 		Routes: staticRoutes{lim}, Health: f.health,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.svc = svc
 	return f
 }
 
@@ -423,11 +420,7 @@ func TestLostClaimReleasesItsSlotOnceTheWinnerEnds(t *testing.T) {
 // that every candidate refused waits for the limited candidate with the
 // shortest wait, not for the first.
 func TestRoutedWaitGoesToTheShortestWait(t *testing.T) {
-	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	setDoc(t, lim, "routes:\n  B: [A, C]\nlimits:\n  B:A: {limit: 1, window: 1m}\n  B:C: {limit: 1, window: 300ms}\n")
+	lim := localLimiter(t, "routes:\n  B: [A, C]\nlimits:\n  B:A: {limit: 1, window: 1m}\n  B:C: {limit: 1, window: 300ms}\n")
 	waiter, err := limitwait.New(lim, limitwait.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -15,17 +15,7 @@ import (
 
 func newFlow(t *testing.T, store pay.OrderStore, doc string) (*pay.Service, *ratelimit.Limiter, *channel.Simulator) {
 	t.Helper()
-	// Without the near-cache: its refusals do not look at members, and
-	// tests here probe windows with members of their own.
-	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ratelimit.ParseDocument([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.SetConfig(cfg)
+	lim := localLimiter(t, doc)
 	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
 	reg, _ := channel.NewRegistry(sim)
 	svc, err := pay.NewService(store, lim, reg, pay.Options{ChannelTimeout: 200 * time.Millisecond, ClaimTimeout: 200 * time.Millisecond})
@@ -33,6 +23,19 @@ func newFlow(t *testing.T, store pay.OrderStore, doc string) (*pay.Service, *rat
 		t.Fatal(err)
 	}
 	return svc, lim, sim
+}
+
+// localLimiter is an in-process limiter with doc in force. Without the
+// near-cache: its refusals do not look at members, and tests probe windows
+// with members of their own.
+func localLimiter(t *testing.T, doc string) *ratelimit.Limiter {
+	t.Helper()
+	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setDoc(t, lim, doc)
+	return lim
 }
 
 func req(id string) pay.PayRequest {

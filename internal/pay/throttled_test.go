@@ -27,15 +27,7 @@ func (c throttlingChannel) Pay(context.Context, channel.Request) (channel.Result
 // answer is 429 channelThrottled with the channel's wait; a replay of the
 // requestId answers the same 429 without a wait (the order is final).
 func TestAThrottledPinnedPaymentIs429AndFreesItsSlot(t *testing.T) {
-	lim, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  B:ALIPAY: [{limit: 1, window: 1h}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.SetConfig(cfg)
+	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 1, window: 1h}]\n")
 	reg, _ := channel.NewRegistry(throttlingChannel{wait: 1500 * time.Millisecond})
 	store := paytest.NewMemStore()
 	svc, err := pay.NewService(store, lim, reg, pay.Options{ChannelTimeout: time.Second})
