@@ -13,7 +13,7 @@ WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 .PHONY: run build test unit race bench-smoke services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
-## run: start payserver in the embedded default (SQLite, in-process Redis, configs/channel-limits.yaml)
+## run: start payserver in the embedded default (SQLite, the in-process limiter journaled in the data dir, configs/channel-limits.yaml, channel simulators)
 run:
 	@echo "payserver (embedded default): try, once it is up:"
 	@echo "  curl -s -X POST http://127.0.0.1:8080/pay -H 'Content-Type: application/json' -d '{\"requestId\":\"try-1\",\"bizType\":\"ONLINE_PAY\",\"channel\":\"ALIPAY\",\"merchantId\":\"M1\",\"amount\":1000,\"currency\":\"CNY\"}'"
