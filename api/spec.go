@@ -151,26 +151,31 @@ func (v *Validator) CheckResponse(req *http.Request, status int, header http.Hea
 
 // checkRetryAfter enforces what OpenAPI 3.0 cannot express: a 429 carries
 // Retry-After exactly when a retry can succeed: not for an amount above its
-// cap (details.exceedsCap), and for a closed key (details.closed) only when
-// a schedule opens it again (details.closedUntil).
+// cap (details.exceedsCap), for a closed key (details.closed) only when a
+// schedule opens it again (details.closedUntil), and for a payment its
+// channel throttled (details.reason channelThrottled) exactly when the
+// answer has details.retryAfterMs (the first answer, not its replays).
 func checkRetryAfter(header http.Header, body []byte) error {
 	var e struct {
 		Details struct {
-			Closed      bool   `json:"closed"`
-			ClosedUntil string `json:"closedUntil"`
-			ExceedsCap  bool   `json:"exceedsCap"`
+			Closed       bool   `json:"closed"`
+			ClosedUntil  string `json:"closedUntil"`
+			ExceedsCap   bool   `json:"exceedsCap"`
+			Reason       string `json:"reason"`
+			RetryAfterMs *int64 `json:"retryAfterMs"`
 		} `json:"details"`
 	}
 	if err := json.Unmarshal(body, &e); err != nil {
 		return fmt.Errorf("api: 429 body: %w", err)
 	}
 	has := header.Get("Retry-After") != ""
-	never := (e.Details.Closed && e.Details.ClosedUntil == "") || e.Details.ExceedsCap
+	never := (e.Details.Closed && e.Details.ClosedUntil == "") || e.Details.ExceedsCap ||
+		(e.Details.Reason == "channelThrottled" && e.Details.RetryAfterMs == nil)
 	switch {
 	case never && has:
-		return errors.New(`api: 429 for a closed key without details.closedUntil or an amount above its cap (details.exceedsCap) must not carry header "Retry-After"`)
+		return errors.New(`api: 429 for a closed key without details.closedUntil, an amount above its cap (details.exceedsCap) or a throttled payment's replay must not carry header "Retry-After"`)
 	case !never && !has:
-		return errors.New(`api: 429: response header "Retry-After" missing (required unless details.exceedsCap, or details.closed without details.closedUntil)`)
+		return errors.New(`api: 429: response header "Retry-After" missing (required unless details.exceedsCap, details.closed without details.closedUntil, or a throttled payment's replay)`)
 	}
 	return nil
 }

@@ -160,6 +160,20 @@ const validExceedsCap = `{
   "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": 100, "used": 0, "windowMs": 60000, "exceedsCap": true}
 }`
 
+const validThrottled = `{
+  "code": "REQUEST_LIMITED",
+  "message": "channel ALIPAY throttled the payment: nothing was charged; retry with a new requestId",
+  "requestId": "ORD-1",
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "reason": "channelThrottled", "orderNo": "PS1", "retryAfterMs": 1000}
+}`
+
+const validThrottledReplay = `{
+  "code": "REQUEST_LIMITED",
+  "message": "channel ALIPAY throttled the payment: nothing was charged; retry with a new requestId",
+  "requestId": "ORD-1",
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "reason": "channelThrottled", "orderNo": "PS1"}
+}`
+
 func TestCheckResponseHandBuilt(t *testing.T) {
 	v := newValidator(t)
 	post := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:39127/pay", nil)
@@ -180,6 +194,8 @@ func TestCheckResponseHandBuilt(t *testing.T) {
 		{"429 closed without Retry-After", post, 429, jsonHeader(), validClosed},
 		{"429 calendar amount on a channel-wide key", post, 429, limitedHeader, validAmountDay},
 		{"429 amount above its cap without Retry-After", post, 429, jsonHeader(), validExceedsCap},
+		{"429 channel throttled with Retry-After", post, 429, limitedHeader, validThrottled},
+		{"429 channel throttled replayed without Retry-After", post, 429, jsonHeader(), validThrottledReplay},
 		{"400 CHANNEL_NOT_SUPPORTED", post, 400, jsonHeader(),
 			`{"code":"CHANNEL_NOT_SUPPORTED","message":"x","requestId":"","details":{"channel":"PAYPAL"}}`},
 		{"unknown path answered NOT_FOUND", httptest.NewRequest("GET", "/nope", nil), 404, jsonHeader(),
@@ -211,6 +227,8 @@ func TestCheckResponseHandBuilt(t *testing.T) {
 		{"429 without Retry-After", post, 429, jsonHeader(), validLimited, "header \"Retry-After\" missing"},
 		{"429 closed with Retry-After", post, 429, limitedHeader, validClosed, "closed key"},
 		{"429 above its cap with Retry-After", post, 429, limitedHeader, validExceedsCap, "above its cap"},
+		{"429 channel throttled without Retry-After", post, 429, jsonHeader(), validThrottled, "header \"Retry-After\" missing"},
+		{"429 channel throttled replayed with Retry-After", post, 429, limitedHeader, validThrottledReplay, "replay"},
 		{"429 with a bad rule name", post, 429, limitedHeader, strings.Replace(validAmountDay, "amount/day", "amount/week", -1), "/details/rule"},
 		{"429 with non-integer Retry-After", post, 429, http.Header{
 			"Content-Type": {"application/json"}, "Retry-After": {"soon"}}, validLimited, "Retry-After"},
