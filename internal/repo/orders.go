@@ -174,12 +174,13 @@ func scanOne(rows *sql.Rows, r *orderRow) error {
 	return rows.Close()
 }
 
-// scan reads one row of orderColumns.
-func (r *orderRow) scan(rows *sql.Rows) error {
-	return rows.Scan(&r.OrderNo, &r.RequestID, &r.RequestHash,
+// scan reads one row of orderColumns, then the columns selected after
+// them into more.
+func (r *orderRow) scan(rows *sql.Rows, more ...any) error {
+	return rows.Scan(append([]any{&r.OrderNo, &r.RequestID, &r.RequestHash,
 		&r.BizType, &r.Channel, &r.MerchantID, &r.Amount, &r.Currency, &r.Subject,
 		&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt, &r.RoutedFrom,
-		&r.AdmittedAtUs, &r.AdmittedKeys, &r.LimitsVersion, &r.ResolvedBy, &r.ResolvedAtUs)
+		&r.AdmittedAtUs, &r.AdmittedKeys, &r.LimitsVersion, &r.ResolvedBy, &r.ResolvedAtUs}, more...)...)
 }
 
 // values are r's values for orderColumns, in order.

@@ -44,10 +44,7 @@ func (s *Orders) Unresolved(ctx context.Context, now time.Time, limit int) ([]pa
 	for rows.Next() {
 		var r orderRow
 		var attempts, closeNext int
-		if err := rows.Scan(&r.OrderNo, &r.RequestID, &r.RequestHash,
-			&r.BizType, &r.Channel, &r.MerchantID, &r.Amount, &r.Currency, &r.Subject,
-			&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt, &r.RoutedFrom,
-			&r.AdmittedAtUs, &r.AdmittedKeys, &r.LimitsVersion, &r.ResolvedBy, &r.ResolvedAtUs, &attempts, &closeNext); err != nil {
+		if err := r.scan(rows, &attempts, &closeNext); err != nil {
 			return nil, fmt.Errorf("repo: unresolved orders: %w", err)
 		}
 		out = append(out, pay.Unresolved{Order: r.order(), Attempts: attempts, CloseNext: closeNext == 1})
