@@ -113,6 +113,12 @@ type Decision struct {
 	// WindowKey: the same name without the Redis prefix,
 	// "{CHANNEL}:BIZTYPE:ID".
 	WindowKeys []string
+	// Hold is what gives the admission back (Limiter.Release): its key and
+	// member, and for an admission windows recorded (WindowKeys not nil)
+	// those windows. For a refusal, or an admission no window recorded, its
+	// windows are unknown, and a release touches only what the limits in
+	// force give the key.
+	Hold Hold
 	// LimitsVersion identifies the limits document the decision was taken
 	// under (every decision, refusals included): its Config.Version, the
 	// hex MD5 of the document as the config center names versions; for a

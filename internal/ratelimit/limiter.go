@@ -238,6 +238,10 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 		unrecorded(&d, start)
 	}
 	d.RequestAmount, d.Currency = r.Amount, r.Currency
+	d.Hold = Hold{Key: r.Key, Member: r.Member}
+	if d.Allowed && d.WindowKeys != nil {
+		d.Hold.windows = p.windows
+	}
 	if end.IsZero() {
 		end = l.opts.Now()
 	}
@@ -286,24 +290,29 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 	return d, nil
 }
 
-// Release gives back the slot member holds in every window of key and of
-// its channel-wide key (those of the rules in force and of the base rules,
-// should a schedule have switched since), in the shared store and in the
-// local fallback. The pay flow calls it only when no channel call can
-// happen for the request.
-func (l *Limiter) Release(ctx context.Context, key Key, member string) error {
-	return l.release(ctx, key, member, false)
+// Release gives back the slot h holds: its member leaves every window that
+// recorded it (the hold's, whatever the limits say now), and every window
+// the limits in force give its key now (those of the rules in force and of
+// the base rules, should a schedule have switched since), in the shared
+// store and in the local fallback. The pay flow calls it only when no
+// channel call can happen for the request.
+func (l *Limiter) Release(ctx context.Context, h Hold) error {
+	return l.release(ctx, h, false)
 }
 
-// ReleaseAmount gives back what member paid in the amount windows of key and
-// of its channel-wide key, keeping its place in count windows: for a
-// payment the channel declined, which used a call but moved no money.
-func (l *Limiter) ReleaseAmount(ctx context.Context, key Key, member string) error {
-	return l.release(ctx, key, member, true)
+// ReleaseAmount gives back what h's member paid in amount windows, keeping
+// its place in count windows: for a payment the channel declined, which
+// used a call but moved no money. The windows are Release's.
+func (l *Limiter) ReleaseAmount(ctx context.Context, h Hold) error {
+	return l.release(ctx, h, true)
 }
 
-func (l *Limiter) release(ctx context.Context, key Key, member string, amountsOnly bool) error {
+func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
+	key, member := h.Key, h.Member
 	windows := releaseWindows(l.Config(), key, l.opts.Now(), amountsOnly)
+	if h.Known() {
+		windows = unionWindows(h.held(amountsOnly), windows)
+	}
 	if len(windows) == 0 {
 		return nil
 	}

@@ -209,7 +209,7 @@ func TestLimiterBreakerSkipsDeadStoreAndRecovers(t *testing.T) {
 func TestLimiterReleaseGivesBackTheSlot(t *testing.T) {
 	l, _, _ := newTestLimiter(t, "limits:\n  A:B: 1\n", ratelimit.Options{})
 	mustAllow(t, l, keyAB, "a")
-	if err := l.Release(context.Background(), keyAB, "a"); err != nil {
+	if err := l.Release(context.Background(), ratelimit.HoldOf(keyAB, "a")); err != nil {
 		t.Fatal(err)
 	}
 	if d := mustAllow(t, l, keyAB, "b"); !d.Allowed {

@@ -196,7 +196,7 @@ func TestLocalFallbackReleaseRemovesMirroredMember(t *testing.T) {
 		}
 		clock.Advance(time.Second)
 	}
-	if err := l.Release(context.Background(), keyAB, "r3"); err != nil {
+	if err := l.Release(context.Background(), ratelimit.HoldOf(keyAB, "r3")); err != nil {
 		t.Fatal(err)
 	}
 	if got := admit(t, l, clock, 5, time.Second); got[ratelimit.SourceLocal] != 1 || len(got) != 1 {

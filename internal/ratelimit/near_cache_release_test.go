@@ -84,7 +84,7 @@ func TestNearCacheForgetsRefusalDecidedAcrossARelease(t *testing.T) {
 	l := fullAB(t, store)
 	late := allowLater(t, l, keyAB, "late")
 	<-store.decided // refused by the store: the window is full
-	if err := l.Release(context.Background(), keyAB, "a"); err != nil {
+	if err := l.Release(context.Background(), ratelimit.HoldOf(keyAB, "a")); err != nil {
 		t.Fatal(err)
 	}
 	close(store.release)
@@ -105,7 +105,7 @@ func TestNearCacheForgetsRefusalDecidedBeforeTheStoreReleased(t *testing.T) {
 	store := &heldStore{Store: ratelimit.NewLocalStore(nil), releasing: make(chan struct{}), entered: make(chan struct{})}
 	l := fullAB(t, store)
 	released := make(chan error, 1)
-	go func() { released <- l.Release(context.Background(), keyAB, "a") }()
+	go func() { released <- l.Release(context.Background(), ratelimit.HoldOf(keyAB, "a")) }()
 	<-store.entered // the release waits at the store
 	if d := mustAllow(t, l, keyAB, "early"); d.Allowed {
 		t.Fatalf("early: got %+v, want refused (the store has not released yet)", d)
@@ -147,7 +147,7 @@ func TestNearCacheKeepsCountRefusalsAcrossAnAmountGiveBack(t *testing.T) {
 	if d := pay("b"); d.Allowed || d.Source != ratelimit.SourceRedis {
 		t.Fatalf("b: allowed %v from %v, want refused by the store", d.Allowed, d.Source)
 	}
-	if err := l.ReleaseAmount(context.Background(), k, "a"); err != nil {
+	if err := l.ReleaseAmount(context.Background(), ratelimit.HoldOf(k, "a")); err != nil {
 		t.Fatal(err)
 	}
 	if d := pay("c"); d.Allowed || d.Source != ratelimit.SourceNearCache {
@@ -170,7 +170,7 @@ func TestNearCacheKeepsRefusalsAcrossAnotherChannelsRelease(t *testing.T) {
 	}
 	late := allowLater(t, l, keyAB, "late")
 	<-store.decided // refused by the store: A:B is full
-	if err := l.Release(context.Background(), other, "x1"); err != nil {
+	if err := l.Release(context.Background(), ratelimit.HoldOf(other, "x1")); err != nil {
 		t.Fatal(err)
 	}
 	close(store.release)

@@ -86,7 +86,7 @@ func TestAmountWindowCurrency(t *testing.T) {
 	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "c", Amount: 5000, Currency: "USD"}); !d.Allowed {
 		t.Fatalf("c in USD is not counted by the CNY cap: %+v", d)
 	}
-	if err := l.ReleaseAmount(context.Background(), k, "a"); err != nil {
+	if err := l.ReleaseAmount(context.Background(), ratelimit.HoldOf(k, "a")); err != nil {
 		t.Fatal(err)
 	}
 	if d := mustDecide(t, l, ratelimit.Request{Key: k, Member: "b", Amount: 200, Currency: "CNY"}); !d.Allowed {
@@ -219,7 +219,7 @@ func TestNearCacheRefusalNamesTheRuleAndForgets(t *testing.T) {
 	if again.Rule != "count/day" || again.Scope != ratelimit.ChannelWide(ch) || again.Rule != first.Rule || again.Scope != first.Scope {
 		t.Fatalf("near-cache refusal names rule %q scope %v, want %q %v as the store's", again.Rule, again.Scope, first.Rule, first.Scope)
 	}
-	if err := b.Release(context.Background(), k, "m1"); err != nil {
+	if err := b.Release(context.Background(), ratelimit.HoldOf(k, "m1")); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Second)
@@ -250,7 +250,7 @@ func TestReleaseForgetsNearCacheRefusalsOfItsChannelOnly(t *testing.T) {
 			t.Fatalf("%v %s: %+v, want a near-cache refusal", r.Key, r.Member, d)
 		}
 	}
-	if err := l.Release(context.Background(), payX, "x1"); err != nil {
+	if err := l.Release(context.Background(), ratelimit.HoldOf(payX, "x1")); err != nil {
 		t.Fatal(err)
 	}
 	if d := mustDecide(t, l, ratelimit.Request{Key: refundX, Member: "x2"}); !d.Allowed {

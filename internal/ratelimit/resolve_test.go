@@ -144,7 +144,7 @@ func TestResolveCountsOnlyOnItsKey(t *testing.T) {
 			if d := mustDecide(t, l, Request{Key: ResolveKey(other), Member: "q"}); !d.Allowed || d.Source != SourceUnlimited {
 				t.Fatalf("query on a channel without a RESOLVE key, its channel-wide key closed: %+v, want unlimited", d)
 			}
-			if err := l.Release(context.Background(), q, "#resolve:o0:query"); err != nil {
+			if err := l.Release(context.Background(), HoldOf(q, "#resolve:o0:query")); err != nil {
 				t.Fatal(err)
 			}
 			if d := mustDecide(t, l, Request{Key: q, Member: "#resolve:o3:query"}); !d.Allowed {

@@ -114,30 +114,15 @@ func genRule(t *rapid.T, reserve bool) Rule {
 
 func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 	ch := testutil.UniqueName("R")
-	wide := ChannelWide(ch)
 	*now = rapid.SampledFrom(modelStarts).Draw(t, "start").Add(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(t, "offset")) * time.Microsecond)
-	cfg := &Config{Rules: map[Key]Rule{}}
-	for _, biz := range []string{"PAY", "REFUND"} {
-		if rapid.Bool().Draw(t, "limited "+biz) {
-			cfg.Rules[Key{BizType: biz, Channel: ch}] = genRule(t, false)
-		}
+	// Two documents: the sequence may switch between them, so a release
+	// after a document resized or dropped a window must still free the slot
+	// the member holds there (the hold remembers its windows).
+	docs := []*Config{genRulesConfig(t, ch, *now), nil}
+	if rapid.Bool().Draw(t, "second document") {
+		docs[1] = genRulesConfig(t, ch, *now)
 	}
-	if rapid.Bool().Draw(t, "limited RESOLVE") {
-		// A RESOLVE key takes count windows only.
-		r := genRule(t, false)
-		r.Windows = slices.DeleteFunc(r.Windows, func(w Window) bool { return w.Amount })
-		r.Reserve = nil
-		cfg.Rules[ResolveKey(ch)] = r
-	}
-	if rapid.Bool().Draw(t, "channel-wide") {
-		cfg.Rules[wide] = genRule(t, true)
-	}
-	if rapid.Bool().Draw(t, "schedule") {
-		k := rapid.SampledFrom([]Key{{BizType: "PAY", Channel: ch}, wide}).Draw(t, "schedule key")
-		from := now.Add(time.Duration(rapid.Int64Range(0, 4_000_000).Draw(t, "from µs")) * time.Microsecond)
-		cfg.Schedules = []Schedule{{Key: k, From: from, To: from.Add(time.Duration(rapid.Int64Range(1, 4_000_000).Draw(t, "length µs")) * time.Microsecond),
-			Rule: genRule(t, k == wide)}}
-	}
+	cfg := docs[0]
 	l, err := New(store, Options{Timeout: 5 * time.Second, DisableNearCache: true, Now: func() time.Time { return *now }})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +136,34 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 		i := rapid.IntRange(0, 5).Draw(t, "member")
 		return Request{Key: Key{BizType: bizTypes[i], Channel: ch}, Member: fmt.Sprintf("m%d", i), Amount: amounts[i], Currency: currencies[i]}
 	}
+	// holds keeps every hold a member was admitted with: releasing them all
+	// frees every window any admission recorded it in, as the model's
+	// ReleaseKey does.
+	holds := map[string][]Hold{}
+	release := func(t *rapid.T, r Request, amountsOnly bool) {
+		for _, h := range append(holds[r.Member], HoldOf(r.Key, r.Member)) {
+			if h.Key != r.Key {
+				continue
+			}
+			f := l.Release
+			if amountsOnly {
+				f = l.ReleaseAmount
+			}
+			if err := f(context.Background(), h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		model.ReleaseKey(r.Key, r.Member, amountsOnly)
+	}
 	t.Repeat(map[string]func(*rapid.T){
+		"switch": func(t *rapid.T) {
+			if docs[1] == nil {
+				t.Skip("one document")
+			}
+			docs[0], docs[1] = docs[1], docs[0]
+			cfg = docs[0]
+			l.SetConfig(cfg)
+		},
 		"check": func(t *rapid.T) {
 			r := request(t)
 			var wideBefore []int64
@@ -161,6 +173,9 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 			got, err := l.Check(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got.Allowed {
+				holds[r.Member] = append(holds[r.Member], got.Hold)
 			}
 			if r.Key.IsResolve() {
 				if after := wideUse(t, l, ch); !slices.Equal(after, wideBefore) {
@@ -219,20 +234,8 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 				}
 			}
 		},
-		"release": func(t *rapid.T) {
-			r := request(t)
-			if err := l.Release(context.Background(), r.Key, r.Member); err != nil {
-				t.Fatal(err)
-			}
-			model.ReleaseKey(r.Key, r.Member, false)
-		},
-		"giveBack": func(t *rapid.T) {
-			r := request(t)
-			if err := l.ReleaseAmount(context.Background(), r.Key, r.Member); err != nil {
-				t.Fatal(err)
-			}
-			model.ReleaseKey(r.Key, r.Member, true)
-		},
+		"release":  func(t *rapid.T) { release(t, request(t), false) },
+		"giveBack": func(t *rapid.T) { release(t, request(t), true) },
 		"advance": func(t *rapid.T) {
 			*now = now.Add(time.Duration(rapid.Int64Range(0, 1_500_000).Draw(t, "µs")) * time.Microsecond)
 		},
@@ -246,4 +249,34 @@ func wideUse(t *rapid.T, l *Limiter, ch string) []int64 {
 		t.Fatal(err)
 	}
 	return use
+}
+
+// genRulesConfig draws a limits document for channel ch: rules for PAY,
+// REFUND, RESOLVE and the channel-wide key, each maybe, and maybe one
+// schedule starting within 4 s of now.
+func genRulesConfig(t *rapid.T, ch string, now time.Time) *Config {
+	wide := ChannelWide(ch)
+	cfg := &Config{Rules: map[Key]Rule{}}
+	for _, biz := range []string{"PAY", "REFUND"} {
+		if rapid.Bool().Draw(t, "limited "+biz) {
+			cfg.Rules[Key{BizType: biz, Channel: ch}] = genRule(t, false)
+		}
+	}
+	if rapid.Bool().Draw(t, "limited RESOLVE") {
+		// A RESOLVE key takes count windows only.
+		r := genRule(t, false)
+		r.Windows = slices.DeleteFunc(r.Windows, func(w Window) bool { return w.Amount })
+		r.Reserve = nil
+		cfg.Rules[ResolveKey(ch)] = r
+	}
+	if rapid.Bool().Draw(t, "channel-wide") {
+		cfg.Rules[wide] = genRule(t, true)
+	}
+	if rapid.Bool().Draw(t, "schedule") {
+		k := rapid.SampledFrom([]Key{{BizType: "PAY", Channel: ch}, wide}).Draw(t, "schedule key")
+		from := now.Add(time.Duration(rapid.Int64Range(0, 4_000_000).Draw(t, "from µs")) * time.Microsecond)
+		cfg.Schedules = []Schedule{{Key: k, From: from, To: from.Add(time.Duration(rapid.Int64Range(1, 4_000_000).Draw(t, "length µs")) * time.Microsecond),
+			Rule: genRule(t, k == wide)}}
+	}
+	return cfg
 }

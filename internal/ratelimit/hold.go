@@ -1,0 +1,161 @@
+package ratelimit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Hold is the place an admitted member holds: its key, its member and the
+// exact windows that recorded it, whatever the limits say by the time it
+// is given back (like x/time/rate's Reservation). Limiter.Release and
+// ReleaseAmount take one. A Hold with no windows (Known false) names only
+// the key and member: releasing it gives the member back from the windows
+// the limits in force give the key then, which is all a caller that never
+// saw the admission (an acquisition released through the limits API by its
+// requestId) can ask for.
+type Hold struct {
+	Key    Key
+	Member string
+	// windows are the windows of the check that admitted Member; those
+	// read only for other bizTypes' reservations (TrackOther) are skipped
+	// when releasing. Shared with the check's plan, never changed.
+	windows []KeyWindow
+}
+
+// HoldOf is the hold of member on key with unknown windows: see Hold.
+func HoldOf(key Key, member string) Hold { return Hold{Key: key, Member: member} }
+
+// Known reports whether h knows the windows that recorded its member.
+func (h Hold) Known() bool { return h.windows != nil }
+
+// held returns the windows h's member is recorded in; amountsOnly keeps
+// the amount windows.
+func (h Hold) held(amountsOnly bool) []KeyWindow {
+	out := make([]KeyWindow, 0, len(h.windows))
+	for _, w := range h.windows {
+		if w.Track == TrackOther || amountsOnly && !w.Amount {
+			continue
+		}
+		w.Reserved = nil
+		out = append(out, w)
+	}
+	return out
+}
+
+// HoldFromWindowKeys rebuilds the hold of member on key from the names of
+// the windows that recorded it (Decision.WindowKeys, as an order keeps
+// them), so that a payment settled by another process, or after a
+// restart, is given back from the windows it was admitted into. A name is
+// a store's window name: "{CHANNEL}:BIZTYPE:ID" after any key prefix
+// (WindowKey, RedisStore.WindowKey). An empty list, or a name that does
+// not parse, gives a hold with unknown windows (HoldOf) and the error.
+func HoldFromWindowKeys(key Key, member string, names []string) (Hold, error) {
+	if len(names) == 0 {
+		return HoldOf(key, member), nil
+	}
+	ws := make([]KeyWindow, 0, len(names))
+	for _, n := range names {
+		w, err := ParseWindowKey(n)
+		if err != nil {
+			return HoldOf(key, member), err
+		}
+		ws = append(ws, w)
+	}
+	return Hold{Key: key, Member: member, windows: ws}, nil
+}
+
+// ParseWindowKey reads a window's name back into the window it names
+// (without its limit, which no name holds): the inverse of WindowKey, and
+// of RedisStore.WindowKey once the prefix (everything before the last '{')
+// is dropped. A reservation's own-use window, whose key is ReserveKey,
+// comes back with Track TrackOwn.
+func ParseWindowKey(name string) (KeyWindow, error) {
+	i := strings.LastIndexByte(name, '{')
+	rest := name[i+1:]
+	ch, rest, ok1 := strings.Cut(rest, "}:")
+	biz, id, ok2 := strings.Cut(rest, ":")
+	if i < 0 || !ok1 || !ok2 {
+		return KeyWindow{}, fmt.Errorf("window name %q: want {CHANNEL}:BIZTYPE:ID", name)
+	}
+	w, err := ParseWindowID(id)
+	if err != nil {
+		return KeyWindow{}, fmt.Errorf("window name %q: %w", name, err)
+	}
+	kw := KeyWindow{Key: Key{BizType: biz, Channel: ch}, Window: w}
+	own := strings.TrimPrefix(biz, AnyBizType)
+	if own != biz && own != "" {
+		kw.Track = TrackOwn
+		if CodeProblem(own) != "" {
+			return KeyWindow{}, fmt.Errorf("window name %q: bad reservation bizType", name)
+		}
+	} else if err := kw.Key.Validate(); err != nil {
+		return KeyWindow{}, fmt.Errorf("window name %q: %w", name, err)
+	}
+	return kw, nil
+}
+
+// ParseWindowID reads Window.ID back: every field of the window but its
+// limit.
+func ParseWindowID(id string) (Window, error) {
+	var w Window
+	s := id
+	if rest, ok := strings.CutPrefix(s, "a"); ok {
+		w.Amount = true
+		s = rest
+	}
+	bad := func() (Window, error) { return Window{}, fmt.Errorf("window ID %q does not parse", id) }
+	unit, rest, calendar := strings.Cut(s, ".")
+	if !calendar || w.Amount && (unit != string(CalendarDay) && unit != string(CalendarMonth)) {
+		// A sliding window: milliseconds, then the currency of an amount window.
+		ms, cur, _ := strings.Cut(s, ".")
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil || n <= 0 || (cur != "" && !w.Amount) {
+			return bad()
+		}
+		w.Size, w.Currency = time.Duration(n)*time.Millisecond, cur
+		return w, nil
+	}
+	if unit != string(CalendarDay) && unit != string(CalendarMonth) {
+		return bad()
+	}
+	hhmm, zoneCur, ok := strings.Cut(rest, ".")
+	if !ok || len(hhmm) != 4 {
+		return bad()
+	}
+	hh, err1 := strconv.Atoi(hhmm[:2])
+	mm, err2 := strconv.Atoi(hhmm[2:])
+	if err1 != nil || err2 != nil || hh > 23 || mm > 59 {
+		return bad()
+	}
+	zone := zoneCur
+	if w.Amount {
+		// The currency, if any, follows the zone: a zone name has no '.',
+		// an ISO 4217 code is three letters.
+		if j := strings.LastIndexByte(zoneCur, '.'); j >= 0 && len(zoneCur)-j == 4 {
+			zone, w.Currency = zoneCur[:j], zoneCur[j+1:]
+		}
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return bad()
+	}
+	w.Calendar = Calendar{Unit: CalendarUnit(unit), Zone: loc, Cutoff: time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute}
+	return w, nil
+}
+
+// unionWindows returns held followed by the windows of current that are
+// not among them (the same stored window: idOf).
+func unionWindows(held, current []KeyWindow) []KeyWindow {
+	seen := make(map[windowID]bool, len(held))
+	for _, w := range held {
+		seen[idOf(w)] = true
+	}
+	for _, w := range current {
+		if !seen[idOf(w)] {
+			held = append(held, w)
+		}
+	}
+	return held
+}
