@@ -299,9 +299,9 @@ func (fakeLimiter) Check(_ context.Context, r ratelimit.Request) (ratelimit.Deci
 	return ratelimit.Decision{Key: k, Allowed: true, Limit: 100, Window: time.Second}, nil
 }
 
-func (fakeLimiter) Release(context.Context, ratelimit.Key, string) error { return nil }
+func (fakeLimiter) Release(context.Context, ratelimit.Hold) error { return nil }
 
-func (fakeLimiter) ReleaseAmount(context.Context, ratelimit.Key, string) error { return nil }
+func (fakeLimiter) ReleaseAmount(context.Context, ratelimit.Hold) error { return nil }
 
 type fakeLimits struct{ loaded atomic.Bool }
 

@@ -106,9 +106,21 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		return nil, err
 	}
 	m.goBackground(func() { lost.Run(ctx) })
+	// One settler for the slots whose fate a request could not learn
+	// before answering; it stops with the background loops, before the
+	// database closes (release).
+	staleAfter := m.cfg.OrderStaleAfter
+	if staleAfter <= 0 {
+		staleAfter = pay.DefaultStaleAfter(m.cfg.ChannelTimeout)
+	}
+	settler := pay.NewSettler(instrumented, gate, pay.SettlerOptions{
+		Patience: staleAfter, Observer: m.metrics.NewSettler(), Logger: m.log.With("component", "settler"),
+	})
+	m.goBackground(func() { settler.Run(ctx) })
 	svc, err := pay.NewService(instrumented, gate, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
-		StaleAfter:     m.cfg.OrderStaleAfter,
+		StaleAfter:     staleAfter,
+		Settler:        settler,
 		Routes:         routes,
 		Health:         health,
 		RouteObserver:  routed,

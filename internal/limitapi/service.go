@@ -33,8 +33,8 @@ func member(requestID string) string { return MemberPrefix + requestID }
 // wait. *limitwait.Waiter implements it.
 type Admitter interface {
 	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
-	Release(ctx context.Context, key ratelimit.Key, member string) error
-	ReleaseAmount(ctx context.Context, key ratelimit.Key, member string) error
+	Release(ctx context.Context, h ratelimit.Hold) error
+	ReleaseAmount(ctx context.Context, h ratelimit.Hold) error
 }
 
 // Peeker says whether a request would be admitted now, consuming nothing.
@@ -165,7 +165,7 @@ func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (
 // refused). Unlike Release it skips the POST /pay check: the caller made
 // the slot itself.
 func (s *Service) Undo(ctx context.Context, client string, key ratelimit.Key, requestID string) error {
-	if err := s.opts.Admit.Release(ctx, key, member(requestID)); err != nil {
+	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(key, member(requestID))); err != nil {
 		s.observe(client, OpRelease, key, ResultFailed)
 		return limiterDown(err)
 	}
@@ -209,7 +209,7 @@ func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) 
 			return err
 		}
 	}
-	if err := s.opts.Admit.Release(ctx, r.Key, member(r.RequestID)); err != nil {
+	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(r.Key, member(r.RequestID))); err != nil {
 		s.observe(client, OpRelease, r.Key, ResultFailed)
 		return limiterDown(err)
 	}

@@ -34,8 +34,8 @@ const DefaultMaxWaiters = 100
 // Limiter is the limiter a Waiter wraps. *ratelimit.Limiter implements it.
 type Limiter interface {
 	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
-	Release(ctx context.Context, key ratelimit.Key, member string) error
-	ReleaseAmount(ctx context.Context, key ratelimit.Key, member string) error
+	Release(ctx context.Context, h ratelimit.Hold) error
+	ReleaseAmount(ctx context.Context, h ratelimit.Hold) error
 }
 
 // Outcome says how a wait ended.
@@ -114,13 +114,13 @@ func New(inner Limiter, opts Options) (*Waiter, error) {
 }
 
 // Release passes through to the wrapped limiter.
-func (w *Waiter) Release(ctx context.Context, key ratelimit.Key, member string) error {
-	return w.inner.Release(ctx, key, member)
+func (w *Waiter) Release(ctx context.Context, h ratelimit.Hold) error {
+	return w.inner.Release(ctx, h)
 }
 
 // ReleaseAmount passes through to the wrapped limiter.
-func (w *Waiter) ReleaseAmount(ctx context.Context, key ratelimit.Key, member string) error {
-	return w.inner.ReleaseAmount(ctx, key, member)
+func (w *Waiter) ReleaseAmount(ctx context.Context, h ratelimit.Hold) error {
+	return w.inner.ReleaseAmount(ctx, h)
 }
 
 // Allow is Check for a request without an amount.

@@ -30,6 +30,42 @@ const (
 	claimUnknown
 )
 
+// claim writes o's row, the claim of its requestId, for a pinned payment
+// and a routed one alike (a pinned payment is a route of one candidate).
+// won is true when the row is ours and the payment goes on; otherwise
+// answer and err are what the request answers: the outcome of the
+// duplicate that won the claim (lostClaim), or the database's failure
+// (claimFailed). The claim is detached from the caller's cancellation, as
+// the channel call is: a client leaving mid-claim must not cut a claim off
+// halfway (a batched INSERT outlives any one caller).
+func (s *Service) claim(ctx context.Context, o *Order) (won bool, answer *Order, err error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
+	err = s.orders.Create(cctx, o)
+	cancel()
+	if err == nil {
+		return true, nil, nil
+	}
+	fate := claimTheirs
+	if !errors.Is(err, ErrDuplicateOrder) {
+		// The INSERT may have been committed although it answered an
+		// error (a lost connection, a deadline): read the row back.
+		fate, _ = s.resolveClaim(ctx, o, err)
+	}
+	switch fate {
+	case claimOurs:
+		return true, nil, nil
+	case claimTheirs:
+		// A concurrent duplicate won the claim. On this channel it holds
+		// the same limiter member (the requestId). Its order may be on
+		// another channel (routed, or pinned elsewhere): then our slot
+		// here is released once that order is final (lostClaim).
+		answer, err = s.lostClaim(ctx, o.RequestID, o.RequestHash, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o))
+		return false, answer, err
+	default:
+		return false, nil, s.claimFailed(o, fate, err)
+	}
+}
+
 // resolveClaim finds out, after Create failed with claimErr, whether o's
 // claim is committed. It reads the row back, and when there is none it
 // claims again with the same row: the requestId is unique, so the second
@@ -83,65 +119,15 @@ func (s *Service) resolveClaim(ctx context.Context, o *Order, claimErr error) (c
 // of this requestId (here or on another instance) may hold the same member
 // and be calling the channel under it. A retry with the same requestId is
 // admitted under that member without taking another slot.
-func (s *Service) claimFailed(o *Order, fate claimFate, key ratelimit.Key, claimErr error) error {
+func (s *Service) claimFailed(o *Order, fate claimFate, claimErr error) error {
 	if fate == claimUnknown {
 		// Our row may exist, PROCESSING, with nobody to send it: settle it
 		// as NOT_SENT once the database answers, so it does not end UNKNOWN.
-		go s.settleAbandoned(o, unconfirmedClaim, key)
+		s.settler.settleClaimLater(o, unconfirmedClaim, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o))
 	}
 	s.log.Error("order store failed", "op", "claim the requestId", "requestId", o.RequestID,
 		"mayBeCommitted", fate == claimUnknown, "err", claimErr)
 	return apperr.Wrap(claimErr, apperr.DependencyUnavailable,
 		"the order database is unavailable; the payment was not sent to the channel").
 		WithDetails(map[string]any{"dependency": "database"})
-}
-
-// settleAbandoned ends an abandoned claim: if our row turns up (a commit the
-// flow could not confirm), it is finished as FAILED NOT_SENT, which no
-// channel call can follow, and only then is the limiter slot released. It
-// looks until StaleAfter has passed and the store has answered that there
-// is no such row; while the store fails it keeps trying, so that a row that
-// shows up after a long outage (and that the stale sweeper may have marked
-// UNKNOWN meanwhile: UNKNOWN -> NOT_SENT is allowed) still ends NOT_SENT. A
-// row of another request, or none, is left alone and the slot kept.
-//
-// why is the failure message recorded; the slots of keys are released.
-func (s *Service) settleAbandoned(o *Order, why string, keys ...ratelimit.Key) {
-	deadline := time.Now().Add(s.opts.StaleAfter)
-	wait := 50 * time.Millisecond
-	for missing := false; time.Now().Before(deadline) || !missing; {
-		time.Sleep(wait)
-		wait = min(wait*2, 2*time.Second)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		got, err := s.orders.Get(ctx, o.RequestID)
-		missing = errors.Is(err, ErrOrderNotFound)
-		if err == nil && (got.OrderNo != o.OrderNo || CheckFinishFrom(got) != nil) {
-			// Another request's claim, or ours already final (a write that
-			// answered an error was committed after all): the slots meet
-			// that order's fate.
-			cancel()
-			for _, key := range keys {
-				settleSlot(context.Background(), s.limiter, key, got, s.log)
-			}
-			return
-		}
-		if err == nil {
-			n := *got
-			n.Status, n.FailureCode = StatusFailed, FailureNotSent
-			n.FailureMessage = why
-			n.UpdatedAt = s.opts.Now().UTC()
-			err = s.orders.Finish(ctx, &n)
-			if err == nil {
-				cancel()
-				s.log.Warn("an abandoned claim was settled as NOT_SENT", "requestId", o.RequestID, "orderNo", o.OrderNo)
-				for _, key := range keys {
-					settleSlot(ctx, s.limiter, key, &n, s.log)
-				}
-				return
-			}
-		}
-		cancel()
-	}
-	s.log.Warn("an abandoned claim was not found; its limiter slot frees itself when the window passes",
-		"requestId", o.RequestID, "orderNo", o.OrderNo)
 }

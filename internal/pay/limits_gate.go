@@ -52,8 +52,8 @@ func (g *LimitsGate) NotLoaded() error {
 }
 
 // Release implements Limiter.
-func (g *LimitsGate) Release(ctx context.Context, key ratelimit.Key, requestID string) error {
-	return g.limiter.Release(ctx, key, requestID)
+func (g *LimitsGate) Release(ctx context.Context, h ratelimit.Hold) error {
+	return g.limiter.Release(ctx, h)
 }
 
 // Peek asks the wrapped limiter, which must be able to peek (a
@@ -76,6 +76,6 @@ func (g *LimitsGate) Peek(ctx context.Context, r ratelimit.Request) (ratelimit.D
 }
 
 // ReleaseAmount implements Limiter.
-func (g *LimitsGate) ReleaseAmount(ctx context.Context, key ratelimit.Key, requestID string) error {
-	return g.limiter.ReleaseAmount(ctx, key, requestID)
+func (g *LimitsGate) ReleaseAmount(ctx context.Context, h ratelimit.Hold) error {
+	return g.limiter.ReleaseAmount(ctx, h)
 }

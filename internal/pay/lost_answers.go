@@ -153,13 +153,14 @@ func (l *LostAnswers) settle(ctx context.Context, a lostAnswer) error {
 			// lost check may have taken meets that order's fate (released
 			// on a channel it did not end on, kept while it is in flight).
 			for _, k := range a.keys {
-				settleSlot(ctx, l.limiter, k, got, l.opts.Logger)
+				settleSlot(ctx, l.limiter, holdFor(k, got), got, l.opts.Logger)
 			}
 			return nil
 		}
 	}
 	for _, k := range a.keys {
-		if err := l.limiter.Release(ctx, k, r.RequestID); err != nil {
+		// The lost check's windows are unknown: those the limits give k.
+		if err := l.limiter.Release(ctx, ratelimit.HoldOf(k, r.RequestID)); err != nil {
 			return err
 		}
 	}

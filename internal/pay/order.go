@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"payserver/internal/ratelimit"
 )
 
 // Status is an order's stored status. Only PROCESSING and UNKNOWN change
@@ -129,6 +131,11 @@ type Order struct {
 	// order its own request ended. ResolvedAt is when.
 	ResolvedBy string
 	ResolvedAt time.Time
+
+	// hold is the limiter slot this process took for the payment on
+	// Channel, while its flow runs (zero in an order read from the store:
+	// holdFor rebuilds it from Admission).
+	hold ratelimit.Hold
 }
 
 // Admission is what the limiter recorded when it admitted a payment: its

@@ -100,7 +100,7 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 	case lookupErr != nil:
 		return nil, lookupErr
 	}
-	chosen, adm, refused, rest, err := s.pick(ctx, req, candidates)
+	chosen, d, refused, rest, err := s.pick(ctx, req, candidates)
 	if err != nil {
 		return nil, err
 	}
@@ -115,43 +115,29 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 		BizType: req.BizType, Channel: chosen, MerchantID: req.MerchantID,
 		Amount: req.Amount, Currency: req.Currency, Subject: req.Subject,
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
-		RoutedFrom: skipsOf(refused), Admission: adm,
+		RoutedFrom: skipsOf(refused), Admission: admissionOf(d), hold: d.Hold,
 	}
-	key := ratelimit.Key{BizType: req.BizType, Channel: chosen}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
-	err = s.orders.Create(cctx, o)
-	cancel()
-	if err == nil {
-		return s.sendRouted(ctx, o, rest)
+	if won, answer, err := s.claim(ctx, o); !won {
+		return answer, err
 	}
-	if errors.Is(err, ErrDuplicateOrder) {
-		return s.lostClaim(ctx, req.RequestID, hash, key)
-	}
-	switch fate, _ := s.resolveClaim(ctx, o, err); fate {
-	case claimOurs:
-		return s.sendRouted(ctx, o, rest)
-	case claimTheirs:
-		return s.lostClaim(ctx, req.RequestID, hash, key)
-	default:
-		return nil, s.claimFailed(o, fate, key, err)
-	}
+	return s.sendRouted(ctx, o, rest)
 }
 
 // pick asks the candidates in order and takes the first whose health and
 // limiter admit the request; refused lists those before it that refused,
 // rest those after it. chosen is "" when every candidate refused. A
 // candidate's limiter refusal records nothing, so only the chosen one holds
-// a slot; adm is the limiter's record of that slot. maxWaitMs applies
+// a slot; d is the limiter's admission of that slot. maxWaitMs applies
 // once all refused: the request then waits for the limited candidate with
 // the shortest wait, if it is within maxWaitMs.
-func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string) (chosen string, adm Admission, refused []candidateRefusal, rest []string, err error) {
+func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string) (chosen string, d ratelimit.Decision, refused []candidateRefusal, rest []string, err error) {
 	for i, c := range candidates {
 		r, ok, err := s.try(ctx, req, c)
 		if err != nil {
-			return "", Admission{}, nil, nil, err
+			return "", ratelimit.Decision{}, nil, nil, err
 		}
 		if ok {
-			return c, admissionOf(r.d), refused, candidates[i+1:], nil
+			return c, r.d, refused, candidates[i+1:], nil
 		}
 		refused = append(refused, r)
 	}
@@ -162,28 +148,28 @@ func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string)
 		}
 	}
 	if best < 0 || req.MaxWait <= 0 {
-		return "", Admission{}, refused, nil, nil
+		return "", ratelimit.Decision{}, refused, nil, nil
 	}
 	c := refused[best].skip.Channel
 	key := ratelimit.Key{BizType: req.BizType, Channel: c}
 	wait := checkOf(req, key)
 	wait.MaxWait = req.MaxWait
-	d, err := s.limiter.Check(ctx, wait)
+	d, err = s.limiter.Check(ctx, wait)
 	if err != nil {
-		return "", Admission{}, nil, nil, s.limiterFailed(err)
+		return "", ratelimit.Decision{}, nil, nil, s.limiterFailed(err)
 	}
 	if !d.Allowed && d.Unknown {
 		s.lostAnswer(req, key)
-		return "", Admission{}, nil, nil, lostLimiterAnswer(c)
+		return "", ratelimit.Decision{}, nil, nil, lostLimiterAnswer(c)
 	}
 	if d.Conflict {
-		return "", Admission{}, nil, nil, ConflictError(key, req.RequestID, req.Amount)
+		return "", ratelimit.Decision{}, nil, nil, ConflictError(key, req.RequestID, req.Amount)
 	}
 	if !d.Allowed {
 		refused[best].d, refused[best].wait = d, d.RetryAfter
-		return "", Admission{}, refused, nil, nil
+		return "", ratelimit.Decision{}, refused, nil, nil
 	}
-	return c, admissionOf(d), refused[:best], candidates[indexOf(candidates, c)+1:], nil
+	return c, d, refused[:best], candidates[indexOf(candidates, c)+1:], nil
 }
 
 // try asks one candidate: its health first, then its limiter (without

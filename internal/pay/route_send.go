@@ -56,10 +56,10 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	skipped := append(append([]RouteSkip{}, o.RoutedFrom...), RouteSkip{Channel: o.Channel, Reason: ReasonUnhealthy})
 	// Detached, as the channel call is: a client leaving now must not
 	// change where a claimed payment ends.
-	chosen, adm, refused, left, err := s.pick(context.WithoutCancel(ctx),
+	chosen, d, refused, left, err := s.pick(context.WithoutCancel(ctx),
 		PayRequest{RequestID: o.RequestID, BizType: o.BizType, Amount: o.Amount, Currency: o.Currency}, rest)
 	if err != nil || chosen == "" {
-		keys := []ratelimit.Key{from}
+		holds := []ratelimit.Hold{holdFor(from, o)}
 		if err != nil {
 			s.log.Warn("the limiter failed while a routed payment looked for its next candidate; it ends NOT_SENT",
 				"requestId", o.RequestID, "err", err)
@@ -68,15 +68,14 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 			// so no call can follow under any of them: release them all
 			// (releasing a member a window does not hold changes nothing).
 			for _, c := range rest {
-				keys = append(keys, ratelimit.Key{BizType: o.BizType, Channel: c})
+				holds = append(holds, ratelimit.HoldOf(ratelimit.Key{BizType: o.BizType, Channel: c}, o.RequestID))
 			}
 		}
 		s.opts.RouteObserver.Exhausted(o.BizType, append(skipped, skipsOf(refused)...))
-		return false, nil, s.settleNotSent(ctx, o, keys...)
+		return false, nil, s.settleNotSent(ctx, o, holds...)
 	}
-	to := ratelimit.Key{BizType: o.BizType, Channel: chosen}
 	n := *o
-	n.Channel, n.RoutedFrom, n.Admission = chosen, append(skipped, skipsOf(refused)...), adm
+	n.Channel, n.RoutedFrom, n.Admission, n.hold = chosen, append(skipped, skipsOf(refused)...), admissionOf(d), d.Hold
 	n.UpdatedAt = s.opts.Now().UTC()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
 	err = s.orders.Reroute(rctx, &n, o.Channel)
@@ -86,10 +85,11 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 		// nothing more, under either channel.
 		s.log.Warn("a routed payment could not be moved to its next candidate; it ends NOT_SENT",
 			"requestId", o.RequestID, "from", from.Channel, "to", chosen, "err", err)
-		return false, nil, s.settleNotSent(ctx, o, from, to)
+		return false, nil, s.settleNotSent(ctx, o, holdFor(from, o), d.Hold)
 	}
+	fromHold := holdFor(from, o)
 	*o = n
-	settleSlot(ctx, s.limiter, from, o, s.log) // o left from: released
+	settleSlot(ctx, s.limiter, fromHold, o, s.log) // o left from: released
 	return true, left, nil
 }
 
@@ -98,80 +98,53 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 const notSentRouted = "no candidate channel could be reached or admitted the payment; nothing was sent or charged"
 
 // settleNotSent ends o, which no channel call reached, as FAILED NOT_SENT,
-// and then releases the slots of keys: no call under them can follow. When
-// that cannot be recorded, DEPENDENCY_UNAVAILABLE is returned and the
-// settling goes on in the background (settleAbandoned), so that the order
-// ends NOT_SENT rather than UNKNOWN once the database answers; the slots
-// are kept until then.
-func (s *Service) settleNotSent(ctx context.Context, o *Order, keys ...ratelimit.Key) error {
+// and then settles the slots holds keep: no call under them can follow.
+// When that cannot be recorded, DEPENDENCY_UNAVAILABLE is returned and the
+// settler goes on with it, so that the order ends NOT_SENT rather than
+// UNKNOWN once the database answers; the slots are kept until then.
+func (s *Service) settleNotSent(ctx context.Context, o *Order, holds ...ratelimit.Hold) error {
 	o.Status, o.FailureCode, o.FailureMessage = StatusFailed, FailureNotSent, notSentRouted
 	o.UpdatedAt = s.opts.Now().UTC()
 	if err := s.finish(context.WithoutCancel(ctx), o); err != nil {
-		go s.settleAbandoned(o, notSentRouted, keys...)
+		s.settler.settleClaimLater(o, notSentRouted, holds...)
 		return apperr.Wrap(err, apperr.DependencyUnavailable,
 			"the payment was not sent, but that could not be recorded; query GET /pay/%s later", o.RequestID).
 			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo})
 	}
-	// By the order as stored: NOT_SENT releases every key; an order the
+	// By the order as stored: NOT_SENT releases every slot; an order the
 	// channel's own word ended first (adopted by finish) keeps its slot
 	// on the channel that processed it, and the others were never called.
-	for _, k := range keys {
-		settleSlot(ctx, s.limiter, k, o, s.log)
+	for _, h := range holds {
+		settleSlot(ctx, s.limiter, h, o, s.log)
 	}
 	return nil
 }
 
-// lostClaim answers a request (routed or pinned) whose claim a concurrent duplicate
-// won: it waits for that order's outcome, as any duplicate does. The slot
-// it took on key's channel is released once the order is final on another
+// lostClaim answers a request (routed or pinned) whose claim a concurrent
+// duplicate won: it waits for that order's outcome, as any duplicate does.
+// The slot it took (hold) is released once the order is final on another
 // channel: the order row is unique by requestId and only its owner calls a
 // channel, so no call under that slot can happen. While the order is still
-// PROCESSING (its owner may yet move it to key's channel) the slot is kept,
-// and released in the background once the order is final elsewhere.
-func (s *Service) lostClaim(ctx context.Context, requestID, hash string, key ratelimit.Key) (*Order, error) {
+// PROCESSING (its owner may yet move it to hold's channel) the slot is
+// kept, and the settler releases it once the order is final elsewhere.
+func (s *Service) lostClaim(ctx context.Context, requestID, hash string, hold ratelimit.Hold) (*Order, error) {
 	o, err := s.awaitExisting(ctx, requestID, hash)
 	if err == nil && o.Status != StatusProcessing {
-		// The winner's order as just read, final: no second read. On key's
-		// channel the slot is the winner's own (one member per requestId).
-		settleSlot(ctx, s.limiter, key, o, s.log)
+		// The winner's order as just read, final: no second read. On
+		// hold's channel the slot is the winner's own (one member per
+		// requestId).
+		settleSlot(ctx, s.limiter, hold, o, s.log)
 		return o, nil
 	}
-	if final, known := s.releaseIfFinalElsewhere(requestID, key); !known || !final {
-		go s.releaseWhenFinalElsewhere(requestID, key)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	got, gerr := s.orders.Get(gctx, requestID)
+	cancel()
+	if gerr == nil && SlotFate(hold.Key.Channel, got) != FateWait {
+		settleSlot(ctx, s.limiter, hold, got, s.log)
+	} else {
+		s.settler.releaseWhenFinal(requestID, hold)
 	}
 	return o, err
-}
-
-// releaseIfFinalElsewhere reads requestID's order and releases key's slot
-// if the order is final on another channel. known is false when the order
-// could not be read; final says whether it is final.
-func (s *Service) releaseIfFinalElsewhere(requestID string, key ratelimit.Key) (final, known bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	got, err := s.orders.Get(ctx, requestID)
-	cancel()
-	if err != nil {
-		return false, false
-	}
-	if SlotFate(key.Channel, got) == FateWait {
-		return false, true
-	}
-	settleSlot(context.Background(), s.limiter, key, got, s.log)
-	return true, true
-}
-
-// releaseWhenFinalElsewhere looks again, with backoff, until the order is
-// final (releasing key's slot if it ended on another channel) or StaleAfter
-// has passed; past it the slot frees itself when its window passes.
-func (s *Service) releaseWhenFinalElsewhere(requestID string, key ratelimit.Key) {
-	deadline := time.Now().Add(s.opts.StaleAfter)
-	wait := 50 * time.Millisecond
-	for time.Now().Before(deadline) {
-		time.Sleep(wait)
-		wait = min(wait*2, 2*time.Second)
-		if final, _ := s.releaseIfFinalElsewhere(requestID, key); final {
-			return
-		}
-	}
 }
 
 func channelRequest(o *Order) channel.Request {

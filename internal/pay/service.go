@@ -25,10 +25,10 @@ type Limiter interface {
 	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
 	// Release gives back every slot of requestId: only when no channel
 	// call can happen for it.
-	Release(ctx context.Context, key ratelimit.Key, requestID string) error
+	Release(ctx context.Context, h ratelimit.Hold) error
 	// ReleaseAmount gives back what requestId paid in amount windows, its
 	// call still counted: for a payment the channel declined.
-	ReleaseAmount(ctx context.Context, key ratelimit.Key, requestID string) error
+	ReleaseAmount(ctx context.Context, h ratelimit.Hold) error
 }
 
 // Channels finds a configured channel by code. *channel.Registry implements it.
@@ -51,6 +51,10 @@ type Options struct {
 	// StaleAfter is the age past which a PROCESSING order is marked
 	// UNKNOWN by SweepStale. Default ChannelTimeout + 1m.
 	StaleAfter time.Duration
+	// Settler settles the slots whose fate a request could not learn
+	// before it answered (settler.go); its owner runs it. Default none:
+	// such slots free themselves when their windows pass.
+	Settler *Settler
 	// Routes gives the routes of payments without a channel (route.go).
 	// Default none: such payments are refused (INVALID_REQUEST, channel).
 	Routes RouteTable
@@ -75,6 +79,7 @@ type Service struct {
 	channels Channels
 	opts     Options
 	log      *slog.Logger
+	settler  *Settler
 }
 
 // NewService returns a Service. No dependency may be nil.
@@ -92,7 +97,7 @@ func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Opti
 		opts.InFlightWait = opts.ChannelTimeout + 2*time.Second
 	}
 	if opts.StaleAfter <= 0 {
-		opts.StaleAfter = opts.ChannelTimeout + time.Minute
+		opts.StaleAfter = DefaultStaleAfter(opts.ChannelTimeout)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -101,7 +106,13 @@ func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Opti
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	setRouteDefaults(&opts)
-	return &Service{orders: orders, limiter: limiter, channels: channels, opts: opts, log: opts.Logger}, nil
+	settler := opts.Settler
+	if settler == nil {
+		// Never run: what it is given is dropped, and those slots free
+		// themselves when their windows pass.
+		settler = NewSettler(orders, limiter, SettlerOptions{Queue: 1, Logger: opts.Logger})
+	}
+	return &Service{orders: orders, limiter: limiter, channels: channels, opts: opts, log: opts.Logger, settler: settler}, nil
 }
 
 // Pay runs one payment and returns its order. The error is an *apperr.Error
@@ -156,37 +167,12 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		BizType: req.BizType, Channel: req.Channel, MerchantID: req.MerchantID,
 		Amount: req.Amount, Currency: req.Currency, Subject: req.Subject,
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
-		Admission: admissionOf(d),
+		Admission: admissionOf(d), hold: d.Hold,
 	}
-	// The claim is detached from the caller's cancellation, as the channel
-	// call is: a client leaving mid-claim must not cut a claim off halfway
-	// (a batched INSERT outlives any one caller).
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
-	err = s.orders.Create(cctx, o)
-	cancel()
-	if err == nil {
-		return s.callChannel(ctx, ch, o)
+	if won, answer, err := s.claim(ctx, o); !won {
+		return answer, err
 	}
-	if errors.Is(err, ErrDuplicateOrder) {
-		// A concurrent duplicate won the claim. On this channel it holds
-		// the same limiter member (the requestId): nothing of ours to
-		// release. Its order may be on another channel (it was routed, or
-		// pinned elsewhere): then our slot here is released once that order
-		// is final (lostClaim).
-		return s.lostClaim(ctx, req.RequestID, hash, key)
-	}
-	// The INSERT may have been committed although it answered an error (a
-	// lost connection, a deadline): read the row back before deciding.
-	switch fate, _ := s.resolveClaim(ctx, o, err); fate {
-	case claimOurs:
-		return s.callChannel(ctx, ch, o)
-	case claimTheirs:
-		// As a lost claim: the winner's order may be on another channel,
-		// and then our slot here is released once it is final.
-		return s.lostClaim(ctx, req.RequestID, hash, key)
-	default:
-		return nil, s.claimFailed(o, fate, key, err)
-	}
+	return s.callChannel(ctx, ch, o)
 }
 
 // callChannel calls the channel once and records the outcome. It is detached
@@ -237,7 +223,7 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 	}
 	// Settled by the outcome as stored (an order the channel's own word
 	// ended first is adopted by finish).
-	settleSlot(base, s.limiter, ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o, s.log)
+	settleSlot(base, s.limiter, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), o, s.log)
 	if throttled != nil && o.FailureMessage == throttledMessage {
 		return nil, channelThrottledError(o, throttled.RetryAfter, true)
 	}

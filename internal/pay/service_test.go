@@ -18,11 +18,24 @@ func newFlow(t *testing.T, store pay.OrderStore, doc string) (*pay.Service, *rat
 	lim := localLimiter(t, doc)
 	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
 	reg, _ := channel.NewRegistry(sim)
-	svc, err := pay.NewService(store, lim, reg, pay.Options{ChannelTimeout: 200 * time.Millisecond, ClaimTimeout: 200 * time.Millisecond})
+	svc, err := pay.NewService(store, lim, reg, pay.Options{ChannelTimeout: 200 * time.Millisecond, ClaimTimeout: 200 * time.Millisecond,
+		Settler: runSettler(t, store, lim, pay.SettlerOptions{})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return svc, lim, sim
+}
+
+// runSettler starts a settler of store's slots on lim for the test, and
+// stops it (waiting for its workers) when the test ends.
+func runSettler(t *testing.T, store pay.OrderStore, lim pay.Limiter, opts pay.SettlerOptions) *pay.Settler {
+	t.Helper()
+	s := pay.NewSettler(store, lim, opts)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	return s
 }
 
 // localLimiter is an in-process limiter with doc in force. Without the

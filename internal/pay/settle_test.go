@@ -84,8 +84,8 @@ func (a *allowAll) Check(_ context.Context, r ratelimit.Request) (ratelimit.Deci
 	return ratelimit.Decision{Key: r.Key, Allowed: true, Limit: 10, Window: time.Minute}, nil
 }
 
-func (a *allowAll) ReleaseAmount(context.Context, ratelimit.Key, string) error { return nil }
-func (a *allowAll) Release(context.Context, ratelimit.Key, string) error {
+func (a *allowAll) ReleaseAmount(context.Context, ratelimit.Hold) error { return nil }
+func (a *allowAll) Release(context.Context, ratelimit.Hold) error {
 	a.released.Add(1)
 	return nil
 }
@@ -104,29 +104,86 @@ type reg struct{ c *oneCh }
 
 func (r reg) Get(string) (channel.Channel, bool) { return r.c, true }
 
+// fastClock is a settler's clock whose waits pass at once: each After(d)
+// moves it d ahead and fires after a real millisecond.
+type fastClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fastClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fastClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	return time.After(time.Millisecond)
+}
+
 // TestNeverSentStaysNotSentAfterALongOutage: a claim commits but the
 // client sees an error, and the database stays down for longer than
 // StaleAfter. The payment was never sent: when the database returns (and
-// the stale sweeper has run), the order must end NOT_SENT, not UNKNOWN.
-// Before the fix the settler gave up at StaleAfter and the sweeper's
-// UNKNOWN stayed.
+// the stale sweeper has run), the order must end NOT_SENT, not UNKNOWN,
+// and its slot be released once. A settler that gave up at StaleAfter left
+// the sweeper's UNKNOWN. The settler runs on an injected clock, so the
+// outage lasts minutes of its time and milliseconds of the test's.
 func TestNeverSentStaysNotSentAfterALongOutage(t *testing.T) {
 	st := &lostCommitStore{rows: map[string]pay.Order{}}
 	ch := &oneCh{}
 	lim := &allowAll{}
-	s, err := pay.NewService(st, lim, reg{ch}, pay.Options{ClaimTimeout: 100 * time.Millisecond, StaleAfter: 300 * time.Millisecond})
+	clock := &fastClock{now: time.Unix(1_700_000_000, 0)}
+	settler := pay.NewSettler(st, lim, pay.SettlerOptions{Patience: 300 * time.Millisecond, Now: clock.Now, After: clock.After})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { settler.Run(ctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	s, err := pay.NewService(st, lim, reg{ch}, pay.Options{ClaimTimeout: 100 * time.Millisecond, StaleAfter: 300 * time.Millisecond, Settler: settler})
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := clock.Now()
 	_, err = s.Pay(context.Background(), pay.PayRequest{RequestID: "never-sent-1", BizType: "B", Channel: "ALIPAY", MerchantID: "M", Amount: 1, Currency: "CNY"})
 	t.Logf("pay answered: %v", err)
-	time.Sleep(time.Second) // the database is down longer than StaleAfter
+	waitFor(t, func() bool { return clock.Now().Sub(start) > time.Minute }) // down far longer than StaleAfter
 	st.down.Store(false)
 	n, _ := s.SweepStale(context.Background())
-	time.Sleep(3 * time.Second)
+	waitFor(t, func() bool { return lim.released.Load() > 0 })
 	o, _ := st.Get(context.Background(), "never-sent-1")
 	t.Logf("swept %d; order status %s failureCode %s; channel calls %d; slot released %d", n, o.Status, o.FailureCode, ch.n.Load(), lim.released.Load())
 	if ch.n.Load() != 0 || o.Status != pay.StatusFailed || o.FailureCode != pay.FailureNotSent || lim.released.Load() != 1 {
 		t.Errorf("order %s %s, %d channel calls, %d releases; want FAILED NOT_SENT, 0 calls, the slot released once", o.Status, o.FailureCode, ch.n.Load(), lim.released.Load())
+	}
+}
+
+// A full queue drops what it cannot hold, and counts it: those slots free
+// themselves when their windows pass.
+func TestSettlerCountsWhatAFullQueueDrops(t *testing.T) {
+	st := &lostCommitStore{rows: map[string]pay.Order{}}
+	lim := &allowAll{}
+	settler := pay.NewSettler(st, lim, pay.SettlerOptions{Queue: 1}) // never run: nothing leaves the queue
+	s, err := pay.NewService(st, lim, reg{&oneCh{}}, pay.Options{ClaimTimeout: 50 * time.Millisecond, Settler: settler})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"full-1", "full-2", "full-3"} {
+		st.down.Store(false)
+		_, _ = s.Pay(context.Background(), pay.PayRequest{RequestID: id, BizType: "B", Channel: "ALIPAY", MerchantID: "M", Amount: 1, Currency: "CNY"})
+	}
+	if got := settler.Dropped(); got != 2 {
+		t.Fatalf("dropped %d, want 2 (three abandoned claims, room for one)", got)
+	}
+}
+
+// waitFor polls cond for up to 5 s of real time.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
 	}
 }

@@ -63,10 +63,27 @@ func SlotFate(channel string, o *Order) Fate {
 	return FateWait
 }
 
-// settleSlot gives the slot of o's payment on key its fate (SlotFate).
-// Releasing and giving back are idempotent, so settling twice (the owner
-// and a notification) changes nothing more.
-func settleSlot(ctx context.Context, limiter Limiter, key ratelimit.Key, o *Order, log *slog.Logger) {
+// holdFor is the slot o's payment holds on key: the one its flow took,
+// else the one its admission record names (the windows that recorded it,
+// whatever the limits say now), else the member on key with its windows
+// unknown (ratelimit.HoldOf): a slot on a channel the order is not on.
+func holdFor(key ratelimit.Key, o *Order) ratelimit.Hold {
+	if o.hold.Key == key && o.hold.Member == o.RequestID && o.hold.Known() {
+		return o.hold
+	}
+	if o.BizType == key.BizType && o.Channel == key.Channel {
+		if h, err := ratelimit.HoldFromWindowKeys(key, o.RequestID, o.Admission.Keys); err == nil {
+			return h
+		}
+	}
+	return ratelimit.HoldOf(key, o.RequestID)
+}
+
+// settleSlot gives the slot hold keeps for o's payment its fate (SlotFate
+// on hold's channel). Releasing and giving back are idempotent, so settling
+// twice (the owner and a notification) changes nothing more.
+func settleSlot(ctx context.Context, limiter Limiter, hold ratelimit.Hold, o *Order, log *slog.Logger) {
+	key := hold.Key
 	fate := SlotFate(key.Channel, o)
 	if fate != FateRelease && fate != FateGiveBackAmount {
 		return
@@ -75,9 +92,9 @@ func settleSlot(ctx context.Context, limiter Limiter, key ratelimit.Key, o *Orde
 	defer cancel()
 	var err error
 	if fate == FateRelease {
-		err = limiter.Release(sctx, key, o.RequestID)
+		err = limiter.Release(sctx, hold)
 	} else {
-		err = limiter.ReleaseAmount(sctx, key, o.RequestID)
+		err = limiter.ReleaseAmount(sctx, hold)
 	}
 	if err != nil {
 		log.Warn("could not settle a payment's limiter slot; it frees itself when its window passes",
