@@ -15,7 +15,7 @@ import (
 	"payserver/internal/testutil"
 )
 
-// Fallback routing (issue 15) end to end: payserver binaries on real Redis
+// Fallback routing end to end: payserver binaries on real Redis
 // and MariaDB, payments without a channel.
 
 // routedBody is a payment without a channel.

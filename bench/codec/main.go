@@ -1,7 +1,7 @@
 // Command codec measures the JSON work of one POST /pay with the standard
 // library against the two faster codecs that gin can be built with
 // (goccy/go-json, tag go_json; bytedance/sonic, tag sonic), side by side in
-// one run, before payserver adopts any of them (issue 16).
+// one run: what adopting one of them would buy (docs/decisions/0008).
 //
 //	cd bench/codec && go run . -benchtime 1s
 //

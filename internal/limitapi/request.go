@@ -17,8 +17,8 @@ type AcquireRequest struct {
 	Key       ratelimit.Key
 	RequestID string
 	// Amount (minor units) and Currency are optional; 0 and "" mean none.
-	// They are validated now and count against money caps once the limits
-	// document has them (issue 14).
+	// They are validated and count against the money caps (amount
+	// windows) of the limits document.
 	Amount   int64
 	Currency string
 	// MaxWait is how long a refused request may wait for a slot; 0 means
