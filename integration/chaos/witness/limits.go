@@ -135,7 +135,7 @@ func ParseDocument(raw []byte) (*Document, error) {
 		return nil, fmt.Errorf("not a mapping")
 	}
 	sum := md5.Sum(raw)
-	p := parser{defaultSpanUs: 1e6, zone: "UTC"}
+	p := docParser{defaultSpanUs: 1e6, zone: "UTC"}
 	doc := &Document{Version: hex.EncodeToString(sum[:]), Keys: map[string]Rule{}, Routes: map[string][]string{}}
 	top := root.Content[0]
 	fields, err := fieldsOf(top, "window", "zone", "shadow", "routes", "limits", "schedules")
@@ -198,12 +198,12 @@ func ParseDocument(raw []byte) (*Document, error) {
 	return doc, nil
 }
 
-type parser struct {
+type docParser struct {
 	defaultSpanUs int64
 	zone          string
 }
 
-func (p parser) schedule(n *yaml.Node) (Schedule, error) {
+func (p docParser) schedule(n *yaml.Node) (Schedule, error) {
 	fields, err := fieldsOf(n, "key", "from", "to", "limits")
 	if err != nil {
 		return Schedule{}, err
@@ -233,7 +233,7 @@ func (p parser) schedule(n *yaml.Node) (Schedule, error) {
 
 // rule reads a key's value: a number (with the default window; -1
 // unlimited, 0 closed), one window entry, or a list of them.
-func (p parser) rule(n *yaml.Node, channelWide bool) (Rule, error) {
+func (p docParser) rule(n *yaml.Node, channelWide bool) (Rule, error) {
 	var entries []*yaml.Node
 	switch n.Kind {
 	case yaml.ScalarNode, yaml.MappingNode:
@@ -263,7 +263,7 @@ func (p parser) rule(n *yaml.Node, channelWide bool) (Rule, error) {
 	return r, nil
 }
 
-func (p parser) window(n *yaml.Node, channelWide bool) (w Window, shadow, unlimited bool, err error) {
+func (p docParser) window(n *yaml.Node, channelWide bool) (w Window, shadow, unlimited bool, err error) {
 	if n.Kind == yaml.ScalarNode {
 		limit, err := parseInt(n)
 		if err != nil {
