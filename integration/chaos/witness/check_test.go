@@ -1,0 +1,272 @@
+package witness
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+const baseDoc = `
+window: 1s
+zone: UTC
+routes: {ONLINE_PAY: [ALIPAY, WECHAT]}
+limits:
+  ONLINE_PAY:ALIPAY:
+    - {limit: 3, window: 1s}
+    - {amount: 10000, window: 1m, currency: CNY}
+    - {limit: 100, calendar: day}
+  ONLINE_PAY:WECHAT: -1
+  "*:UNIONPAY":
+    - {limit: 5, window: 1s, reserve: {REFUND: 2}}
+  REFUND:ALIPAY: 2
+`
+
+const (
+	alipayDay = "payserver:rl:{ALIPAY}:ONLINE_PAY:day.0000.UTC"
+	alipay1s  = "payserver:rl:{ALIPAY}:ONLINE_PAY:1000"
+)
+
+// cleanHistory keeps every promise, close to each edge: full windows,
+// a refusal by a full window, a member leaving at exactly t+1s, an amount
+// given back by a decline, a throttled payment, reservations used to the
+// last slot, an acquisition, a Redis fault with its 503.
+func cleanHistory(tb testing.TB) *builder {
+	b := newHistory(tb, baseDoc)
+	for i, at := range []int64{100 * ms, 200 * ms, 300 * ms} {
+		b.paid("p"+string(rune('1'+i)), "ONLINE_PAY", "ALIPAY", 1000, t0+at)
+	}
+	b.refused("r1", "ONLINE_PAY", "ALIPAY", 1000, t0+400*ms)
+	b.paid("p4", "ONLINE_PAY", "ALIPAY", 1000, t0+1100*ms) // p1 left at exactly 1100ms
+	b.declined("d1", "ONLINE_PAY", "ALIPAY", 5000, t0+2*sec)
+	b.paid("p5", "ONLINE_PAY", "ALIPAY", 6000, t0+4*sec)       // 4000 + 6000: fits only because d1 gave 5000 back
+	b.throttled("t1", "ONLINE_PAY", "ALIPAY", 1000, t0+70*sec) // after the minute of p1..p5
+	b.paid("w1", "ONLINE_PAY", "WECHAT", 99999, t0+5*sec)
+	for i := range 3 {
+		b.paid("u"+string(rune('1'+i)), "ONLINE_PAY", "UNIONPAY", 10, t0+10*sec+int64(i)*ms)
+	}
+	b.refused("u4", "ONLINE_PAY", "UNIONPAY", 10, t0+10*sec+5*ms) // 3 + REFUND's 2 kept
+	b.paid("rf1", "REFUND", "UNIONPAY", 10, t0+10*sec+10*ms)
+	b.paid("rf2", "REFUND", "UNIONPAY", 10, t0+10*sec+11*ms)
+	b.acquired("a1", "REFUND", "ALIPAY", t0+20*sec)
+	b.fault("redis", t0+30*sec, t0+31*sec, 0)
+	b.op("pay", "x1", "ONLINE_PAY", "ALIPAY", 1000, t0+30*sec+500*ms, 503, map[string]any{"code": "DEPENDENCY_UNAVAILABLE"})
+	for _, rid := range []string{"p1", "p2", "p3", "p4", "d1", "p5"} {
+		b.member(alipayDay, rid, 0)
+	}
+	return b
+}
+
+func TestCleanHistoryPasses(t *testing.T) {
+	b := cleanHistory(t)
+	r := b.check()
+	wantViolations(t, r)
+	if got, want := r.Summary(), "17 operations, 1 faults, 0 violations"; got != want {
+		t.Errorf("Summary() = %q, want %q", got, want)
+	}
+}
+
+func TestHistoryRoundTrip(t *testing.T) {
+	b := cleanHistory(t)
+	var buf bytes.Buffer
+	if err := WriteHistory(&buf, b.h); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadHistory(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantViolations(t, Check(h, Options{}))
+	if len(h.Ops) != len(b.h.Ops) || len(h.Members) != len(b.h.Members) || h.Config != b.h.Config {
+		t.Errorf("round trip lost records: %d ops, %d members, %+v", len(h.Ops), len(h.Members), h.Config)
+	}
+	if _, err := ReadHistory(strings.NewReader(`{"op":{"kind":"pay"},"order":{}}` + "\n")); err == nil {
+		t.Error("ReadHistory accepted a line with two records")
+	}
+	if _, err := ReadHistory(strings.NewReader(`{"opp":{}}` + "\n")); err == nil {
+		t.Error("ReadHistory accepted an unknown record")
+	}
+}
+
+// A fourth admission in the 1s window: caught one microsecond before the
+// first admission leaves, not at the instant it leaves.
+func TestOneAdmissionTooManyInOneSecond(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		at   int64
+		want []Property
+	}{
+		{"as the first leaves", t0 + 1100*ms, nil},
+		{"one µs before", t0 + 1100*ms - 1, []Property{WithinLimits}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHistory(t, baseDoc)
+			for i, at := range []int64{100 * ms, 200 * ms, 300 * ms, tt.at - t0} {
+				b.paid("p"+string(rune('1'+i)), "ONLINE_PAY", "ALIPAY", 10, t0+at)
+			}
+			r := b.check()
+			wantViolations(t, r, tt.want...)
+			if len(tt.want) > 0 {
+				v := r.Violations[0]
+				if v.Key != "ONLINE_PAY:ALIPAY" || v.Window != "count/1s" || v.RequestID != "p4" || len(v.Excerpt) < 2 {
+					t.Errorf("violation = %s, want it to name ONLINE_PAY:ALIPAY count/1s and p4 with its window", v)
+				}
+			}
+		})
+	}
+}
+
+func TestAmountCapNeedsTheGiveBack(t *testing.T) {
+	b := newHistory(t, baseDoc)
+	b.paid("p1", "ONLINE_PAY", "ALIPAY", 4000, t0)
+	b.paid("p2", "ONLINE_PAY", "ALIPAY", 5000, t0+2*sec) // a SUCCEEDED one keeps its amount
+	b.paid("p3", "ONLINE_PAY", "ALIPAY", 2000, t0+4*sec)
+	wantViolations(t, b.check(), WithinLimits)
+}
+
+func TestOrphanSlots(t *testing.T) {
+	tests := []struct {
+		name   string
+		key    string
+		member string
+	}{
+		{"a member with no order", alipayDay, "ghost-1"},
+		{"a NOT_SENT order's member", alipayDay, "t1"},
+		{"a declined order in an amount window", "payserver:rl:{ALIPAY}:ONLINE_PAY:a60000.CNY", "d1"},
+		{"a released acquisition", "payserver:rl:{ALIPAY}:REFUND:day.0000.UTC", "api:a2"},
+		{"an order of another bizType", alipayDay, "rf1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := cleanHistory(t)
+			b.h.Config.DumpedAtUs = t0 + 4*sec + 500*ms // the amount window still holds d1
+			b.acquired("a2", "REFUND", "ALIPAY", t0+4*sec)
+			b.op("release", "a2", "REFUND", "ALIPAY", 0, t0+4*sec+100*ms, 200, map[string]any{"released": true})
+			b.member(tt.key, tt.member, 0)
+			r := b.check()
+			wantViolations(t, r, NoOrphanSlot)
+			if v := r.Violations[0]; v.RequestID != tt.member || v.Key != tt.key {
+				t.Errorf("violation = %s, want it to name %s in %s", v, tt.member, tt.key)
+			}
+		})
+	}
+}
+
+func TestOrphanSlotTolerated(t *testing.T) {
+	b := cleanHistory(t)
+	b.h.Config.DumpedAtUs = t0 + 20*sec
+	b.member(alipay1s, "p1", t0+100*ms) // left its window: trimmed at the next check
+	b.member("payserver:rl:{ALIPAY}:REFUND:1000", "api:a1", t0+20*sec)
+	b.op("pay", "lost-1", "ONLINE_PAY", "ALIPAY", 10, t0+19*sec, 503, map[string]any{"code": "DEPENDENCY_UNAVAILABLE"})
+	b.fault("mariadb", t0+19*sec, t0+19*sec+100*ms, 0)
+	b.member(alipayDay, "lost-1", 0) // within the lost-answer grace
+	wantViolations(t, b.check())
+}
+
+func TestRequestIDPaidTwice(t *testing.T) {
+	b := cleanHistory(t)
+	e := b.ledger("p2", "WECHAT", 1000, t0+210*ms, "SUCCEEDED", true)
+	e.OrderNo = "PSother"
+	r := b.check()
+	wantViolations(t, r, SinglePay)
+	if v := r.Violations[0]; v.RequestID != "p2" || len(v.Excerpt) != 2 {
+		t.Errorf("violation = %s, want p2 with both ledger lines", v)
+	}
+}
+
+func TestMoneyMovedForAFailedOrder(t *testing.T) {
+	b := cleanHistory(t)
+	b.h.Ledger[len(b.h.Ledger)-1].MoneyMoved = true // rf2's line, and mark its order FAILED
+	for i := range b.h.Orders {
+		if b.h.Orders[i].RequestID == "rf2" {
+			b.h.Orders[i].Status, b.h.Orders[i].FailureCode = "FAILED", "NOT_SENT"
+		}
+	}
+	r := b.check()
+	// The order contradicts its 200 SUCCEEDED answer too.
+	wantViolations(t, r, SinglePay, DurableOutcome)
+}
+
+func Test2xxWithoutOrder(t *testing.T) {
+	b := cleanHistory(t)
+	b.op("pay", "nobody", "ONLINE_PAY", "WECHAT", 10, t0+40*sec, 200, map[string]any{"status": "SUCCEEDED"})
+	r := b.check()
+	wantViolations(t, r, DurableOutcome)
+	if v := r.Violations[0]; v.RequestID != "nobody" {
+		t.Errorf("violation = %s, want requestId nobody", v)
+	}
+}
+
+func TestOrderLeftUnknown(t *testing.T) {
+	b := cleanHistory(t)
+	b.order("u9", "ONLINE_PAY", "WECHAT", 10, t0+50*sec, "UNKNOWN", "CHANNEL_TIMEOUT")
+	wantViolations(t, b.check(), DurableOutcome)
+}
+
+func TestSucceededWithoutMoney(t *testing.T) {
+	b := cleanHistory(t)
+	b.h.Ledger = b.h.Ledger[1:] // p1's line is gone
+	wantViolations(t, b.check(), DurableOutcome)
+}
+
+func TestRefusalWithAnEmptyWindow(t *testing.T) {
+	b := cleanHistory(t)
+	b.refused("r9", "ONLINE_PAY", "ALIPAY", 10, t0+200*sec) // the amount window was full until p5 left at 64s
+	r := b.check()
+	wantViolations(t, r, NoFalseRefusal)
+	if v := r.Violations[0]; v.RequestID != "r9" || v.Key != "ONLINE_PAY:ALIPAY" {
+		t.Errorf("violation = %s, want r9 on ONLINE_PAY:ALIPAY", v)
+	}
+}
+
+func TestRefusalsJustified(t *testing.T) {
+	b := cleanHistory(t)
+	b.refused("r8", "ONLINE_PAY", "ALIPAY", 10, t0+1150*ms)        // p2, p3, p4 in (150ms, 1150ms]
+	b.refused("r9", "ONLINE_PAY", "ALIPAY", 10, t0+1250*ms+500*ms) // only p3, p4 left, but the near-cache held the refusal up to 1s
+	b.refused("big", "ONLINE_PAY", "ALIPAY", 10001, t0+90*sec)     // above the amount cap
+	b.refused("r10", "ONLINE_PAY", "ALIPAY", 10, t0+30*sec+800*ms) // during the Redis fault
+	wantViolations(t, b.check())
+}
+
+func TestFalseRefusalsOfReservations(t *testing.T) {
+	b := newHistory(t, baseDoc)
+	b.paid("u1", "ONLINE_PAY", "UNIONPAY", 10, t0)
+	b.paid("u2", "ONLINE_PAY", "UNIONPAY", 10, t0+ms)
+	b.paid("u3", "ONLINE_PAY", "UNIONPAY", 10, t0+2*ms)
+	b.refused("u4", "ONLINE_PAY", "UNIONPAY", 10, t0+3*ms) // 3 + REFUND's 2 kept: full for ONLINE_PAY
+	b.refused("rf", "REFUND", "UNIONPAY", 10, t0+4*ms)     // REFUND still had its 2
+	r := b.check()
+	wantViolations(t, r, NoFalseRefusal)
+	if v := r.Violations[0]; v.RequestID != "rf" {
+		t.Errorf("violation = %s, want rf", v)
+	}
+}
+
+func TestReservationTakenByOthers(t *testing.T) {
+	b := newHistory(t, baseDoc)
+	for i := range 4 {
+		b.paid("u"+string(rune('1'+i)), "ONLINE_PAY", "UNIONPAY", 10, t0+int64(i)*ms)
+	}
+	r := b.check()
+	wantViolations(t, r, WithinLimits)
+	if v := r.Violations[0]; v.Key != "*:UNIONPAY" || v.RequestID != "u4" {
+		t.Errorf("violation = %s, want u4 on *:UNIONPAY", v)
+	}
+}
+
+func Test503WithoutFault(t *testing.T) {
+	b := cleanHistory(t)
+	b.op("pay", "x2", "ONLINE_PAY", "ALIPAY", 10, t0+60*sec, 503, map[string]any{"code": "DEPENDENCY_UNAVAILABLE"})
+	wantViolations(t, b.check(), NoFalseRefusal)
+}
+
+func TestThrottledWithoutTheChannelsWord(t *testing.T) {
+	b := cleanHistory(t)
+	b.op("pay", "t2", "ONLINE_PAY", "WECHAT", 10, t0+60*sec, 429, limited(map[string]any{"reason": "channelThrottled"}))
+	wantViolations(t, b.check(), NoFalseRefusal)
+}
+
+func TestUnparseableDocumentIsReported(t *testing.T) {
+	b := cleanHistory(t)
+	b.h.Limits = append(b.h.Limits, LimitsDoc{Raw: "limits: {A:B: [{limit: 1, windw: 1s}]}", FromUs: t0 + 3000*sec})
+	wantViolations(t, b.check(), HistoryError)
+}

@@ -1,0 +1,146 @@
+// Package witness is the independent checker of the chaos campaign: it
+// reads a history of a run (3 payserver instances, MariaDB, Redis and the
+// channel emulator under faults) and checks payserver's promises by brute
+// force from the records alone.
+//
+// # Independence
+//
+// The witness imports no package of payserver (imports_test.go fails if
+// any file does). It reads limits documents with its own parser
+// (limits.go, gopkg.in/yaml.v3) and names calendar periods from the zone's
+// wall clock (calendar.go: t.In(loc), Date, Clock and ZoneBounds), never
+// by building a boundary with time.Date. Its rules come from the docs, as
+// cited below; only table, column, Redis key and JSON field names are
+// taken from the code's external contract.
+//
+// # The history
+//
+// JSON lines, one Record a line, each an object with exactly one field
+// naming its kind, in any order (ReadHistory, WriteHistory):
+//
+//	{"config":{"instances":3,"policy":"local","quietFromUs":…,"dumpedAtUs":…}}
+//	{"limits":{"version":"<md5>","raw":"<the document>","fromUs":…,"toUs":…}}
+//	{"fault":{"kind":"redis","fromUs":…,"toUs":…,"lostWrites":0}}
+//	{"op":{"seq":1,"kind":"pay","requestId":"r1","bizType":"ONLINE_PAY","channel":"ALIPAY","amount":100,"currency":"CNY","invokeUs":…,"completeUs":…,"status":200,"body":{…}}}
+//	{"order":{"order_no":"PS…","request_id":"r1",…,"status":"SUCCEEDED","admitted_at_us":…,"limits_version":"<md5>"}}
+//	{"ledger":{"seq":7,"op":"pay","channel":"ALIPAY","orderNo":"PS…","requestId":"r1",…,"outcome":"SUCCEEDED","moneyMoved":true}}
+//	{"member":{"key":"payserver:rl:{ALIPAY}:ONLINE_PAY:1000","member":"r1","scoreUs":…}}
+//
+// The records:
+//
+//   - op: every client operation (pay, getPay, acquire, release) with its
+//     invoke and completion times (Unix µs; completeUs 0 and status 0 when
+//     no answer came) and the answer's body as received. For an admitted
+//     acquire the runner may add admittedAtUs, the member's score read
+//     back with ZSCORE; without it the acquisition's time is its op's
+//     interval.
+//   - order: the orders table (migrations/mysql) with its column names,
+//     DATETIME columns as _us.
+//   - ledger: the emulator's GET /ledger lines as served (README.md, "The
+//     channel emulator").
+//   - limits: every document published, its bytes, its MD5 (what
+//     orders.limits_version records) and when it was in force: fromUs its
+//     publication, toUs when every instance had the next one (so
+//     consecutive intervals overlap by the propagation).
+//   - fault: intervals the runner broke something; kind "redis" for the
+//     limiter's store (target: a channel whose slot failed over, or all),
+//     with lostWrites λ (-1: Redis came back empty).
+//   - member: after the quiet period, every member of every sorted set and
+//     calendar hash under payserver:rl:* (SCAN, ZRANGE WITHSCORES, HGETALL),
+//     read at config.dumpedAtUs.
+//
+// Times from different clocks (runner, instances, Redis, MariaDB, the
+// emulator) are compared with Options.ClockUncertainty between them.
+//
+// # The rules
+//
+// Property 1, single-pay (docs/DESIGN.md "POST /pay": "the channel is
+// called at most once per requestId"): per requestId the ledger holds at
+// most one processed pay (SUCCEEDED, DECLINED other than ORDER_CLOSED, or
+// PROCESSING, counted once per channel and orderNo since the gateway is
+// idempotent there; THROTTLED, ERROR and NONE were not processed) and at
+// most one line with moneyMoved; no money moved for a requestId with no
+// order or whose order is FAILED (NOT_SENT included).
+//
+// Property 2, durable-outcome: every 2xx POST /pay or GET /pay answer has
+// an order of its requestId with the answer's orderNo and amount, and a
+// final answer (SUCCEEDED, FAILED and its failureCode) is the order's
+// final state; after the quiet period no order is PROCESSING or UNKNOWN;
+// an order is SUCCEEDED exactly when its channel's ledger moved money for
+// its orderNo (same amount, currency and trade number); the channel never
+// processed a pay of an order ended NOT_SENT.
+//
+// Property 3, within-limits. Sources: docs/DESIGN.md "The rules",
+// docs/OPERATIONS.md "Channel quotas". An admission is an order with
+// admitted_at_us, or an acquire answered 200 that is not a duplicate
+// (member "api:<requestId>"). Its windows are those of the document whose
+// version the order records (for an acquisition: every document in force
+// around it) for its key BIZTYPE:CHANNEL and, unless the bizType is
+// RESOLVE, the channel-wide key *:CHANNEL: the schedule in force for the
+// key (from inclusive, to exclusive) or the key's own rule; every count
+// window, and an amount window when its currency is the payment's (or it
+// names none). Shadow rules are not checked.
+//
+//   - Sliding window of size S: at instant t it holds the slots admitted
+//     in (t-S, t]; a slot admitted at a leaves at exactly a+S.
+//   - Calendar window: the slots admitted in the period of t, a day or a
+//     month in its zone from its cutoff; a period starts at the first
+//     instant whose wall clock is at or past the cutoff on its date (at the
+//     transition where daylight saving skips it).
+//   - A slot counts while certainly held: a NOT_SENT order's slot, and a
+//     FAILED order's amount, until the order's last update (less the clock
+//     uncertainty); an acquisition's until a release of it was sent.
+//   - The check: at each admission whose time is exact and whose rule is
+//     unambiguous, for each of its windows, the use after it (every
+//     certainly held slot in the window then, itself included) plus, on a
+//     channel-wide window with reservations, every other name's unmet
+//     reservation max(0, r - its use), must be within that document's
+//     limit. Checking at every admission covers every sliding window (its
+//     use only grows at admissions) and every calendar period.
+//   - Limit changes: a window is identified by everything but its limit
+//     (kind, size or calendar, cutoff, zone, currency). A document that
+//     keeps the id keeps its members and its limit applies to them: the
+//     first admission under a lowered limit is checked against the new
+//     limit with the old members counted; an admission is never judged by
+//     a limit other than the one of the document that admitted it, so a
+//     window spanning a change is held, at each admission, to the limit in
+//     force for that admission. A new id starts empty. Conservatively, a
+//     slot is not counted after the publication of a document that has no
+//     window with that id (the in-process store forgets such windows; Redis
+//     may not).
+//   - Ambiguity is resolved in payserver's favour: admissions at the same
+//     microsecond are taken in the order that fits best; an admission
+//     within ScheduleSlack of a schedule boundary, or of uncertain time
+//     (an acquisition not read back, a payment whose earlier attempt may
+//     have taken its slot), is counted only where it certainly is and is
+//     not itself checked.
+//   - Redis faults (docs/DESIGN.md "When Redis fails"): a window whose span
+//     (or period) meets a Redis fault, lengthened by FaultSlack, may hold
+//     λ more (the fault's lostWrites; a whole limit if Redis came back
+//     empty) under every policy; under local, also the in-process
+//     admissions N·min(⌊L/N⌋, ⌊L₁/N⌋·C), L₁ the limit of the key's shortest
+//     sliding count window W₁ and C the W₁-long intervals covering the
+//     faults (N·⌊L/N⌋ for amount windows); under allow, anything.
+//
+// Property 4, no-orphan-slot (docs/DESIGN.md "A slot's fate"): each member
+// still in its window at the dump (a sliding member with score after the
+// dump less the size; a calendar member of the current period) belongs to:
+// an order on that channel and key that is SUCCEEDED, UNKNOWN or
+// PROCESSING, or FAILED in a count window; a PROCESSING routed order on
+// another channel; a payment answered 503 or not at all within
+// LostAnswerGrace of the dump; an acquisition not released (200) since;
+// or, for "#resolve:<orderNo>:q<n>", an order of that channel.
+//
+// Property 5, no-false-refusal: a 429 with details.reason channelThrottled
+// follows a THROTTLED pay of its requestId in the ledger; any other 429
+// (pinned, acquire, or each limited candidate of a routed payment) had a
+// window that could have been too full for it at some instant from its
+// invocation less NearCacheHold to its answer: a closed key, an amount over
+// the cap, or the possible use (every slot that may have been in the window
+// then, releases not subtracted, answers lost included) plus its weight and
+// the unmet reservations above the limit. During a Redis fault any 429 is
+// accepted; after one, under local, the possible use is raised by (N-1)
+// times the admissions made during it that may still be in the window (the
+// estimate of the in-process admissions, docs/DESIGN.md "Back to Redis").
+// A 503 overlaps a fault of any kind, lengthened by FaultSlack.
+package witness

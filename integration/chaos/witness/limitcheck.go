@@ -1,0 +1,332 @@
+package witness
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// item is one admission's certain presence in one window: it holds weight
+// w there on [start, end) (µs), for every check in its calendar period.
+type item struct {
+	a          *admission
+	w          int64
+	start, end int64
+}
+
+// check is one admission to hold to one window's limit at its instant.
+type check struct {
+	a     *admission
+	w     int64
+	t     int64
+	win   Window
+	rs    ruleSet
+	limit int64
+}
+
+// violation found at a check, before grouping.
+type overLimit struct {
+	ck     check
+	use    int64
+	room   int64 // the limit plus the excess a fault allows
+	active []*admission
+}
+
+// checkLimits checks property 3: at each certain admission, every window of
+// the rule set that decided it held at most its limit, counting only the
+// slots certainly in the window then.
+func (c *checker) checkLimits() {
+	c.buildGroups()
+	for _, k := range c.groupOrder {
+		g := c.groups[k]
+		if c.policy == "allow" && c.anyRedisFault(k) {
+			// Policy allow admits everything while Redis fails: no bound.
+			continue
+		}
+		var found []overLimit
+		for _, part := range c.partitions(g) {
+			found = append(found, c.sweep(g, part.items, part.checks)...)
+		}
+		c.reportOverLimits(k, found)
+	}
+}
+
+type partition struct {
+	items  []item
+	checks []check
+}
+
+// partitions cuts a window's admissions into independent sweeps: one for a
+// sliding window, one per period for a calendar window (a slot counts only
+// in the period that certainly holds its admission).
+func (c *checker) partitions(g *group) []partition {
+	id := g.key.id
+	parts := map[period]*partition{}
+	var order []period
+	get := func(p period) *partition {
+		if parts[p] == nil {
+			parts[p] = &partition{}
+			order = append(order, p)
+		}
+		return parts[p]
+	}
+	gaps := c.gaps(g.key)
+	for _, a := range g.recorded {
+		until := a.countUntil
+		if id.Amount {
+			until = a.amountUntil
+		}
+		end := until
+		if id.Calendar == "" {
+			end = min(end, a.lo+id.SpanUs)
+		}
+		for _, gs := range gaps {
+			if gs > a.hi-c.schedSlack {
+				end = min(end, max(gs, a.hi+1))
+			}
+		}
+		var p period
+		if id.Calendar != "" {
+			p = periodFor(id, a.hi)
+			if periodFor(id, a.lo) != p {
+				continue
+			}
+		}
+		w := int64(1)
+		if id.Amount {
+			w = a.amount
+		}
+		if a.certain() {
+			end = max(end, a.hi+1) // it held its slot at its own instant
+			rs := a.rules[0]
+			for _, s := range rs.windowsFor(a.amount, a.currency) {
+				if s.key == g.key.key && s.window.ID == id && !s.shadow {
+					get(p).checks = append(get(p).checks, check{a: a, w: w, t: a.hi, win: s.window, rs: rs, limit: s.window.Limit})
+				}
+			}
+		}
+		if end > a.hi {
+			get(p).items = append(get(p).items, item{a: a, w: w, start: a.hi, end: end})
+		}
+	}
+	out := make([]partition, 0, len(order))
+	for _, p := range order {
+		out = append(out, *parts[p])
+	}
+	return out
+}
+
+// gaps are the publication times of documents that have no window with
+// this id for the key: a window no rule has any more is forgotten
+// (docs/DESIGN.md, "When Redis fails"), so a slot admitted before such a
+// document is, conservatively, not counted after it.
+func (c *checker) gaps(k groupKey) []int64 {
+	var out []int64
+	for _, s := range c.spans {
+		if !s.doc.hasWindow(k.key, k.id) {
+			out = append(out, s.fromUs)
+		}
+	}
+	return out
+}
+
+// sweep runs through one partition in time order, keeping the certain use
+// of the window (in all and per bizType) at each check.
+func (c *checker) sweep(g *group, items []item, checks []check) []overLimit {
+	if len(checks) == 0 {
+		return nil
+	}
+	starts := append([]item(nil), items...)
+	sort.Slice(starts, func(i, j int) bool { return starts[i].start < starts[j].start })
+	ends := append([]item(nil), items...)
+	sort.Slice(ends, func(i, j int) bool { return ends[i].end < ends[j].end })
+	sort.SliceStable(checks, func(i, j int) bool { return checks[i].t < checks[j].t })
+
+	var use int64
+	byBiz := map[string]int64{}
+	var out []overLimit
+	si, ei := 0, 0
+	for ci := 0; ci < len(checks); {
+		t := checks[ci].t
+		var tie int64
+		tieBiz := map[string]int64{}
+		for ; si < len(starts) && starts[si].start <= t; si++ {
+			use += starts[si].w
+			byBiz[starts[si].a.bizType] += starts[si].w
+			if starts[si].start == t {
+				tie += starts[si].w
+				tieBiz[starts[si].a.bizType] += starts[si].w
+			}
+		}
+		for ; ei < len(ends) && ends[ei].end <= t; ei++ {
+			use -= ends[ei].w
+			byBiz[ends[ei].a.bizType] -= ends[ei].w
+		}
+		cj := ci
+		for cj < len(checks) && checks[cj].t == t {
+			cj++
+		}
+		// Admissions at one instant were decided one after the other in
+		// an order the history does not show: take the kindest, the
+		// smaller limits first.
+		ties := checks[ci:cj]
+		sort.SliceStable(ties, func(i, j int) bool {
+			if ties[i].limit != ties[j].limit {
+				return ties[i].limit < ties[j].limit
+			}
+			return ties[i].w < ties[j].w
+		})
+		after := use - tie
+		afterBiz := map[string]int64{}
+		for b, v := range byBiz {
+			afterBiz[b] = v - tieBiz[b]
+		}
+		for _, ck := range ties {
+			after += ck.w
+			afterBiz[ck.a.bizType] += ck.w
+			need := after
+			for name, r := range ck.win.Reserve {
+				if name != ck.a.bizType {
+					need += max(0, r-afterBiz[name])
+				}
+			}
+			room := ck.limit + c.excess(g.key, ck, t)
+			if need > room {
+				out = append(out, overLimit{ck: ck, use: need, room: room, active: activeAt(items, t, ck.a)})
+			}
+		}
+		ci = cj
+	}
+	return out
+}
+
+// activeAt lists up to three other slots in the window at t, latest first,
+// for an excerpt.
+func activeAt(items []item, t int64, self *admission) []*admission {
+	var out []*admission
+	for i := len(items) - 1; i >= 0 && len(out) < 3; i-- {
+		it := items[i]
+		if it.a != self && it.start <= t && t < it.end {
+			out = append(out, it.a)
+		}
+	}
+	return out
+}
+
+// reportOverLimits reports one violation per window and limits version,
+// with the first admission over the limit and how many more there were.
+func (c *checker) reportOverLimits(k groupKey, found []overLimit) {
+	type gk struct{ version string }
+	first := map[gk]overLimit{}
+	count := map[gk]int{}
+	var order []gk
+	for _, f := range found {
+		key := gk{f.ck.rs.doc.Version}
+		if _, ok := first[key]; !ok {
+			first[key] = f
+			order = append(order, key)
+		}
+		count[key]++
+	}
+	for _, key := range order {
+		f := first[key]
+		msg := fmt.Sprintf("admitted with %d in the window at %d µs, over the limit %d of version %s", f.use, f.ck.t, f.ck.limit, shortVersion(key.version))
+		if f.room > f.ck.limit {
+			msg += fmt.Sprintf(" and the %d a Redis fault allows", f.room-f.ck.limit)
+		}
+		if len(f.ck.win.Reserve) > 0 {
+			msg += " (counting the other names' unmet reservations)"
+		}
+		if n := count[key] - 1; n > 0 {
+			msg += fmt.Sprintf("; %d more admissions over it", n)
+		}
+		ex := []string{excerpt(f.ck.a.rec)}
+		for _, a := range f.active {
+			ex = append(ex, excerpt(a.rec))
+		}
+		c.report(Violation{Property: WithinLimits, Key: k.key, Window: k.id.String(), RequestID: f.ck.a.member, Message: msg, Excerpt: ex})
+	}
+}
+
+func shortVersion(v string) string {
+	if len(v) > 8 {
+		return v[:8]
+	}
+	return v
+}
+
+// channelOf is the channel of a limits key.
+func channelOf(key string) string {
+	_, ch, _ := strings.Cut(key, ":")
+	return ch
+}
+
+// anyRedisFault says whether the history marks a Redis fault for the key's
+// channel.
+func (c *checker) anyRedisFault(k groupKey) bool {
+	for _, f := range c.redisFaults {
+		if f.Target == "" || f.Target == channelOf(k.key) {
+			return true
+		}
+	}
+	return false
+}
+
+// excess is what a window may hold beyond its limit at t because of Redis
+// faults whose effects reach into it (docs/DESIGN.md, "When Redis fails"):
+//
+//   - every policy: λ, the writes a fault lost (Fault.LostWrites; a whole
+//     limit when Redis lost its data);
+//   - policy local, on top: the in-process admissions,
+//     Σᵢ min(⌊s·L⌋, ⌊s·L₁⌋·Cᵢ) ≤ N·min(⌊L/N⌋, ⌊L₁/N⌋·C), where L₁ is the
+//     limit of the key's shortest sliding count window W₁ and C the
+//     number of W₁-long intervals that cover the faults (each lengthened
+//     by the fault slack); N·⌊L/N⌋ for an amount window or a key without a
+//     sliding count window.
+func (c *checker) excess(k groupKey, ck check, t int64) int64 {
+	id := k.id
+	var lambda, cover int64
+	hit := false
+	var l1, w1 int64
+	for _, s := range ck.rs.windowsFor(ck.a.amount, ck.a.currency) {
+		if s.key == k.key && !s.window.ID.Amount && s.window.ID.Calendar == "" && (w1 == 0 || s.window.ID.SpanUs < w1) {
+			l1, w1 = s.window.Limit, s.window.ID.SpanUs
+		}
+	}
+	for _, f := range c.redisFaults {
+		if f.Target != "" && f.Target != channelOf(k.key) {
+			continue
+		}
+		from, to := f.FromUs-c.skew, f.ToUs+c.faultSlack
+		var in bool
+		if id.Calendar == "" {
+			in = overlaps(from, to, t-id.SpanUs, t)
+		} else {
+			in = from <= t && periodFor(id, min(to, t)) == periodFor(id, t)
+		}
+		if !in {
+			continue
+		}
+		hit = true
+		switch {
+		case f.LostWrites < 0:
+			lambda += ck.limit
+		case id.Amount:
+			lambda += f.LostWrites * c.maxAmount
+		default:
+			lambda += f.LostWrites
+		}
+		if w1 > 0 {
+			cover += (to - from + w1 - 1) / w1
+		}
+	}
+	if !hit || c.policy != "local" {
+		return lambda
+	}
+	n := c.instances
+	local := n * (ck.limit / n)
+	if !id.Amount && w1 > 0 {
+		local = n * min(ck.limit/n, (l1/n)*cover)
+	}
+	return lambda + local
+}

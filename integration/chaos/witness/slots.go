@@ -1,0 +1,150 @@
+package witness
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// redisKeyRE reads a limiter key (docs/DESIGN.md, "The limiter"):
+// payserver:rl:{CHANNEL}:BIZTYPE:<window id>, bizType "*" for the
+// channel-wide key and "*NAME" for a reservation name's own use, and an
+// optional ":v" for a sliding amount window's amounts hash.
+var redisKeyRE = regexp.MustCompile(`^payserver:rl:\{([A-Z0-9_]+)\}:(\*?[A-Z0-9_]*):([^:]+)(:v)?$`)
+
+// Window ids: 1000 (sliding count, ms), a60000 / a60000.CNY (sliding
+// amount), day.2300.Asia/Shanghai (calendar count), aday.0000.UTC.CNY
+// (calendar amount).
+var (
+	slidingIDRE  = regexp.MustCompile(`^(a?)([0-9]+)(?:\.([A-Z]{3}))?$`)
+	calendarIDRE = regexp.MustCompile(`^(a?)(day|month)\.([0-9]{2})([0-9]{2})\.([A-Za-z0-9_+\-/]+?)(?:\.([A-Z]{3}))?$`)
+)
+
+// redisWindow is what a limiter key says about its window.
+type redisWindow struct {
+	channel, bizType string
+	id               WindowID
+}
+
+func parseRedisKey(key string) (redisWindow, bool) {
+	m := redisKeyRE.FindStringSubmatch(key)
+	if m == nil {
+		return redisWindow{}, false
+	}
+	rw := redisWindow{channel: m[1], bizType: m[2]}
+	if s := slidingIDRE.FindStringSubmatch(m[3]); s != nil {
+		ms, _ := strconv.ParseInt(s[2], 10, 64)
+		rw.id = WindowID{Amount: s[1] == "a", SpanUs: ms * 1000, Currency: s[3]}
+		return rw, true
+	}
+	if s := calendarIDRE.FindStringSubmatch(m[3]); s != nil {
+		h, _ := strconv.Atoi(s[3])
+		mi, _ := strconv.Atoi(s[4])
+		if _, err := loadZone(s[5]); err != nil {
+			return rw, false
+		}
+		rw.id = WindowID{Amount: s[1] == "a", Calendar: s[2], CutoffMin: h*60 + mi, Zone: s[5], Currency: s[6]}
+		return rw, true
+	}
+	return rw, false
+}
+
+// checkSlots checks property 4 on the window members Redis held at the
+// end: each belongs to an order or an acquisition that can still use it.
+func (c *checker) checkSlots() {
+	dump := c.h.Config.DumpedAtUs
+	for i := range c.h.Members {
+		m := &c.h.Members[i]
+		if strings.HasPrefix(m.Member, "#") && !strings.HasPrefix(m.Member, "#resolve:") {
+			continue // a calendar hash's own fields (#s, #p)
+		}
+		rw, ok := parseRedisKey(m.Key)
+		if !ok {
+			c.report(Violation{Property: HistoryError, Key: m.Key, Message: "a window member of a key the witness cannot read",
+				Excerpt: []string{excerpt(Record{Member: m})}})
+			continue
+		}
+		if rw.id.Calendar == "" && m.ScoreUs != 0 && m.ScoreUs <= dump-rw.id.SpanUs {
+			continue // it left its window; the next check trims it
+		}
+		if why := c.slotOwner(m, rw); why != "" {
+			ex := []string{excerpt(Record{Member: m})}
+			rid := strings.TrimPrefix(m.Member, "api:")
+			if o := c.ordersByReq[rid]; o != nil {
+				ex = append(ex, excerpt(Record{Order: o}))
+			}
+			if ops := c.opsByReq[rid]; len(ops) > 0 {
+				ex = append(ex, excerpt(Record{Op: ops[len(ops)-1]}))
+			}
+			c.report(Violation{Property: NoOrphanSlot, Key: m.Key, Window: rw.id.String(), RequestID: m.Member,
+				Message: "slot held by nobody: " + why, Excerpt: ex})
+		}
+	}
+}
+
+// slotOwner says why a member has no owner that can still use it; "" when
+// it has one.
+func (c *checker) slotOwner(m *Member, rw redisWindow) string {
+	wide := strings.HasPrefix(rw.bizType, "*")
+	bizOK := func(b string) bool {
+		return !wide || rw.bizType == "*" || rw.bizType == "*"+b
+	}
+	switch {
+	case strings.HasPrefix(m.Member, "#resolve:"):
+		orderNo, _, _ := strings.Cut(strings.TrimPrefix(m.Member, "#resolve:"), ":q")
+		if o := c.ordersByNo[orderNo]; o == nil || o.Channel != rw.channel {
+			return "a resolver's call for an order of another channel, or of none"
+		}
+		return ""
+	case strings.HasPrefix(m.Member, "api:"):
+		return c.acquisitionOwner(strings.TrimPrefix(m.Member, "api:"), rw, wide, bizOK)
+	}
+	o := c.ordersByReq[m.Member]
+	if o == nil {
+		// A payment answered 503 (or not at all) after the limiter keeps
+		// its slot, with no row, until the lost-answer grace closes it.
+		for _, op := range c.opsByReq[m.Member] {
+			if op.Kind == "pay" && (op.Status == 0 || op.Status == 503) && completeOr(op, 0)+c.grace+c.skew > c.h.Config.DumpedAtUs {
+				return ""
+			}
+		}
+		return "no order has this requestId"
+	}
+	if !bizOK(o.BizType) || (!wide && o.BizType != rw.bizType) {
+		return fmt.Sprintf("the order is of bizType %s", o.BizType)
+	}
+	if rw.id.Calendar != "" && o.AdmittedAtUs != 0 && periodFor(rw.id, o.AdmittedAtUs) != periodFor(rw.id, c.h.Config.DumpedAtUs) {
+		return "" // an ended period's hash, dropped at the next check
+	}
+	if o.Channel != rw.channel {
+		if o.Status == "PROCESSING" {
+			return "" // a routed payment may still move to this channel
+		}
+		return fmt.Sprintf("the order ended %s on channel %s", o.Status, o.Channel)
+	}
+	switch {
+	case isNotSent(o):
+		return "the order ended NOT_SENT: its slot should have been released"
+	case o.Status == "FAILED" && rw.id.Amount:
+		return "the order ended FAILED: its amount should have been given back"
+	}
+	return ""
+}
+
+func (c *checker) acquisitionOwner(rid string, rw redisWindow, wide bool, bizOK func(string) bool) string {
+	var last *Op
+	for _, op := range c.opsByReq[rid] {
+		if (op.Kind != "acquire" && op.Kind != "release") || op.Channel != rw.channel || !bizOK(op.BizType) || (!wide && op.BizType != rw.bizType) {
+			continue
+		}
+		last = op
+	}
+	switch {
+	case last == nil:
+		return "no acquire of this requestId on this key"
+	case last.Kind == "release" && last.Status == 200:
+		return "released (200) after its last acquire"
+	}
+	return ""
+}
