@@ -10,7 +10,7 @@ SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 
-.PHONY: run build test unit race bench-smoke services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: chaos run build test unit race bench-smoke services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, the in-process limiter journaled in the data dir, configs/channel-limits.yaml, channel simulators)
@@ -29,7 +29,8 @@ test: vet services browser alerts
 	cd api/client && $(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run TestCalendarTilesEveryZone ./internal/ratelimit/
 	$(MAKE) bench-smoke
-	$(WITH_SERVICES) $(GO) test -count=1 -timeout 20m ./integration/
+	$(WITH_SERVICES) $(GO) test -count=1 -timeout 20m -skip TestChaosCampaign ./integration/ ./integration/chaos/...
+	$(WITH_SERVICES) CHAOS_DURATION=$${CHAOS_DURATION:-40s} $(GO) test -count=1 -v -timeout 15m -run TestChaosCampaign ./integration/
 	FUZZTIME=5s scripts/fuzz.sh
 	scripts/govulncheck.sh
 
@@ -111,6 +112,11 @@ bench-gateway: services
 ## bench-codec: encoding/json against goccy/go-json and sonic on the pay path's payloads (bench/codec, a module of its own)
 bench-codec:
 	cd bench/codec && $(GO) run . -benchtime 300ms -rounds 3
+
+## chaos: one seeded chaos campaign (CHAOS_SEED, default the clock; CHAOS_DURATION, default 10m): 3 payserver instances on MariaDB,
+## Redis and the channel emulator under faults, its history checked by the independent witness (docs/RELIABILITY.md, "The chaos campaign")
+chaos: services
+	$(WITH_SERVICES) CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -timeout 6h -run TestChaosCampaign ./integration/
 
 ## failover: only the failover test (also in `make test`): 3 instances on the failover cluster (3 masters + 3 replicas,
 ## 127.0.0.1:17101..17106), 40 s load per policy (local, deny), the key's master killed and failed over (about 1.5 min)

@@ -29,17 +29,26 @@ type emulator struct {
 	ledger  string
 	notify  string
 	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
+	// channels are the codes it serves; empty: its default set.
+	channels string
+	cmd      *exec.Cmd
+	done     chan struct{}
 }
 
 // startEmulator starts the channel emulator on a free loopback port with a
 // fresh ledger; notifyURL is payserver's base URL ("" for none).
 func startEmulator(t testing.TB, notifyURL string) *emulator {
 	t.Helper()
+	return startEmulatorWith(t, notifyURL, "")
+}
+
+// startEmulatorWith starts the emulator serving the channels codes (a comma
+// list; empty: its default set).
+func startEmulatorWith(t testing.TB, notifyURL, codes string) *emulator {
+	t.Helper()
 	dir := t.TempDir()
 	e := &emulator{t: t, addr: freePort(t), ledger: filepath.Join(dir, "ledger.db"), notify: notifyURL,
-		logPath: filepath.Join(dir, "emulator.log")}
+		logPath: filepath.Join(dir, "emulator.log"), channels: codes}
 	t.Cleanup(func() {
 		e.stop()
 		if t.Failed() {
@@ -63,6 +72,9 @@ func (e *emulator) start() {
 	args := []string{"-addr", e.addr, "-secret", gatewaySecret, "-ledger", e.ledger}
 	if e.notify != "" {
 		args = append(args, "-notify-url", e.notify)
+	}
+	if e.channels != "" {
+		args = append(args, "-channels", e.channels)
 	}
 	cmd := exec.Command(emulatorBinary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -2,10 +2,10 @@ package integration
 
 import (
 	"bytes"
-	"io"
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // proxy is a loopback TCP proxy a test can cut, to make a shared server
@@ -22,6 +22,27 @@ type proxy struct {
 	// cutOn, when set, makes a connection whose client sends bytes
 	// containing it die before they are forwarded.
 	cutOn []byte
+	// delay holds every chunk this long before it is forwarded, either
+	// way: a slow network or a slow server.
+	delay time.Duration
+	// cutReplies cuts a connection as soon as the target answers: the
+	// request arrived, its answer never does.
+	cutReplies bool
+}
+
+// Slow holds every chunk d before forwarding it; 0 stops it.
+func (p *proxy) Slow(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// CutReplies makes every connection die when the target starts to answer
+// (requests still arrive); false stops it.
+func (p *proxy) CutReplies(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutReplies = on
 }
 
 // CutOn makes every connection whose client sends bytes containing pattern
@@ -32,21 +53,26 @@ func (p *proxy) CutOn(pattern []byte) {
 	p.cutOn = pattern
 }
 
-// forward copies client bytes to up until either side ends, or until the
-// client sends p.cutOn.
-func (p *proxy) forward(up, c net.Conn) {
-	defer func() { _ = up.Close(); _ = c.Close() }()
+// pipe copies src to dst until either side ends: the client's bytes to the
+// target (toTarget), dying when they contain p.cutOn, or the target's back,
+// dying when replies are cut; either way held by the delay in force.
+func (p *proxy) pipe(dst, src net.Conn, toTarget bool) {
+	defer func() { _ = dst.Close(); _ = src.Close() }()
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := c.Read(buf)
+		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			cut := p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn)
+			d := p.delay
+			cut := toTarget && p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn) || !toTarget && p.cutReplies
 			p.mu.Unlock()
 			if cut {
 				return
 			}
-			if _, werr := up.Write(buf[:n]); werr != nil {
+			if d > 0 {
+				time.Sleep(d)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
@@ -113,7 +139,7 @@ func (p *proxy) accept(ln net.Listener) {
 		}
 		p.conns[c], p.conns[up] = true, true
 		p.mu.Unlock()
-		go p.forward(up, c)
-		go func() { _, _ = io.Copy(c, up); _ = up.Close(); _ = c.Close() }()
+		go p.pipe(up, c, true)
+		go p.pipe(c, up, false)
 	}
 }

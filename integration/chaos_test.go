@@ -1,0 +1,635 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"payserver/integration/chaos/witness"
+	"payserver/internal/testutil"
+)
+
+// The chaos campaign: a seeded run of three payserver instances on real
+// MariaDB, Redis and the channel emulator, clients drawing payments and
+// limit-API calls while a nemesis kills, pauses and restarts instances,
+// cuts and slows Redis, MariaDB and the emulator through proxies, makes the
+// channels misbehave and changes the limits document. The history is then
+// checked by the witness (integration/chaos/witness), which shares no code
+// with payserver. docs/RELIABILITY.md, "The chaos campaign", says how to
+// read a failure.
+//
+//	CHAOS_SEED       the seed (default: the clock); the same seed replays
+//	                 the same schedule of operations and faults
+//	CHAOS_DURATION   how long the load and the faults last (default 40s;
+//	                 make chaos: 10m)
+//	CHAOS_HISTORY    a file to write the history to (default: kept under
+//	                 the test's temp dir, copied to /tmp when it fails)
+
+// chaosRun is one campaign's settings.
+type chaosRun struct {
+	seed     uint64
+	duration time.Duration
+}
+
+func chaosSettings(t *testing.T) chaosRun {
+	r := chaosRun{seed: uint64(time.Now().UnixNano()), duration: 40 * time.Second}
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: want an unsigned integer", s)
+		}
+		r.seed = v
+	}
+	if s := os.Getenv("CHAOS_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("CHAOS_DURATION=%q: want a Go duration such as 90s", s)
+		}
+		r.duration = d
+	}
+	return r
+}
+
+// campaign is the system under test and what the runner records of it.
+type campaign struct {
+	t        *testing.T
+	run      chaosRun
+	tag      string
+	chA, chB string // the channels, unique to the run
+	pay, rf  string // bizTypes: payments (pinned and routed), limit-API calls
+	token    string // the limit-API client token
+	admin    string // the admin token
+
+	limitsPath string
+	emu        *emulator
+	db         *sql.DB
+	rdb        *redis.Client
+	instances  []*chaosInstance
+
+	seq     atomic.Int64
+	mu      sync.Mutex
+	ops     []witness.Op
+	faults  []witness.Fault
+	limits  []witness.LimitsDoc
+	acquire []string // requestIds acquired through the limits API, for releases
+}
+
+// chaosInstance is one payserver process and the proxies in front of its
+// dependencies.
+type chaosInstance struct {
+	name          string
+	srv           *server
+	redis, db, gw *proxy
+	mu            sync.Mutex
+	down          bool // killed, not yet restarted
+}
+
+// TestChaosCampaign runs one campaign and checks its history.
+func TestChaosCampaign(t *testing.T) {
+	run := chaosSettings(t)
+	fmt.Printf("chaos: seed %d, duration %s (replay: CHAOS_SEED=%d CHAOS_DURATION=%s make chaos)\n", run.seed, run.duration, run.seed, run.duration)
+	c := newCampaign(t, run, rand.New(rand.NewPCG(run.seed, 1)))
+	ctx, stop := context.WithTimeout(context.Background(), run.duration)
+	defer stop()
+	var wg sync.WaitGroup
+	const clients = 6
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.client(ctx, i, rand.New(rand.NewPCG(run.seed, uint64(100+i))))
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.nemesis(ctx, rand.New(rand.NewPCG(run.seed, 2)))
+	}()
+	wg.Wait()
+	quietFrom := time.Now().UnixMicro()
+	c.heal()
+	c.awaitQuiet(90 * time.Second)
+	h := c.collect(quietFrom)
+	path := c.writeHistory(h)
+	rep := witness.Check(h, witness.Options{LostAnswerGrace: 30 * time.Second})
+	fmt.Printf("chaos: seed %d: %s\n", run.seed, rep.Summary())
+	if len(rep.Violations) > 0 {
+		var b strings.Builder
+		for i, v := range rep.Violations {
+			if i == 20 {
+				fmt.Fprintf(&b, "… and %d more\n", len(rep.Violations)-20)
+				break
+			}
+			fmt.Fprintf(&b, "%s\n", v)
+		}
+		kept := filepath.Join(os.TempDir(), fmt.Sprintf("chaos-%d.jsonl", run.seed))
+		if data, err := os.ReadFile(path); err == nil {
+			_ = os.WriteFile(kept, data, 0o600)
+		}
+		t.Errorf("chaos: seed %d: %s\nfaults:\n%s\nviolations:\n%shistory: %s\nreplay: CHAOS_SEED=%d CHAOS_DURATION=%s make chaos",
+			run.seed, rep.Summary(), c.faultList(), b.String(), kept, run.seed, run.duration)
+	}
+}
+
+func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
+	tag := runTag()
+	c := &campaign{t: t, run: run, tag: tag, chA: "CA" + tag, chB: "CB" + tag, pay: "CPAY_" + tag, rf: "CRF_" + tag,
+		token: "chaos-client-" + tag, admin: "chaos-admin-" + tag}
+	dir := t.TempDir()
+	c.limitsPath = filepath.Join(dir, "limits.yaml")
+	dsn, err := mysql.ParseDSN(testutil.MustFreshMySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := *dsn
+	read.ParseTime, read.Loc = true, time.UTC
+	c.db, err = sql.Open("mysql", read.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.db.Close() })
+	c.rdb = testutil.MustRedis(t)
+	addrs := []string{freePort(t), freePort(t), freePort(t)}
+	first := c.document(docs, 0)
+	mustWrite(t, c.limitsPath, first)
+	c.limits = []witness.LimitsDoc{{Raw: first, FromUs: time.Now().UnixMicro()}}
+	c.emu = startEmulatorWith(t, "http://"+addrs[0], c.chA+","+c.chB)
+	redisAddr := testutil.RedisAddr(t)
+	for i, addr := range addrs {
+		in := &chaosInstance{name: fmt.Sprintf("i%d", i), redis: startProxy(t, redisAddr), db: startProxy(t, dsn.Addr), gw: startProxy(t, c.emu.addr)}
+		d := *dsn
+		d.Addr = in.db.addr
+		in.srv = startServer(t, serverOptions{DSN: d.FormatDSN(), LimitsPath: c.limitsPath, Config: "", Env: map[string]string{
+			"PAYSERVER_HTTP_ADDR":              addr,
+			"PAYSERVER_REDIS_ADDR":             in.redis.addr,
+			"PAYSERVER_CHANNELS":               c.chA + "," + c.chB,
+			"PAYSERVER_CHANNEL_GATEWAY_URL":    "http://" + in.gw.addr,
+			"PAYSERVER_CHANNEL_GATEWAY_SECRET": gatewaySecret,
+			"PAYSERVER_CHANNEL_TIMEOUT":        "1s",
+			"PAYSERVER_RESOLVER_BACKOFF":       "200ms",
+			"PAYSERVER_RESOLVER_MAX_BACKOFF":   "2s",
+			"PAYSERVER_INSTANCE_COUNT":         "3",
+			"PAYSERVER_CLIENT_TOKENS":          "chaos=" + c.token,
+			"PAYSERVER_ADMIN_TOKEN":            c.admin,
+			"PAYSERVER_LOG_LEVEL":              "warn",
+		}})
+		c.instances = append(c.instances, in)
+	}
+	return c
+}
+
+// document draws a limits document: small sliding windows that fill, a
+// money cap per minute, a calendar day in a zone, a channel-wide window
+// with a reservation for the limit-API bizType, a route over both
+// channels and, in later documents, a schedule.
+func (c *campaign) document(r *rand.Rand, n int) string {
+	zones := []string{"UTC", "Asia/Shanghai", "America/Santiago", "America/New_York"}
+	var b strings.Builder
+	fmt.Fprintf(&b, "window: 1s\nzone: %s\nroutes:\n  %s: [%s, %s]\nlimits:\n", zones[r.IntN(len(zones))], c.pay, c.chA, c.chB)
+	for _, ch := range []string{c.chA, c.chB} {
+		fmt.Fprintf(&b, "  %s:%s:\n", c.pay, ch)
+		fmt.Fprintf(&b, "    - {limit: %d, window: 1s}\n", 3+r.IntN(6))
+		fmt.Fprintf(&b, "    - {limit: %d, window: 10s}\n", 20+r.IntN(40))
+		fmt.Fprintf(&b, "    - {amount: %d, window: 1m, currency: CNY}\n", 150000+r.IntN(500000))
+		fmt.Fprintf(&b, "    - {limit: %d, calendar: day, cutoff: \"%02d:00\"}\n", 300+r.IntN(600), r.IntN(24))
+	}
+	fmt.Fprintf(&b, "  \"*:%s\":\n    - {limit: %d, window: 1s, reserve: {%s: %d}}\n", c.chA, 6+r.IntN(4), c.rf, 1+r.IntN(2))
+	fmt.Fprintf(&b, "  %s:%s:\n    - {limit: %d, window: 1s}\n", c.rf, c.chA, 2+r.IntN(3))
+	if n > 0 && r.IntN(3) == 0 {
+		from := time.Now().Add(time.Duration(1+r.IntN(3)) * time.Second).UTC().Format(time.RFC3339)
+		to := time.Now().Add(time.Duration(5+r.IntN(5)) * time.Second).UTC().Format(time.RFC3339)
+		fmt.Fprintf(&b, "schedules:\n  - {key: \"%s:%s\", from: \"%s\", to: \"%s\", limits: %d}\n", c.pay, c.chB, from, to, r.IntN(3))
+	}
+	return b.String()
+}
+
+// publish writes a limits document to the watched file and records it,
+// in force from now until every instance has the next one.
+func (c *campaign) publish(doc string) {
+	now := time.Now().UnixMicro()
+	c.mu.Lock()
+	c.limits = append(c.limits, witness.LimitsDoc{Raw: doc, FromUs: now})
+	c.mu.Unlock()
+	tmp := c.limitsPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(doc), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, c.limitsPath); err != nil {
+		c.t.Fatal(err)
+	}
+	c.awaitDocument(doc)
+}
+
+// awaitDocument waits (up to 5s) until every running instance has doc in
+// force, and ends the previous document's interval then.
+func (c *campaign) awaitDocument(doc string) {
+	want := documentMD5(doc)
+	deadline := time.Now().Add(5 * time.Second)
+	for _, in := range c.instances {
+		for time.Now().Before(deadline) && in.alive() && in.md5(c.admin) != want {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	c.mu.Lock()
+	if n := len(c.limits); n > 1 {
+		c.limits[n-2].ToUs = time.Now().UnixMicro()
+	}
+	c.mu.Unlock()
+}
+
+// documentMD5 is a document's version as payserver names it: the hex MD5
+// of its bytes.
+func documentMD5(doc string) string {
+	sum := md5.Sum([]byte(doc))
+	return hex.EncodeToString(sum[:])
+}
+
+func (in *chaosInstance) alive() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return !in.down
+}
+
+// md5 is the version of the limits document in force on the instance.
+func (in *chaosInstance) md5(admin string) string {
+	req, _ := http.NewRequest(http.MethodGet, in.srv.base+"/limits", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := (&http.Client{Timeout: time.Second}).Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var body struct {
+		MD5 string `json:"md5"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return body.MD5
+}
+
+// client draws operations until ctx ends: pinned and routed payments,
+// duplicates with the same and with another amount, retries of answers
+// that never came, maxWaitMs, GET /pay, and acquire, release and peek
+// through the limits API.
+func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
+	hc := &http.Client{Timeout: 3 * time.Second}
+	var sent []map[string]any // payments sent, for duplicates and retries
+	for n := 0; ctx.Err() == nil; n++ {
+		in := c.instances[r.IntN(len(c.instances))]
+		switch p := r.IntN(100); {
+		case p < 55 || len(sent) == 0:
+			body := map[string]any{"requestId": fmt.Sprintf("c%d-%d-%s", id, n, c.tag), "bizType": c.pay,
+				"merchantId": "M1", "amount": 100 + r.IntN(5000), "currency": "CNY"}
+			switch r.IntN(3) {
+			case 0:
+				body["channel"] = c.chA
+			case 1:
+				body["channel"] = c.chB
+			}
+			if r.IntN(5) == 0 {
+				body["maxWaitMs"] = 100 + r.IntN(900)
+			}
+			if c.payOp(hc, in, id, body) == 0 || r.IntN(4) == 0 {
+				sent = append(sent, body)
+			}
+		case p < 65:
+			c.payOp(hc, in, id, sent[r.IntN(len(sent))]) // a retry, or a duplicate with the same payload
+		case p < 70:
+			dup := map[string]any{}
+			for k, v := range sent[r.IntN(len(sent))] {
+				dup[k] = v
+			}
+			dup["amount"] = dup["amount"].(int) + 1 + r.IntN(100) // the same requestId, another amount
+			c.payOp(hc, in, id, dup)
+		case p < 80:
+			rid := sent[r.IntN(len(sent))]["requestId"].(string)
+			c.call(hc, in, id, witness.Op{Kind: "getPay", RequestID: rid}, http.MethodGet, "/pay/"+rid, nil, "")
+		case p < 90:
+			rid := fmt.Sprintf("a%d-%d-%s", id, n, c.tag)
+			body := map[string]any{"bizType": c.rf, "channel": c.chA, "requestId": rid}
+			if r.IntN(2) == 0 {
+				body["amount"], body["currency"] = 100+r.IntN(1000), "CNY"
+			}
+			op := witness.Op{Kind: "acquire", RequestID: rid, BizType: c.rf, Channel: c.chA}
+			if a, ok := body["amount"].(int); ok {
+				op.Amount, op.Currency = int64(a), "CNY"
+			}
+			if c.call(hc, in, id, op, http.MethodPost, "/v1/limits/acquire", body, c.token) == 200 {
+				c.mu.Lock()
+				c.acquire = append(c.acquire, rid)
+				c.mu.Unlock()
+			}
+		case p < 96:
+			c.mu.Lock()
+			var rid string
+			if len(c.acquire) > 0 {
+				rid = c.acquire[r.IntN(len(c.acquire))]
+			}
+			c.mu.Unlock()
+			if rid != "" {
+				c.call(hc, in, id, witness.Op{Kind: "release", RequestID: rid, BizType: c.rf, Channel: c.chA}, http.MethodPost, "/v1/limits/release",
+					map[string]any{"bizType": c.rf, "channel": c.chA, "requestId": rid}, c.token)
+			}
+		default:
+			c.call(hc, in, id, witness.Op{Kind: "peek"}, http.MethodGet, "/v1/limits/peek?bizType="+c.rf+"&channel="+c.chA, nil, c.token)
+		}
+		time.Sleep(time.Duration(r.IntN(40)) * time.Millisecond)
+	}
+}
+
+// payOp sends one POST /pay and logs it; it returns the status (0: no
+// answer).
+func (c *campaign) payOp(hc *http.Client, in *chaosInstance, id int, body map[string]any) int {
+	op := witness.Op{Kind: "pay", RequestID: body["requestId"].(string), BizType: c.pay, Amount: int64(body["amount"].(int)), Currency: "CNY"}
+	if ch, ok := body["channel"].(string); ok {
+		op.Channel = ch
+	}
+	return c.call(hc, in, id, op, http.MethodPost, "/pay", body, "")
+}
+
+// call sends one request, logs it as op with its times and answer, and
+// returns the status (0 when no answer came).
+func (c *campaign) call(hc *http.Client, in *chaosInstance, client int, op witness.Op, method, path string, body map[string]any, token string) int {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, in.srv.base+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	op.Seq, op.Client, op.Instance = c.seq.Add(1), strconv.Itoa(client), in.name
+	op.InvokeUs = time.Now().UnixMicro()
+	resp, err := hc.Do(req)
+	if err != nil {
+		op.Error = err.Error()
+	} else {
+		b, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if rerr != nil {
+			op.Error = rerr.Error()
+		} else {
+			op.CompleteUs, op.Status = time.Now().UnixMicro(), resp.StatusCode
+			if json.Valid(b) {
+				op.Body = b
+			}
+		}
+	}
+	c.mu.Lock()
+	c.ops = append(c.ops, op)
+	c.mu.Unlock()
+	return op.Status
+}
+
+// nemesis draws a fault every few seconds until ctx ends; each fault heals
+// itself after a while, and is recorded with its interval.
+func (c *campaign) nemesis(ctx context.Context, r *rand.Rand) {
+	docs := 1
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(300+r.IntN(2500)) * time.Millisecond):
+		}
+		in := c.instances[r.IntN(len(c.instances))]
+		hold := time.Duration(500+r.IntN(2500)) * time.Millisecond
+		switch r.IntN(13) {
+		case 0: // SIGKILL an instance, restart it later
+			c.fault("instance", in.name, hold, func() { in.kill() }, func() { in.restart() })
+		case 1: // SIGSTOP, then SIGCONT
+			c.fault("instance", in.name, hold, func() { in.signal(syscall.SIGSTOP) }, func() { in.signal(syscall.SIGCONT) })
+		case 2: // a graceful restart
+			c.fault("instance", in.name, 0, func() { in.srv.stop(); in.restart() }, func() {})
+		case 3: // Redis unreachable for every instance
+			c.fault("redis", "", hold, func() { c.each(func(p *chaosInstance) { p.redis.Down() }) }, func() { c.each(func(p *chaosInstance) { p.redis.Up() }) })
+		case 4: // Redis slow for one instance
+			d := time.Duration(20+r.IntN(300)) * time.Millisecond
+			c.fault("redis", "", hold, func() { in.redis.Slow(d) }, func() { in.redis.Slow(0) })
+		case 5: // MariaDB unreachable for one instance, or cut as it answers
+			cut := r.IntN(2) == 0
+			c.fault("mariadb", in.name, hold, func() {
+				if cut {
+					in.db.CutReplies(true)
+				} else {
+					in.db.Down()
+				}
+			}, func() { in.db.CutReplies(false); in.db.Up() })
+		case 6: // the emulator unreachable from one instance: payments NOT_SENT, routed ones move on
+			c.fault("emulator", in.name, hold, func() { in.gw.Down() }, func() { in.gw.Up() })
+		case 7: // the emulator's answers cut after the request left, or slow
+			if r.IntN(2) == 0 {
+				c.fault("emulator", in.name, hold, func() { in.gw.CutReplies(true) }, func() { in.gw.CutReplies(false) })
+			} else {
+				d := time.Duration(200+r.IntN(1200)) * time.Millisecond
+				c.fault("emulator", in.name, hold, func() { in.gw.Slow(d) }, func() { in.gw.Slow(0) })
+			}
+		case 8, 9, 10: // a channel misbehaves: refuses, throttles, declines, lost answers, pauses, PROCESSING
+			ch := c.chA
+			if r.IntN(2) == 0 {
+				ch = c.chB
+			}
+			b := []map[string]any{{"refuseRate": 0.5}, {"throttleCapacity": 1, "throttleWindowMs": 1000}, {"declineRate": 0.5},
+				{"lostAnswerRate": 0.3}, {"pauseMs": 800}, {"processingRate": 0.5, "processingMs": 1000}, {"dropRate": 0.2}, {"errorRate": 0.5}}[r.IntN(8)]
+			c.fault("channel", ch, hold, func() { c.emu.set(ch, b) }, func() { c.emu.calm(ch) })
+		default: // a new limits document: lowered, raised, a schedule
+			c.publish(c.document(r, docs))
+			docs++
+		}
+	}
+}
+
+// fault breaks something for hold (0: at once, healed by the break
+// itself), recording the interval.
+func (c *campaign) fault(kind, target string, hold time.Duration, brk, heal func()) {
+	f := witness.Fault{Kind: kind, Target: target, FromUs: time.Now().UnixMicro()}
+	brk()
+	time.Sleep(hold)
+	heal()
+	f.ToUs = time.Now().UnixMicro()
+	c.mu.Lock()
+	c.faults = append(c.faults, f)
+	c.mu.Unlock()
+}
+
+func (c *campaign) each(f func(*chaosInstance)) {
+	for _, in := range c.instances {
+		f(in)
+	}
+}
+
+func (in *chaosInstance) kill() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.srv.cmd != nil && in.srv.cmd.Process != nil {
+		_ = in.srv.cmd.Process.Kill()
+		<-in.srv.done
+	}
+	in.down = true
+}
+
+func (in *chaosInstance) signal(sig syscall.Signal) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.down && in.srv.cmd != nil && in.srv.cmd.Process != nil {
+		_ = in.srv.cmd.Process.Signal(sig)
+	}
+}
+
+func (in *chaosInstance) restart() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	select {
+	case <-in.srv.done:
+		in.srv.start()
+	default:
+	}
+	in.down = false
+}
+
+// heal ends every fault: instances running, proxies passing, channels calm.
+func (c *campaign) heal() {
+	for _, in := range c.instances {
+		in.signal(syscall.SIGCONT)
+		in.restart()
+		in.redis.Up()
+		in.redis.Slow(0)
+		in.db.Up()
+		in.db.CutReplies(false)
+		in.gw.Up()
+		in.gw.Slow(0)
+		in.gw.CutReplies(false)
+	}
+	c.emu.calm(c.chA)
+	c.emu.calm(c.chB)
+}
+
+// awaitQuiet waits until no order is PROCESSING or UNKNOWN (the resolver
+// ends them with the emulator's word), or within.
+func (c *campaign) awaitQuiet(within time.Duration) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := c.db.QueryRow("SELECT COUNT(*) FROM orders WHERE status IN ('PROCESSING','UNKNOWN')").Scan(&n); err == nil && n == 0 {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// collect reads the run's end: the orders, the ledger and the window
+// members, and gathers the history.
+func (c *campaign) collect(quietFrom int64) witness.History {
+	t := c.t
+	h := witness.History{Config: witness.Config{Instances: 3, Policy: "local", QuietFromUs: quietFrom}}
+	rows, err := c.db.Query(`SELECT order_no, request_id, biz_type, channel, amount, currency, status, COALESCE(channel_trade_no,''),
+		COALESCE(failure_code,''), created_at, updated_at, COALESCE(routed_from,''), admitted_at_us, COALESCE(admitted_keys,''),
+		COALESCE(limits_version,''), COALESCE(resolved_by,''), resolved_at_us FROM orders`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var o witness.Order
+		var created, updated time.Time
+		if err := rows.Scan(&o.OrderNo, &o.RequestID, &o.BizType, &o.Channel, &o.Amount, &o.Currency, &o.Status, &o.ChannelTradeNo,
+			&o.FailureCode, &created, &updated, &o.RoutedFrom, &o.AdmittedAtUs, &o.AdmittedKeys, &o.LimitsVersion, &o.ResolvedBy, &o.ResolvedAtUs); err != nil {
+			t.Fatal(err)
+		}
+		o.CreatedAtUs, o.UpdatedAtUs = created.UnixMicro(), updated.UnixMicro()
+		h.Orders = append(h.Orders, o)
+	}
+	_ = rows.Close()
+	resp, err := http.Get(c.emu.base() + "/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var l witness.LedgerEntry
+		if err := dec.Decode(&l); err != nil {
+			break
+		}
+		h.Ledger = append(h.Ledger, l)
+	}
+	resp.Body.Close()
+	ctx := context.Background()
+	now, err := c.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Config.DumpedAtUs = now.UnixMicro()
+	for _, ch := range []string{c.chA, c.chB} {
+		iter := c.rdb.Scan(ctx, 0, "payserver:rl:{"+ch+"}:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			if strings.HasSuffix(key, ":v") || strings.Contains(key, ":#") {
+				continue // a sliding amount window's weights, a member's identity
+			}
+			switch c.rdb.Type(ctx, key).Val() {
+			case "zset":
+				zs, _ := c.rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
+				for _, z := range zs {
+					h.Members = append(h.Members, witness.Member{Key: key, Member: z.Member.(string), ScoreUs: int64(z.Score)})
+				}
+			case "hash":
+				fields, _ := c.rdb.HGetAll(ctx, key).Result()
+				for f, v := range fields {
+					if strings.HasPrefix(f, "#") {
+						continue
+					}
+					a, _ := strconv.ParseInt(v, 10, 64)
+					h.Members = append(h.Members, witness.Member{Key: key, Member: f, Amount: a})
+				}
+			}
+		}
+	}
+	c.mu.Lock()
+	h.Ops, h.Faults, h.Limits = c.ops, c.faults, c.limits
+	c.mu.Unlock()
+	return h
+}
+
+func (c *campaign) writeHistory(h witness.History) string {
+	path := os.Getenv("CHAOS_HISTORY")
+	if path == "" {
+		path = filepath.Join(c.t.TempDir(), "history.jsonl")
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	if err := witness.WriteHistory(f, h); err != nil {
+		c.t.Fatal(err)
+	}
+	return path
+}
+
+func (c *campaign) faultList() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, f := range c.faults {
+		fmt.Fprintf(&b, "  %s %s %s +%v\n", f.Kind, f.Target, time.UnixMicro(f.FromUs).UTC().Format("15:04:05.000"), time.Duration(f.ToUs-f.FromUs)*time.Microsecond)
+	}
+	return b.String()
+}
