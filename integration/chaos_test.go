@@ -310,8 +310,30 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			if c.payOp(hc, in, id, body) == 0 || r.IntN(4) == 0 {
 				sent = append(sent, body)
 			}
-		case p < 65:
+		case p < 62:
 			c.payOp(hc, in, id, sent[r.IntN(len(sent))]) // a retry, or a duplicate with the same payload
+		case p < 65:
+			// Concurrent duplicates on two instances, routed or pinned, the
+			// second with the same amount or another: one claim wins.
+			body := map[string]any{"requestId": fmt.Sprintf("d%d-%d-%s", id, n, c.tag), "bizType": c.pay,
+				"merchantId": "M1", "amount": 100 + r.IntN(5000), "currency": "CNY"}
+			if r.IntN(2) == 0 {
+				body["channel"] = c.chA
+			}
+			dup := map[string]any{}
+			for k, v := range body {
+				dup[k] = v
+			}
+			if r.IntN(2) == 0 {
+				dup["amount"] = body["amount"].(int) + 1 + r.IntN(100)
+			}
+			other := c.instances[r.IntN(len(c.instances))]
+			var both sync.WaitGroup
+			both.Add(1)
+			go func() { defer both.Done(); c.payOp(hc, other, id, dup) }()
+			c.payOp(hc, in, id, body)
+			both.Wait()
+			sent = append(sent, body)
 		case p < 70:
 			dup := map[string]any{}
 			for k, v := range sent[r.IntN(len(sent))] {
