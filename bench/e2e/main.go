@@ -38,6 +38,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"payserver/internal/limits"
 	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
 )
@@ -103,10 +104,11 @@ func batching(args []string) error {
 		}
 		made++ // one key per side, so that no two sides share members
 		key := ratelimit.Key{BizType: "ROOMY" + strconv.Itoa(made), Channel: "ALIPAY"}
-		cfg, err := ratelimit.ParseDocument([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 10000000, window: 1s}\n", key.BizType)))
+		parsed, err := limits.Parse([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 10000000, window: 1s}\n", key.BizType)))
 		if err != nil {
 			return nil, err
 		}
+		cfg := parsed.Config
 		lim.SetConfig(cfg)
 		return &side{name: name, lim: lim, key: key}, nil
 	}
@@ -281,7 +283,7 @@ func zsetSize(args []string) error {
 		}
 		biz := "ZSET" + strconv.FormatInt(f, 10)
 		key := ratelimit.Key{BizType: biz, Channel: "ALIPAY"}
-		w := ratelimit.Window{Limit: ratelimit.MaxLimit, Size: time.Hour}
+		w := ratelimit.Window{Limit: limits.MaxLimit, Size: time.Hour}
 		rk := st.RedisKey(ratelimit.KeyWindow{Key: key, Window: w})
 		keys = append(keys, rk)
 		client.Unlink(ctx, rk)
@@ -303,10 +305,11 @@ func zsetSize(args []string) error {
 		if err != nil {
 			return err
 		}
-		cfg, err := ratelimit.ParseDocument([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: %d, window: 1h}\n", biz, ratelimit.MaxLimit)))
+		parsed, err := limits.Parse([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: %d, window: 1h}\n", biz, limits.MaxLimit)))
 		if err != nil {
 			return err
 		}
+		cfg := parsed.Config
 		lim.SetConfig(cfg)
 		s := &side{name: biz, lim: lim, key: key}
 		measure(ctx, s, *callers, 300*time.Millisecond, 1_000_000, "zw", false)

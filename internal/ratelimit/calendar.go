@@ -1,6 +1,10 @@
 package ratelimit
 
-import "time"
+import (
+	"fmt"
+	"time"
+	_ "time/tzdata" // calendar zones resolve the same on every host, with or without a system zoneinfo
+)
 
 // periodStart returns when the calendar period with offset n from label
 // (year, month, day) starts: the day (CalendarDay) n days after that date,
@@ -95,4 +99,9 @@ func (c Calendar) Periods(now time.Time) [4]time.Time {
 func (c Calendar) Period(now time.Time) (start, end time.Time) {
 	b := c.Periods(now)
 	return b[1], b[2]
+}
+
+// FormatCutoff renders a calendar cutoff as the document writes it, "HH:MM".
+func FormatCutoff(d time.Duration) string {
+	return fmt.Sprintf("%02d:%02d", int(d/time.Hour), int(d%time.Hour/time.Minute))
 }

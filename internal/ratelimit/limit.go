@@ -210,6 +210,25 @@ type Schedule struct {
 // Active reports whether s applies at now.
 func (s Schedule) Active(now time.Time) bool { return !now.Before(s.From) && now.Before(s.To) }
 
+// The states of a schedule at some instant, as StateAt names them.
+const (
+	ScheduleActive   = "active"
+	ScheduleUpcoming = "upcoming"
+	SchedulePast     = "past"
+)
+
+// StateAt says whether s is active at now, upcoming (it starts later) or
+// past (it ended: the document may keep it, and it is ignored).
+func (s Schedule) StateAt(now time.Time) string {
+	switch {
+	case s.Active(now):
+		return ScheduleActive
+	case now.Before(s.From):
+		return ScheduleUpcoming
+	}
+	return SchedulePast
+}
+
 // Config is an immutable, validated snapshot of the limits document. Requests
 // read it without locks; a new document produces a new Config that replaces
 // the old one whole.
@@ -227,11 +246,8 @@ type Config struct {
 	// Schedules are the document's scheduled changes, sorted by key and
 	// From; two schedules of one key never overlap.
 	Schedules []Schedule
-	// Routes holds the document's routes (routes.go); nil or empty when it
-	// has none.
-	Routes Routes
 	// Version identifies the document the Config was read from: the hex
-	// MD5 of its bytes (ParseDocument), the version the config center
+	// MD5 of its bytes (limits.Parse), the version the config center
 	// shows and records for it. Empty for a Config made in code; the
 	// Limiter then names it by a hash of its content (Decision.LimitsVersion).
 	Version string
