@@ -6,6 +6,28 @@ import (
 	_ "time/tzdata" // calendar zones resolve the same on every host, with or without a system zoneinfo
 )
 
+// Calendar is a window that resets at calendar boundaries: each day or
+// month in Zone, starting at Cutoff past local midnight (of the 1st, for a
+// month). A daylight-saving day lasts 23 or 25 hours.
+type Calendar struct {
+	// Unit is CalendarDay, CalendarMonth, or empty for a sliding window.
+	Unit CalendarUnit
+	// Zone is the IANA time zone the periods are counted in.
+	Zone *time.Location
+	// Cutoff is when a period starts, past local midnight: 0 ≤ Cutoff < 24h,
+	// whole minutes.
+	Cutoff time.Duration
+}
+
+// CalendarUnit is the length of a calendar period.
+type CalendarUnit string
+
+// The calendar units.
+const (
+	CalendarDay   CalendarUnit = "day"
+	CalendarMonth CalendarUnit = "month"
+)
+
 // periodStart returns when the calendar period with offset n from label
 // (year, month, day) starts: the day (CalendarDay) n days after that date,
 // or the month (CalendarMonth) n months after that month, at the cutoff in
