@@ -36,7 +36,6 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 		Policy:           m.cfg.Limiter.Policy,
 		LocalShare:       m.cfg.LocalShare(),
 		DisableNearCache: !m.cfg.Limiter.NearCache,
-		Unconfigured:     m.cfg.Limiter.Unconfigured,
 		Logger:           m.log.With("component", "limiter"),
 		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg),
 	})
@@ -176,9 +175,6 @@ func (m *Main) startLimits(ctx context.Context) error {
 	m.manager = mgr
 	m.watchOps(watched)
 	m.log.Info("limits source", "source", src.Describe())
-	if m.cfg.Limiter.Unconfigured == ratelimit.PolicyAllow {
-		m.log.Warn("PAYSERVER_LIMITS_DEFAULT_POLICY=allow is ignored: no payment is served before the first limits document (fail-safe start)")
-	}
 	m.goBackground(func() {
 		if err := mgr.Run(ctx); err != nil {
 			m.log.Error("limits source stopped", "err", err)

@@ -116,11 +116,6 @@ type LimiterConfig struct {
 	// InFlight is how many coalesced calls of one key may be in flight at
 	// once (ratelimit.RedisStoreOptions.InFlight); 0 means 1.
 	InFlight int `yaml:"inFlight"` // PAYSERVER_LIMITER_IN_FLIGHT
-	// Unconfigured is ignored since the fail-safe start (pay.LimitsGate):
-	// before the first limits document every payment is refused with 503.
-	// allow or deny are still accepted so old configs start; allow logs a
-	// warning.
-	Unconfigured ratelimit.Policy `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
 }
 
 // ResolverConfig tunes the resolver of unknown outcomes (pay.Resolver):
@@ -197,9 +192,6 @@ func (c Config) Validate() error {
 	}
 	if len(c.Nacos.Addrs) == 0 && c.LimitsFile == "" {
 		errs = append(errs, errors.New("neither a limits file nor a Nacos address is set"))
-	}
-	if c.Limiter.Unconfigured == ratelimit.PolicyLocal {
-		errs = append(errs, errors.New("PAYSERVER_LIMITS_DEFAULT_POLICY \"local\": want allow or deny"))
 	}
 	if c.Limiter.InstanceCount < 1 {
 		errs = append(errs, errors.New("PAYSERVER_INSTANCE_COUNT must be at least 1"))

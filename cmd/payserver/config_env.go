@@ -51,7 +51,6 @@ var envKeys = map[string]string{
 	"PAYSERVER_LIMITER_COALESCE":        "limiter.coalesce",
 	"PAYSERVER_LIMITER_MAX_BATCH":       "limiter.maxBatch",
 	"PAYSERVER_LIMITER_IN_FLIGHT":       "limiter.inFlight",
-	"PAYSERVER_LIMITS_DEFAULT_POLICY":   "limiter.unconfigured",
 	"PAYSERVER_NACOS_ADDR":              "nacos.addrs",
 	"PAYSERVER_NACOS_NAMESPACE":         "nacos.namespace",
 	"PAYSERVER_NACOS_GROUP":             "nacos.group",
