@@ -76,7 +76,6 @@ func batching(args []string) error {
 	target := fs.Float64("target", 2.5, "ratio target batched/unbatched")
 	p99Max := fs.Duration("p99-max", 2*time.Millisecond, "batched p99 target")
 	only := fs.String("only", "", "run one side only: batched or unbatched (for profiling)")
-	inFlight := fs.Int("in-flight", 1, "above 1: also run the coalescer with this many calls of a key in flight (PAYSERVER_LIMITER_IN_FLIGHT) and print its ratio to the shipped one")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
 	_ = fs.Parse(args)
 	if *callers < 1 || *rounds < 1 || *duration <= 0 {
@@ -121,12 +120,6 @@ func batching(args []string) error {
 	if err != nil {
 		return err
 	}
-	var wide *side
-	if *inFlight > 1 {
-		if wide, err = mk(fmt.Sprintf("batched, %d in flight", *inFlight), ratelimit.RedisStoreOptions{Coalesce: true, InFlight: *inFlight}); err != nil {
-			return err
-		}
-	}
 	per := *duration / time.Duration(*rounds)
 	fmt.Printf("limiter checks through ratelimit.Limiter on Redis %s: %d callers, %d rounds of %v per side, interleaved\n", *addr, *callers, *rounds, per)
 	sides := []*side{plain, batched}
@@ -135,10 +128,6 @@ func batching(args []string) error {
 		sides = sides[:1]
 	case "batched":
 		sides = sides[1:]
-	default:
-		if wide != nil {
-			sides = append(sides, wide)
-		}
 	}
 	for _, s := range sides { // warm-up: connections, script cache
 		measure(ctx, s, *callers, 300*time.Millisecond, *maxChecks, run+"w", false)
@@ -180,10 +169,6 @@ func batching(args []string) error {
 	}
 	fmt.Printf("RATIO batched/unbatched limiter checks c=%d = %.2f (target >= %.1f, batched p99 %.3f ms < %.0f ms) %s\n",
 		*callers, ratio, *target, ms(p99), ms(*p99Max), verdict)
-	if wide != nil {
-		fmt.Printf("RATIO batched %d in flight/1 limiter checks c=%d = %.2f, p50 %.3f against %.3f ms, p99 %.3f against %.3f ms (reported)\n",
-			*inFlight, *callers, wide.rate()/batched.rate(), ms(q(wide.lat, 0.50)), ms(q(batched.lat, 0.50)), ms(q(wide.lat, 0.99)), ms(p99))
-	}
 	for _, s := range sides {
 		if s.errs > 0 {
 			return fmt.Errorf("%s: %d checks failed", s.name, s.errs)

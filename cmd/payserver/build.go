@@ -55,7 +55,6 @@ func (m *Main) limiterStore(ctx context.Context) (ratelimit.Store, error) {
 	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{
 		Coalesce: m.cfg.Limiter.Coalesce,
 		MaxBatch: m.cfg.Limiter.MaxBatch,
-		InFlight: m.cfg.Limiter.InFlight,
 	})
 	if err != nil {
 		return nil, err
@@ -74,12 +73,8 @@ func (m *Main) limiterStore(ctx context.Context) (ratelimit.Store, error) {
 // buildPay makes the order store and the payment service, and starts the
 // sweeper of stale orders.
 func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
-	inFlight := m.cfg.DBInFlight
-	if inFlight == 0 {
-		inFlight = repo.DefaultInFlight
-	}
 	orders, err := repo.NewOrdersWithOptions(m.db, repo.OrdersOptions{
-		GroupCommit: m.cfg.DBGroupCommit, BatchGets: m.cfg.DBBatchReads, MaxBatch: m.cfg.DBMaxBatch, InFlight: inFlight,
+		GroupCommit: m.cfg.DBGroupCommit, BatchGets: m.cfg.DBBatchReads, MaxBatch: m.cfg.DBMaxBatch,
 	})
 	if err != nil {
 		return nil, err
@@ -92,7 +87,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 			"get":    {st.Get.Calls, st.Get.Batched},
 		}
 	})
-	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads, "inFlight", inFlight)
+	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads)
 	// Fail-safe start: no payment before the first limits document.
 	gate, err := m.limitsGate(m.payLimiter())
 	if err != nil {
