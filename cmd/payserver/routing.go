@@ -18,8 +18,8 @@ import (
 
 // This file wires fallback routing (issue 15): the routes come from the
 // limits document in force (configcenter.Manager.Document), the channel
-// health breakers from the config,
-// and routing is counted in metrics and in route_stats.
+// health breakers from the config, and routing is counted in metrics and
+// in route_stats.
 
 // routingWiring is the part of Main that routes payments without a channel.
 type routingWiring struct {

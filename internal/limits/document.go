@@ -80,6 +80,8 @@ type Document struct {
 //	  RESOLVE:ALIPAY: {limit: 50, window: 1s}   # the resolver's queries
 //	schedules:                 # replace one key's limits for a while
 //	  - {key: "*:UNIONPAY", from: "2026-12-01T02:00:00+08:00", to: "2026-12-01T04:00:00+08:00", limits: 0}
+//	routes:                    # payments without a channel: candidates in order
+//	  ONLINE_PAY: [ALIPAY, WECHAT]
 //
 // and a flat map of key to number (the original countLimitMap), whose
 // numbers use a 1s window:
@@ -87,7 +89,7 @@ type Document struct {
 //	{"ONLINE_PAY:ALIPAY": 100, "ONLINE_PAY:WECHAT": -1}
 //
 // The window entries are described in parseWindow, schedules in
-// parseSchedules. RESOLVE is a reserved bizType (ratelimit.ResolveBizType): a
+// parseSchedules, routes in parseRoutes. RESOLVE is a reserved bizType (ratelimit.ResolveBizType): a
 // RESOLVE:CHANNEL key counts the resolver's queries of the channel and
 // nothing else counts there; it takes count windows only (sliding or
 // calendar), is unlimited when the document does not set it, and no
@@ -285,8 +287,8 @@ func buildRule(list []any, shadow bool, rc ruleContext) (ratelimit.Rule, error) 
 	return newRule(es, shadow)
 }
 
-// newRule drops unlimited windows, sorts the rest as ratelimit.Rule.Windows says
-// (with their reservations) and rejects two windows with one ID.
+// newRule drops unlimited windows, sorts the rest as ratelimit.Rule.Windows
+// says (with their reservations) and rejects two windows with one ID.
 func newRule(es []entry, shadow bool) (ratelimit.Rule, error) {
 	kept := es[:0:0]
 	for _, e := range es {
@@ -316,9 +318,10 @@ func newRule(es []entry, shadow bool) (ratelimit.Rule, error) {
 	return r, nil
 }
 
-// windowLess orders windows as ratelimit.Rule.Windows says: sliding windows by size,
-// shortest first, then calendar windows, day before month; count before
-// amount; then by ID, so that the order never depends on the document's.
+// windowLess orders windows as ratelimit.Rule.Windows says: sliding
+// windows by size, shortest first, then calendar windows, day before
+// month; count before amount; then by ID, so that the order never depends
+// on the document's.
 func windowLess(a, b ratelimit.Window) bool {
 	if a.IsCalendar() != b.IsCalendar() {
 		return !a.IsCalendar()
