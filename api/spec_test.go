@@ -22,6 +22,7 @@ import (
 	"payserver/internal/channel"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
+	"payserver/internal/limits"
 	"payserver/internal/pay"
 	"payserver/internal/pay/paytest"
 	"payserver/internal/ratelimit"
@@ -309,7 +310,7 @@ func (f *fakeLimits) Config() *ratelimit.Config {
 	if !f.loaded.Load() {
 		return nil
 	}
-	cfg, err := ratelimit.ParseDocument([]byte(`
+	parsed, err := limits.Parse([]byte(`
 window: 1s
 limits:
   ONLINE_PAY:ALIPAY: 100
@@ -332,7 +333,7 @@ schedules:
 	if err != nil {
 		panic(err)
 	}
-	return cfg
+	return parsed.Config
 }
 
 // Usage answers like the limiter: a count per window of the rule in force,
@@ -362,6 +363,8 @@ func (f *fakeLimits) Status() configcenter.Status {
 }
 
 func (f *fakeLimits) Degraded() bool { return false }
+
+func (f *fakeLimits) Routes() limits.Routes { return nil }
 
 type exchange struct {
 	name, method, path, body string

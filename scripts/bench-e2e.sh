@@ -57,7 +57,7 @@
 #   alternating order (unlimited, roomy, mysqlslap, healthz, full-nearcache,
 #   then reversed), so that each target's two sides run next to each other;
 #   each ratio is printed per round and as the median of the rounds.
-# E2E_F_ENV ("PAYSERVER_DB_IN_FLIGHT=4"): with E2E_BASELINE, instance F is
+# E2E_F_ENV ("PAYSERVER_DB_MAX_BATCH=16"): with E2E_BASELINE, instance F is
 #   this build with these settings (space-separated NAME=VALUE) added, run
 #   in the A/B rounds beside A: the side-by-side check of a setting.
 set -euo pipefail
@@ -83,7 +83,7 @@ AB_C="${E2E_AB_CONCURRENCY:-64}"
 BASELINE="${E2E_BASELINE:-}"
 SCALE="${E2E_SCALE:-}"
 SCALE_C="${E2E_SCALE_CONCURRENCY:-64}"
-F_ENV="${E2E_F_ENV:-PAYSERVER_DB_IN_FLIGHT=4}"
+F_ENV="${E2E_F_ENV:-PAYSERVER_DB_MAX_BATCH=16}"
 DURABLE_MYSQL_PORT=13308 # scripts/services.sh mariadb-durable
 SHARED_MYSQL_PORT=13306  # scripts/services.sh mariadb
 MYSQL_PORT="$DURABLE_MYSQL_PORT"

@@ -5,7 +5,7 @@
 # names a non-tender currency), the Content-Type check of state-changing
 # routes and the rewriting of net/http's own plain-text refusals into JSON
 # (internal/httpapi FuzzContentType, FuzzPreHandlerRewrite), the
-# limits-document parser (internal/ratelimit FuzzParseDocument), the report
+# limits-document parser (internal/limits FuzzParse), the report
 # query parser (internal/stats FuzzParseQuery), and any Fuzz* target added
 # since (found by `go test -list`).
 #

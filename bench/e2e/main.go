@@ -38,6 +38,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"payserver/internal/limits"
 	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
 )
@@ -75,7 +76,6 @@ func batching(args []string) error {
 	target := fs.Float64("target", 2.5, "ratio target batched/unbatched")
 	p99Max := fs.Duration("p99-max", 2*time.Millisecond, "batched p99 target")
 	only := fs.String("only", "", "run one side only: batched or unbatched (for profiling)")
-	inFlight := fs.Int("in-flight", 1, "above 1: also run the coalescer with this many calls of a key in flight (PAYSERVER_LIMITER_IN_FLIGHT) and print its ratio to the shipped one")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
 	_ = fs.Parse(args)
 	if *callers < 1 || *rounds < 1 || *duration <= 0 {
@@ -103,10 +103,11 @@ func batching(args []string) error {
 		}
 		made++ // one key per side, so that no two sides share members
 		key := ratelimit.Key{BizType: "ROOMY" + strconv.Itoa(made), Channel: "ALIPAY"}
-		cfg, err := ratelimit.ParseDocument([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 10000000, window: 1s}\n", key.BizType)))
+		parsed, err := limits.Parse([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 10000000, window: 1s}\n", key.BizType)))
 		if err != nil {
 			return nil, err
 		}
+		cfg := parsed.Config
 		lim.SetConfig(cfg)
 		return &side{name: name, lim: lim, key: key}, nil
 	}
@@ -119,12 +120,6 @@ func batching(args []string) error {
 	if err != nil {
 		return err
 	}
-	var wide *side
-	if *inFlight > 1 {
-		if wide, err = mk(fmt.Sprintf("batched, %d in flight", *inFlight), ratelimit.RedisStoreOptions{Coalesce: true, InFlight: *inFlight}); err != nil {
-			return err
-		}
-	}
 	per := *duration / time.Duration(*rounds)
 	fmt.Printf("limiter checks through ratelimit.Limiter on Redis %s: %d callers, %d rounds of %v per side, interleaved\n", *addr, *callers, *rounds, per)
 	sides := []*side{plain, batched}
@@ -133,10 +128,6 @@ func batching(args []string) error {
 		sides = sides[:1]
 	case "batched":
 		sides = sides[1:]
-	default:
-		if wide != nil {
-			sides = append(sides, wide)
-		}
 	}
 	for _, s := range sides { // warm-up: connections, script cache
 		measure(ctx, s, *callers, 300*time.Millisecond, *maxChecks, run+"w", false)
@@ -178,10 +169,6 @@ func batching(args []string) error {
 	}
 	fmt.Printf("RATIO batched/unbatched limiter checks c=%d = %.2f (target >= %.1f, batched p99 %.3f ms < %.0f ms) %s\n",
 		*callers, ratio, *target, ms(p99), ms(*p99Max), verdict)
-	if wide != nil {
-		fmt.Printf("RATIO batched %d in flight/1 limiter checks c=%d = %.2f, p50 %.3f against %.3f ms, p99 %.3f against %.3f ms (reported)\n",
-			*inFlight, *callers, wide.rate()/batched.rate(), ms(q(wide.lat, 0.50)), ms(q(batched.lat, 0.50)), ms(q(wide.lat, 0.99)), ms(p99))
-	}
 	for _, s := range sides {
 		if s.errs > 0 {
 			return fmt.Errorf("%s: %d checks failed", s.name, s.errs)
@@ -281,7 +268,7 @@ func zsetSize(args []string) error {
 		}
 		biz := "ZSET" + strconv.FormatInt(f, 10)
 		key := ratelimit.Key{BizType: biz, Channel: "ALIPAY"}
-		w := ratelimit.Window{Limit: ratelimit.MaxLimit, Size: time.Hour}
+		w := ratelimit.Window{Limit: limits.MaxLimit, Size: time.Hour}
 		rk := st.RedisKey(ratelimit.KeyWindow{Key: key, Window: w})
 		keys = append(keys, rk)
 		client.Unlink(ctx, rk)
@@ -303,10 +290,11 @@ func zsetSize(args []string) error {
 		if err != nil {
 			return err
 		}
-		cfg, err := ratelimit.ParseDocument([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: %d, window: 1h}\n", biz, ratelimit.MaxLimit)))
+		parsed, err := limits.Parse([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: %d, window: 1h}\n", biz, limits.MaxLimit)))
 		if err != nil {
 			return err
 		}
+		cfg := parsed.Config
 		lim.SetConfig(cfg)
 		s := &side{name: biz, lim: lim, key: key}
 		measure(ctx, s, *callers, 300*time.Millisecond, 1_000_000, "zw", false)

@@ -45,6 +45,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/ratelimit/ratelimittest"
 )
@@ -123,9 +124,9 @@ var tableOrder = []string{
 // Keys, limits and windows of the two cases.
 const (
 	benchPrefix = "payserver:bench:rl:"
-	openLimit   = ratelimit.MaxLimit // 10M per 1s: every check admitted
-	fullLimit   = 100                // 100 per 1s: nearly every check refused
-	rbRandRange = 100_000_000        // redis-benchmark -r: members m-<12 digits>
+	openLimit   = limits.MaxLimit // 10M per 1s: every check admitted
+	fullLimit   = 100             // 100 per 1s: nearly every check refused
+	rbRandRange = 100_000_000     // redis-benchmark -r: members m-<12 digits>
 )
 
 var (

@@ -82,6 +82,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.cancel = cancel
 	m.log.Info("starting payserver", "config", m.cfg)
 	for _, name := range m.cfg.UnknownEnv {
+		if why, ok := removedEnv(name); ok {
+			m.log.Warn("removed PAYSERVER_* environment variable ignored; unset it (docs/CONFIGURATION.md, \"Removed settings\")", "name", name, "why", why)
+			continue
+		}
 		m.log.Warn("unknown PAYSERVER_* environment variable ignored; see docs/CONFIGURATION.md for the names payserver reads", "name", name)
 	}
 	// Bind first: a port in use fails the start before anything is

@@ -36,7 +36,6 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 		Policy:           m.cfg.Limiter.Policy,
 		LocalShare:       m.cfg.LocalShare(),
 		DisableNearCache: !m.cfg.Limiter.NearCache,
-		Unconfigured:     m.cfg.Limiter.Unconfigured,
 		Logger:           m.log.With("component", "limiter"),
 		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg),
 	})
@@ -56,7 +55,6 @@ func (m *Main) limiterStore(ctx context.Context) (ratelimit.Store, error) {
 	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{
 		Coalesce: m.cfg.Limiter.Coalesce,
 		MaxBatch: m.cfg.Limiter.MaxBatch,
-		InFlight: m.cfg.Limiter.InFlight,
 	})
 	if err != nil {
 		return nil, err
@@ -75,12 +73,8 @@ func (m *Main) limiterStore(ctx context.Context) (ratelimit.Store, error) {
 // buildPay makes the order store and the payment service, and starts the
 // sweeper of stale orders.
 func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
-	inFlight := m.cfg.DBInFlight
-	if inFlight == 0 {
-		inFlight = repo.DefaultInFlight
-	}
 	orders, err := repo.NewOrdersWithOptions(m.db, repo.OrdersOptions{
-		GroupCommit: m.cfg.DBGroupCommit, BatchGets: m.cfg.DBBatchReads, MaxBatch: m.cfg.DBMaxBatch, InFlight: inFlight,
+		GroupCommit: m.cfg.DBGroupCommit, BatchGets: m.cfg.DBBatchReads, MaxBatch: m.cfg.DBMaxBatch,
 	})
 	if err != nil {
 		return nil, err
@@ -93,7 +87,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 			"get":    {st.Get.Calls, st.Get.Batched},
 		}
 	})
-	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads, "inFlight", inFlight)
+	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads)
 	// Fail-safe start: no payment before the first limits document.
 	gate, err := m.limitsGate(m.payLimiter())
 	if err != nil {
@@ -188,9 +182,6 @@ func (m *Main) startLimits(ctx context.Context) error {
 	m.manager = mgr
 	m.watchOps(watched)
 	m.log.Info("limits source", "source", src.Describe())
-	if m.cfg.Limiter.Unconfigured == ratelimit.PolicyAllow {
-		m.log.Warn("PAYSERVER_LIMITS_DEFAULT_POLICY=allow is ignored: no payment is served before the first limits document (fail-safe start)")
-	}
 	m.goBackground(func() {
 		if err := mgr.Run(ctx); err != nil {
 			m.log.Error("limits source stopped", "err", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"payserver/internal/configcenter"
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 )
 
@@ -65,11 +66,12 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "check-limits: %v\n", err)
 		return 2
 	}
-	cfg, err := ratelimit.ParseDocument(data)
+	doc, err := limits.Parse(data)
 	if err != nil {
 		fmt.Fprintf(stderr, "INVALID: %v\npayserver would refuse this document and keep the limits in force.\n", err)
 		return 1
 	}
+	cfg := doc.Config
 	switch {
 	case asJSON:
 		enc := json.NewEncoder(stdout)
@@ -81,7 +83,7 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 	case at != "":
 		printInForce(stdout, inForce(cfg, when))
 	default:
-		printLimits(stdout, cfg, time.Now())
+		printLimits(stdout, doc, time.Now())
 	}
 	return 0
 }
@@ -205,8 +207,10 @@ func printInForce(stdout io.Writer, f inForceJSON) {
 }
 
 // printLimits writes what payserver would enforce: each key's base rule,
-// then each schedule with whether it is past, active or upcoming at now.
-func printLimits(stdout io.Writer, cfg *ratelimit.Config, now time.Time) {
+// then each schedule with whether it is past, active or upcoming at now,
+// then the routes.
+func printLimits(stdout io.Writer, doc *limits.Document, now time.Time) {
+	cfg := doc.Config
 	keys := make([]ratelimit.Key, 0, len(cfg.Rules))
 	for k := range cfg.Rules {
 		keys = append(keys, k)
@@ -239,13 +243,13 @@ func printLimits(stdout io.Writer, cfg *ratelimit.Config, now time.Time) {
 	if hasReserve(cfg) {
 		fmt.Fprintln(stdout, "{NAME:N} after a window keeps N of its limit for bizType NAME: a request of any other bizType is admitted only while the window's use, plus every other name's unmet reservation (its N less its own use in the window), stays within the limit.")
 	}
-	bizTypes := make([]string, 0, len(cfg.Routes))
-	for biz := range cfg.Routes {
+	bizTypes := make([]string, 0, len(doc.Routes))
+	for biz := range doc.Routes {
 		bizTypes = append(bizTypes, biz)
 	}
 	sort.Strings(bizTypes)
 	for _, biz := range bizTypes {
-		fmt.Fprintf(stdout, "  route %-34s %s\n", biz, configcenter.DescribeRoute(cfg.Routes[biz]))
+		fmt.Fprintf(stdout, "  route %-34s %s\n", biz, configcenter.DescribeRoute(doc.Routes[biz]))
 	}
 	if len(bizTypes) > 0 {
 		fmt.Fprintln(stdout, "A server refuses routes that name a channel it is not configured with.")

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"payserver/internal/ratelimit"
+	"payserver/internal/limits"
 )
 
 // TestCheckLimitsQuotaDocument: check-limits shows calendar, amount and
@@ -56,12 +56,12 @@ schedules:
 }
 
 func TestPrintLimitsActiveSchedule(t *testing.T) {
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  A:B: 5\nschedules:\n  - {key: A:B, from: \"2026-12-01T00:00:00Z\", to: \"2026-12-02T00:00:00Z\", limits: -1}\n"))
+	doc, err := limits.Parse([]byte("limits:\n  A:B: 5\nschedules:\n  - {key: A:B, from: \"2026-12-01T00:00:00Z\", to: \"2026-12-02T00:00:00Z\", limits: -1}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	printLimits(&out, cfg, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	printLimits(&out, doc, time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	if !strings.Contains(out.String(), "unlimited  (ACTIVE now)") || !strings.Contains(out.String(), "5/1s") {
 		t.Errorf("output:\n%s\nwant the base 5/1s and the active schedule", out.String())
 	}

@@ -34,10 +34,6 @@ type Config struct {
 	DBBatchReads bool `yaml:"dbBatchReads"` // PAYSERVER_DB_BATCH_READS
 	// DBMaxBatch bounds one batched statement; 0 means 64, the most.
 	DBMaxBatch int `yaml:"dbMaxBatch"` // PAYSERVER_DB_MAX_BATCH
-	// DBInFlight is how many batched claim INSERTs, and outcome UPDATEs,
-	// may be in flight at once (repo.OrdersOptions.InFlight); 0 means
-	// repo.DefaultInFlight (1).
-	DBInFlight int `yaml:"dbInFlight"` // PAYSERVER_DB_IN_FLIGHT
 
 	// RedisMode says how RedisAddrs are read; empty infers it (see
 	// RedisMode). Sentinel mode reads RedisSentinels and RedisMaster instead.
@@ -113,14 +109,6 @@ type LimiterConfig struct {
 	Coalesce bool `yaml:"coalesce"` // PAYSERVER_LIMITER_COALESCE
 	// MaxBatch bounds the checks in one coalesced call; 0 means 128.
 	MaxBatch int `yaml:"maxBatch"` // PAYSERVER_LIMITER_MAX_BATCH
-	// InFlight is how many coalesced calls of one key may be in flight at
-	// once (ratelimit.RedisStoreOptions.InFlight); 0 means 1.
-	InFlight int `yaml:"inFlight"` // PAYSERVER_LIMITER_IN_FLIGHT
-	// Unconfigured is ignored since the fail-safe start (pay.LimitsGate):
-	// before the first limits document every payment is refused with 503.
-	// allow or deny are still accepted so old configs start; allow logs a
-	// warning.
-	Unconfigured ratelimit.Policy `yaml:"unconfigured"` // PAYSERVER_LIMITS_DEFAULT_POLICY
 }
 
 // ResolverConfig tunes the resolver of unknown outcomes (pay.Resolver):
@@ -198,23 +186,14 @@ func (c Config) Validate() error {
 	if len(c.Nacos.Addrs) == 0 && c.LimitsFile == "" {
 		errs = append(errs, errors.New("neither a limits file nor a Nacos address is set"))
 	}
-	if c.Limiter.Unconfigured == ratelimit.PolicyLocal {
-		errs = append(errs, errors.New("PAYSERVER_LIMITS_DEFAULT_POLICY \"local\": want allow or deny"))
-	}
 	if c.Limiter.InstanceCount < 1 {
 		errs = append(errs, errors.New("PAYSERVER_INSTANCE_COUNT must be at least 1"))
 	}
 	if c.DBMaxBatch < 0 || c.DBMaxBatch > 64 {
 		errs = append(errs, errors.New("PAYSERVER_DB_MAX_BATCH must be in [0, 64] (0 = 64)"))
 	}
-	if c.DBInFlight < 0 || c.DBInFlight > 32 {
-		errs = append(errs, errors.New("PAYSERVER_DB_IN_FLIGHT must be in [0, 32] (0 = 1)"))
-	}
 	if c.Limiter.MaxBatch < 0 || c.Limiter.MaxBatch > 1000 {
 		errs = append(errs, errors.New("PAYSERVER_LIMITER_MAX_BATCH must be in [0, 1000] (0 = 128)"))
-	}
-	if c.Limiter.InFlight < 0 || c.Limiter.InFlight > 32 {
-		errs = append(errs, errors.New("PAYSERVER_LIMITER_IN_FLIGHT must be in [0, 32] (0 = 1)"))
 	}
 	if c.Limiter.LocalShare < 0 || c.Limiter.LocalShare > 1 {
 		errs = append(errs, errors.New("PAYSERVER_LIMITER_LOCAL_SHARE must be in (0, 1]"))

@@ -47,9 +47,8 @@ func LoadConfig(environ []string) (Config, error) {
 	case explicit || !errors.Is(err, os.ErrNotExist):
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
-	fromFile := map[string]bool{}
-	for _, key := range k.Keys() {
-		fromFile[key] = true
+	if err := refuseRemovedKeys(k.Exists); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	var unknown []string
 	if err := k.Load(env.Provider(".", env.Opt{

@@ -61,7 +61,6 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 		"bad log format":      {"PAYSERVER_LOG_FORMAT": "xml"},
 		"bad log level":       {"PAYSERVER_LOG_LEVEL": "loud"},
 		"bad yaml policy":     {"PAYSERVER_CONFIG": writeTemp(t, "limiter:\n  policy: maybe\n")},
-		"local default":       {"PAYSERVER_LIMITS_DEFAULT_POLICY": "local"},
 		"sentinel no master":  {"PAYSERVER_REDIS_MODE": "sentinel", "PAYSERVER_REDIS_SENTINELS": "a:1"},
 		"sentinel no list":    {"PAYSERVER_REDIS_MODE": "sentinel", "PAYSERVER_REDIS_MASTER": "m"},
 		"sentinel and addr":   {"PAYSERVER_REDIS_MODE": "sentinel", "PAYSERVER_REDIS_MASTER": "m", "PAYSERVER_REDIS_SENTINELS": "a:1", "PAYSERVER_REDIS_ADDR": "b:2"},
@@ -148,34 +147,12 @@ func TestBatchingDefaults(t *testing.T) {
 	}
 	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": path,
 		"PAYSERVER_LIMITER_COALESCE": "false", "PAYSERVER_DB_GROUP_COMMIT": "false",
-		"PAYSERVER_DB_BATCH_READS": "false", "PAYSERVER_DB_MAX_BATCH": "16", "PAYSERVER_DB_IN_FLIGHT": "2",
-		"PAYSERVER_LIMITER_IN_FLIGHT": "3"}))
+		"PAYSERVER_DB_BATCH_READS": "false", "PAYSERVER_DB_MAX_BATCH": "16"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Limiter.Coalesce || cfg.DBGroupCommit || cfg.DBBatchReads || cfg.DBMaxBatch != 16 || cfg.DBInFlight != 2 || cfg.Limiter.InFlight != 3 {
+	if cfg.Limiter.Coalesce || cfg.DBGroupCommit || cfg.DBBatchReads || cfg.DBMaxBatch != 16 {
 		t.Fatalf("env not applied: %+v", cfg)
-	}
-}
-
-// TestInFlightRanges: the batches-in-flight settings accept 0 (= 1) to 32,
-// and a value outside is refused naming the variable.
-func TestInFlightRanges(t *testing.T) {
-	for _, name := range []string{"PAYSERVER_DB_IN_FLIGHT", "PAYSERVER_LIMITER_IN_FLIGHT"} {
-		for _, tc := range []struct {
-			value string
-			ok    bool
-		}{{"-1", false}, {"0", true}, {"1", true}, {"2", true}, {"32", true}, {"33", false}} {
-			t.Run(name+"="+tc.value, func(t *testing.T) {
-				_, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": "/dev/null", name: tc.value}))
-				if got := err == nil; got != tc.ok {
-					t.Fatalf("accepted = %v (err %v), want %v", got, err, tc.ok)
-				}
-				if err != nil && !strings.Contains(err.Error(), name) {
-					t.Fatalf("error %q does not name %s", err, name)
-				}
-			})
-		}
 	}
 }
 
@@ -183,7 +160,7 @@ func TestInFlightRanges(t *testing.T) {
 // of LoadConfig as their types, from YAML and from env alike.
 func TestLoadConfigTypedValues(t *testing.T) {
 	path := writeTemp(t, "redisMode: sentinel\nredisSentinels: [\"s1:1\", \"s2:2\"]\nredisMaster: mymaster\nlogLevel: warn\n"+
-		"redisTls: {ca: /ca.pem, serverName: redis.internal}\nlimiter: {unconfigured: deny}\n")
+		"redisTls: {ca: /ca.pem, serverName: redis.internal}\nlimiter: {policy: deny}\n")
 	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": path, "PAYSERVER_LOG_FORMAT": "json",
 		"PAYSERVER_REDIS_SENTINELS": "s3:3, s4:4", "PAYSERVER_REDIS_SENTINEL_PASSWORD": "sp"}))
 	if err != nil {
@@ -203,8 +180,7 @@ func TestLoadConfigTypedValues(t *testing.T) {
 		{"log format", cfg.LogFormat, LogJSON},
 		{"tls on", cfg.RedisTLS.On(), true},
 		{"tls server name", cfg.RedisTLS.ServerName, "redis.internal"},
-		{"unconfigured", cfg.Limiter.Unconfigured, ratelimit.PolicyDeny},
-		{"policy default", cfg.Limiter.Policy, ratelimit.PolicyLocal},
+		{"policy", cfg.Limiter.Policy, ratelimit.PolicyDeny},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if !reflectEqual(c.got, c.want) {
@@ -300,9 +276,56 @@ func TestEnvKeysDocumented(t *testing.T) {
 		}
 	}
 	for name := range documented {
-		if _, ok := envKeys[name]; !ok && !testToolingVar(name) {
+		_, removed := removedEnv(name)
+		if _, ok := envKeys[name]; !ok && !removed && !testToolingVar(name) {
 			t.Errorf("docs/CONFIGURATION.md lists %s, which payserver does not read", name)
 		}
+	}
+}
+
+// TestRemovedSettingsDocumented: every removed setting is listed, variable
+// and YAML key, in docs/CONFIGURATION.md's "Removed settings", and none is
+// read any more.
+func TestRemovedSettingsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/CONFIGURATION.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Removed settings\n")
+	if !ok {
+		t.Fatal(`docs/CONFIGURATION.md has no "## Removed settings" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, r := range removedSettings {
+		if !strings.Contains(section, "`"+r.Env+"`") || !strings.Contains(section, "`"+r.YAML+"`") {
+			t.Errorf("%s (%s) is not in docs/CONFIGURATION.md's removed settings", r.Env, r.YAML)
+		}
+		if _, ok := envKeys[r.Env]; ok {
+			t.Errorf("%s is removed but still read", r.Env)
+		}
+	}
+}
+
+// TestRemovedSettings: a removed YAML key refuses the start, naming the key
+// and why it went; a removed variable is reported like an unknown one (Run
+// warns with why) and the start goes on.
+func TestRemovedSettings(t *testing.T) {
+	for _, r := range removedSettings {
+		t.Run(r.YAML, func(t *testing.T) {
+			head, last, _ := strings.Cut(r.YAML, ".")
+			yaml := head + ": 1\n"
+			if last != "" {
+				yaml = head + ":\n  " + last + ": 1\n"
+			}
+			_, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, yaml)}))
+			if err == nil || !strings.Contains(err.Error(), r.YAML+" was removed: "+r.Why) {
+				t.Fatalf("got %v, want the start refused naming %s and why", err, r.YAML)
+			}
+			cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": "/dev/null", r.Env: "1"}))
+			if err != nil || !slices.Contains(cfg.UnknownEnv, r.Env) {
+				t.Fatalf("%s set: %v, unknown %v; want the start to go on with it reported", r.Env, err, cfg.UnknownEnv)
+			}
+		})
 	}
 }
 

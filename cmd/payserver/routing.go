@@ -7,17 +7,19 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"payserver/internal/channel"
+	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
+	"payserver/internal/limits"
 	"payserver/internal/metrics"
 	"payserver/internal/pay"
-	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
 	"payserver/internal/stats"
 )
 
 // This file wires fallback routing (issue 15): the routes come from the
-// limits document in force, the channel health breakers from the config,
-// and routing is counted in metrics and in route_stats.
+// limits document in force (configcenter.Manager.Document), the channel
+// health breakers from the config, and routing is counted in metrics and
+// in route_stats.
 
 // routingWiring is the part of Main that routes payments without a channel.
 type routingWiring struct {
@@ -72,8 +74,8 @@ func (m *Main) drainRouting() error {
 
 // checkRoutes refuses a limits document whose routes name a channel this
 // server does not have (Manager's Check).
-func (m *Main) checkRoutes(c *ratelimit.Config) error {
-	return c.CheckRouteChannels(func(code string) bool {
+func (m *Main) checkRoutes(d *limits.Document) error {
+	return d.CheckRouteChannels(func(code string) bool {
 		_, ok := m.channels.Get(code)
 		return ok
 	})
@@ -81,7 +83,7 @@ func (m *Main) checkRoutes(c *ratelimit.Config) error {
 
 // payRouting returns the routing options of the payment service.
 func (m *Main) payRouting(gate *pay.LimitsGate) (pay.RouteTable, pay.ChannelHealth, pay.RouteObserver) {
-	return routeTable{gate: gate, limiter: m.limiter}, m.routing.health, routeObserver{metrics: m.routing.metrics, counter: m.routing.counter}
+	return routeTable{gate: gate, limits: m.manager}, m.routing.health, routeObserver{metrics: m.routing.metrics, counter: m.routing.counter}
 }
 
 // routeReports returns the routing reports, for GET /reports/routes and
@@ -93,18 +95,19 @@ func (m *Main) routeReports() (*httpapi.RouteReports, error) {
 	})
 }
 
-// routeTable reads the routes of the limits document in force; before the
-// first one it answers the gate's DEPENDENCY_UNAVAILABLE.
+// routeTable reads the routes of the limits document in force, which the
+// config center holds; before the first one it answers the gate's
+// DEPENDENCY_UNAVAILABLE.
 type routeTable struct {
-	gate    *pay.LimitsGate
-	limiter *ratelimit.Limiter
+	gate   *pay.LimitsGate
+	limits *configcenter.Manager
 }
 
 func (t routeTable) Route(bizType string) ([]string, error) {
 	if err := t.gate.NotLoaded(); err != nil {
 		return nil, err
 	}
-	return t.limiter.Config().Route(bizType), nil
+	return t.limits.Document().Route(bizType), nil
 }
 
 // routeObserver counts routing in the metrics and the route stats.

@@ -15,6 +15,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
+	"payserver/internal/limits"
 	"payserver/internal/limitwait"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
@@ -78,6 +79,12 @@ type limitsView struct {
 func (v limitsView) Config() *ratelimit.Config   { return v.limiter.Config() }
 func (v limitsView) Status() configcenter.Status { return v.manager.Status() }
 func (v limitsView) Degraded() bool              { return v.limiter.Degraded() }
+func (v limitsView) Routes() limits.Routes {
+	if d := v.manager.Document(); d != nil {
+		return d.Routes
+	}
+	return nil
+}
 func (v limitsView) Usage(ctx context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
 	return v.limiter.Usage(ctx, k)
 }

@@ -1,15 +1,15 @@
 // Package batch coalesces concurrent calls of one kind into batches, with no
-// timer: a call that finds fewer than InFlight calls or batches of its
-// batcher in flight (by default: finds it idle) is served at once, alone, in
-// its caller's goroutine and under its caller's context; calls that arrive
-// while InFlight are being served queue, and when one of those returns they
-// are served together (at most Max at a time) by one goroutine that runs
-// until the queue is empty. So at most InFlight calls or batches of a
-// Batcher are in flight, batches grow with load, and an uncontended call
-// waits for nothing.
+// timer: a call that finds its batcher idle is served at once, alone, in its
+// caller's goroutine and under its caller's context; calls that arrive while
+// a call or batch is being served queue, and when it returns they are served
+// together (at most Max at a time) by one goroutine that runs until the
+// queue is empty. So one call or batch of a Batcher is in flight at a time,
+// batches grow with load, and an uncontended call waits for nothing.
 //
 // The limiter's checks of one key (internal/ratelimit) and the order store's
-// statements of one kind (internal/repo) are served this way.
+// statements of one kind (internal/repo) are served this way. More than one
+// in flight was measured for both and gave nothing end to end
+// (docs/decisions/0005-one-batch-in-flight.md).
 package batch
 
 import (
@@ -35,21 +35,15 @@ type Batcher[A, R any] struct {
 	// Timeout bounds one batch whatever its callers' contexts say. Zero
 	// means 10 s.
 	Timeout time.Duration
-	// InFlight bounds the calls and batches of this Batcher in flight at
-	// once. Zero or one means one: a call queues whenever another is in
-	// flight. With more, a call that finds fewer in flight is served at
-	// once, alone, beside them, so it waits less, at the cost of smaller
-	// batches (more One and Many calls for the same calls).
-	InFlight int
 	// FlushHook, if set (tests), runs at the start of every batch with its
 	// size, and for a call served alone with 1.
 	FlushHook func(n int)
 
 	stats struct{ calls, batches, batched, retried, canceled atomic.Int64 }
 
-	mu       sync.Mutex
-	inFlight int // calls and batches being served
-	queue    []*Call[A, R]
+	mu    sync.Mutex
+	busy  bool // a call or a batch is being served
+	queue []*Call[A, R]
 }
 
 // Call is one queued call.
@@ -87,16 +81,16 @@ func (b *Batcher[A, R]) Queued() int {
 	return len(b.queue)
 }
 
-// Do serves one call: at once if fewer than InFlight calls or batches of
-// this Batcher are in flight, else in a later batch. A caller whose context
+// Do serves one call: at once if this Batcher is idle, else in the next
+// batch. A caller whose context
 // ends while it is queued leaves the queue, never served; one whose context
 // ends while its batch is in flight gets the context's error at once (the
 // batch may still serve it).
 func (b *Batcher[A, R]) Do(ctx context.Context, a A) (R, error) {
 	var zero R
 	b.mu.Lock()
-	if b.inFlight < max(b.InFlight, 1) {
-		b.inFlight++
+	if !b.busy {
+		b.busy = true
 		b.mu.Unlock()
 		defer b.next() // even if One panics, so its place in flight is freed
 		if b.FlushHook != nil {
@@ -136,13 +130,12 @@ func (b *Batcher[A, R]) Do(ctx context.Context, a A) (R, error) {
 }
 
 // next runs after a call served alone: it hands whatever queued meanwhile
-// to a serving goroutine, which keeps the call's place in flight, or frees
-// that place.
+// to a serving goroutine, which keeps the batcher busy, or makes it idle.
 func (b *Batcher[A, R]) next() {
 	b.mu.Lock()
 	batch := b.takeLocked()
 	if batch == nil {
-		b.inFlight--
+		b.busy = false
 	}
 	b.mu.Unlock()
 	if batch != nil {
@@ -150,15 +143,15 @@ func (b *Batcher[A, R]) next() {
 	}
 }
 
-// loop serves batches until the queue is empty, then frees its place in
-// flight.
+// loop serves batches until the queue is empty, then makes the batcher
+// idle.
 func (b *Batcher[A, R]) loop(batch []*Call[A, R]) {
 	for batch != nil {
 		b.serve(batch)
 		b.mu.Lock()
 		batch = b.takeLocked()
 		if batch == nil {
-			b.inFlight--
+			b.busy = false
 		}
 		b.mu.Unlock()
 	}
@@ -225,9 +218,9 @@ func (b *Batcher[A, R]) serve(batch []*Call[A, R]) {
 
 // context is the context a batch runs under: the first caller's values,
 // cancelled once every caller's context has ended, so that one caller
-// leaving never cuts off the others, and at Timeout: only InFlight batches
-// are in flight, so one stuck on a dead connection must not hold every later
-// call.
+// leaving never cuts off the others, and at Timeout: one batch is in
+// flight at a time, so one stuck on a dead connection must not hold every
+// later call.
 func (b *Batcher[A, R]) context(batch []*Call[A, R]) (context.Context, func()) {
 	timeout := b.Timeout
 	if timeout <= 0 {

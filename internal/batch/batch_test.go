@@ -12,34 +12,30 @@ import (
 // by the caller, as the HTTP server's recovery does) must not leave the
 // batcher busy, or every later call would queue forever.
 func TestPanicLeavesBatcherUsable(t *testing.T) {
-	for _, inFlight := range []int{0, 2} {
-		t.Run(fmt.Sprintf("InFlight %d", inFlight), func(t *testing.T) {
-			b := &Batcher[int, int]{Max: 8, InFlight: inFlight,
-				One: func(_ context.Context, a int) (int, error) {
-					if a < 0 {
-						panic("boom")
-					}
-					return a, nil
-				},
-				Many: func(_ context.Context, calls []*Call[int, int]) {
-					for _, c := range calls {
-						c.Res = c.Arg
-					}
-				},
+	b := &Batcher[int, int]{Max: 8,
+		One: func(_ context.Context, a int) (int, error) {
+			if a < 0 {
+				panic("boom")
 			}
-			func() {
-				defer func() { _ = recover() }()
-				_, _ = b.Do(context.Background(), -1)
-			}()
-			if n := b.inFlight0(); n != 0 {
-				t.Fatalf("after a panic: %d in flight, want 0 (its place freed)", n)
+			return a, nil
+		},
+		Many: func(_ context.Context, calls []*Call[int, int]) {
+			for _, c := range calls {
+				c.Res = c.Arg
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if got, err := b.Do(ctx, 7); err != nil || got != 7 {
-				t.Fatalf("after a panic: %v, %v; want 7", got, err)
-			}
-		})
+		},
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = b.Do(context.Background(), -1)
+	}()
+	if b.isBusy() {
+		t.Fatal("after a panic: the batcher is busy, want idle")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if got, err := b.Do(ctx, 7); err != nil || got != 7 {
+		t.Fatalf("after a panic: %v, %v; want 7", got, err)
 	}
 }
 
@@ -75,7 +71,7 @@ func TestBatchesFormAndFitSplits(t *testing.T) {
 		},
 	}
 	go func() { _, _ = b.Do(context.Background(), 0) }()
-	for b.Queued() == 0 && b.inFlight0() == 0 {
+	for b.Queued() == 0 && !b.isBusy() {
 		time.Sleep(time.Millisecond)
 	}
 	var wg sync.WaitGroup

@@ -5,16 +5,17 @@ import (
 	"strings"
 	"testing"
 
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 )
 
-func mustParse(t *testing.T, doc string) *ratelimit.Config {
+func mustParse(t *testing.T, doc string) *limits.Document {
 	t.Helper()
-	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	d, err := limits.Parse([]byte(doc))
 	if err != nil {
-		t.Fatalf("ParseDocument: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
-	return cfg
+	return d
 }
 
 func TestDescribeRule(t *testing.T) {
@@ -30,7 +31,7 @@ func TestDescribeRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := mustParse(t, tt.doc)
+			cfg := mustParse(t, tt.doc).Config
 			k, _ := ratelimit.ParseKey(tt.key)
 			r, ok := cfg.Rules[k]
 			if got := DescribeRule(r, ok); got != tt.want {

@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 )
 
@@ -112,13 +114,13 @@ type ManagerOptions struct {
 	// Check, when set, vets every parsed document against what only the
 	// running server knows (the channels it has, for routes); a document it
 	// refuses is refused like an invalid one.
-	Check func(*ratelimit.Config) error
+	Check func(*limits.Document) error
 }
 
 // Manager validates each document a Source delivers and swaps good ones into
 // the Applier whole. A bad, empty or deleted document is refused: the last
 // good limits stay in force, and the refusal is logged, counted and shown in
-// Status.
+// Status. The document in force, routes included, is Document.
 type Manager struct {
 	source  Source
 	applier Applier
@@ -127,7 +129,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	status  Status
-	current *ratelimit.Config
+	current atomic.Pointer[limits.Document] // written under mu
 	loaded  chan struct{}
 }
 
@@ -192,6 +194,10 @@ func (m *Manager) keepLastGood(content []byte) {
 	}
 }
 
+// Document returns the document in force, or nil before the first good one.
+// It takes no lock: the pay flow reads its routes on every routed payment.
+func (m *Manager) Document() *limits.Document { return m.current.Load() }
+
 // Loaded is closed once the first good document is in force.
 func (m *Manager) Loaded() <-chan struct{} { return m.loaded }
 
@@ -243,14 +249,14 @@ func (m *Manager) Apply(ctx context.Context, d Document) error {
 func (m *Manager) apply(d Document) (*Change, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var cfg *ratelimit.Config
+	var doc *limits.Document
 	var err error
 	if d.Deleted {
 		err = errors.New("the limits document was deleted")
 	} else {
-		cfg, err = ratelimit.ParseDocument(d.Content)
+		doc, err = limits.Parse(d.Content)
 		if err == nil && m.opts.Check != nil {
-			err = m.opts.Check(cfg)
+			err = m.opts.Check(doc)
 		}
 	}
 	now := m.opts.Now().UTC()
@@ -290,7 +296,7 @@ func (m *Manager) apply(d Document) (*Change, error) {
 	if d.Source != lastGoodSource {
 		m.keepLastGood(d.Content)
 	}
-	changed := Diff(m.current, cfg)
+	changed := Diff(m.current.Load(), doc)
 	kind := KindChange
 	switch {
 	case !m.status.Loaded:
@@ -298,8 +304,8 @@ func (m *Manager) apply(d Document) (*Change, error) {
 	case len(changed) == 0:
 		kind = KindUnchanged
 	}
-	m.applier.SetConfig(cfg)
-	m.current = cfg
+	m.applier.SetConfig(doc.Config)
+	m.current.Store(doc)
 	m.status.Loaded, m.status.Source, m.status.Name, m.status.MD5 = true, d.Source, d.Name, d.MD5
 	m.status.LoadedAt = now
 	m.status.Applied++
@@ -309,24 +315,33 @@ func (m *Manager) apply(d Document) (*Change, error) {
 	if m.opts.Hooks.Applied != nil {
 		m.opts.Hooks.Applied(d.Source)
 	}
-	m.log.Info("limits applied", "kind", kind, "source", d.Source, "name", d.Name, "md5", d.MD5, "keys", len(cfg.Rules), "changed", changed)
+	m.log.Info("limits applied", "kind", kind, "source", d.Source, "name", d.Name, "md5", d.MD5, "keys", len(doc.Config.Rules), "changed", changed)
 	if kind == KindLoad {
 		close(m.loaded)
 	}
 	return &Change{At: now, Kind: kind, Source: d.Source, Name: d.Name, MD5: d.MD5, Keys: changed}, nil
 }
 
-// Diff lists the keys whose rules differ between two snapshots as
-// "KEY: old -> new", and the schedules that differ as "schedule KEY
-// FROM/TO: old -> new" (scheduleDiff), sorted. A nil snapshot has no keys.
-func Diff(old, cur *ratelimit.Config) []string {
+// Diff lists the keys whose rules differ between two documents as
+// "KEY: old -> new", the routes that differ as "route BIZTYPE: old -> new"
+// (routeDiff), and the schedules that differ as "schedule KEY FROM/TO: old
+// -> new" (scheduleDiff), sorted. A nil document has no keys.
+func Diff(old, cur *limits.Document) []string {
 	keys := map[ratelimit.Key]bool{}
-	var oldRules, curRules map[ratelimit.Key]ratelimit.Rule
+	var oldCfg, curCfg *ratelimit.Config
+	var oldRoutes, curRoutes limits.Routes
 	if old != nil {
-		oldRules = old.Rules
+		oldCfg, oldRoutes = old.Config, old.Routes
 	}
 	if cur != nil {
-		curRules = cur.Rules
+		curCfg, curRoutes = cur.Config, cur.Routes
+	}
+	var oldRules, curRules map[ratelimit.Key]ratelimit.Rule
+	if oldCfg != nil {
+		oldRules = oldCfg.Rules
+	}
+	if curCfg != nil {
+		curRules = curCfg.Rules
 	}
 	for k := range oldRules {
 		keys[k] = true
@@ -343,8 +358,8 @@ func Diff(old, cur *ratelimit.Config) []string {
 			out = append(out, k.String()+": "+os+" -> "+ns)
 		}
 	}
-	out = append(out, routeDiff(old, cur)...)
-	out = append(out, scheduleDiff(old, cur)...)
+	out = append(out, routeDiff(oldRoutes, curRoutes)...)
+	out = append(out, scheduleDiff(oldCfg, curCfg)...)
 	sort.Strings(out)
 	return out
 }

@@ -3,20 +3,13 @@ package configcenter
 import (
 	"strings"
 
-	"payserver/internal/ratelimit"
+	"payserver/internal/limits"
 )
 
-// routeDiff lists the routes that differ between two snapshots as
+// routeDiff lists the routes that differ between two documents' routes as
 // "route BIZTYPE: old -> new", each side as DescribeRoute renders it, for
 // the audit history beside the keys.
-func routeDiff(old, cur *ratelimit.Config) []string {
-	var oldRoutes, curRoutes ratelimit.Routes
-	if old != nil {
-		oldRoutes = old.Routes
-	}
-	if cur != nil {
-		curRoutes = cur.Routes
-	}
+func routeDiff(oldRoutes, curRoutes limits.Routes) []string {
 	bizTypes := map[string]bool{}
 	for biz := range oldRoutes {
 		bizTypes[biz] = true

@@ -7,19 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"payserver/internal/ratelimit"
+	"payserver/internal/limits"
 )
 
 func TestRouteDiffInHistory(t *testing.T) {
-	parse := func(doc string) *ratelimit.Config {
-		cfg, err := ratelimit.ParseDocument([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
-	old := parse("routes:\n  P: [A, B]\n  Q: [C]\nlimits:\n  P:A: 1\n")
-	cur := parse("routes:\n  P: [B, A]\n  R: [C]\nlimits:\n  P:A: 1\n")
+	old := mustParse(t, "routes:\n  P: [A, B]\n  Q: [C]\nlimits:\n  P:A: 1\n")
+	cur := mustParse(t, "routes:\n  P: [B, A]\n  R: [C]\nlimits:\n  P:A: 1\n")
 	got := Diff(old, cur)
 	want := []string{"route P: [A, B] -> [B, A]", "route Q: [C] -> absent", "route R: absent -> [C]"}
 	if !reflect.DeepEqual(got, want) {
@@ -33,11 +26,14 @@ func TestRouteDiffInHistory(t *testing.T) {
 func TestManagerCheckRefusesAndKeepsLastGood(t *testing.T) {
 	ctx := context.Background()
 	a := &captureApplier{}
-	check := func(c *ratelimit.Config) error {
-		return c.CheckRouteChannels(func(code string) bool { return code != "XPAY" })
+	check := func(d *limits.Document) error {
+		return d.CheckRouteChannels(func(code string) bool { return code != "XPAY" })
 	}
 	h := &memHistory{}
 	m, _ := NewManager(chanSource{}, a, ManagerOptions{Check: check, History: h})
+	if d := m.Document(); d != nil || d.Route("P") != nil {
+		t.Fatalf("before the first document: %+v, want nil, routing nothing", d)
+	}
 	if err := m.Apply(ctx, Document{Source: "nacos", Content: []byte("routes:\n  P: [A]\nlimits:\n  P:A: 1\n")}); err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +41,11 @@ func TestManagerCheckRefusesAndKeepsLastGood(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "routes: P: unknown channel XPAY") {
 		t.Fatalf("err = %v", err)
 	}
-	if got := a.cfg.Route("P"); !reflect.DeepEqual(got, []string{"A"}) {
+	if got := m.Document().Route("P"); !reflect.DeepEqual(got, []string{"A"}) {
 		t.Fatalf("routes in force %v, want the last good [A]", got)
+	}
+	if m.Document().Config != a.cfg {
+		t.Fatal("the document in force does not hold the limits the applier has")
 	}
 	if n := len(h.changes); n != 2 || h.changes[1].Kind != KindRefused {
 		t.Fatalf("history %+v", h.changes)

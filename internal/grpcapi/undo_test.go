@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"payserver/internal/limitapi"
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 )
 
@@ -71,10 +72,11 @@ func rlsOn(t *testing.T, doc string) (*ratelimit.Limiter, *Server, context.Conte
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	parsed, err := limits.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	l.SetConfig(cfg)
 	svc, err := limitapi.NewService(limitapi.Options{Admit: l, Peek: l})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"payserver/api"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
-	"payserver/internal/ratelimit"
+	"payserver/internal/limits"
 	"payserver/internal/testutil"
 )
 
@@ -38,10 +38,11 @@ func newLoginServer(t *testing.T, token string) *loginServer {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	s := &loginServer{clock: testutil.NewClock(now)}
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  PAY:ALIPAY: 100\n"))
+	parsed, err := limits.Parse([]byte("limits:\n  PAY:ALIPAY: 100\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	log := slog.New(slog.NewJSONHandler(&s.log, nil))
 	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg},
 		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true}}, Logger: log, Now: s.clock.Now})

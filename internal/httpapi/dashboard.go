@@ -176,7 +176,7 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	}
 	if d.r.opts.Routes != nil {
 		var err error
-		if v.Routes, err = d.r.opts.Routes.routeViews(ctx, cfg, now); err != nil {
+		if v.Routes, err = d.r.opts.Routes.routeViews(ctx, cfg, d.r.opts.Limits.Routes(), now); err != nil {
 			d.r.log.Warn("dashboard: could not read the route stats", "err", err)
 			v.RoutesError = "The stats database is unavailable; the fallback counts are missing."
 		}

@@ -11,6 +11,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
@@ -20,7 +21,7 @@ import (
 // amounts per channel and currency.
 func TestDashboardQuotaForecast(t *testing.T) {
 	gin.SetMode(gin.TestMode)
-	cfg, err := ratelimit.ParseDocument([]byte(`zone: Asia/Shanghai
+	parsed, err := limits.Parse([]byte(`zone: Asia/Shanghai
 limits:
   ONLINE_PAY:ALIPAY: [{limit: 100, window: 1s}, {amount: 500000000, calendar: day}]
   "*:UNIONPAY": [{limit: 300000, calendar: month}]
@@ -29,6 +30,7 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	sh, _ := time.LoadLocation("Asia/Shanghai")
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, sh)
 	used := map[string]int64{"ONLINE_PAY:ALIPAY": 200_000_000, "*:UNIONPAY": 3000, "REFUND:WECHAT": 10}

@@ -17,6 +17,7 @@ import (
 	"payserver/api"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
@@ -118,10 +119,11 @@ func TestDashboardSizeAt2000Keys(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		fmt.Fprintf(&doc, "  B%04d:ALIPAY: %d\n", i, i+1)
 	}
-	cfg, err := ratelimit.ParseDocument([]byte(doc.String()))
+	parsed, err := limits.Parse([]byte(doc.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
 	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler)})

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 )
 
@@ -17,6 +18,9 @@ type LimitsView interface {
 	UsageSource
 	Status() configcenter.Status
 	Degraded() bool
+	// Routes returns the routes of the document in force; nil before the
+	// first document and for a document without routes.
+	Routes() limits.Routes
 }
 
 // windowNow is one window of a key's rule in force, with what it holds now.
@@ -192,7 +196,7 @@ func (h *handler) getLimits(c *gin.Context) {
 		body["defaultWindow"] = configcenter.FormatWindow(cfg.DefaultWindow)
 		body["zone"] = cfg.Zone.String()
 		body["shadowAll"] = cfg.Shadow
-		body["routes"] = routesJSON(cfg.Routes)
+		body["routes"] = routesJSON(h.opts.Limits.Routes())
 		body["at"] = now.UTC().Format(time.RFC3339Nano)
 	}
 	c.Header("Cache-Control", "no-store")

@@ -13,7 +13,7 @@ import (
 	"payserver/api"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
-	"payserver/internal/ratelimit"
+	"payserver/internal/limits"
 )
 
 // TestLimitsRouteShowsQuotas: GET /limits shows calendar, amount, currency,
@@ -22,7 +22,7 @@ import (
 // channel-wide keys and keys only schedules name, and the use of each
 // window; a key whose use cannot be read says why.
 func TestLimitsRouteShowsQuotas(t *testing.T) {
-	cfg, err := ratelimit.ParseDocument([]byte(`zone: Asia/Shanghai
+	parsed, err := limits.Parse([]byte(`zone: Asia/Shanghai
 limits:
   ONLINE_PAY:ALIPAY:
     - {limit: 100, window: 1s}
@@ -40,6 +40,7 @@ schedules:
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	at := time.Date(2026, 11, 11, 12, 0, 0, 0, time.UTC) // within the 11.11 schedule
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: at}
 	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "t", Limits: lv,

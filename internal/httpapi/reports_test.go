@@ -19,6 +19,7 @@ import (
 	"payserver/api"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
+	"payserver/internal/limits"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -96,8 +97,9 @@ func (f fakeUsage) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []
 }
 
 type fakeLimitsView struct {
-	cfg *ratelimit.Config
-	st  configcenter.Status
+	cfg    *ratelimit.Config
+	routes limits.Routes
+	st     configcenter.Status
 	// now, when set, is the instant Usage reads the rule in force at.
 	now time.Time
 }
@@ -105,6 +107,7 @@ type fakeLimitsView struct {
 func (f fakeLimitsView) Config() *ratelimit.Config   { return f.cfg }
 func (f fakeLimitsView) Status() configcenter.Status { return f.st }
 func (f fakeLimitsView) Degraded() bool              { return true }
+func (f fakeLimitsView) Routes() limits.Routes       { return f.routes }
 func (f fakeLimitsView) Usage(ctx context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
 	return fakeUsage{cfg: f.cfg, now: f.now}.Usage(ctx, k)
 }
@@ -120,7 +123,7 @@ type testServer struct {
 func newTestServer(t *testing.T, token string) *testServer {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	cfg, err := ratelimit.ParseDocument([]byte(`window: 1s
+	parsed, err := limits.Parse([]byte(`window: 1s
 limits:
   PAY:ALIPAY: 100
   PAY:WECHAT: -1
@@ -131,6 +134,7 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	rows := []stats.ReportRow{
 		{BizType: "PAY", Channel: "ALIPAY", Bucket: now.Truncate(time.Minute).Add(-2 * time.Minute), Attempts: 12, Admitted: 9, Limited: 3,
 			LimitedRate: 0.25, PeakUtilization: 1, Limit: "100/1s", LimitChanged: true, LimitChanges: []string{"50/1s -> 100/1s"}},

@@ -14,6 +14,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/configcenter"
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
@@ -136,12 +137,12 @@ type routeBar struct {
 	Minute  string
 }
 
-// routeViews returns the dashboard's routes section: each route of cfg
-// with its preferred channel now and its fallbacks per minute over the
-// hour before now. Rows that cannot be read leave the fallbacks at zero and
-// return the error for the page to show.
-func (rr *RouteReports) routeViews(ctx context.Context, cfg *ratelimit.Config, now time.Time) ([]routeView, error) {
-	if cfg == nil || len(cfg.Routes) == 0 {
+// routeViews returns the dashboard's routes section: each of routes with
+// its preferred channel now under the limits of cfg, and its fallbacks per
+// minute over the hour before now. Rows that cannot be read leave the
+// fallbacks at zero and return the error for the page to show.
+func (rr *RouteReports) routeViews(ctx context.Context, cfg *ratelimit.Config, routes limits.Routes, now time.Time) ([]routeView, error) {
+	if cfg == nil || len(routes) == 0 {
 		return nil, nil
 	}
 	to := now.Truncate(time.Minute)
@@ -157,15 +158,15 @@ func (rr *RouteReports) routeViews(ctx context.Context, cfg *ratelimit.Config, n
 		}
 		perMinute[r.BizType][int64(r.Minute.Sub(from)/time.Minute)] += r.Count
 	}
-	bizTypes := make([]string, 0, len(cfg.Routes))
-	for biz := range cfg.Routes {
+	bizTypes := make([]string, 0, len(routes))
+	for biz := range routes {
 		bizTypes = append(bizTypes, biz)
 	}
 	sort.Strings(bizTypes)
 	out := make([]routeView, 0, len(bizTypes))
 	for _, biz := range bizTypes {
-		v := routeView{BizType: biz, Candidates: configcenter.DescribeRoute(cfg.Routes[biz])}
-		v.Preferred, v.Skipped = rr.preferred(ctx, cfg, biz)
+		v := routeView{BizType: biz, Candidates: configcenter.DescribeRoute(routes[biz])}
+		v.Preferred, v.Skipped = rr.preferred(ctx, cfg, biz, routes[biz])
 		counts := perMinute[biz]
 		var total, peak int64
 		for i := int64(0); i < dashboardMinutes; i++ {
@@ -187,12 +188,12 @@ func (rr *RouteReports) routeViews(ctx context.Context, cfg *ratelimit.Config, n
 	return out, err
 }
 
-// preferred returns the first candidate of biz's route that would admit a
-// payment now (healthy, its key and its channel-wide key neither closed nor
-// full), and why the ones before it would be skipped.
-func (rr *RouteReports) preferred(ctx context.Context, cfg *ratelimit.Config, biz string) (string, string) {
+// preferred returns the first of candidates, biz's route, that would
+// admit a payment now (healthy, its key and its channel-wide key neither
+// closed nor full), and why the ones before it would be skipped.
+func (rr *RouteReports) preferred(ctx context.Context, cfg *ratelimit.Config, biz string, candidates []string) (string, string) {
 	var skipped []string
-	for _, ch := range cfg.Route(biz) {
+	for _, ch := range candidates {
 		reason := ""
 		if rr.opts.Health.Unhealthy(ch) {
 			reason = "unhealthy"
@@ -244,7 +245,7 @@ func (rr *RouteReports) refusal(ctx context.Context, cfg *ratelimit.Config, key 
 
 // routesJSON is the routes in force for GET /limits: bizType to its
 // candidates in order of preference; {} when there are none.
-func routesJSON(r ratelimit.Routes) map[string][]string {
+func routesJSON(r limits.Routes) map[string][]string {
 	out := make(map[string][]string, len(r))
 	for biz, cands := range r {
 		out[biz] = cands

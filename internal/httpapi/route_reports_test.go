@@ -13,7 +13,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
-	"payserver/internal/ratelimit"
+	"payserver/internal/limits"
 	"payserver/internal/stats"
 )
 
@@ -33,7 +33,7 @@ func (f fakeHealth) Unhealthy(code string) bool { return f[code] }
 func newRouteServer(t *testing.T, rows fakeRouteRows) *testServer {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	cfg, err := ratelimit.ParseDocument([]byte(`routes:
+	parsed, err := limits.Parse([]byte(`routes:
   PAY: [ALIPAY, WECHAT, UNIONPAY]
   SHOP: [UNIONPAY]
 limits:
@@ -44,13 +44,14 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	rr, err := httpapi.NewRouteReports(httpapi.RouteReportsOptions{Rows: rows, Usage: fakeUsage{cfg: cfg},
 		Health: fakeHealth{"UNIONPAY": true}, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg},
-		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true}}, Logger: slog.New(slog.DiscardHandler),
+		Limits: fakeLimitsView{cfg: cfg, routes: parsed.Routes, st: configcenter.Status{Loaded: true}}, Logger: slog.New(slog.DiscardHandler),
 		Now: func() time.Time { return now }, Routes: rr})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"payserver/internal/limits"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 )
@@ -19,10 +20,11 @@ func TestCallerRequestIDsNeverShareAPaymentsSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  REFUND:ALIPAY: [{limit: 2, window: 1m}]\n"))
+	parsed, err := limits.Parse([]byte("limits:\n  REFUND:ALIPAY: [{limit: 2, window: 1m}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	l.SetConfig(cfg)
 	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
 	ctx := context.Background()
@@ -57,10 +59,11 @@ func TestCallerAndPaymentNamespacesNeverMeet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  ONLINE_PAY:ALIPAY: [{limit: 2, window: 1m}]\n"))
+	parsed, err := limits.Parse([]byte("limits:\n  ONLINE_PAY:ALIPAY: [{limit: 2, window: 1m}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	l.SetConfig(cfg)
 	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/limits"
 	"payserver/internal/limitwait"
 	"payserver/internal/ratelimit"
 	"payserver/internal/testutil"
@@ -34,10 +35,11 @@ func newLimiterRule(t *testing.T, rule string) (*ratelimit.Limiter, ratelimit.Ke
 		t.Fatal(err)
 	}
 	key := ratelimit.Key{BizType: testutil.UniqueName("WAIT"), Channel: "ALIPAY"}
-	cfg, err := ratelimit.ParseDocument([]byte(fmt.Sprintf("limits:\n  %s: %s\n", key, rule)))
+	parsed, err := limits.Parse([]byte(fmt.Sprintf("limits:\n  %s: %s\n", key, rule)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	l.SetConfig(cfg)
 	return l, key
 }

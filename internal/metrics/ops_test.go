@@ -10,6 +10,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"payserver/internal/limits"
 	"payserver/internal/metrics"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
@@ -17,10 +18,11 @@ import (
 
 func mustConfig(t *testing.T, doc string) *ratelimit.Config {
 	t.Helper()
-	c, err := ratelimit.ParseDocument([]byte(doc))
+	parsed, err := limits.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := parsed.Config
 	return c
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
+	"payserver/internal/limits"
 	"payserver/internal/pay"
 	"payserver/internal/pay/paytest"
 	"payserver/internal/ratelimit"
@@ -83,11 +84,12 @@ func TestRoutingAgreesWithModel(t *testing.T) {
 			doc += c
 		}
 		doc += "]\n"
-		cfg, err := ratelimit.ParseDocument([]byte(doc))
+		parsed, err := limits.Parse([]byte(doc))
 		if err != nil {
 			rt.Fatal(err)
 		}
-		lim.SetConfig(cfg)
+		routesOf.Store(lim, parsed)
+		lim.SetConfig(parsed.Config)
 		failures := uint32(rapid.IntRange(1, 3).Draw(rt, "breakerFailures"))
 		reg, _ := channel.NewRegistry(chs...)
 		svc, err := pay.NewService(paytest.NewMemStore(), lim, reg, pay.Options{
@@ -97,7 +99,7 @@ func TestRoutingAgreesWithModel(t *testing.T) {
 			rt.Fatal(err)
 		}
 
-		o := newRouteOracle(biz, cfg, refuses, failures)
+		o := newRouteOracle(biz, parsed.Config, refuses, failures)
 		var ids []string
 		ctx := context.Background()
 		for step := range rapid.IntRange(1, 12).Draw(rt, "steps") {

@@ -10,6 +10,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
+	"payserver/internal/limits"
 	"payserver/internal/limitwait"
 	"payserver/internal/pay"
 	"payserver/internal/pay/paytest"
@@ -28,9 +29,18 @@ type routeFlow struct {
 	health *channel.Health
 }
 
+// routesOf holds the document each test limiter was last given (setDoc):
+// as in payserver, where the config center holds the document in force,
+// the routes are read beside the limiter, not through it.
+var routesOf sync.Map // *ratelimit.Limiter → *limits.Document
+
+// staticRoutes routes by the document last given to lim.
 type staticRoutes struct{ lim *ratelimit.Limiter }
 
-func (r staticRoutes) Route(biz string) ([]string, error) { return r.lim.Config().Route(biz), nil }
+func (r staticRoutes) Route(biz string) ([]string, error) {
+	doc, _ := routesOf.Load(r.lim)
+	return doc.(*limits.Document).Route(biz), nil
+}
 
 func newRouteFlow(t *testing.T, store pay.OrderStore, doc string, sims map[string]channel.SimulatorConfig, health channel.HealthOptions) *routeFlow {
 	t.Helper()
@@ -62,11 +72,12 @@ func newRouteFlow(t *testing.T, store pay.OrderStore, doc string, sims map[strin
 
 func setDoc(t *testing.T, lim *ratelimit.Limiter, doc string) {
 	t.Helper()
-	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	parsed, err := limits.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim.SetConfig(cfg)
+	routesOf.Store(lim, parsed)
+	lim.SetConfig(parsed.Config)
 }
 
 // held returns how many admissions the 1-minute window of B:ch holds.

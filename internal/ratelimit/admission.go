@@ -51,7 +51,6 @@ func contentHash(cfg *Config) string {
 		fmt.Fprintf(h, "schedule %s %d %d: ", s.Key, s.From.UnixNano(), s.To.UnixNano())
 		writeRule(h, s.Rule)
 	}
-	fmt.Fprintf(h, "routes %v\n", map[string][]string(cfg.Routes))
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 

@@ -2,8 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -29,20 +27,19 @@ func redisTime(t *testing.T, c redis.UniversalClient) int64 {
 	return now.UnixMicro()
 }
 
-// mustLimiter returns a Limiter on store with doc in force.
-func mustLimiter(t *testing.T, store Store, opts Options, doc string) *Limiter {
+// mustLimiter returns a Limiter on store with cfg in force.
+func mustLimiter(t *testing.T, store Store, opts Options, cfg *Config) *Limiter {
 	t.Helper()
 	l, err := New(store, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ParseDocument([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.SetConfig(cfg)
 	return l
 }
+
+// dayUTC is the calendar of a day window from 00:00 UTC.
+var dayUTC = Calendar{Unit: CalendarDay, Zone: time.UTC}
 
 func mustDecide(t *testing.T, l *Limiter, r Request) Decision {
 	t.Helper()
@@ -94,12 +91,13 @@ func TestAdmissionRecordOnRedis(t *testing.T) {
 	c := testutil.MustRedis(t)
 	s, _ := NewRedisStore(c, "test:adm:")
 	ch := testutil.UniqueName("C")
-	doc := fmt.Sprintf(`limits:
-  PAY:%[1]s: [{limit: 5, window: 10s}, {limit: 5, calendar: day}, {amount: 1000, window: 1m}]
-  SOLO:%[1]s: 1
-  "*:%[1]s": [{limit: 10, window: 10s, reserve: {PAY: 1, REFUND: 2}}]
-`, ch)
-	l := mustLimiter(t, s, Options{Timeout: 5 * time.Second, DisableNearCache: true}, doc)
+	cfg := &Config{Version: "0123456789abcdef0123456789abcdef", Rules: map[Key]Rule{
+		{BizType: "PAY", Channel: ch}: {Windows: []Window{
+			{Limit: 5, Size: 10 * time.Second}, {Limit: 1000, Size: time.Minute, Amount: true}, {Limit: 5, Calendar: dayUTC}}},
+		{BizType: "SOLO", Channel: ch}: {Windows: []Window{{Limit: 1, Size: time.Second}}},
+		ChannelWide(ch):                {Windows: []Window{{Limit: 10, Size: 10 * time.Second}}, Reserve: []map[string]int64{{"PAY": 1, "REFUND": 2}}},
+	}}
+	l := mustLimiter(t, s, Options{Timeout: 5 * time.Second, DisableNearCache: true}, cfg)
 	r := Request{Key: Key{BizType: "PAY", Channel: ch}, Member: "m1", Amount: 100, Currency: "CNY"}
 
 	before := redisTime(t, c)
@@ -134,9 +132,8 @@ func TestAdmissionRecordOnRedis(t *testing.T) {
 		t.Fatalf("refusal: got %+v, want no admission time and no window keys", refused)
 	}
 
-	sum := md5.Sum([]byte(doc))
-	if d.LimitsVersion != hex.EncodeToString(sum[:]) {
-		t.Fatalf("LimitsVersion %q, want the document's MD5 %x", d.LimitsVersion, sum)
+	if d.LimitsVersion != cfg.Version {
+		t.Fatalf("LimitsVersion %q, want the Config's Version %s", d.LimitsVersion, cfg.Version)
 	}
 }
 
@@ -147,7 +144,8 @@ func TestDuplicateInCalendarWindowsOnlyIsTimedNow(t *testing.T) {
 	c := testutil.MustRedis(t)
 	s, _ := NewRedisStore(c, "test:adm:")
 	ch := testutil.UniqueName("C")
-	l := mustLimiter(t, s, Options{Timeout: 5 * time.Second}, fmt.Sprintf("limits:\n  RESOLVE:%s: [{limit: 5, calendar: day}]\n", ch))
+	l := mustLimiter(t, s, Options{Timeout: 5 * time.Second}, &Config{Rules: map[Key]Rule{
+		ResolveKey(ch): {Windows: []Window{{Limit: 5, Calendar: dayUTC}}}}})
 	r := Request{Key: ResolveKey(ch), Member: "q1"}
 	first := mustDecide(t, l, r)
 	time.Sleep(5 * time.Millisecond)
@@ -280,7 +278,10 @@ func TestDrivenTimeIsAdmissionTime(t *testing.T) {
 // their clock and name its windows by WindowKey; a duplicate keeps its
 // first admission's time, across a restart of the journaled store.
 func TestAdmissionRecordInProcess(t *testing.T) {
-	doc := "limits:\n  PAY:ALIPAY: [{limit: 5, window: 10s}, {limit: 5, calendar: day}]\n  \"*:ALIPAY\": [{limit: 10, window: 1m}]\n"
+	cfg := &Config{Rules: map[Key]Rule{
+		{BizType: "PAY", Channel: "ALIPAY"}: {Windows: []Window{{Limit: 5, Size: 10 * time.Second}, {Limit: 5, Calendar: dayUTC}}},
+		ChannelWide("ALIPAY"):               {Windows: []Window{{Limit: 10, Size: time.Minute}}},
+	}}
 	want := []string{"{ALIPAY}:PAY:10000", "{ALIPAY}:PAY:day.0000.UTC", "{ALIPAY}:*:60000"}
 	path := filepath.Join(t.TempDir(), "limiter.journal")
 	for _, tc := range []struct {
@@ -299,7 +300,7 @@ func TestAdmissionRecordInProcess(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := testutil.NewClock(time.Date(2026, 5, 1, 10, 3, 17, 123_456_789, time.UTC))
-			l := mustLimiter(t, tc.store(clock), Options{Now: clock.Now}, doc)
+			l := mustLimiter(t, tc.store(clock), Options{Now: clock.Now}, cfg)
 			r := Request{Key: Key{BizType: "PAY", Channel: "ALIPAY"}, Member: "m1"}
 			d := mustDecide(t, l, r)
 			first := time.UnixMicro(clock.Now().UnixMicro())
@@ -309,7 +310,7 @@ func TestAdmissionRecordInProcess(t *testing.T) {
 			clock.Advance(2 * time.Second)
 			if tc.name == "durable" {
 				// A restart: the journal keeps when the member was admitted.
-				l = mustLimiter(t, tc.store(clock), Options{Now: clock.Now}, doc)
+				l = mustLimiter(t, tc.store(clock), Options{Now: clock.Now}, cfg)
 			}
 			if dup := mustDecide(t, l, r); !dup.Duplicate || !dup.AdmittedAt.Equal(first) {
 				t.Fatalf("retry: got %+v, want a duplicate first admitted at %v", dup, first)
@@ -330,7 +331,10 @@ func (downStore) Check(context.Context, []KeyWindow, string, int64) (StoreResult
 // admission no window records (fail-open, unlimited, a shadow admission of
 // a refusal) is timed by the limiter's clock and names none.
 func TestAdmissionRecordWithoutTheStore(t *testing.T) {
-	doc := "limits:\n  PAY:ALIPAY: [{limit: 5, window: 10s}]\n  SHADOW:ALIPAY: {limit: 1, window: 1s, shadow: true}\n"
+	cfg := &Config{Rules: map[Key]Rule{
+		{BizType: "PAY", Channel: "ALIPAY"}:    {Windows: []Window{{Limit: 5, Size: 10 * time.Second}}},
+		{BizType: "SHADOW", Channel: "ALIPAY"}: {Windows: []Window{{Limit: 1, Size: time.Second}}, Shadow: true},
+	}}
 	for _, tc := range []struct {
 		policy Policy
 		key    Key
@@ -343,7 +347,7 @@ func TestAdmissionRecordWithoutTheStore(t *testing.T) {
 	} {
 		t.Run(string(tc.source), func(t *testing.T) {
 			clock := testutil.NewClock(time.Date(2026, 5, 1, 10, 3, 17, 123_456_789, time.UTC))
-			l := mustLimiter(t, downStore{NewLocalStore(nil)}, Options{Now: clock.Now, Policy: tc.policy}, doc)
+			l := mustLimiter(t, downStore{NewLocalStore(nil)}, Options{Now: clock.Now, Policy: tc.policy}, cfg)
 			d := mustDecide(t, l, Request{Key: tc.key, Member: "m1"})
 			at := time.UnixMicro(clock.Now().UnixMicro())
 			if !d.Allowed || d.Source != tc.source || !d.AdmittedAt.Equal(at) || !slices.Equal(d.WindowKeys, tc.keys) {
@@ -353,7 +357,7 @@ func TestAdmissionRecordWithoutTheStore(t *testing.T) {
 	}
 	t.Run("shadow", func(t *testing.T) {
 		clock := testutil.NewClock(time.Date(2026, 5, 1, 10, 3, 17, 0, time.UTC))
-		l := mustLimiter(t, NewLocalStore(clock.Now), Options{Now: clock.Now}, doc)
+		l := mustLimiter(t, NewLocalStore(clock.Now), Options{Now: clock.Now}, cfg)
 		mustDecide(t, l, Request{Key: Key{BizType: "SHADOW", Channel: "ALIPAY"}, Member: "m0"})
 		d := mustDecide(t, l, Request{Key: Key{BizType: "SHADOW", Channel: "ALIPAY"}, Member: "m1"})
 		if !d.Allowed || !d.Shadow || !d.AdmittedAt.Equal(clock.Now()) || d.WindowKeys != nil {
@@ -362,31 +366,31 @@ func TestAdmissionRecordWithoutTheStore(t *testing.T) {
 	})
 }
 
-// TestLimitsVersionFollowsTheDocument: every decision names the document in
-// force, its MD5; a new document changes it, the same one again does not;
-// a Config made in code is named by a hash of its content.
+// TestLimitsVersionFollowsTheDocument: every decision names the limits in
+// force by their Version (the document's MD5, limits.Parse); new limits
+// change it, the same ones again do not; a Config made in code without a
+// Version is named by a hash of its content.
 func TestLimitsVersionFollowsTheDocument(t *testing.T) {
-	l := mustLimiter(t, NewLocalStore(nil), Options{}, "limits:\n  PAY:ALIPAY: 1\n")
 	k := Key{BizType: "PAY", Channel: "ALIPAY"}
+	versioned := func(limit int64, version string) *Config {
+		return &Config{Version: version, Rules: map[Key]Rule{k: {Windows: []Window{{Limit: limit, Size: time.Second}}}}}
+	}
+	const md5One, md5Two = "11111111111111111111111111111111", "22222222222222222222222222222222"
+	l := mustLimiter(t, NewLocalStore(nil), Options{}, versioned(1, md5One))
 	v1 := mustDecide(t, l, Request{Key: k, Member: "a"}).LimitsVersion
-	if refused := mustDecide(t, l, Request{Key: k, Member: "b"}); refused.Allowed || refused.LimitsVersion != v1 {
-		t.Fatalf("refusal %+v, want version %q", refused, v1)
+	if refused := mustDecide(t, l, Request{Key: k, Member: "b"}); refused.Allowed || v1 != md5One || refused.LimitsVersion != v1 {
+		t.Fatalf("admission %q, refusal %+v, want version %q", v1, refused, md5One)
 	}
-	doc2 := "limits:\n  PAY:ALIPAY: 2\n"
-	l.SetConfig(mustParse(t, doc2))
-	v2 := mustDecide(t, l, Request{Key: k, Member: "c"}).LimitsVersion
-	sum := md5.Sum([]byte(doc2))
-	if v2 == v1 || v2 != hex.EncodeToString(sum[:]) {
-		t.Fatalf("versions %q then %q, want the second the MD5 of its document %x", v1, v2, sum)
+	l.SetConfig(versioned(2, md5Two))
+	if v2 := mustDecide(t, l, Request{Key: k, Member: "c"}).LimitsVersion; v2 != md5Two {
+		t.Fatalf("versions %q then %q, want the second %q", v1, v2, md5Two)
 	}
-	l.SetConfig(mustParse(t, doc2))
-	if v := mustDecide(t, l, Request{Key: Key{BizType: "OTHER", Channel: "ALIPAY"}, Member: "d"}).LimitsVersion; v != v2 {
-		t.Fatalf("the same document again: version %q, want %q", v, v2)
+	l.SetConfig(versioned(2, md5Two))
+	if v := mustDecide(t, l, Request{Key: Key{BizType: "OTHER", Channel: "ALIPAY"}, Member: "d"}).LimitsVersion; v != md5Two {
+		t.Fatalf("the same document again: version %q, want %q", v, md5Two)
 	}
 
-	made := func(limit int64) *Config {
-		return &Config{Rules: map[Key]Rule{k: {Windows: []Window{{Limit: limit, Size: time.Second}}}}}
-	}
+	made := func(limit int64) *Config { return versioned(limit, "") }
 	l.SetConfig(made(3))
 	h3 := mustDecide(t, l, Request{Key: k, Member: "e"}).LimitsVersion
 	l.SetConfig(made(4))
@@ -395,13 +399,4 @@ func TestLimitsVersionFollowsTheDocument(t *testing.T) {
 	if again := mustDecide(t, l, Request{Key: k, Member: "g"}).LimitsVersion; len(h3) != 12 || h3 == h4 || again != h3 {
 		t.Fatalf("made in code: %q, %q, %q again, want 12-digit hashes that follow the content", h3, h4, again)
 	}
-}
-
-func mustParse(t *testing.T, doc string) *Config {
-	t.Helper()
-	cfg, err := ParseDocument([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }

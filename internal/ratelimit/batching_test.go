@@ -27,12 +27,10 @@ func batchedClients() map[string]func(t *testing.T) redis.UniversalClient {
 }
 
 // batchings are the ways a RedisStore can send checks: one script call per
-// check ("plain"), or one per batch of one key's concurrent checks, with
-// one or two calls of a key in flight at once.
+// check ("plain"), or one per batch of one key's concurrent checks.
 var batchings = map[string]ratelimit.RedisStoreOptions{
-	"plain":              {},
-	"coalesce":           {Coalesce: true},
-	"coalesce-inflight2": {Coalesce: true, InFlight: 2},
+	"plain":    {},
+	"coalesce": {Coalesce: true},
 }
 
 func mustStoreWith(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStoreOptions) *ratelimit.RedisStore {
@@ -73,14 +71,12 @@ func TestBatchedExactUnderConcurrency(t *testing.T) {
 // single calls only), and serially it sends one call per check.
 func TestCoalescerBatches(t *testing.T) {
 	for name, mk := range batchedClients() {
-		for _, inFlight := range []int{1, 2} {
-			t.Run(fmt.Sprintf("%s/inflight=%d", name, inFlight), func(t *testing.T) { testCoalescerBatches(t, mk(t), inFlight) })
-		}
+		t.Run(name, func(t *testing.T) { testCoalescerBatches(t, mk(t)) })
 	}
 }
 
-func testCoalescerBatches(t *testing.T, c redis.UniversalClient, inFlight int) {
-	s := mustStoreWith(t, c, ratelimit.RedisStoreOptions{Coalesce: true, InFlight: inFlight})
+func testCoalescerBatches(t *testing.T, c redis.UniversalClient) {
+	s := mustStoreWith(t, c, ratelimit.RedisStoreOptions{Coalesce: true})
 	k := newKey()
 	ws := []ratelimit.Window{{Limit: 1000, Size: time.Minute}}
 	for i := range 5 {

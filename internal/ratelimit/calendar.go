@@ -1,6 +1,32 @@
 package ratelimit
 
-import "time"
+import (
+	"fmt"
+	"time"
+	_ "time/tzdata" // calendar zones resolve the same on every host, with or without a system zoneinfo
+)
+
+// Calendar is a window that resets at calendar boundaries: each day or
+// month in Zone, starting at Cutoff past local midnight (of the 1st, for a
+// month). A daylight-saving day lasts 23 or 25 hours.
+type Calendar struct {
+	// Unit is CalendarDay, CalendarMonth, or empty for a sliding window.
+	Unit CalendarUnit
+	// Zone is the IANA time zone the periods are counted in.
+	Zone *time.Location
+	// Cutoff is when a period starts, past local midnight: 0 ≤ Cutoff < 24h,
+	// whole minutes.
+	Cutoff time.Duration
+}
+
+// CalendarUnit is the length of a calendar period.
+type CalendarUnit string
+
+// The calendar units.
+const (
+	CalendarDay   CalendarUnit = "day"
+	CalendarMonth CalendarUnit = "month"
+)
 
 // periodStart returns when the calendar period with offset n from label
 // (year, month, day) starts: the day (CalendarDay) n days after that date,
@@ -95,4 +121,9 @@ func (c Calendar) Periods(now time.Time) [4]time.Time {
 func (c Calendar) Period(now time.Time) (start, end time.Time) {
 	b := c.Periods(now)
 	return b[1], b[2]
+}
+
+// FormatCutoff renders a calendar cutoff as the document writes it, "HH:MM".
+func FormatCutoff(d time.Duration) string {
+	return fmt.Sprintf("%02d:%02d", int(d/time.Hour), int(d%time.Hour/time.Minute))
 }

@@ -18,25 +18,21 @@ const defaultMaxBatch = 128
 const batchTimeout = 5 * time.Second
 
 // coalescer groups the concurrent checks of one key into single script
-// calls, with one batch.Batcher per key: a check that finds fewer than
-// inFlight calls of its key in flight (by default: finds its key idle) is
+// calls, with one batch.Batcher per key: a check that finds its key idle is
 // sent at once, by its own goroutine and under its own context, exactly as
-// without coalescing; checks of that key arriving while inFlight calls are
-// in flight queue and go together in the next call.
+// without coalescing; checks of that key arriving while a call of it is in
+// flight queue and go together in the next call.
 //
-// With one call in flight, a key's calls never overlap, so arrival order is
-// decision order, except that checks whose windows differ from the batch's
-// (limits changed meanwhile) wait for a later call. With more, calls of one
-// key overlap, and Redis decides them in the order they reach it, which
-// need not be the order they were sent, just as for checks from several
-// instances. Exactness never depends on the order: each call is one atomic
-// script, which counts a member (a requestId) at most once whichever call
-// carries it first, and a refusal is remembered by the near-cache only if
-// no release happened while it was decided (nearCache.remember).
+// A key's calls never overlap, so arrival order is decision order, except
+// that checks whose windows differ from the batch's (limits changed
+// meanwhile) wait for a later call. Exactness does not depend on the order
+// either way: each call is one atomic script, which counts a member (a
+// requestId) at most once whichever call carries it first, and a refusal is
+// remembered by the near-cache only if no release happened while it was
+// decided (nearCache.remember).
 type coalescer struct {
-	s        *RedisStore
-	max      int
-	inFlight int
+	s   *RedisStore
+	max int
 	// keys maps each key checked to its *batch.Batcher. Only keys with
 	// limits reach the store, so this is bounded by the limits documents.
 	keys sync.Map
@@ -49,15 +45,15 @@ type checkArg struct {
 
 type keyBatcher = batch.Batcher[checkArg, StoreResult]
 
-func newCoalescer(s *RedisStore, maxBatch, inFlight int) *coalescer {
+func newCoalescer(s *RedisStore, maxBatch int) *coalescer {
 	if maxBatch <= 0 {
 		maxBatch = defaultMaxBatch
 	}
-	return &coalescer{s: s, max: maxBatch, inFlight: inFlight}
+	return &coalescer{s: s, max: maxBatch}
 }
 
-// check decides one check: at once if fewer than inFlight calls of its key
-// are in flight, else with a later batch of the key. A queued caller that
+// check decides one check: at once if no call of its key is in flight,
+// else with the next batch of the key. A queued caller that
 // leaves on ctx may still be decided (and, if admitted, recorded) by a call
 // already on its way, as with a plain client whose reply came too late.
 func (c *coalescer) check(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
@@ -71,9 +67,8 @@ func (c *coalescer) check(ctx context.Context, windows []KeyWindow, member strin
 
 func (c *coalescer) newBatcher() *keyBatcher {
 	return &keyBatcher{
-		Max:      c.max,
-		InFlight: c.inFlight,
-		Timeout:  batchTimeout,
+		Max:     c.max,
+		Timeout: batchTimeout,
 		// One call serves one set of windows.
 		Fit: func(calls []*batch.Call[checkArg, StoreResult]) int {
 			for i, call := range calls {

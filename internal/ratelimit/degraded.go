@@ -2,12 +2,8 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Policy says what the limiter does while the shared store (Redis) fails.
@@ -34,94 +30,6 @@ func ParsePolicy(s string) (Policy, error) {
 		return Policy(s), nil
 	}
 	return "", fmt.Errorf("unknown limiter policy %q (want local, allow or deny)", s)
-}
-
-// onRedis decides on the shared store. Under PolicyLocal, admissions decided
-// in process during an outage that are still in their windows lower the
-// limits asked of Redis, which does not hold them; and each Redis answer is
-// kept for a later outage: admissions copied into the in-process sliding
-// count windows, and the use of amount and calendar windows.
-func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, now time.Time, end *time.Time) (Decision, error) {
-	asked, localOnly := p, []int64(nil)
-	if l.opts.Policy == PolicyLocal && !p.shadow && l.local.MayHoldLocalOnly(now) {
-		var refused *Decision
-		if asked, localOnly, refused = l.lowerByLocalOnly(p, r.Key, now); refused != nil {
-			l.breaker.abandon()
-			return *refused, nil
-		}
-	}
-	res, unknown, err := l.check(ctx, asked.windows, r.Member, r.Amount)
-	if err != nil {
-		if ctx.Err() != nil {
-			l.breaker.abandon()
-			return Decision{Key: r.Key}, ctx.Err()
-		}
-		l.opts.Observer.StoreFailed(r.Key, err)
-		if l.breaker.failure() {
-			l.log.Warn("limiter store failing; degraded decisions until it answers", "policy", string(l.opts.Policy), "key", r.Key.String(), "err", err)
-		}
-		if unknown {
-			return l.unknownOutcome(p, r.Key)
-		}
-		return l.decideDegraded(lim, p, r)
-	}
-	*end = l.opts.Now()
-	if l.breaker.success() {
-		l.log.Warn("limiter store answers again; back to shared windows", "key", r.Key.String())
-	}
-	if localOnly != nil {
-		for i := range res.Counts {
-			res.Counts[i] += localOnly[i]
-		}
-		res.Count = res.Counts[res.Window]
-		// Redis was asked with limits lowered by the in-process use: an
-		// amount above a lowered limit may still fit the real one later.
-		if w := p.windows[res.Window]; res.ExceedsCap && w.Weight(r.Amount) <= w.Limit {
-			res.ExceedsCap = false
-		}
-	}
-	d := p.decision(r.Key, res, SourceRedis)
-	if l.opts.Policy == PolicyLocal && !p.shadow {
-		// Stamped after the answer: Redis admitted no later, so the copy
-		// leaves its window no earlier than Redis's entry.
-		if d.Allowed || p.hasBaseline {
-			l.local.FollowRedis(p.windows, l.LocalShare(), r.Member, r.Amount, d.Allowed, res.Counts, *end)
-		}
-	}
-	return d, nil
-}
-
-// check asks the store under Timeout. A call that failed after it may have
-// reached Redis has an unknown outcome: Redis may have admitted the member.
-// It is asked once more, with the same member, under RetryTimeout: the
-// script never counts a member twice, so the answer is exact either way.
-// unknown reports that the outcome is still unknown after the retry.
-func (l *Limiter) check(ctx context.Context, windows []KeyWindow, member string, amount int64) (res StoreResult, unknown bool, err error) {
-	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	res, err = l.store.Check(cctx, windows, member, amount)
-	cancel()
-	if err == nil || ctx.Err() != nil || neverReachedRedis(err) {
-		return res, false, err
-	}
-	cctx, cancel = context.WithTimeout(ctx, l.opts.RetryTimeout)
-	res, err = l.store.Check(cctx, windows, member, amount)
-	cancel()
-	return res, err != nil, err
-}
-
-// neverReachedRedis reports whether a failed call provably did not run the
-// script: no connection (dial error, pool exhausted, client closed) or an
-// error reply, which Redis gives before running it.
-func neverReachedRedis(err error) bool {
-	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
-		return true
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // unknownOutcome answers a check whose store call may have admitted the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 )
 
@@ -41,10 +42,11 @@ func TestRefusedDialIsDecidedInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  ONLINE_PAY:ALIPAY: 100\n"))
+	parsed, err := limits.Parse([]byte("limits:\n  ONLINE_PAY:ALIPAY: 100\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	l.SetConfig(cfg)
 	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
 	for i := range 3 {

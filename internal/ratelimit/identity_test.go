@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 )
 
@@ -25,10 +26,11 @@ func limiterOn(t *testing.T, store ratelimit.Store, opts ratelimit.Options, doc 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	parsed, err := limits.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	l.SetConfig(cfg)
 	return l
 }

@@ -20,7 +20,6 @@ import (
 )
 
 // ErrUnavailable is returned by Allow when the store fails and the policy is
-// PolicyDeny, or before any limits were loaded when Options.Unconfigured is
 // PolicyDeny.
 var ErrUnavailable = errors.New("ratelimit: limiter store unavailable")
 
@@ -51,10 +50,6 @@ type Options struct {
 	Observer        Observer
 	// Now is the clock for local windows and the near-cache. Default time.Now.
 	Now func() time.Time
-	// Unconfigured says what Allow does before any limits document was
-	// loaded: PolicyAllow (the default) treats every key as unlimited;
-	// PolicyDeny refuses every request with ErrUnavailable.
-	Unconfigured Policy
 }
 
 // Limiter checks requests against the current Config. It is safe for
@@ -115,13 +110,6 @@ func New(store Store, opts Options) (*Limiter, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	switch opts.Unconfigured {
-	case "":
-		opts.Unconfigured = PolicyAllow
-	case PolicyAllow, PolicyDeny:
-	default:
-		return nil, fmt.Errorf("ratelimit: unconfigured policy %q: want allow or deny", opts.Unconfigured)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -209,14 +197,12 @@ func (l *Limiter) Allow(ctx context.Context, key Key, member string) (Decision, 
 // channel-wide key's ("*:CHANNEL"), with the rules in force now (schedules
 // included), and records it if admitted. A refusal is a Decision with
 // Allowed false, not an error. The error is non-nil only when the store
-// failed under PolicyDeny (ErrUnavailable), no limits were loaded under
-// Unconfigured PolicyDeny, or ctx ended.
+// failed under PolicyDeny (ErrUnavailable) or ctx ended. Before the first
+// SetConfig every key is unlimited: payserver serves no payment until then
+// (pay.LimitsGate).
 func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 	start := l.opts.Now()
 	lim := l.limits.Load()
-	if lim.cfg == nil && l.opts.Unconfigured == PolicyDeny {
-		return Decision{Key: r.Key}, fmt.Errorf("%w: no limits loaded yet", ErrUnavailable)
-	}
 	p := newPlan(lim.cfg, r, start)
 	var end time.Time
 	d, err := l.decide(ctx, lim, p, r, start, &end)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/testutil"
 )
@@ -33,10 +34,11 @@ func (s *switchStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m str
 
 func mustConfig(t *testing.T, doc string) *ratelimit.Config {
 	t.Helper()
-	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	parsed, err := limits.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	return cfg
 }
 

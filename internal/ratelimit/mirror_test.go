@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/testutil"
 )
@@ -26,10 +27,11 @@ func benchLimiter(b *testing.B, p ratelimit.Policy) (*ratelimit.Limiter, []strin
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  A:B: [{limit: 100, window: 1s}, {limit: 4500, window: 1m}]\n"))
+	parsed, err := limits.Parse([]byte("limits:\n  A:B: [{limit: 100, window: 1s}, {limit: 4500, window: 1m}]\n"))
 	if err != nil {
 		b.Fatal(err)
 	}
+	cfg := parsed.Config
 	l.SetConfig(cfg)
 	members := make([]string, 1<<14)
 	for i := range members {

@@ -89,13 +89,6 @@ type RedisStoreOptions struct {
 	Coalesce bool
 	// MaxBatch bounds the checks in one coalesced call. Zero means 128.
 	MaxBatch int
-	// InFlight bounds the coalesced calls of one key in flight at once.
-	// Zero or one means one: a check that finds a call of its key in
-	// flight waits for it to return, then goes in the next call. With more,
-	// it is sent at once while fewer are in flight, so it waits less, at
-	// the cost of smaller batches (more script calls for the same checks).
-	// Exactness is the same either way (see coalescer).
-	InFlight int
 }
 
 // NewRedisStore returns a store on client that uses the plain client. An
@@ -114,7 +107,7 @@ func NewRedisStoreWithOptions(client redis.UniversalClient, opts RedisStoreOptio
 		s.prefix = DefaultKeyPrefix
 	}
 	if opts.Coalesce {
-		s.co = newCoalescer(s, opts.MaxBatch, opts.InFlight)
+		s.co = newCoalescer(s, opts.MaxBatch)
 	}
 	return s, nil
 }

@@ -22,32 +22,6 @@ func TestResolveKey(t *testing.T) {
 	}
 }
 
-func TestResolveKeysInTheDocument(t *testing.T) {
-	cfg, err := ParseDocument([]byte(`limits:
-  RESOLVE:ALIPAY: [{limit: 50, window: 1s}, {limit: 20000, calendar: day}]
-  RESOLVE:WECHAT: 10
-schedules:
-  - {key: "RESOLVE:ALIPAY", from: "2026-12-01T02:00:00+08:00", to: "2026-12-01T04:00:00+08:00", limits: [{limit: 5, window: 1s}]}
-`))
-	if err != nil {
-		t.Fatalf("count windows on RESOLVE keys: %v", err)
-	}
-	if got := cfg.Rules[ResolveKey("ALIPAY")]; len(got.Windows) != 2 || got.Windows[1].Calendar.Unit != CalendarDay {
-		t.Fatalf("RESOLVE:ALIPAY = %+v, want a sliding and a calendar count window", got)
-	}
-	testRefusals(t, []refusal{
-		{"amount window", "limits:\n  RESOLVE:ALIPAY: [{limit: 50, window: 1s}, {amount: 100000, calendar: day}]\n", `key "RESOLVE:ALIPAY": window 2: amount window on RESOLVE:ALIPAY`},
-		{"amount object", "limits:\n  RESOLVE:ALIPAY: {amount: 100000, window: 1m}\n", "amount window on RESOLVE:ALIPAY: a RESOLVE key counts the resolver's channel queries, which move no money"},
-		{"amount in a schedule", `limits:
-  RESOLVE:ALIPAY: 10
-schedules:
-  - {key: "RESOLVE:ALIPAY", from: "2026-12-01T02:00:00+08:00", to: "2026-12-01T04:00:00+08:00", limits: {amount: 5, window: 1s}}
-`, `schedule 1 (key "RESOLVE:ALIPAY"): limits: amount window on RESOLVE:ALIPAY`},
-		{"reserved for RESOLVE", "limits:\n  \"*:ALIPAY\": [{limit: 10, window: 1s, reserve: {RESOLVE: 2}}]\n", "reserve: RESOLVE is the resolver's reserved bizType: its queries count only on RESOLVE:ALIPAY"},
-		{"routed as RESOLVE", "limits:\n  A:B: 1\nroutes:\n  RESOLVE: [ALIPAY]\n", "routes: RESOLVE is the resolver's reserved bizType"},
-	})
-}
-
 // TestApplicableResolveOwnKeyOnly: the model checks a resolver query
 // against its own key's windows only: none of the channel-wide key's, none
 // counting or keeping a reservation, whatever those rules are; a payment
@@ -112,12 +86,12 @@ func TestResolveCountsOnlyOnItsKey(t *testing.T) {
 	for _, st := range resolveStores() {
 		t.Run(st.name, func(t *testing.T) {
 			ch, other := testutil.UniqueName("C"), testutil.UniqueName("D")
-			doc := fmt.Sprintf(`limits:
-  "*:%[1]s": [{limit: 2, window: 1m, reserve: {REFUND: 1}}]
-  RESOLVE:%[1]s: [{limit: 3, window: 1m}]
-  "*:%[2]s": 0
-`, ch, other)
-			l := mustLimiter(t, st.make(t), Options{Timeout: 5 * time.Second, DisableNearCache: true}, doc)
+			cfg := &Config{Rules: map[Key]Rule{
+				ChannelWide(ch):    {Windows: []Window{{Limit: 2, Size: time.Minute}}, Reserve: []map[string]int64{{"REFUND": 1}}},
+				ResolveKey(ch):     {Windows: []Window{{Limit: 3, Size: time.Minute}}},
+				ChannelWide(other): {Windows: []Window{{Limit: 0, Size: time.Second}}},
+			}}
+			l := mustLimiter(t, st.make(t), Options{Timeout: 5 * time.Second, DisableNearCache: true}, cfg)
 			q := ResolveKey(ch)
 			for i := range 3 {
 				d := mustDecide(t, l, Request{Key: q, Member: fmt.Sprintf("#resolve:o%d:query", i)})

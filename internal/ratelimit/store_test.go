@@ -52,14 +52,6 @@ func storeCases() []storeCase {
 			flush: func(t *testing.T) { realClient.ScriptFlush(context.Background()) },
 		},
 		{
-			name: "redis-coalesce-inflight2",
-			store: func(t *testing.T) ratelimit.Store {
-				realClient = testutil.MustRedis(t)
-				return mustStoreWith(t, realClient, ratelimit.RedisStoreOptions{Coalesce: true, InFlight: 2})
-			},
-			flush: func(t *testing.T) { realClient.ScriptFlush(context.Background()) },
-		},
-		{
 			name: "embedded-coalesce",
 			store: func(t *testing.T) ratelimit.Store {
 				_, miniClient = testutil.MustMiniredis(t)

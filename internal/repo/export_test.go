@@ -6,11 +6,11 @@ package repo
 func SetFlushHook(s *Orders, kind string, f func(n int)) {
 	switch kind {
 	case "create":
-		s.group.creates.setFlushHook(f)
+		s.group.creates.FlushHook = f
 	case "finish":
-		s.group.finishes.setFlushHook(f)
+		s.group.finishes.FlushHook = f
 	case "get":
-		s.group.gets.setFlushHook(f)
+		s.group.gets.FlushHook = f
 	default:
 		panic("unknown kind " + kind)
 	}

@@ -34,12 +34,10 @@ import (
 // at once, alone, with the single-row statement, in the caller's goroutine.
 // Calls that arrive while a statement of their kind is in flight queue up,
 // and when it returns they all go out together (at most MaxBatch), from a
-// goroutine that runs until the queue is empty. So there is at most one
-// statement of each kind in flight per lane, and batches grow with load.
-// OrdersOptions.InFlight sets the lanes of INSERTs and of UPDATEs
-// (orders_lanes.go): a queue 16 deep behind one lane's statement spills
-// into the next lane, so up to InFlight statements of each are in flight
-// under load. Lookups keep one lane.
+// goroutine that runs until the queue is empty (internal/batch). So there
+// is at most one statement of each kind in flight per Orders, and batches
+// grow with load. More in flight was measured and gave nothing end to end
+// (docs/decisions/0005-one-batch-in-flight.md).
 //
 // Failures:
 //   - A batched INSERT refused by the database (a duplicate key, or any other
@@ -71,26 +69,12 @@ type OrdersOptions struct {
 	// MaxBatch bounds the calls sent in one statement; 0 or more than 64
 	// means 64.
 	MaxBatch int
-	// InFlight is how many claim INSERTs, and how many outcome UPDATEs,
-	// may be in flight at once, each serving its own batch; 0 and 1 mean
-	// one. DefaultOrdersOptions sets DefaultInFlight. Batched lookups keep
-	// one SELECT in flight: they wait for no fsync.
-	InFlight int
 }
-
-// DefaultInFlight is the default OrdersOptions.InFlight: one. Measured end
-// to end on durable MariaDB on a CPU-bound machine, 4 lanes made batches
-// about half as large and a payment about a quarter dearer in server CPU,
-// for no measurable gain in payments/s (docs/PERFORMANCE.md, "Batches in
-// flight"). More lanes pay where the database's fsyncs, not CPU, limit a
-// single statement in flight (mysqlslap: 4 INSERTs of 16 rows in flight
-// carried 2.6–3.6× the rows of one).
-const DefaultInFlight = 1
 
 // DefaultOrdersOptions is what NewOrders uses: group commit and batched
 // reads on. docs/PERFORMANCE.md ("End-to-end") has the measurements.
 func DefaultOrdersOptions() OrdersOptions {
-	return OrdersOptions{GroupCommit: true, BatchGets: true, MaxBatch: maxBatch, InFlight: DefaultInFlight}
+	return OrdersOptions{GroupCommit: true, BatchGets: true, MaxBatch: maxBatch}
 }
 
 // maxBatch is the largest batch and the default OrdersOptions.MaxBatch.
@@ -159,9 +143,9 @@ func (s *Orders) Stats() OrdersStats {
 type orderGroups struct {
 	s        *Orders
 	sqlDB    *sql.DB
-	creates  *lanes[orderRow, struct{}]
-	finishes *lanes[outcome, struct{}]
-	gets     *lanes[string, *pay.Order]
+	creates  *batch.Batcher[orderRow, struct{}]
+	finishes *batch.Batcher[outcome, struct{}]
+	gets     *batch.Batcher[string, *pay.Order]
 
 	// finishTable is the batched UPDATE's table reference (finishTable).
 	finishTable string
@@ -181,32 +165,23 @@ func newOrderGroups(s *Orders, opts OrdersOptions) (*orderGroups, error) {
 	}
 	g := &orderGroups{s: s, sqlDB: sqlDB, stmts: map[string]*sql.Stmt{}, finishTable: finishTable(s.db.Dialector.Name())}
 	if opts.GroupCommit {
-		g.creates = newLanes(opts.InFlight, func() *batch.Batcher[orderRow, struct{}] {
-			return &batch.Batcher[orderRow, struct{}]{
-				Max: limit, Fit: func(calls []*batch.Call[orderRow, struct{}]) int { return createFit(len(calls)) },
-				One: func(ctx context.Context, r orderRow) (struct{}, error) {
-					return struct{}{}, s.createOne(ctx, r)
-				},
-				Many: g.createMany,
-			}
-		})
-		g.finishes = newLanes(opts.InFlight, func() *batch.Batcher[outcome, struct{}] {
-			return &batch.Batcher[outcome, struct{}]{
-				Max: limit,
-				One: func(ctx context.Context, f outcome) (struct{}, error) {
-					return struct{}{}, s.finishOne(ctx, f)
-				},
-				Many: g.finishMany,
-			}
-		})
+		g.creates = &batch.Batcher[orderRow, struct{}]{
+			Max: limit, Fit: func(calls []*batch.Call[orderRow, struct{}]) int { return createFit(len(calls)) },
+			One: func(ctx context.Context, r orderRow) (struct{}, error) {
+				return struct{}{}, s.createOne(ctx, r)
+			},
+			Many: g.createMany,
+		}
+		g.finishes = &batch.Batcher[outcome, struct{}]{
+			Max: limit,
+			One: func(ctx context.Context, f outcome) (struct{}, error) {
+				return struct{}{}, s.finishOne(ctx, f)
+			},
+			Many: g.finishMany,
+		}
 	}
 	if opts.BatchGets {
-		// One lane: a SELECT waits for no fsync, so a second one in flight
-		// would only split the batch (a refused payment's whole database
-		// cost is its share of one SELECT).
-		g.gets = newLanes(1, func() *batch.Batcher[string, *pay.Order] {
-			return &batch.Batcher[string, *pay.Order]{Max: limit, One: s.getOne, Many: g.getMany}
-		})
+		g.gets = &batch.Batcher[string, *pay.Order]{Max: limit, One: s.getOne, Many: g.getMany}
 	}
 	return g, nil
 }

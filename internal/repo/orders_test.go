@@ -27,8 +27,7 @@ func openCases() map[string]func(t *testing.T) *repo.Orders {
 			}
 			return o
 		}
-		for variant, opts := range map[string]repo.OrdersOptions{"grouped": groupedOptions, "single": {},
-			"grouped-4-in-flight": {GroupCommit: true, BatchGets: true, InFlight: 4}} {
+		for variant, opts := range map[string]repo.OrdersOptions{"grouped": groupedOptions, "single": {}} {
 			out[name+"/"+variant] = func(t *testing.T) *repo.Orders {
 				o, err := repo.NewOrdersWithOptions(open(t), opts)
 				if err != nil {

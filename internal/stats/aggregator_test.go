@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 	"payserver/internal/testutil"
@@ -62,10 +63,11 @@ limits:
 
 func mustConfig(t *testing.T, doc string) *ratelimit.Config {
 	t.Helper()
-	cfg, err := ratelimit.ParseDocument([]byte(doc))
+	parsed, err := limits.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	return cfg
 }
 
@@ -338,10 +340,11 @@ func TestNewAggregatorRefusesNilDependencies(t *testing.T) {
 }
 
 func BenchmarkAggregatorDecided(b *testing.B) {
-	cfg, err := ratelimit.ParseDocument([]byte(testLimits))
+	parsed, err := limits.Parse([]byte(testLimits))
 	if err != nil {
 		b.Fatal(err)
 	}
+	cfg := parsed.Config
 	agg, err := stats.NewAggregator(stats.AggregatorOptions{Store: newMemStore(), Config: func() *ratelimit.Config { return cfg }})
 	if err != nil {
 		b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
@@ -33,7 +34,7 @@ func (q *quotaSource) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule,
 }
 
 func TestForecasterRunsOutAtTheCurrentRate(t *testing.T) {
-	cfg, err := ratelimit.ParseDocument([]byte(`zone: Asia/Shanghai
+	parsed, err := limits.Parse([]byte(`zone: Asia/Shanghai
 limits:
   ONLINE_PAY:ALIPAY:
     - {limit: 100, window: 1s}
@@ -45,6 +46,7 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	sh, _ := time.LoadLocation("Asia/Shanghai")
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, sh)
 	src := &quotaSource{cfg: cfg, now: &now, used: map[string]int64{"ONLINE_PAY:ALIPAY": 200_000_000, "REFUND:ALIPAY": 1000, "SLOW:ALIPAY": 10}}
@@ -95,10 +97,11 @@ limits:
 }
 
 func TestForecastTinyRateDoesNotOverflow(t *testing.T) {
-	cfg, err := ratelimit.ParseDocument([]byte("limits:\n  A:B: [{amount: 1000000000000000, calendar: month}]\n"))
+	parsed, err := limits.Parse([]byte("limits:\n  A:B: [{amount: 1000000000000000, calendar: month}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := parsed.Config
 	now := time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)
 	src := &quotaSource{cfg: cfg, now: &now, used: map[string]int64{"A:B": 1}}
 	f, _ := stats.NewForecaster(stats.ForecasterOptions{Source: src, Now: func() time.Time { return now }})

@@ -1,11 +1,15 @@
-package ratelimit
+package limits
 
-import "testing"
+import (
+	"testing"
 
-// FuzzParseDocument: any content either parses to a Config whose every rule
-// and schedule respects the documented bounds, or is refused with an error.
-// It never panics.
-func FuzzParseDocument(f *testing.F) {
+	"payserver/internal/ratelimit"
+)
+
+// FuzzParse: any content either parses to a Document whose every rule,
+// schedule and route respects the documented bounds, or is refused with an
+// error. It never panics.
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"window: 1s\nlimits:\n  ONLINE_PAY:ALIPAY: 100\n  ONLINE_PAY:WECHAT: -1\n",
 		"limits:\n  REFUND:ALIPAY:\n    - {limit: 20, window: 1s}\n    - {limit: 600, window: 1m}\n",
@@ -14,15 +18,17 @@ func FuzzParseDocument(f *testing.F) {
 		issueDocument,
 		"zone: Europe/Berlin\nlimits:\n  A:B: [{amount: 5, calendar: month, cutoff: \"02:30\", currency: EUR}]\n",
 		"limits:\n  \"*:U\": [{limit: 9, reserve: {A: 4, B: 5}}, {amount: 9, calendar: day, reserve: {A: 9}}]\n",
+		"routes:\n  P: [A, B]\nlimits:\n  A:B: 1\n",
 		"limits:\n  A:B: 1\nschedules:\n  - {key: A:B, from: \"2026-01-01T00:00:00Z\", to: \"2026-01-02T00:00:00Z\", limits: 0}\n",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := ParseDocument(data)
+		parsed, err := Parse(data)
 		if err != nil {
 			return
 		}
+		cfg := parsed.Config
 		if len(cfg.Rules) == 0 {
 			t.Fatal("accepted a document with no keys")
 		}
@@ -50,12 +56,17 @@ func FuzzParseDocument(f *testing.F) {
 			}
 			checkFuzzedRule(t, s.Key, s.Rule)
 		}
+		for biz, cands := range parsed.Routes {
+			if ratelimit.CodeProblem(biz) != "" || biz == ratelimit.ResolveBizType || len(cands) == 0 || len(cands) > MaxRouteCandidates {
+				t.Fatalf("route %q: %v out of bounds", biz, cands)
+			}
+		}
 	})
 }
 
 // checkFuzzedRule fails t unless r respects the bounds and order that
 // Rule documents.
-func checkFuzzedRule(t *testing.T, k Key, r Rule) {
+func checkFuzzedRule(t *testing.T, k ratelimit.Key, r ratelimit.Rule) {
 	t.Helper()
 	if len(r.Windows) > MaxWindowsPerKey {
 		t.Fatalf("key %s: %d windows", k, len(r.Windows))

@@ -1,10 +1,12 @@
-package ratelimit
+package limits
 
 import (
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+
+	"payserver/internal/ratelimit"
 )
 
 // MaxRouteCandidates is the most channels one route may list.
@@ -17,12 +19,12 @@ type Routes map[string][]string
 
 // Route returns the candidates of bizType in order of preference, or nil
 // when the document routes no payment of that bizType (also for a nil
-// Config). The slice is shared: callers must not modify it.
-func (c *Config) Route(bizType string) []string {
-	if c == nil {
+// Document). The slice is shared: callers must not modify it.
+func (d *Document) Route(bizType string) []string {
+	if d == nil {
 		return nil
 	}
-	return c.Routes[bizType]
+	return d.Routes[bizType]
 }
 
 // parseRoutes reads the document's routes map:
@@ -61,10 +63,10 @@ func parseRoutes(v any) (Routes, error) {
 }
 
 func parseRoute(biz string, v any) ([]string, error) {
-	if reason := CodeProblem(biz); reason != "" {
+	if reason := ratelimit.CodeProblem(biz); reason != "" {
 		return nil, fmt.Errorf("routes: bizType %q %s", biz, reason)
 	}
-	if biz == ResolveBizType {
+	if biz == ratelimit.ResolveBizType {
 		return nil, fmt.Errorf("routes: %s is the resolver's reserved bizType: no payment is routed under it", biz)
 	}
 	items, ok := v.([]any)
@@ -81,7 +83,7 @@ func parseRoute(biz string, v any) ([]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("routes: %s: channel %v: want a channel code", biz, item)
 		}
-		if reason := CodeProblem(ch); reason != "" {
+		if reason := ratelimit.CodeProblem(ch); reason != "" {
 			return nil, fmt.Errorf("routes: %s: channel %q %s", biz, ch, reason)
 		}
 		if seen[ch] {
@@ -96,19 +98,19 @@ func parseRoute(biz string, v any) ([]string, error) {
 // CheckRouteChannels refuses routes that name a channel known does not
 // accept (a channel this server is not configured with), naming the bizType
 // and the channel. The live loader calls it with the registered channels;
-// a nil Config has nothing to check.
-func (c *Config) CheckRouteChannels(known func(code string) bool) error {
-	if c == nil {
+// a nil Document has nothing to check.
+func (d *Document) CheckRouteChannels(known func(code string) bool) error {
+	if d == nil {
 		return nil
 	}
-	bizTypes := make([]string, 0, len(c.Routes))
-	for biz := range c.Routes {
+	bizTypes := make([]string, 0, len(d.Routes))
+	for biz := range d.Routes {
 		bizTypes = append(bizTypes, biz)
 	}
 	sort.Strings(bizTypes)
 	var problems []string
 	for _, biz := range bizTypes {
-		for _, ch := range c.Routes[biz] {
+		for _, ch := range d.Routes[biz] {
 			if !known(ch) {
 				problems = append(problems, fmt.Sprintf("routes: %s: unknown channel %s", biz, ch))
 			}

@@ -1,44 +1,49 @@
-package ratelimit
+package limits
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
+
+	"payserver/internal/ratelimit"
 )
 
-func TestParseDocumentValid(t *testing.T) {
+func TestParseValid(t *testing.T) {
 	tests := []struct {
 		name string
 		doc  string
 		key  string
-		want Rule
+		want ratelimit.Rule
 	}{
 		{"bare number uses default window", "window: 1s\nlimits:\n  ONLINE_PAY:ALIPAY: 100\n", "ONLINE_PAY:ALIPAY",
-			Rule{Windows: []Window{{Limit: 100, Size: time.Second}}}},
-		{"minus one is unlimited", "limits:\n  ONLINE_PAY:WECHAT: -1\n", "ONLINE_PAY:WECHAT", Rule{}},
-		{"zero is closed, not unlimited", "limits:\n  A:B: 0\n", "A:B", Rule{Windows: []Window{{Limit: 0, Size: time.Second}}}},
-		{"custom default window", "window: 1m\nlimits:\n  A:B: 5\n", "A:B", Rule{Windows: []Window{{Limit: 5, Size: time.Minute}}}},
+			ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 100, Size: time.Second}}}},
+		{"minus one is unlimited", "limits:\n  ONLINE_PAY:WECHAT: -1\n", "ONLINE_PAY:WECHAT", ratelimit.Rule{}},
+		{"zero is closed, not unlimited", "limits:\n  A:B: 0\n", "A:B", ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 0, Size: time.Second}}}},
+		{"custom default window", "window: 1m\nlimits:\n  A:B: 5\n", "A:B", ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 5, Size: time.Minute}}}},
 		{"several windows sorted", "limits:\n  REFUND:ALIPAY:\n    - {limit: 600, window: 1m}\n    - {limit: 20, window: 1s}\n", "REFUND:ALIPAY",
-			Rule{Windows: []Window{{Limit: 20, Size: time.Second}, {Limit: 600, Size: time.Minute}}}},
-		{"days", "limits:\n  A:B: [{limit: 10000, window: 1d}]\n", "A:B", Rule{Windows: []Window{{Limit: 10000, Size: 24 * time.Hour}}}},
+			ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 20, Size: time.Second}, {Limit: 600, Size: time.Minute}}}},
+		{"days", "limits:\n  A:B: [{limit: 10000, window: 1d}]\n", "A:B", ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 10000, Size: 24 * time.Hour}}}},
 		{"object with shadow", "limits:\n  A:B: {limit: 5, window: 500ms, shadow: true}\n", "A:B",
-			Rule{Windows: []Window{{Limit: 5, Size: 500 * time.Millisecond}}, Shadow: true}},
+			ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 5, Size: 500 * time.Millisecond}}, Shadow: true}},
 		{"windows object with shadow", "limits:\n  A:B: {shadow: true, windows: [{limit: 5, window: 1s}]}\n", "A:B",
-			Rule{Windows: []Window{{Limit: 5, Size: time.Second}}, Shadow: true}},
+			ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 5, Size: time.Second}}, Shadow: true}},
 		{"unlimited window dropped", "limits:\n  A:B: [{limit: -1, window: 1s}, {limit: 9, window: 1m}]\n", "A:B",
-			Rule{Windows: []Window{{Limit: 9, Size: time.Minute}}}},
+			ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 9, Size: time.Minute}}}},
 		{"flat countLimitMap", `{"ONLINE_PAY:ALIPAY": 100, "ONLINE_PAY:WECHAT": -1}`, "ONLINE_PAY:ALIPAY",
-			Rule{Windows: []Window{{Limit: 100, Size: time.Second}}}},
-		{"json structured", `{"window":"2s","limits":{"A:B":3}}`, "A:B", Rule{Windows: []Window{{Limit: 3, Size: 2 * time.Second}}}},
-		{"whole float accepted", `{"A:B": 3.0}`, "A:B", Rule{Windows: []Window{{Limit: 3, Size: time.Second}}}},
+			ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 100, Size: time.Second}}}},
+		{"json structured", `{"window":"2s","limits":{"A:B":3}}`, "A:B", ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 3, Size: 2 * time.Second}}}},
+		{"whole float accepted", `{"A:B": 3.0}`, "A:B", ratelimit.Rule{Windows: []ratelimit.Window{{Limit: 3, Size: time.Second}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseDocument([]byte(tt.doc))
+			parsed, err := Parse([]byte(tt.doc))
 			if err != nil {
-				t.Fatalf("ParseDocument: %v", err)
+				t.Fatalf("Parse: %v", err)
 			}
-			k, _ := ParseKey(tt.key)
+			cfg := parsed.Config
+			k, _ := ratelimit.ParseKey(tt.key)
 			got := cfg.RuleAt(k, time.Now())
 			if !equalRule(got, tt.want) {
 				t.Fatalf("rule %s = %+v, want %+v", tt.key, got, tt.want)
@@ -47,31 +52,33 @@ func TestParseDocumentValid(t *testing.T) {
 	}
 }
 
-func TestParseDocumentMissingKeyIsUnlimited(t *testing.T) {
-	cfg, err := ParseDocument([]byte("limits:\n  A:B: 1\n"))
+func TestParseMissingKeyIsUnlimited(t *testing.T) {
+	parsed, err := Parse([]byte("limits:\n  A:B: 1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := cfg.RuleAt(Key{"X", "Y"}, time.Now()); !r.IsUnlimited() {
+	cfg := parsed.Config
+	if r := cfg.RuleAt(ratelimit.Key{BizType: "X", Channel: "Y"}, time.Now()); !r.IsUnlimited() {
 		t.Fatalf("missing key rule = %+v, want unlimited", r)
 	}
-	var nilCfg *Config
-	if r := nilCfg.RuleAt(Key{"A", "B"}, time.Now()); !r.IsUnlimited() {
+	var nilCfg *ratelimit.Config
+	if r := nilCfg.RuleAt(ratelimit.Key{BizType: "A", Channel: "B"}, time.Now()); !r.IsUnlimited() {
 		t.Fatalf("nil config rule = %+v, want unlimited", r)
 	}
 }
 
-func TestParseDocumentGlobalShadow(t *testing.T) {
-	cfg, err := ParseDocument([]byte("shadow: true\nlimits:\n  A:B: 1\n"))
+func TestParseGlobalShadow(t *testing.T) {
+	parsed, err := Parse([]byte("shadow: true\nlimits:\n  A:B: 1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.RuleAt(Key{"A", "B"}, time.Now()).Shadow {
+	cfg := parsed.Config
+	if !cfg.RuleAt(ratelimit.Key{BizType: "A", Channel: "B"}, time.Now()).Shadow {
 		t.Fatal("global shadow not applied to key")
 	}
 }
 
-func TestParseDocumentInvalid(t *testing.T) {
+func TestParseInvalid(t *testing.T) {
 	tests := []refusal{
 		{"empty", "", "empty"},
 		{"whitespace", "  \n\t", "empty"},
@@ -106,25 +113,7 @@ func TestParseDocumentInvalid(t *testing.T) {
 	testRefusals(t, tests)
 }
 
-func TestKeysNeverCollide(t *testing.T) {
-	// The seed design concatenated bizType and channel with no separator, so
-	// "AB"+"C" and "A"+"BC" shared a counter.
-	s := &RedisStore{prefix: DefaultKeyPrefix}
-	w := Window{Limit: 1, Size: time.Second}
-	a := s.RedisKey(KeyWindow{Key: Key{"AB", "C"}, Window: w})
-	b := s.RedisKey(KeyWindow{Key: Key{"A", "BC"}, Window: w})
-	c := s.RedisKey(KeyWindow{Key: Key{"A", "B"}, Window: w})
-	if a == b || b == c {
-		t.Fatalf("keys collide: %s, %s, %s", a, b, c)
-	}
-	// Every key of a channel, its channel-wide key's included, shares the
-	// channel's hash tag (one Cluster slot, one script call).
-	if wide := s.RedisKey(KeyWindow{Key: ChannelWide("C"), Window: w}); !strings.Contains(a, "{C}") || !strings.Contains(wide, "{C}") {
-		t.Fatalf("keys %s, %s lack the hash tag {C}", a, wide)
-	}
-}
-
-func equalRule(a, b Rule) bool {
+func equalRule(a, b ratelimit.Rule) bool {
 	if a.Shadow != b.Shadow || len(a.Windows) != len(b.Windows) {
 		return false
 	}
@@ -136,7 +125,7 @@ func equalRule(a, b Rule) bool {
 	return true
 }
 
-// refusal is a document ParseDocument must refuse, with a part of the
+// refusal is a document Parse must refuse, with a part of the
 // error it must give.
 type refusal struct{ name, doc, wantErr string }
 
@@ -145,13 +134,29 @@ func testRefusals(t *testing.T, tests []refusal) {
 	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseDocument([]byte(tt.doc))
+			parsed, err := Parse([]byte(tt.doc))
 			if err == nil {
-				t.Fatalf("ParseDocument(%q) = %+v, want error containing %q", tt.doc, cfg, tt.wantErr)
+				t.Fatalf("Parse(%q) = %+v, want error containing %q", tt.doc, parsed, tt.wantErr)
 			}
 			if !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("error %q does not contain %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestParseVersionIsTheMD5: the Config's Version is the hex MD5 of the
+// document's bytes (the version the config center shows and records, and
+// decisions carry), so a comment-only edit is a new version.
+func TestParseVersionIsTheMD5(t *testing.T) {
+	for _, data := range []string{"limits:\n  PAY:ALIPAY: 1\n", "limits:\n  PAY:ALIPAY: 1\n# a comment\n"} {
+		doc, err := Parse([]byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := md5.Sum([]byte(data))
+		if got, want := doc.Config.Version, hex.EncodeToString(sum[:]); got != want {
+			t.Errorf("Version of %q = %q, want %q", data, got, want)
+		}
 	}
 }

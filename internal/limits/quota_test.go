@@ -1,4 +1,4 @@
-package ratelimit
+package limits
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"payserver/internal/ratelimit"
 )
 
 // issueDocument is the example document of the quota issue, word for word.
@@ -33,22 +35,23 @@ func mustZone(t *testing.T, name string) *time.Location {
 	return z
 }
 
-func TestParseDocumentIssueExample(t *testing.T) {
-	cfg, err := ParseDocument([]byte(issueDocument))
+func TestParseIssueExample(t *testing.T) {
+	parsed, err := Parse([]byte(issueDocument))
 	if err != nil {
-		t.Fatalf("ParseDocument: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
+	cfg := parsed.Config
 	sh := mustZone(t, "Asia/Shanghai")
 	if cfg.Zone.String() != "Asia/Shanghai" {
 		t.Fatalf("zone = %v, want Asia/Shanghai", cfg.Zone)
 	}
-	alipay := Key{"ONLINE_PAY", "ALIPAY"}
+	alipay := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
 	got := cfg.Rules[alipay]
-	want := []Window{
+	want := []ratelimit.Window{
 		{Limit: 100, Size: time.Second},
 		{Limit: 100000, Size: time.Minute, Amount: true},
-		{Limit: 300000, Calendar: Calendar{Unit: CalendarDay, Zone: sh, Cutoff: 23 * time.Hour}},
-		{Limit: 500000000, Amount: true, Calendar: Calendar{Unit: CalendarDay, Zone: sh}},
+		{Limit: 300000, Calendar: ratelimit.Calendar{Unit: ratelimit.CalendarDay, Zone: sh, Cutoff: 23 * time.Hour}},
+		{Limit: 500000000, Amount: true, Calendar: ratelimit.Calendar{Unit: ratelimit.CalendarDay, Zone: sh}},
 	}
 	if len(got.Windows) != len(want) {
 		t.Fatalf("windows = %+v, want %+v", got.Windows, want)
@@ -61,7 +64,7 @@ func TestParseDocumentIssueExample(t *testing.T) {
 	if got.Reserve != nil {
 		t.Errorf("reserve of a bizType key = %v, want nil", got.Reserve)
 	}
-	union := cfg.Rules[ChannelWide("UNIONPAY")]
+	union := cfg.Rules[ratelimit.ChannelWide("UNIONPAY")]
 	if len(union.Windows) != 1 || union.Windows[0].Limit != 200 {
 		t.Fatalf("*:UNIONPAY = %+v, want one window of 200", union)
 	}
@@ -79,14 +82,14 @@ func TestParseDocumentIssueExample(t *testing.T) {
 	}
 	// Sorted by key: "*:UNIONPAY" < "ONLINE_PAY:ALIPAY".
 	closed := cfg.Schedules[0]
-	if closed.Key != ChannelWide("UNIONPAY") || !closed.Rule.IsClosed() || closed.Rule.Windows[0].Size != time.Second {
+	if closed.Key != ratelimit.ChannelWide("UNIONPAY") || !closed.Rule.IsClosed() || closed.Rule.Windows[0].Size != time.Second {
 		t.Fatalf("schedule 0 = %+v, want *:UNIONPAY closed with the default window", closed)
 	}
 	maint := time.Date(2026, 12, 1, 3, 0, 0, 0, sh)
-	if r := cfg.RuleAt(ChannelWide("UNIONPAY"), maint); !r.IsClosed() {
+	if r := cfg.RuleAt(ratelimit.ChannelWide("UNIONPAY"), maint); !r.IsClosed() {
 		t.Errorf("*:UNIONPAY at 03:00 = %+v, want closed", r)
 	}
-	if r := cfg.RuleAt(ChannelWide("UNIONPAY"), maint.Add(time.Hour)); r.IsClosed() || r.Windows[0].Limit != 200 {
+	if r := cfg.RuleAt(ratelimit.ChannelWide("UNIONPAY"), maint.Add(time.Hour)); r.IsClosed() || r.Windows[0].Limit != 200 {
 		t.Errorf("*:UNIONPAY at 04:00 (to is exclusive) = %+v, want the base rule", r)
 	}
 	singles := time.Date(2026, 11, 11, 12, 0, 0, 0, sh)
@@ -98,47 +101,48 @@ func TestParseDocumentIssueExample(t *testing.T) {
 	}
 }
 
-func TestParseDocumentQuotaRules(t *testing.T) {
+func TestParseQuotaRules(t *testing.T) {
 	sh := "Asia/Shanghai"
 	tests := []struct {
 		name string
 		doc  string
-		key  Key
+		key  ratelimit.Key
 		// want lists each window as ID=limit, in order.
 		want string
 		// reserve is the rule's Reserve, printed; "" for none.
 		reserve string
 	}{
-		{"bare entry keeps the default window", "window: 2s\nlimits:\n  A:B: [{limit: 5}]\n", Key{"A", "B"}, "2000=5", ""},
-		{"amount sliding, any currency", "limits:\n  A:B: [{amount: 100000, window: 60s}]\n", Key{"A", "B"}, "a60000=100000", ""},
-		{"amount with currency", "limits:\n  A:B: [{amount: 7, window: 1m, currency: CNY}]\n", Key{"A", "B"}, "a60000.CNY=7", ""},
-		{"amount bare uses the default window", "limits:\n  A:B: {amount: 9}\n", Key{"A", "B"}, "a1000=9", ""},
-		{"amount zero refuses every amount", "limits:\n  A:B: [{amount: 0, calendar: day}]\n", Key{"A", "B"}, "aday.0000.UTC=0", ""},
-		{"amount at the bound", "limits:\n  A:B: [{amount: 1000000000000000, calendar: month}]\n", Key{"A", "B"}, "amonth.0000.UTC=1000000000000000", ""},
-		{"calendar day in UTC by default", "limits:\n  A:B: [{limit: 3, calendar: day}]\n", Key{"A", "B"}, "day.0000.UTC=3", ""},
-		{"calendar in the document zone", "zone: " + sh + "\nlimits:\n  A:B: [{limit: 3, calendar: month}]\n", Key{"A", "B"}, "month.0000.Asia/Shanghai=3", ""},
-		{"entry zone beats document zone", "zone: UTC\nlimits:\n  A:B: [{limit: 3, calendar: day, zone: Europe/Berlin, cutoff: \"06:30\"}]\n", Key{"A", "B"}, "day.0630.Europe/Berlin=3", ""},
-		{"two cutoffs are two windows", "limits:\n  A:B: [{limit: 3, calendar: day, cutoff: \"23:00\"}, {limit: 4, calendar: day}]\n", Key{"A", "B"}, "day.0000.UTC=4 day.2300.UTC=3", ""},
-		{"count and amount of one span are two windows", "limits:\n  A:B: [{amount: 9, window: 1s}, {limit: 2, window: 1s}]\n", Key{"A", "B"}, "1000=2 a1000=9", ""},
-		{"two currencies are two windows", "limits:\n  A:B: [{amount: 9, window: 1s, currency: USD}, {amount: 8, window: 1s, currency: CNY}]\n", Key{"A", "B"}, "a1000.CNY=8 a1000.USD=9", ""},
+		{"bare entry keeps the default window", "window: 2s\nlimits:\n  A:B: [{limit: 5}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "2000=5", ""},
+		{"amount sliding, any currency", "limits:\n  A:B: [{amount: 100000, window: 60s}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "a60000=100000", ""},
+		{"amount with currency", "limits:\n  A:B: [{amount: 7, window: 1m, currency: CNY}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "a60000.CNY=7", ""},
+		{"amount bare uses the default window", "limits:\n  A:B: {amount: 9}\n", ratelimit.Key{BizType: "A", Channel: "B"}, "a1000=9", ""},
+		{"amount zero refuses every amount", "limits:\n  A:B: [{amount: 0, calendar: day}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "aday.0000.UTC=0", ""},
+		{"amount at the bound", "limits:\n  A:B: [{amount: 1000000000000000, calendar: month}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "amonth.0000.UTC=1000000000000000", ""},
+		{"calendar day in UTC by default", "limits:\n  A:B: [{limit: 3, calendar: day}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "day.0000.UTC=3", ""},
+		{"calendar in the document zone", "zone: " + sh + "\nlimits:\n  A:B: [{limit: 3, calendar: month}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "month.0000.Asia/Shanghai=3", ""},
+		{"entry zone beats document zone", "zone: UTC\nlimits:\n  A:B: [{limit: 3, calendar: day, zone: Europe/Berlin, cutoff: \"06:30\"}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "day.0630.Europe/Berlin=3", ""},
+		{"two cutoffs are two windows", "limits:\n  A:B: [{limit: 3, calendar: day, cutoff: \"23:00\"}, {limit: 4, calendar: day}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "day.0000.UTC=4 day.2300.UTC=3", ""},
+		{"count and amount of one span are two windows", "limits:\n  A:B: [{amount: 9, window: 1s}, {limit: 2, window: 1s}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "1000=2 a1000=9", ""},
+		{"two currencies are two windows", "limits:\n  A:B: [{amount: 9, window: 1s, currency: USD}, {amount: 8, window: 1s, currency: CNY}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "a1000.CNY=8 a1000.USD=9", ""},
 		{"sorted: sliding, then day, then month", "limits:\n  A:B: [{limit: 9, calendar: month}, {amount: 5, calendar: day}, {limit: 4, calendar: day}, {limit: 2, window: 1m}, {limit: 1, window: 1s}]\n",
-			Key{"A", "B"}, "1000=1 60000=2 day.0000.UTC=4 aday.0000.UTC=5 month.0000.UTC=9", ""},
-		{"channel-wide key", "limits:\n  \"*:UNIONPAY\": 200\n", ChannelWide("UNIONPAY"), "1000=200", ""},
+			ratelimit.Key{BizType: "A", Channel: "B"}, "1000=1 60000=2 day.0000.UTC=4 aday.0000.UTC=5 month.0000.UTC=9", ""},
+		{"channel-wide key", "limits:\n  \"*:UNIONPAY\": 200\n", ratelimit.ChannelWide("UNIONPAY"), "1000=200", ""},
 		{"reserve per window follows the sort", "limits:\n  \"*:U\": [{limit: 900, window: 1m, reserve: {REFUND: 100}}, {limit: 20, window: 1s, reserve: {REFUND: 5, CANCEL: 5}}]\n",
-			ChannelWide("U"), "1000=20 60000=900", "[map[CANCEL:5 REFUND:5] map[REFUND:100]]"},
+			ratelimit.ChannelWide("U"), "1000=20 60000=900", "[map[CANCEL:5 REFUND:5] map[REFUND:100]]"},
 		{"reserve on one window only", "limits:\n  \"*:U\": [{limit: 900, window: 1m}, {limit: 20, window: 1s, reserve: {REFUND: 20}}]\n",
-			ChannelWide("U"), "1000=20 60000=900", "[map[REFUND:20] map[]]"},
-		{"reserve of an amount window", "limits:\n  \"*:U\": [{amount: 1000, calendar: day, reserve: {REFUND: 1000}}]\n", ChannelWide("U"), "aday.0000.UTC=1000", "[map[REFUND:1000]]"},
-		{"single object with reserve and shadow", "limits:\n  \"*:U\": {limit: 10, window: 1s, reserve: {REFUND: 0}, shadow: true}\n", ChannelWide("U"), "1000=10", "[map[REFUND:0]]"},
-		{"json document", `{"zone":"Asia/Tokyo","limits":{"A:B":[{"amount":5,"calendar":"day","cutoff":"09:00","currency":"JPY"}]}}`, Key{"A", "B"}, "aday.0900.Asia/Tokyo.JPY=5", ""},
-		{"unlimited entry dropped beside calendar", "limits:\n  A:B: [{limit: -1, calendar: day}, {limit: 1, window: 1s}]\n", Key{"A", "B"}, "1000=1", ""},
+			ratelimit.ChannelWide("U"), "1000=20 60000=900", "[map[REFUND:20] map[]]"},
+		{"reserve of an amount window", "limits:\n  \"*:U\": [{amount: 1000, calendar: day, reserve: {REFUND: 1000}}]\n", ratelimit.ChannelWide("U"), "aday.0000.UTC=1000", "[map[REFUND:1000]]"},
+		{"single object with reserve and shadow", "limits:\n  \"*:U\": {limit: 10, window: 1s, reserve: {REFUND: 0}, shadow: true}\n", ratelimit.ChannelWide("U"), "1000=10", "[map[REFUND:0]]"},
+		{"json document", `{"zone":"Asia/Tokyo","limits":{"A:B":[{"amount":5,"calendar":"day","cutoff":"09:00","currency":"JPY"}]}}`, ratelimit.Key{BizType: "A", Channel: "B"}, "aday.0900.Asia/Tokyo.JPY=5", ""},
+		{"unlimited entry dropped beside calendar", "limits:\n  A:B: [{limit: -1, calendar: day}, {limit: 1, window: 1s}]\n", ratelimit.Key{BizType: "A", Channel: "B"}, "1000=1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseDocument([]byte(tt.doc))
+			parsed, err := Parse([]byte(tt.doc))
 			if err != nil {
-				t.Fatalf("ParseDocument: %v", err)
+				t.Fatalf("Parse: %v", err)
 			}
+			cfg := parsed.Config
 			r, ok := cfg.Rules[tt.key]
 			if !ok {
 				t.Fatalf("key %s missing", tt.key)
@@ -161,7 +165,7 @@ func TestParseDocumentQuotaRules(t *testing.T) {
 	}
 }
 
-func TestParseDocumentSchedules(t *testing.T) {
+func TestParseSchedules(t *testing.T) {
 	doc := `zone: Asia/Shanghai
 limits:
   A:B: 10
@@ -171,10 +175,11 @@ schedules:
   - {key: "C:D", from: "2026-12-01T00:00:00Z", to: "2026-12-02T00:00:00Z", limits: {amount: 5, calendar: day}}
   - {key: "A:B", from: "2026-12-01T00:00:00Z", to: "2026-12-02T00:00:00Z", limits: [{limit: 1, window: 1m}, {limit: 0}]}
 `
-	cfg, err := ParseDocument([]byte(doc))
+	parsed, err := Parse([]byte(doc))
 	if err != nil {
-		t.Fatalf("ParseDocument: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
+	cfg := parsed.Config
 	var got []string
 	for _, s := range cfg.Schedules {
 		got = append(got, s.Key.String()+"@"+s.From.UTC().Format("2006-01-02"))
@@ -183,7 +188,7 @@ schedules:
 	if strings.Join(got, " ") != want {
 		t.Fatalf("schedules = %v, want sorted by key then from: %s", got, want)
 	}
-	ab := Key{"A", "B"}
+	ab := ratelimit.Key{BizType: "A", Channel: "B"}
 	// Back to back: the end of one is the start of the next.
 	if r := cfg.RuleAt(ab, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)); !r.IsUnlimited() {
 		t.Errorf("at the second schedule's from = %+v, want unlimited", r)
@@ -195,7 +200,7 @@ schedules:
 		t.Errorf("after the schedules = %+v, want the base 10/1s", r)
 	}
 	// A schedule of a key that limits does not name: unlimited outside it.
-	cd := Key{"C", "D"}
+	cd := ratelimit.Key{BizType: "C", Channel: "D"}
 	if r := cfg.RuleAt(cd, time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)); len(r.Windows) != 1 || r.Windows[0].Calendar.Zone.String() != "Asia/Shanghai" {
 		t.Errorf("C:D in its schedule = %+v, want a calendar day in the document zone", r)
 	}
@@ -204,7 +209,7 @@ schedules:
 	}
 }
 
-func TestParseDocumentQuotaRefusals(t *testing.T) {
+func TestParseQuotaRefusals(t *testing.T) {
 	tests := []refusal{
 		{"unknown zone", "zone: Mars/Olympus\nlimits:\n  A:B: 1\n", `zone: unknown time zone "Mars/Olympus"`},
 		{"local zone", "zone: Local\nlimits:\n  A:B: 1\n", "depends on the host"},
@@ -270,7 +275,7 @@ func TestParseDocumentQuotaRefusals(t *testing.T) {
 	testRefusals(t, tests)
 }
 
-func TestParseDocumentOldMeaningKept(t *testing.T) {
+func TestParseOldMeaningKept(t *testing.T) {
 	// Every document of the old format keeps its meaning: the same windows,
 	// no calendar, no amount, no reserve, no schedules, zone UTC.
 	for _, doc := range []string{
@@ -279,10 +284,11 @@ func TestParseDocumentOldMeaningKept(t *testing.T) {
 		`{"A:B": 1, "C:D": -1}`,
 		"limits:\n  A:B: {shadow: true, windows: [{limit: 1, window: 1d}]}\n",
 	} {
-		cfg, err := ParseDocument([]byte(doc))
+		parsed, err := Parse([]byte(doc))
 		if err != nil {
-			t.Fatalf("ParseDocument(%q): %v", doc, err)
+			t.Fatalf("Parse(%q): %v", doc, err)
 		}
+		cfg := parsed.Config
 		if cfg.Zone != time.UTC || cfg.Schedules != nil {
 			t.Errorf("%q: zone %v schedules %v, want UTC and none", doc, cfg.Zone, cfg.Schedules)
 		}

@@ -1,4 +1,11 @@
-package ratelimit
+// Package limits reads the limits document: the YAML or JSON that ops
+// publish (in Nacos or a watched file) to say what the limiter enforces and
+// where payments without a channel go. Parse validates a whole document into
+// a Document: the ratelimit.Config the limiter enforces, and the Routes the
+// pay flow reads. The config center (internal/configcenter) applies each
+// document it delivers through Parse, and `payserver check-limits` checks one
+// offline.
+package limits
 
 import (
 	"bytes"
@@ -13,6 +20,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"payserver/internal/ratelimit"
 )
 
 // Bounds on what a limits document may ask for. They keep one key's sorted
@@ -38,9 +47,20 @@ const (
 // document never clears the limits in force.
 var ErrEmptyDocument = errors.New("limits document is empty")
 
-// ParseDocument validates a limits document, YAML or JSON, and returns the
-// Config it describes. The whole document is checked: any error refuses all
-// of it. Two shapes are accepted:
+// Document is a validated limits document. It is immutable: a new document
+// is a new Document that replaces the old one whole.
+type Document struct {
+	// Config is what the limiter enforces: every key's rule, the schedules,
+	// and the document's Version (the hex MD5 of its bytes).
+	Config *ratelimit.Config
+	// Routes are the routes of payments without a channel (routes.go); nil
+	// or empty when the document has none.
+	Routes Routes
+}
+
+// Parse validates a limits document, YAML or JSON, and returns the Document
+// it describes. The whole document is checked: any error refuses all of it.
+// Two shapes are accepted:
 //
 //	window: 1s                 # default window for bare numbers (default 1s)
 //	zone: Asia/Shanghai        # default zone of calendar windows (default UTC)
@@ -60,6 +80,8 @@ var ErrEmptyDocument = errors.New("limits document is empty")
 //	  RESOLVE:ALIPAY: {limit: 50, window: 1s}   # the resolver's queries
 //	schedules:                 # replace one key's limits for a while
 //	  - {key: "*:UNIONPAY", from: "2026-12-01T02:00:00+08:00", to: "2026-12-01T04:00:00+08:00", limits: 0}
+//	routes:                    # payments without a channel: candidates in order
+//	  ONLINE_PAY: [ALIPAY, WECHAT]
 //
 // and a flat map of key to number (the original countLimitMap), whose
 // numbers use a 1s window:
@@ -67,7 +89,7 @@ var ErrEmptyDocument = errors.New("limits document is empty")
 //	{"ONLINE_PAY:ALIPAY": 100, "ONLINE_PAY:WECHAT": -1}
 //
 // The window entries are described in parseWindow, schedules in
-// parseSchedules. RESOLVE is a reserved bizType (ResolveBizType): a
+// parseSchedules, routes in parseRoutes. RESOLVE is a reserved bizType (ratelimit.ResolveBizType): a
 // RESOLVE:CHANNEL key counts the resolver's queries of the channel and
 // nothing else counts there; it takes count windows only (sliding or
 // calendar), is unlimited when the document does not set it, and no
@@ -75,7 +97,7 @@ var ErrEmptyDocument = errors.New("limits document is empty")
 // empty documents and documents that name no key at all (which would
 // silently make every channel unlimited). Each error names the key, or the
 // schedule, it is about. The Config's Version is the hex MD5 of data.
-func ParseDocument(data []byte) (*Config, error) {
+func Parse(data []byte) (*Document, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, ErrEmptyDocument
 	}
@@ -95,8 +117,9 @@ func ParseDocument(data []byte) (*Config, error) {
 		return nil, ErrEmptyDocument
 	}
 	sum := md5.Sum(data)
-	cfg := &Config{DefaultWindow: time.Second, Zone: time.UTC, Rules: map[Key]Rule{}, Version: hex.EncodeToString(sum[:])}
-	limits, err := splitRoot(root, cfg)
+	cfg := &ratelimit.Config{DefaultWindow: time.Second, Zone: time.UTC, Rules: map[ratelimit.Key]ratelimit.Rule{}, Version: hex.EncodeToString(sum[:])}
+	doc := &Document{Config: cfg}
+	limits, err := splitRoot(root, doc)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +136,7 @@ func ParseDocument(data []byte) (*Config, error) {
 	sort.Strings(names)
 	var problems []string
 	for _, name := range names {
-		key, err := ParseKey(name)
+		key, err := ratelimit.ParseKey(name)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
@@ -133,13 +156,14 @@ func ParseDocument(data []byte) (*Config, error) {
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
 	}
-	return cfg, nil
+	return doc, nil
 }
 
-// splitRoot reads the top-level fields into cfg and returns the key map.
-// The schedules are read by ParseDocument once the keys are, as they use
-// the default window and zone.
-func splitRoot(root map[string]any, cfg *Config) (map[string]any, error) {
+// splitRoot reads the top-level fields into doc and returns the key map.
+// The schedules are read by Parse once the keys are, as they use the
+// default window and zone.
+func splitRoot(root map[string]any, doc *Document) (map[string]any, error) {
+	cfg := doc.Config
 	_, hasLimits := root["limits"]
 	if !hasLimits {
 		for name := range root {
@@ -175,7 +199,7 @@ func splitRoot(root map[string]any, cfg *Config) (map[string]any, error) {
 			if err != nil {
 				return nil, err
 			}
-			cfg.Routes = routes
+			doc.Routes = routes
 		default:
 			return nil, fmt.Errorf("unknown top-level field %q (want window, zone, shadow, limits, schedules, routes)", name)
 		}
@@ -193,12 +217,12 @@ func splitRoot(root map[string]any, cfg *Config) (map[string]any, error) {
 // ruleContext is what reading one key's rule needs from the rest of the
 // document.
 type ruleContext struct {
-	cfg *Config // DefaultWindow and Zone are set
-	key Key
+	cfg *ratelimit.Config // DefaultWindow and Zone are set
+	key ratelimit.Key
 }
 
 // parseRule reads one key's value: a number, a list of windows, or an object.
-func parseRule(v any, rc ruleContext) (Rule, error) {
+func parseRule(v any, rc ruleContext) (ratelimit.Rule, error) {
 	switch val := v.(type) {
 	case []any:
 		return buildRule(val, false, rc)
@@ -207,81 +231,81 @@ func parseRule(v any, rc ruleContext) (Rule, error) {
 	default:
 		n, err := parseLimit(v)
 		if err != nil {
-			return Rule{}, err
+			return ratelimit.Rule{}, err
 		}
-		return newRule([]entry{{w: Window{Limit: n, Size: rc.cfg.DefaultWindow}}}, false)
+		return newRule([]entry{{w: ratelimit.Window{Limit: n, Size: rc.cfg.DefaultWindow}}}, false)
 	}
 }
 
-func parseRuleObject(obj map[string]any, rc ruleContext) (Rule, error) {
+func parseRuleObject(obj map[string]any, rc ruleContext) (ratelimit.Rule, error) {
 	shadow := false
 	if s, ok := obj["shadow"]; ok {
 		b, ok := s.(bool)
 		if !ok {
-			return Rule{}, errors.New("shadow: want true or false")
+			return ratelimit.Rule{}, errors.New("shadow: want true or false")
 		}
 		shadow = b
 	}
 	if ws, ok := obj["windows"]; ok {
 		for name := range obj {
 			if name != "windows" && name != "shadow" {
-				return Rule{}, fmt.Errorf("unknown field %q beside windows (want windows, shadow)", name)
+				return ratelimit.Rule{}, fmt.Errorf("unknown field %q beside windows (want windows, shadow)", name)
 			}
 		}
 		list, ok := ws.([]any)
 		if !ok {
-			return Rule{}, errors.New("windows: want a list of {limit, window}")
+			return ratelimit.Rule{}, errors.New("windows: want a list of {limit, window}")
 		}
 		return buildRule(list, shadow, rc)
 	}
 	e, err := parseWindow(obj, rc, true)
 	if err != nil {
-		return Rule{}, err
+		return ratelimit.Rule{}, err
 	}
 	return newRule([]entry{e}, shadow)
 }
 
-func buildRule(list []any, shadow bool, rc ruleContext) (Rule, error) {
+func buildRule(list []any, shadow bool, rc ruleContext) (ratelimit.Rule, error) {
 	if len(list) == 0 {
-		return Rule{}, errors.New("empty window list; write -1 for unlimited")
+		return ratelimit.Rule{}, errors.New("empty window list; write -1 for unlimited")
 	}
 	if len(list) > MaxWindowsPerKey {
-		return Rule{}, fmt.Errorf("%d windows; at most %d", len(list), MaxWindowsPerKey)
+		return ratelimit.Rule{}, fmt.Errorf("%d windows; at most %d", len(list), MaxWindowsPerKey)
 	}
 	es := make([]entry, 0, len(list))
 	for i, item := range list {
 		obj, ok := item.(map[string]any)
 		if !ok {
-			return Rule{}, fmt.Errorf("window %d: want {limit, window}", i+1)
+			return ratelimit.Rule{}, fmt.Errorf("window %d: want {limit, window}", i+1)
 		}
 		e, err := parseWindow(obj, rc, false)
 		if err != nil {
-			return Rule{}, fmt.Errorf("window %d: %w", i+1, err)
+			return ratelimit.Rule{}, fmt.Errorf("window %d: %w", i+1, err)
 		}
 		es = append(es, e)
 	}
 	return newRule(es, shadow)
 }
 
-// newRule drops unlimited windows, sorts the rest as Rule.Windows says
-// (with their reservations) and rejects two windows with one ID.
-func newRule(es []entry, shadow bool) (Rule, error) {
+// newRule drops unlimited windows, sorts the rest as ratelimit.Rule.Windows
+// says (with their reservations) and rejects two windows with one ID.
+func newRule(es []entry, shadow bool) (ratelimit.Rule, error) {
 	kept := es[:0:0]
 	for _, e := range es {
-		if e.w.Limit != Unlimited {
+		if e.w.Limit != ratelimit.Unlimited {
 			kept = append(kept, e)
 		}
 	}
 	sort.SliceStable(kept, func(i, j int) bool { return windowLess(kept[i].w, kept[j].w) })
 	for i := 1; i < len(kept); i++ {
 		if kept[i].w.ID() == kept[i-1].w.ID() {
-			return Rule{}, fmt.Errorf("two windows of %s (one window may appear once)", describeSpan(kept[i].w))
+			return ratelimit.Rule{}, fmt.Errorf("two windows of %s (one window may appear once)", describeSpan(kept[i].w))
 		}
 	}
 	if len(kept) == 0 {
-		return Rule{Shadow: shadow}, nil
+		return ratelimit.Rule{Shadow: shadow}, nil
 	}
-	r := Rule{Windows: make([]Window, len(kept)), Shadow: shadow}
+	r := ratelimit.Rule{Windows: make([]ratelimit.Window, len(kept)), Shadow: shadow}
 	for i, e := range kept {
 		r.Windows[i] = e.w
 		if e.reserve != nil {
@@ -294,10 +318,11 @@ func newRule(es []entry, shadow bool) (Rule, error) {
 	return r, nil
 }
 
-// windowLess orders windows as Rule.Windows says: sliding windows by size,
-// shortest first, then calendar windows, day before month; count before
-// amount; then by ID, so that the order never depends on the document's.
-func windowLess(a, b Window) bool {
+// windowLess orders windows as ratelimit.Rule.Windows says: sliding
+// windows by size, shortest first, then calendar windows, day before
+// month; count before amount; then by ID, so that the order never depends
+// on the document's.
+func windowLess(a, b ratelimit.Window) bool {
 	if a.IsCalendar() != b.IsCalendar() {
 		return !a.IsCalendar()
 	}
@@ -305,7 +330,7 @@ func windowLess(a, b Window) bool {
 		return a.Size < b.Size
 	}
 	if a.Calendar.Unit != b.Calendar.Unit {
-		return a.Calendar.Unit == CalendarDay
+		return a.Calendar.Unit == ratelimit.CalendarDay
 	}
 	if a.Amount != b.Amount {
 		return !a.Amount
@@ -316,10 +341,10 @@ func windowLess(a, b Window) bool {
 // describeSpan names a window's span as the document writes it: "1s",
 // "day from 23:00 in Asia/Shanghai", with "amount" before an amount
 // window's.
-func describeSpan(w Window) string {
-	s := FormatSize(w.Size)
+func describeSpan(w ratelimit.Window) string {
+	s := ratelimit.FormatSize(w.Size)
 	if w.IsCalendar() {
-		s = fmt.Sprintf("%s from %s in %s", w.Calendar.Unit, FormatCutoff(w.Calendar.Cutoff), w.Calendar.Zone)
+		s = fmt.Sprintf("%s from %s in %s", w.Calendar.Unit, ratelimit.FormatCutoff(w.Calendar.Cutoff), w.Calendar.Zone)
 	}
 	if w.Amount {
 		s = "amount " + s
@@ -335,7 +360,7 @@ func parseLimit(v any) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n < Unlimited {
+	if n < ratelimit.Unlimited {
 		return 0, fmt.Errorf("limit %d: want 0..%d, or -1 for unlimited", n, MaxLimit)
 	}
 	return n, nil

@@ -1,18 +1,18 @@
-package ratelimit
+package limits
 
 import (
 	"errors"
 	"fmt"
 	"sort"
 	"time"
-	_ "time/tzdata" // calendar zones resolve the same on every host, with or without a system zoneinfo
 
 	"payserver/internal/iso4217"
+	"payserver/internal/ratelimit"
 )
 
 // entry is one window entry of the document with its reservations.
 type entry struct {
-	w       Window
+	w       ratelimit.Window
 	reserve map[string]int64
 }
 
@@ -36,7 +36,7 @@ const windowFields = "limit or amount, window or calendar, cutoff, zone, currenc
 //	reserve: {BIZTYPE: n}    channel-wide keys only: part of the limit kept
 //	                         for the named bizTypes (never RESOLVE)
 //
-// A resolver key (RESOLVE:CHANNEL, ResolveBizType) takes count windows
+// A resolver key (RESOLVE:CHANNEL, ratelimit.ResolveBizType) takes count windows
 // only, sliding or calendar: an amount window on it is refused.
 //
 // allowShadow permits a shadow field, which the single-window object form
@@ -53,7 +53,7 @@ func parseWindow(obj map[string]any, rc ruleContext, allowShadow bool) (entry, e
 			return entry{}, fmt.Errorf("unknown field %q (want %s)", name, windowFields)
 		}
 	}
-	var w Window
+	var w ratelimit.Window
 	var err error
 	lv, hasLimit := obj["limit"]
 	av, hasAmount := obj["amount"]
@@ -96,7 +96,7 @@ func parseWindow(obj map[string]any, rc ruleContext, allowShadow bool) (entry, e
 }
 
 // parseSpan reads window, calendar, cutoff and zone into w.
-func parseSpan(obj map[string]any, rc ruleContext, w *Window) error {
+func parseSpan(obj map[string]any, rc ruleContext, w *ratelimit.Window) error {
 	wv, hasWindow := obj["window"]
 	cv, hasCalendar := obj["calendar"]
 	if !hasCalendar {
@@ -111,10 +111,10 @@ func parseSpan(obj map[string]any, rc ruleContext, w *Window) error {
 		return errors.New("both window and calendar: write one (window slides, calendar resets at period boundaries)")
 	case hasCalendar:
 		unit, ok := cv.(string)
-		if !ok || (unit != string(CalendarDay) && unit != string(CalendarMonth)) {
+		if !ok || (unit != string(ratelimit.CalendarDay) && unit != string(ratelimit.CalendarMonth)) {
 			return fmt.Errorf("calendar %v: want day or month", cv)
 		}
-		w.Calendar = Calendar{Unit: CalendarUnit(unit), Zone: rc.cfg.Zone}
+		w.Calendar = ratelimit.Calendar{Unit: ratelimit.CalendarUnit(unit), Zone: rc.cfg.Zone}
 		if zv, ok := obj["zone"]; ok {
 			z, err := parseZone(zv)
 			if err != nil {
@@ -171,11 +171,6 @@ func parseCutoff(v any) (time.Duration, error) {
 	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute, nil
 }
 
-// FormatCutoff renders a calendar cutoff as the document writes it, "HH:MM".
-func FormatCutoff(d time.Duration) string {
-	return fmt.Sprintf("%02d:%02d", int(d/time.Hour), int(d%time.Hour/time.Minute))
-}
-
 // parseCurrency reads a currency code: an active ISO 4217 currency a
 // payment may be made in (the table POST /pay checks too), so that a typo
 // such as CYN, which no payment could ever match, is refused rather than
@@ -193,15 +188,15 @@ func parseCurrency(v any) (string, error) {
 
 // parseReserve reads {BIZTYPE: n}: allowed on channel-wide keys only, each
 // n ≥ 0, and their sum within the window's limit.
-func parseReserve(v any, key Key, w Window) (map[string]int64, error) {
+func parseReserve(v any, key ratelimit.Key, w ratelimit.Window) (map[string]int64, error) {
 	if !key.IsChannelWide() {
-		return nil, fmt.Errorf("reserve is for channel-wide keys only (write it under %q)", ChannelWide(key.Channel).String())
+		return nil, fmt.Errorf("reserve is for channel-wide keys only (write it under %q)", ratelimit.ChannelWide(key.Channel).String())
 	}
 	m, ok := v.(map[string]any)
 	if !ok || len(m) == 0 {
 		return nil, errors.New("reserve: want a map of bizType to the part of the limit kept for it, such as {REFUND: 40}")
 	}
-	if w.Limit == Unlimited {
+	if w.Limit == ratelimit.Unlimited {
 		return nil, errors.New("reserve on an unlimited window: there is nothing to keep")
 	}
 	names := make([]string, 0, len(m))
@@ -212,11 +207,11 @@ func parseReserve(v any, key Key, w Window) (map[string]int64, error) {
 	out := make(map[string]int64, len(m))
 	var sum int64
 	for _, name := range names {
-		if reason := CodeProblem(name); reason != "" {
+		if reason := ratelimit.CodeProblem(name); reason != "" {
 			return nil, fmt.Errorf("reserve: bizType %q %s", name, reason)
 		}
-		if name == ResolveBizType {
-			return nil, fmt.Errorf("reserve: %s is the resolver's reserved bizType: its queries count only on %s, never in channel-wide windows, so nothing is kept for them here", name, ResolveKey(key.Channel))
+		if name == ratelimit.ResolveBizType {
+			return nil, fmt.Errorf("reserve: %s is the resolver's reserved bizType: its queries count only on %s, never in channel-wide windows, so nothing is kept for them here", name, ratelimit.ResolveKey(key.Channel))
 		}
 		n, err := parseWhole("reserve "+name, m[name], w.Limit)
 		if err != nil {

@@ -1,4 +1,4 @@
-package ratelimit
+package limits
 
 import (
 	"reflect"
@@ -20,12 +20,12 @@ func TestParseRoutes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseDocument([]byte(tt.doc))
+			doc, err := Parse([]byte(tt.doc))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(cfg.Routes, tt.want) {
-				t.Fatalf("got %v, want %v", cfg.Routes, tt.want)
+			if !reflect.DeepEqual(doc.Routes, tt.want) {
+				t.Fatalf("got %v, want %v", doc.Routes, tt.want)
 			}
 		})
 	}
@@ -48,7 +48,7 @@ func TestParseRoutesRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseDocument([]byte(tt.doc))
+			_, err := Parse([]byte(tt.doc))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tt.want)
 			}
@@ -57,19 +57,22 @@ func TestParseRoutesRefuses(t *testing.T) {
 }
 
 func TestCheckRouteChannels(t *testing.T) {
-	cfg, err := ParseDocument([]byte("routes:\n  P: [ALIPAY, XPAY]\n  Q: [YPAY]\nlimits:\n  A:B: 1\n"))
+	doc, err := Parse([]byte("routes:\n  P: [ALIPAY, XPAY]\n  Q: [YPAY]\nlimits:\n  A:B: 1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	known := func(c string) bool { return c == "ALIPAY" }
-	err = cfg.CheckRouteChannels(known)
+	err = doc.CheckRouteChannels(known)
 	if err == nil || err.Error() != "routes: P: unknown channel XPAY; routes: Q: unknown channel YPAY" {
 		t.Fatalf("err = %v", err)
 	}
-	if got := cfg.Route("P"); !reflect.DeepEqual(got, []string{"ALIPAY", "XPAY"}) {
+	if got := doc.Route("P"); !reflect.DeepEqual(got, []string{"ALIPAY", "XPAY"}) {
 		t.Fatalf("Route(P) = %v", got)
 	}
-	if got := (*Config)(nil).Route("P"); got != nil {
-		t.Fatalf("nil config routes %v", got)
+	if got := (*Document)(nil).Route("P"); got != nil {
+		t.Fatalf("nil document routes %v", got)
+	}
+	if err := (*Document)(nil).CheckRouteChannels(known); err != nil {
+		t.Fatalf("nil document: %v", err)
 	}
 }

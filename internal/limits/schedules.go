@@ -1,10 +1,12 @@
-package ratelimit
+package limits
 
 import (
 	"errors"
 	"fmt"
 	"sort"
 	"time"
+
+	"payserver/internal/ratelimit"
 )
 
 // parseSchedules reads the schedules list:
@@ -18,9 +20,9 @@ import (
 // hold for the key: 0 closes it (one count window of the default window,
 // limit 0), -1 makes it unlimited, a number, a list or an object as for a
 // key. Two schedules of one key must not overlap. Past schedules are kept
-// (RuleAt ignores them). The result is sorted by key, then from. Each
+// (Config.RuleAt ignores them). The result is sorted by key, then from. Each
 // problem names the schedule by its position (from 1) and key.
-func parseSchedules(v any, cfg *Config) ([]Schedule, []string) {
+func parseSchedules(v any, cfg *ratelimit.Config) ([]ratelimit.Schedule, []string) {
 	if v == nil {
 		return nil, nil
 	}
@@ -31,7 +33,7 @@ func parseSchedules(v any, cfg *Config) ([]Schedule, []string) {
 	if len(list) > MaxSchedules {
 		return nil, []string{fmt.Sprintf("schedules: %d schedules; at most %d (remove past ones)", len(list), MaxSchedules)}
 	}
-	var out []Schedule
+	var out []ratelimit.Schedule
 	var problems []string
 	for i, item := range list {
 		s, name, err := parseSchedule(item, cfg)
@@ -72,10 +74,10 @@ func parseSchedules(v any, cfg *Config) ([]Schedule, []string) {
 const scheduleFields = "key, from, to, limits"
 
 // parseSchedule reads one schedule; name is its key as written, once read.
-func parseSchedule(item any, cfg *Config) (s Schedule, name string, err error) {
+func parseSchedule(item any, cfg *ratelimit.Config) (s ratelimit.Schedule, name string, err error) {
 	obj, ok := item.(map[string]any)
 	if !ok {
-		return Schedule{}, "", fmt.Errorf("want {%s}", scheduleFields)
+		return ratelimit.Schedule{}, "", fmt.Errorf("want {%s}", scheduleFields)
 	}
 	if kv, ok := obj["key"].(string); ok {
 		name = kv
@@ -84,33 +86,33 @@ func parseSchedule(item any, cfg *Config) (s Schedule, name string, err error) {
 		switch f {
 		case "key", "from", "to", "limits":
 		default:
-			return Schedule{}, name, fmt.Errorf("unknown field %q (want %s)", f, scheduleFields)
+			return ratelimit.Schedule{}, name, fmt.Errorf("unknown field %q (want %s)", f, scheduleFields)
 		}
 	}
 	if _, ok := obj["key"]; !ok {
-		return Schedule{}, "", errors.New("key is missing")
+		return ratelimit.Schedule{}, "", errors.New("key is missing")
 	}
 	if name == "" {
-		return Schedule{}, "", fmt.Errorf("key %v: want \"BIZTYPE:CHANNEL\"", obj["key"])
+		return ratelimit.Schedule{}, "", fmt.Errorf("key %v: want \"BIZTYPE:CHANNEL\"", obj["key"])
 	}
-	if s.Key, err = ParseKey(name); err != nil {
-		return Schedule{}, name, err
+	if s.Key, err = ratelimit.ParseKey(name); err != nil {
+		return ratelimit.Schedule{}, name, err
 	}
 	if s.From, err = parseInstant(obj, "from"); err != nil {
-		return Schedule{}, name, err
+		return ratelimit.Schedule{}, name, err
 	}
 	if s.To, err = parseInstant(obj, "to"); err != nil {
-		return Schedule{}, name, err
+		return ratelimit.Schedule{}, name, err
 	}
 	if !s.From.Before(s.To) {
-		return Schedule{}, name, fmt.Errorf("from %s is not before to %s", s.From.Format(time.RFC3339), s.To.Format(time.RFC3339))
+		return ratelimit.Schedule{}, name, fmt.Errorf("from %s is not before to %s", s.From.Format(time.RFC3339), s.To.Format(time.RFC3339))
 	}
 	lv, ok := obj["limits"]
 	if !ok {
-		return Schedule{}, name, errors.New("limits is missing (0 closes the key for the schedule)")
+		return ratelimit.Schedule{}, name, errors.New("limits is missing (0 closes the key for the schedule)")
 	}
 	if s.Rule, err = parseRule(lv, ruleContext{cfg: cfg, key: s.Key}); err != nil {
-		return Schedule{}, name, fmt.Errorf("limits: %w", err)
+		return ratelimit.Schedule{}, name, fmt.Errorf("limits: %w", err)
 	}
 	return s, name, nil
 }
@@ -132,23 +134,4 @@ func parseInstant(obj map[string]any, field string) (time.Time, error) {
 		return at, nil
 	}
 	return time.Time{}, fmt.Errorf("%s %v: want an RFC 3339 time in quotes, such as \"2026-12-01T02:00:00+08:00\"", field, v)
-}
-
-// The states of a schedule at some instant, as StateAt names them.
-const (
-	ScheduleActive   = "active"
-	ScheduleUpcoming = "upcoming"
-	SchedulePast     = "past"
-)
-
-// StateAt says whether s is active at now, upcoming (it starts later) or
-// past (it ended: the document may keep it, and it is ignored).
-func (s Schedule) StateAt(now time.Time) string {
-	switch {
-	case s.Active(now):
-		return ScheduleActive
-	case now.Before(s.From):
-		return ScheduleUpcoming
-	}
-	return SchedulePast
 }

@@ -1,0 +1,64 @@
+package ratelimit
+
+import "time"
+
+// Rule is the effective limit of one key: every window is enforced together,
+// and a request is admitted only if each has room. The zero Rule is
+// unlimited.
+type Rule struct {
+	// Windows are sorted: sliding windows by Size, shortest first, then
+	// calendar windows (day before month); count before amount. Their IDs are
+	// distinct. Empty means unlimited.
+	Windows []Window
+	// Reserve, on a channel-wide key (bizType "*"), is for each window (same
+	// index as Windows; nil or shorter when none) the part of its limit kept
+	// for the named bizTypes: any other bizType may use at most the limit
+	// minus the sum of that window's reservations. Named bizTypes may use the
+	// whole limit.
+	Reserve []map[string]int64
+	// Shadow makes the limiter evaluate and count the rule but always admit.
+	Shadow bool
+}
+
+// IsUnlimited reports whether the rule limits nothing.
+func (r Rule) IsUnlimited() bool { return len(r.Windows) == 0 }
+
+// IsClosed reports whether some count window has limit 0, so that every
+// request is refused without asking Redis.
+func (r Rule) IsClosed() bool {
+	for _, w := range r.Windows {
+		if w.Limit == 0 && !w.Amount {
+			return true
+		}
+	}
+	return false
+}
+
+// LimitFor returns the share of window i that bizType can count on under
+// the rule's reservations whatever the others use: the whole limit for a
+// window without any, else the limit minus the other names' reservations,
+// never below zero. Admissions apply the exact rule (Model: only the other
+// names' unmet reservations are kept); reports use this bound.
+func (r Rule) LimitFor(i int, bizType string) int64 {
+	w := r.Windows[i]
+	if i >= len(r.Reserve) || len(r.Reserve[i]) == 0 {
+		return w.Limit
+	}
+	var reserved int64
+	for name, n := range r.Reserve[i] {
+		if name != bizType {
+			reserved += n
+		}
+	}
+	return max(w.Limit-reserved, 0)
+}
+
+// Longest returns the longest sliding window size, or 0 for a rule without
+// one.
+func (r Rule) Longest() time.Duration {
+	var d time.Duration
+	for _, w := range r.Windows {
+		d = max(d, w.Size)
+	}
+	return d
+}
