@@ -116,7 +116,7 @@ bench-codec:
 ## chaos: one seeded chaos campaign (CHAOS_SEED, default the clock; CHAOS_DURATION, default 10m): 3 payserver instances on MariaDB,
 ## Redis and the channel emulator under faults, its history checked by the independent witness (docs/RELIABILITY.md, "The chaos campaign")
 chaos: services
-	$(WITH_SERVICES) CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -timeout 6h -run TestChaosCampaign ./integration/
+	$(WITH_SERVICES) CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -timeout 6h -run 'TestChaosCampaign|TestChaosCalendar' ./integration/
 
 ## failover: only the failover test (also in `make test`): 3 instances on the failover cluster (3 masters + 3 replicas,
 ## 127.0.0.1:17101..17106), 40 s load per policy (local, deny), the key's master killed and failed over (about 1.5 min)

@@ -102,3 +102,16 @@ func zone(name string) *time.Location {
 func periodFor(id WindowID, tUs int64) period {
 	return periodOf(tUs, id.Calendar, id.CutoffMin, zone(id.Zone))
 }
+
+// CalendarPeriod names the period of a calendar window ("day" or "month",
+// in the IANA zone, from cutoffMin minutes past local midnight) that holds
+// t: yyyymmdd for a day, yyyymm00 for a month. It is the witness's own
+// rule (periodOf), for checks of payserver's periods from outside (the
+// chaos calendar run compares `payserver check-limits --at` with it).
+func CalendarPeriod(calendar, zoneName string, cutoffMin int, t time.Time) (int64, error) {
+	loc, err := time.LoadLocation(zoneName)
+	if err != nil {
+		return 0, err
+	}
+	return int64(periodOf(t.UnixMicro(), calendar, cutoffMin, loc)), nil
+}
