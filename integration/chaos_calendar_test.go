@@ -44,7 +44,7 @@ func TestChaosCalendar(t *testing.T) {
 		w := win{calendar: []string{"day", "month"}[r.IntN(2)], zone: calendarZones[r.IntN(len(calendarZones))]}
 		// Cut-offs at midnight and at the hours transitions happen at are
 		// the interesting ones; the rest of the day now and then.
-		w.cutoffMin = []int{0, 0, 60, 120, 180, 30, r.IntN(24*60)}[r.IntN(7)]
+		w.cutoffMin = []int{0, 0, 60, 120, 180, 30, r.IntN(24 * 60)}[r.IntN(7)]
 		wins = append(wins, w)
 		fmt.Fprintf(&doc, "  CAL%d:ALIPAY:\n    - {limit: 5, calendar: %s, zone: %s, cutoff: \"%02d:%02d\"}\n", i, w.calendar, w.zone, w.cutoffMin/60, w.cutoffMin%60)
 	}
