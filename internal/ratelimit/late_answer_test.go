@@ -178,3 +178,58 @@ func TestRefusalsRaceRaisedLimit(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// reorderingStore loses its first call's answer before that call reaches
+// the shared store, and runs it only when the test says so: a call on a slow
+// connection that Redis executes after the retry sent on another one.
+type reorderingStore struct {
+	lateStore
+	mu      sync.Mutex
+	pending func()
+}
+
+func (s *reorderingStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
+	if s.calls.Add(1) == 1 {
+		s.mu.Lock()
+		s.pending = func() { _, _ = s.shared.Check(context.Background(), ws, m, amount) }
+		s.mu.Unlock()
+		return ratelimit.StoreResult{}, context.DeadlineExceeded
+	}
+	return s.shared.Check(ctx, ws, m, amount)
+}
+
+// TestRetryRefusedAfterALostCallIsUnknown: other instances filled the key;
+// this check's first call is lost on its way and its retry is refused. The
+// first call then reaches Redis after a slot frees and admits the member.
+// Answering the check as a plain refusal (a 429) would leave that slot
+// held by nobody; its outcome is unknown (the pay flow answers 503 and the
+// lost-answer settler claims and releases it). Found by the chaos campaign
+// (seed 4): a 429 whose member Redis held in its money and day windows.
+func TestRetryRefusedAfterALostCallIsUnknown(t *testing.T) {
+	shared := ratelimit.NewLocalStore(nil)
+	other, _ := ratelimit.New(shared, ratelimit.Options{})
+	other.SetConfig(mustConfig(t, lateDoc))
+	mustAllow(t, other, keyAB, "x")
+	mustAllow(t, other, keyAB, "y")
+
+	store := &reorderingStore{lateStore: lateStore{shared: shared}}
+	l, _ := ratelimit.New(store, ratelimit.Options{Policy: ratelimit.PolicyLocal})
+	l.SetConfig(mustConfig(t, lateDoc))
+	d, err := l.Check(context.Background(), ratelimit.Request{Key: keyAB, Member: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Allowed || !d.Unknown {
+		t.Fatalf("first call lost, retry refused: got %+v, want a refusal with an unknown outcome", d)
+	}
+	// What the unknown outcome guards against: the lost call lands later.
+	if err := other.Release(context.Background(), ratelimit.HoldOf(keyAB, "x")); err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	store.pending()
+	store.mu.Unlock()
+	if d := mustAllow(t, other, keyAB, "a"); !d.Duplicate {
+		t.Fatalf("the late call did not admit the member (%+v): the test lost its point", d)
+	}
+}

@@ -72,8 +72,14 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 // check asks the store under Timeout. A call that failed after it may have
 // reached Redis has an unknown outcome: Redis may have admitted the member.
 // It is asked once more, with the same member, under RetryTimeout: the
-// script never counts a member twice, so the answer is exact either way.
-// unknown reports that the outcome is still unknown after the retry.
+// script never counts a member twice, so an admission is exact either way.
+// A refusal of the retry is not: it proves only that the retry was refused,
+// and the first call, still on its way (another connection, a slow link),
+// may reach Redis after it and admit the member once a slot frees. So a
+// retry refused for a full window leaves the outcome unknown too
+// (errLostCall); one refused for a conflict or an amount above the cap
+// does not, as the first call meets the same refusal. unknown reports that
+// the outcome is still unknown after the retry.
 func (l *Limiter) check(ctx context.Context, windows []KeyWindow, member string, amount int64) (res StoreResult, unknown bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	res, err = l.store.Check(cctx, windows, member, amount)
@@ -84,8 +90,15 @@ func (l *Limiter) check(ctx context.Context, windows []KeyWindow, member string,
 	cctx, cancel = context.WithTimeout(ctx, l.opts.RetryTimeout)
 	res, err = l.store.Check(cctx, windows, member, amount)
 	cancel()
+	if err == nil && !res.Allowed && !res.Conflict && !res.ExceedsCap {
+		return res, true, errLostCall
+	}
 	return res, err != nil, err
 }
+
+// errLostCall is a check whose first call's answer was lost and whose
+// retry was refused for a full window: the first call may still admit.
+var errLostCall = errors.New("ratelimit: the first call's answer was lost and its retry was refused; the first may still be admitted")
 
 // neverReachedRedis reports whether a failed call provably did not run the
 // script: no connection (dial error, pool exhausted, client closed) or an
