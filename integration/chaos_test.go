@@ -295,7 +295,7 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 	for n := 0; ctx.Err() == nil; n++ {
 		in := c.instances[r.IntN(len(c.instances))]
 		switch p := r.IntN(100); {
-		case p < 55 || len(sent) == 0:
+		case p < 50 || len(sent) == 0:
 			body := map[string]any{"requestId": fmt.Sprintf("c%d-%d-%s", id, n, c.tag), "bizType": c.pay,
 				"merchantId": "M1", "amount": 100 + r.IntN(5000), "currency": "CNY"}
 			switch r.IntN(3) {
@@ -310,9 +310,9 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			if c.payOp(hc, in, id, body) == 0 || r.IntN(4) == 0 {
 				sent = append(sent, body)
 			}
-		case p < 62:
+		case p < 58:
 			c.payOp(hc, in, id, sent[r.IntN(len(sent))]) // a retry, or a duplicate with the same payload
-		case p < 65:
+		case p < 68:
 			// Concurrent duplicates on two instances, routed or pinned, the
 			// second with the same amount or another: one claim wins.
 			body := map[string]any{"requestId": fmt.Sprintf("d%d-%d-%s", id, n, c.tag), "bizType": c.pay,
@@ -334,7 +334,7 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			c.payOp(hc, in, id, body)
 			both.Wait()
 			sent = append(sent, body)
-		case p < 70:
+		case p < 71:
 			dup := map[string]any{}
 			for k, v := range sent[r.IntN(len(sent))] {
 				dup[k] = v
@@ -608,9 +608,14 @@ func (c *campaign) collect(quietFrom int64) witness.History {
 			}
 			switch c.rdb.Type(ctx, key).Val() {
 			case "zset":
+				// A sliding amount window keeps its members' amounts in
+				// its ":v" hash: the amount each was counted for.
+				amounts, _ := c.rdb.HGetAll(ctx, key+":v").Result()
 				zs, _ := c.rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
 				for _, z := range zs {
-					h.Members = append(h.Members, witness.Member{Key: key, Member: z.Member.(string), ScoreUs: int64(z.Score)})
+					m := witness.Member{Key: key, Member: z.Member.(string), ScoreUs: int64(z.Score)}
+					m.Amount, _ = strconv.ParseInt(amounts[m.Member], 10, 64)
+					h.Members = append(h.Members, m)
 				}
 			case "hash":
 				fields, _ := c.rdb.HGetAll(ctx, key).Result()

@@ -25,6 +25,10 @@ const (
 	// NoOrphanSlot (4): every final window member belongs to an order or
 	// acquisition that can still use it.
 	NoOrphanSlot Property = "no-orphan-slot"
+	// AmountCounted (3, money): a window member that belongs to an order
+	// holds the order's amount: the amount the limiter counted is the
+	// amount paid.
+	AmountCounted Property = "amount-counted"
 	// NoFalseRefusal (5): every 429 had a full window or the channel's
 	// THROTTLED; every 503 came during a fault.
 	NoFalseRefusal Property = "no-false-refusal"

@@ -270,3 +270,15 @@ func TestUnparseableDocumentIsReported(t *testing.T) {
 	b.h.Limits = append(b.h.Limits, LimitsDoc{Raw: "limits: {A:B: [{limit: 1, windw: 1s}]}", FromUs: t0 + 3000*sec})
 	wantViolations(t, b.check(), HistoryError)
 }
+
+// A window that counts another amount than its order pays is caught: a
+// duplicate of a requestId admitted with another amount, whose claim won.
+func TestAmountCountedIsTheAmountPaid(t *testing.T) {
+	b := cleanHistory(t)
+	b.h.Members = append(b.h.Members, Member{Key: alipayDay, Member: "p4", Amount: 1000})
+	if r := b.check(); len(r.Violations) != 0 {
+		t.Fatalf("the amount paid, counted: %v", r.Violations)
+	}
+	b.h.Members[len(b.h.Members)-1].Amount = 1500
+	wantViolations(t, b.check(), AmountCounted)
+}

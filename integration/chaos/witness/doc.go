@@ -131,6 +131,12 @@
 // LostAnswerGrace of the dump; an acquisition not released (200) since;
 // or, for "#resolve:<orderNo>:q<n>", an order of that channel.
 //
+// Property amount-counted (the brief's money rule "the amount the limiter
+// counted is the amount paid"): a member of a window that holds amounts (a
+// calendar hash's value; a sliding window's amount, which the runner reads
+// from its ":v" hash) and belongs to an order on that channel holds exactly
+// the order's amount.
+//
 // Property 5, no-false-refusal: a 429 with details.reason channelThrottled
 // follows a THROTTLED pay of its requestId in the ledger; any other 429
 // (pinned, acquire, or each limited candidate of a routed payment) had a

@@ -68,6 +68,11 @@ func (c *checker) checkSlots() {
 		if rw.id.Calendar == "" && m.ScoreUs != 0 && m.ScoreUs <= dump-rw.id.SpanUs {
 			continue // it left its window; the next check trims it
 		}
+		if o := c.ordersByReq[m.Member]; o != nil && m.Amount != 0 && o.Channel == rw.channel && m.Amount != o.Amount {
+			c.report(Violation{Property: AmountCounted, Key: m.Key, Window: rw.id.String(), RequestID: m.Member,
+				Message: fmt.Sprintf("the window counts %d for the member, its order pays %d", m.Amount, o.Amount),
+				Excerpt: []string{excerpt(Record{Member: m}), excerpt(Record{Order: o})}})
+		}
 		if why := c.slotOwner(m, rw); why != "" {
 			ex := []string{excerpt(Record{Member: m})}
 			rid := strings.TrimPrefix(m.Member, "api:")
