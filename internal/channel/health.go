@@ -82,9 +82,15 @@ func NewHealth(codes []string, opts HealthOptions) *Health {
 
 // Failed reports whether a channel call's error counts against the
 // channel's health: every error (a refused connection, a transport error, a
-// timeout, a channel system error). A decline is a Result, not an error,
-// and counts as a healthy answer.
-func Failed(err error) bool { return err != nil }
+// timeout, a channel system error) but a throttle. A decline is a Result,
+// not an error, and counts as a healthy answer; so does a throttle
+// (ThrottledError): the channel answered, busy, and its rate is the
+// limiter's business, not the breaker's, which would turn a busy channel
+// into one that routed payments skip altogether.
+func Failed(err error) bool {
+	var throttled *ThrottledError
+	return err != nil && !errors.As(err, &throttled)
+}
 
 // Unhealthy reports whether code's breaker would refuse a call now: open
 // (until its cool-down has passed), or half-open with all its probes in

@@ -22,14 +22,19 @@ func TestHealthCountsFailuresNotDeclines(t *testing.T) {
 		{"system errors", SimulatorConfig{ErrorRate: 1}, true},
 		{"timeouts", SimulatorConfig{TimeoutRate: 1}, true},
 		{"refused connections", SimulatorConfig{RefuseRate: 1}, true},
+		{"throttles", SimulatorConfig{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sim, _ := NewSimulator("A", tt.cfg)
 			h := NewHealth([]string{"A"}, HealthOptions{Failures: 3, Cooldown: 100 * time.Millisecond})
+			var ch Channel = sim
+			if tt.name == "throttles" {
+				ch = throttling{sim}
+			}
 			for range 3 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
-				_, _ = h.Call(ctx, sim, Request{RequestID: "r"})
+				_, _ = h.Call(ctx, ch, Request{RequestID: "r"})
 				cancel()
 			}
 			if got := h.Unhealthy("A"); got != tt.open {
@@ -54,6 +59,13 @@ func TestHealthCountsFailuresNotDeclines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// throttling is a channel that is too busy for every call.
+type throttling struct{ *Simulator }
+
+func (t throttling) Pay(context.Context, Request) (Result, error) {
+	return Result{}, &ThrottledError{Channel: t.Code(), RetryAfter: time.Second}
 }
 
 // blockingChannel answers each call once release is closed.
