@@ -80,7 +80,10 @@ type campaign struct {
 	admin    string // the admin token
 
 	limitsPath string
-	emu        *emulator
+	// nacos, when set, is the r-nacos the limits are published to (dataId
+	// nacosID) instead of the watched file: drawn per campaign.
+	nacos, nacosID string
+	emu            *emulator
 	db         *sql.DB
 	rdb        *redis.Client
 	instances  []*chaosInstance
@@ -108,6 +111,11 @@ func TestChaosCampaign(t *testing.T) {
 	run := chaosSettings(t)
 	fmt.Printf("chaos: seed %d, duration %s (replay: CHAOS_SEED=%d CHAOS_DURATION=%s make chaos)\n", run.seed, run.duration, run.seed, run.duration)
 	c := newCampaign(t, run, rand.New(rand.NewPCG(run.seed, 1)))
+	source := "the watched file"
+	if c.nacos != "" {
+		source = "r-nacos " + c.nacosID
+	}
+	fmt.Printf("chaos: channels %s and %s, limits from %s\n", c.chA, c.chB, source)
 	ctx, stop := context.WithTimeout(context.Background(), run.duration)
 	defer stop()
 	var wg sync.WaitGroup
@@ -171,6 +179,10 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 	addrs := []string{freePort(t), freePort(t), freePort(t)}
 	first := c.document(docs, 0)
 	mustWrite(t, c.limitsPath, first)
+	if addr := os.Getenv("PAYSERVER_TEST_NACOS_ADDR"); addr != "" && docs.IntN(3) == 0 {
+		c.nacos, c.nacosID = addr, "payserver-chaos-"+strings.ToLower(tag)
+		nacosPublish(t, c.nacos, c.nacosID, first)
+	}
 	c.limits = []witness.LimitsDoc{{Raw: first, FromUs: time.Now().UnixMicro()}}
 	c.emu = startEmulatorWith(t, "http://"+addrs[0], c.chA+","+c.chB)
 	redisAddr := testutil.RedisAddr(t)
@@ -178,7 +190,7 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 		in := &chaosInstance{name: fmt.Sprintf("i%d", i), redis: startProxy(t, redisAddr), db: startProxy(t, dsn.Addr), gw: startProxy(t, c.emu.addr)}
 		d := *dsn
 		d.Addr = in.db.addr
-		in.srv = startServer(t, serverOptions{DSN: d.FormatDSN(), LimitsPath: c.limitsPath, Config: "", Env: map[string]string{
+		env := map[string]string{
 			"PAYSERVER_HTTP_ADDR":              addr,
 			"PAYSERVER_REDIS_ADDR":             in.redis.addr,
 			"PAYSERVER_CHANNELS":               c.chA + "," + c.chB,
@@ -191,7 +203,11 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 			"PAYSERVER_CLIENT_TOKENS":          "chaos=" + c.token,
 			"PAYSERVER_ADMIN_TOKEN":            c.admin,
 			"PAYSERVER_LOG_LEVEL":              "warn",
-		}})
+		}
+		if c.nacos != "" {
+			env["PAYSERVER_NACOS_ADDR"], env["PAYSERVER_NACOS_DATA_ID"] = c.nacos, c.nacosID
+		}
+		in.srv = startServer(t, serverOptions{DSN: d.FormatDSN(), LimitsPath: c.limitsPath, Env: env})
 		c.instances = append(c.instances, in)
 	}
 	return c
@@ -229,12 +245,16 @@ func (c *campaign) publish(doc string) {
 	c.mu.Lock()
 	c.limits = append(c.limits, witness.LimitsDoc{Raw: doc, FromUs: now})
 	c.mu.Unlock()
-	tmp := c.limitsPath + ".tmp"
-	if err := os.WriteFile(tmp, []byte(doc), 0o600); err != nil {
-		c.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, c.limitsPath); err != nil {
-		c.t.Fatal(err)
+	if c.nacos != "" {
+		nacosPublish(c.t, c.nacos, c.nacosID, doc)
+	} else {
+		tmp := c.limitsPath + ".tmp"
+		if err := os.WriteFile(tmp, []byte(doc), 0o600); err != nil {
+			c.t.Fatal(err)
+		}
+		if err := os.Rename(tmp, c.limitsPath); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 	c.awaitDocument(doc)
 }
@@ -297,7 +317,7 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 		switch p := r.IntN(100); {
 		case p < 50 || len(sent) == 0:
 			body := map[string]any{"requestId": fmt.Sprintf("c%d-%d-%s", id, n, c.tag), "bizType": c.pay,
-				"merchantId": "M1", "amount": 100 + r.IntN(5000), "currency": "CNY"}
+				"merchantId": "M1", "amount": 100 + r.IntN(5000), "currency": []string{"CNY", "CNY", "CNY", "USD"}[r.IntN(4)]}
 			switch r.IntN(3) {
 			case 0:
 				body["channel"] = c.chA
@@ -348,11 +368,11 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			rid := fmt.Sprintf("a%d-%d-%s", id, n, c.tag)
 			body := map[string]any{"bizType": c.rf, "channel": c.chA, "requestId": rid}
 			if r.IntN(2) == 0 {
-				body["amount"], body["currency"] = 100+r.IntN(1000), "CNY"
+				body["amount"], body["currency"] = 100+r.IntN(1000), []string{"CNY", "USD"}[r.IntN(2)]
 			}
 			op := witness.Op{Kind: "acquire", RequestID: rid, BizType: c.rf, Channel: c.chA}
 			if a, ok := body["amount"].(int); ok {
-				op.Amount, op.Currency = int64(a), "CNY"
+				op.Amount, op.Currency = int64(a), body["currency"].(string)
 			}
 			if c.call(hc, in, id, op, http.MethodPost, "/v1/limits/acquire", body, c.token) == 200 {
 				c.mu.Lock()
@@ -380,7 +400,7 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 // payOp sends one POST /pay and logs it; it returns the status (0: no
 // answer).
 func (c *campaign) payOp(hc *http.Client, in *chaosInstance, id int, body map[string]any) int {
-	op := witness.Op{Kind: "pay", RequestID: body["requestId"].(string), BizType: c.pay, Amount: int64(body["amount"].(int)), Currency: "CNY"}
+	op := witness.Op{Kind: "pay", RequestID: body["requestId"].(string), BizType: c.pay, Amount: int64(body["amount"].(int)), Currency: body["currency"].(string)}
 	if ch, ok := body["channel"].(string); ok {
 		op.Channel = ch
 	}

@@ -47,7 +47,7 @@ type LostAnswersOptions struct {
 
 type lostAnswer struct {
 	req  PayRequest
-	keys []ratelimit.Key
+	holds []ratelimit.Hold
 	at   time.Time
 }
 
@@ -71,10 +71,12 @@ func NewLostAnswers(orders OrderStore, limiter Limiter, opts LostAnswersOptions)
 	return &LostAnswers{orders: orders, limiter: limiter, opts: opts, queue: make(chan lostAnswer, opts.Queue)}, nil
 }
 
-// Add queues req, whose check on keys lost its answer. It never blocks.
-func (l *LostAnswers) Add(req PayRequest, keys ...ratelimit.Key) {
+// Add queues req, whose checks lost their answers: holds are the slots
+// they may have taken (each with the windows its lost call would have
+// recorded it in). It never blocks.
+func (l *LostAnswers) Add(req PayRequest, holds ...ratelimit.Hold) {
 	select {
-	case l.queue <- lostAnswer{req: req, keys: keys, at: l.opts.Now()}:
+	case l.queue <- lostAnswer{req: req, holds: holds, at: l.opts.Now()}:
 	default:
 		l.dropped.Add(1)
 	}
@@ -134,8 +136,8 @@ func (l *LostAnswers) settle(ctx context.Context, a lostAnswer) error {
 		Status: StatusFailed, FailureCode: FailureNotSent, FailureMessage: notSentLost,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if o.Channel == "" && len(a.keys) > 0 {
-		o.Channel = a.keys[0].Channel
+	if o.Channel == "" && len(a.holds) > 0 {
+		o.Channel = a.holds[0].Key.Channel
 	}
 	err := l.orders.Create(ctx, o)
 	if err != nil {
@@ -152,15 +154,16 @@ func (l *LostAnswers) settle(ctx context.Context, a lostAnswer) error {
 			// Another request's order owns the requestId: each slot the
 			// lost check may have taken meets that order's fate (released
 			// on a channel it did not end on, kept while it is in flight).
-			for _, k := range a.keys {
-				settleSlot(ctx, l.limiter, holdFor(k, got), got, l.opts.Logger)
+			for _, h := range a.holds {
+				settleSlot(ctx, l.limiter, h, got, l.opts.Logger)
 			}
 			return nil
 		}
 	}
-	for _, k := range a.keys {
-		// The lost check's windows are unknown: those the limits give k.
-		if err := l.limiter.Release(ctx, ratelimit.HoldOf(k, r.RequestID)); err != nil {
+	for _, h := range a.holds {
+		// The lost call's windows, whatever the limits say now (a day
+		// window whose document changed in the grace is still freed).
+		if err := l.limiter.Release(ctx, h); err != nil {
 			return err
 		}
 	}

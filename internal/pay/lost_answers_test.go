@@ -26,7 +26,8 @@ func (l *lossyLimiter) Check(ctx context.Context, r ratelimit.Request) (ratelimi
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lose && err == nil {
-		return ratelimit.Decision{Key: r.Key, Unknown: true, Source: ratelimit.SourceLocal}, nil
+		// As the limiter answers a lost call: the slot it may have taken.
+		return ratelimit.Decision{Key: r.Key, Unknown: true, Source: ratelimit.SourceLocal, Hold: d.Hold}, nil
 	}
 	return d, err
 }
@@ -98,5 +99,52 @@ func TestLostAnswerWithoutRetryFreesItsSlot(t *testing.T) {
 	}
 	if sim.Calls() != 1 {
 		t.Errorf("%d channel calls, want 1", sim.Calls())
+	}
+}
+
+// TestLostAnswerFreesItsSlotAfterALimitsChange: the day window a lost
+// answer's call took a slot in is freed even though the document in force
+// when the grace ends names another day (its cut-off moved). Released from
+// the windows the limits give the key then, the slot stayed for the rest
+// of the day (the chaos campaign, seed 4).
+func TestLostAnswerFreesItsSlotAfterALimitsChange(t *testing.T) {
+	const midnight, noon = "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n", "limits:\n  B:ALIPAY: [{limit: 2, calendar: day, cutoff: \"12:00\"}]\n"
+	lim := localLimiter(t, midnight)
+	lossy := &lossyLimiter{Limiter: lim}
+	store := paytest.NewMemStore()
+	lost, err := pay.NewLostAnswers(store, lossy, pay.LostAnswersOptions{Grace: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(sim)
+	svc, err := pay.NewService(store, lossy, reg, pay.Options{LostAnswers: lost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy.setLose(true)
+	if _, err := svc.Pay(context.Background(), req("gone")); apperr.CodeOf(err) != apperr.DependencyUnavailable {
+		t.Fatalf("the answer lost: %v, want DEPENDENCY_UNAVAILABLE", err)
+	}
+	setDoc(t, lim, noon)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { lost.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if o, err := store.Get(context.Background(), "gone"); err == nil && o.FailureCode == pay.FailureNotSent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lost payment was never closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	setDoc(t, lim, midnight)
+	if _, counts, _ := lim.Usage(context.Background(), ratelimit.Key{BizType: "B", Channel: "ALIPAY"}); counts[0] != 0 {
+		t.Fatalf("the midnight day window still holds %d, want 0: the lost call's slot was not freed", counts[0])
 	}
 }

@@ -159,7 +159,7 @@ func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string)
 		return "", ratelimit.Decision{}, nil, nil, s.limiterFailed(err)
 	}
 	if !d.Allowed && d.Unknown {
-		s.lostAnswer(req, key)
+		s.lostAnswer(req, d)
 		return "", ratelimit.Decision{}, nil, nil, lostLimiterAnswer(c)
 	}
 	if d.Conflict {
@@ -196,7 +196,7 @@ func (s *Service) try(ctx context.Context, req PayRequest, c string) (candidateR
 		// The limiter may have admitted the request on this candidate
 		// after all: moving on could leave it holding slots on two
 		// channels. Stop; a retry with the same requestId is exact.
-		s.lostAnswer(req, key)
+		s.lostAnswer(req, d)
 		return candidateRefusal{}, false, lostLimiterAnswer(c)
 	}
 	if d.Conflict {

@@ -154,7 +154,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	case d.Conflict:
 		return nil, ConflictError(key, req.RequestID, req.Amount)
 	case !d.Allowed && d.Unknown:
-		s.lostAnswer(req, key)
+		s.lostAnswer(req, d)
 		return nil, lostLimiterAnswer(req.Channel)
 	case !d.Allowed:
 		return nil, LimitedError(key, d)
@@ -401,10 +401,11 @@ func newOrderNo(now time.Time) string {
 	return "PS" + now.Format("20060102150405") + hex.EncodeToString(b[:])
 }
 
-// lostAnswer hands req, whose check on key lost its answer, to the
-// settler of lost answers, when there is one.
-func (s *Service) lostAnswer(req PayRequest, key ratelimit.Key) {
+// lostAnswer hands req, whose check lost its answer (d, a refusal with an
+// unknown outcome), to the settler of lost answers, when there is one,
+// with the slot the lost call may have taken.
+func (s *Service) lostAnswer(req PayRequest, d ratelimit.Decision) {
 	if s.opts.LostAnswers != nil {
-		s.opts.LostAnswers.Add(req, key)
+		s.opts.LostAnswers.Add(req, d.Hold)
 	}
 }

@@ -115,9 +115,11 @@ type Decision struct {
 	WindowKeys []string
 	// Hold is what gives the admission back (Limiter.Release): its key and
 	// member, and for an admission windows recorded (WindowKeys not nil)
-	// those windows. For a refusal, or an admission no window recorded, its
-	// windows are unknown, and a release touches only what the limits in
-	// force give the key.
+	// those windows; for a refusal with an unknown outcome (Unknown), the
+	// windows the lost call would have recorded the member in. For any
+	// other refusal, or an admission no window recorded, its windows are
+	// unknown, and a release touches only what the limits in force give
+	// the key.
 	Hold Hold
 	// LimitsVersion identifies the limits document the decision was taken
 	// under (every decision, refusals included): its Config.Version, the

@@ -225,7 +225,9 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	d.RequestAmount, d.Currency = r.Amount, r.Currency
 	d.Hold = Hold{Key: r.Key, Member: r.Member}
-	if d.Allowed && d.WindowKeys != nil {
+	if d.Allowed && d.WindowKeys != nil || d.Unknown {
+		// An admission's windows; for an unknown outcome, the windows the
+		// lost call would have recorded the member in.
 		d.Hold.windows = p.windows
 	}
 	if end.IsZero() {
