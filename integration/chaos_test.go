@@ -84,9 +84,9 @@ type campaign struct {
 	// nacosID) instead of the watched file: drawn per campaign.
 	nacos, nacosID string
 	emu            *emulator
-	db         *sql.DB
-	rdb        *redis.Client
-	instances  []*chaosInstance
+	db             *sql.DB
+	rdb            *redis.Client
+	instances      []*chaosInstance
 
 	seq     atomic.Int64
 	mu      sync.Mutex

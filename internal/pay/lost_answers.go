@@ -46,9 +46,9 @@ type LostAnswersOptions struct {
 }
 
 type lostAnswer struct {
-	req  PayRequest
+	req   PayRequest
 	holds []ratelimit.Hold
-	at   time.Time
+	at    time.Time
 }
 
 // NewLostAnswers returns a LostAnswers over orders and limiter.
