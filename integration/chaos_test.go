@@ -223,10 +223,10 @@ func (c *campaign) document(r *rand.Rand, n int) string {
 	fmt.Fprintf(&b, "window: 1s\nzone: %s\nroutes:\n  %s: [%s, %s]\nlimits:\n", zones[r.IntN(len(zones))], c.pay, c.chA, c.chB)
 	for _, ch := range []string{c.chA, c.chB} {
 		fmt.Fprintf(&b, "  %s:%s:\n", c.pay, ch)
-		fmt.Fprintf(&b, "    - {limit: %d, window: 1s}\n", 3+r.IntN(6))
-		fmt.Fprintf(&b, "    - {limit: %d, window: 10s}\n", 20+r.IntN(40))
+		fmt.Fprintf(&b, "    - {limit: %d, window: 1s}\n", 4+r.IntN(8))
+		fmt.Fprintf(&b, "    - {limit: %d, window: 10s}\n", 30+r.IntN(50))
 		fmt.Fprintf(&b, "    - {amount: %d, window: 1m, currency: CNY}\n", 150000+r.IntN(500000))
-		fmt.Fprintf(&b, "    - {limit: %d, calendar: day, cutoff: \"%02d:00\"}\n", 300+r.IntN(600), r.IntN(24))
+		fmt.Fprintf(&b, "    - {limit: %d, calendar: day, cutoff: \"%02d:00\"}\n", 600+r.IntN(1000), r.IntN(24))
 	}
 	fmt.Fprintf(&b, "  \"*:%s\":\n    - {limit: %d, window: 1s, reserve: {%s: %d}}\n", c.chA, 6+r.IntN(4), c.rf, 1+r.IntN(2))
 	fmt.Fprintf(&b, "  %s:%s:\n    - {limit: %d, window: 1s}\n", c.rf, c.chA, 2+r.IntN(3))
@@ -344,7 +344,7 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			for k, v := range body {
 				dup[k] = v
 			}
-			if r.IntN(2) == 0 {
+			if r.IntN(3) > 0 {
 				dup["amount"] = body["amount"].(int) + 1 + r.IntN(100)
 			}
 			other := c.instances[r.IntN(len(c.instances))]
@@ -467,15 +467,18 @@ func (c *campaign) nemesis(ctx context.Context, r *rand.Rand) {
 		case 4: // Redis slow for one instance
 			d := time.Duration(20+r.IntN(300)) * time.Millisecond
 			c.fault("redis", "", hold, func() { in.redis.Slow(d) }, func() { in.redis.Slow(0) })
-		case 5: // MariaDB unreachable for one instance, or cut as it answers
-			cut := r.IntN(2) == 0
+		case 5: // MariaDB unreachable for one instance, cut as it answers, or slow
+			how, d := r.IntN(3), time.Duration(20+r.IntN(400))*time.Millisecond
 			c.fault("mariadb", in.name, hold, func() {
-				if cut {
+				switch how {
+				case 0:
 					in.db.CutReplies(true)
-				} else {
+				case 1:
 					in.db.Down()
+				default:
+					in.db.Slow(d)
 				}
-			}, func() { in.db.CutReplies(false); in.db.Up() })
+			}, func() { in.db.CutReplies(false); in.db.Slow(0); in.db.Up() })
 		case 6: // the emulator unreachable from one instance: payments NOT_SENT, routed ones move on
 			c.fault("emulator", in.name, hold, func() { in.gw.Down() }, func() { in.gw.Up() })
 		case 7: // the emulator's answers cut after the request left, or slow
