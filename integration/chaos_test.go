@@ -334,7 +334,8 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			c.payOp(hc, in, id, sent[r.IntN(len(sent))]) // a retry, or a duplicate with the same payload
 		case p < 68:
 			// Concurrent duplicates on two instances, routed or pinned, the
-			// second with the same amount or another: one claim wins.
+			// second with the same amount or another, on the same channel
+			// or not: one claim wins.
 			body := map[string]any{"requestId": fmt.Sprintf("d%d-%d-%s", id, n, c.tag), "bizType": c.pay,
 				"merchantId": "M1", "amount": 100 + r.IntN(5000), "currency": "CNY"}
 			if r.IntN(2) == 0 {
@@ -346,6 +347,12 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			}
 			if r.IntN(3) > 0 {
 				dup["amount"] = body["amount"].(int) + 1 + r.IntN(100)
+			}
+			switch r.IntN(3) { // the same channel, the other one, or routed: a claim lost to another channel
+			case 0:
+				dup["channel"] = c.chB
+			case 1:
+				delete(dup, "channel")
 			}
 			other := c.instances[r.IntN(len(c.instances))]
 			var both sync.WaitGroup
