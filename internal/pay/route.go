@@ -151,19 +151,9 @@ func (s *Service) pick(ctx context.Context, req PayRequest, candidates []string)
 		return "", ratelimit.Decision{}, refused, nil, nil
 	}
 	c := refused[best].skip.Channel
-	key := ratelimit.Key{BizType: req.BizType, Channel: c}
-	wait := checkOf(req, key)
-	wait.MaxWait = req.MaxWait
-	d, err = s.limiter.Check(ctx, wait)
+	d, err = s.admit(ctx, req, ratelimit.Key{BizType: req.BizType, Channel: c}, req.MaxWait)
 	if err != nil {
-		return "", ratelimit.Decision{}, nil, nil, s.limiterFailed(err)
-	}
-	if !d.Allowed && d.Unknown {
-		s.lostAnswer(req, d)
-		return "", ratelimit.Decision{}, nil, nil, lostLimiterAnswer(c)
-	}
-	if d.Conflict {
-		return "", ratelimit.Decision{}, nil, nil, ConflictError(key, req.RequestID, req.Amount)
+		return "", ratelimit.Decision{}, nil, nil, err
 	}
 	if !d.Allowed {
 		refused[best].d, refused[best].wait = d, d.RetryAfter
@@ -184,25 +174,17 @@ func (s *Service) try(ctx context.Context, req PayRequest, c string) (candidateR
 	if s.opts.Health.Unhealthy(c) {
 		return candidateRefusal{skip: RouteSkip{Channel: c, Reason: ReasonUnhealthy}, wait: s.opts.Health.RetryAfter(c)}, false, nil
 	}
-	key := ratelimit.Key{BizType: req.BizType, Channel: c}
-	d, err := s.limiter.Check(ctx, checkOf(req, key))
+	// A lost answer stops the route: the limiter may have admitted the
+	// request on this candidate after all, and moving on could leave it
+	// holding slots on two channels (a retry with the same requestId is
+	// exact). So does a conflict: this candidate holds the requestId for
+	// another amount, and moving on would pay it elsewhere.
+	d, err := s.admit(ctx, req, ratelimit.Key{BizType: req.BizType, Channel: c}, 0)
 	if err != nil {
-		return candidateRefusal{}, false, s.limiterFailed(err)
+		return candidateRefusal{}, false, err
 	}
 	if d.Allowed {
 		return candidateRefusal{d: d}, true, nil
-	}
-	if d.Unknown {
-		// The limiter may have admitted the request on this candidate
-		// after all: moving on could leave it holding slots on two
-		// channels. Stop; a retry with the same requestId is exact.
-		s.lostAnswer(req, d)
-		return candidateRefusal{}, false, lostLimiterAnswer(c)
-	}
-	if d.Conflict {
-		// This candidate holds the requestId for another amount: a retry
-		// changed its payload. Moving on would pay it elsewhere.
-		return candidateRefusal{}, false, ConflictError(key, req.RequestID, req.Amount)
 	}
 	reason := ReasonLimited
 	if d.Closed() {
@@ -237,10 +219,26 @@ func (s *Service) limiterFailed(err error) error {
 	return apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter did not answer")
 }
 
-// checkOf is the limiter check of req on key: its requestId, amount and
-// currency.
-func checkOf(req PayRequest, key ratelimit.Key) ratelimit.Request {
-	return ratelimit.Request{Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency}
+// admit asks the limiter for req's slot on key, waiting up to maxWait for
+// room: the one place a payment, pinned or routed, takes a slot. A refusal
+// is a decision with Allowed false and a nil error. The error is what the
+// request answers otherwise: the limiter failed (limiterFailed), its answer
+// was lost (503; the lost-answer settler is told: it may hold the slot), or
+// the key holds the requestId for another amount (409).
+func (s *Service) admit(ctx context.Context, req PayRequest, key ratelimit.Key, maxWait time.Duration) (ratelimit.Decision, error) {
+	d, err := s.limiter.Check(ctx, ratelimit.Request{Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, MaxWait: maxWait})
+	switch {
+	case err != nil:
+		return d, s.limiterFailed(err)
+	case d.Allowed:
+		return d, nil
+	case d.Unknown:
+		s.lostAnswer(req, d)
+		return d, lostLimiterAnswer(key.Channel)
+	case d.Conflict:
+		return d, ConflictError(key, req.RequestID, req.Amount)
+	}
+	return d, nil
 }
 
 func indexOf(list []string, s string) int {

@@ -144,19 +144,11 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	}
 
 	key := req.Key()
-	d, err := s.limiter.Check(ctx, ratelimit.Request{MaxWait: req.MaxWait,
-		Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency,
-	})
+	d, err := s.admit(ctx, req, key, req.MaxWait)
 	if err != nil {
-		return nil, s.limiterFailed(err)
+		return nil, err
 	}
-	switch {
-	case d.Conflict:
-		return nil, ConflictError(key, req.RequestID, req.Amount)
-	case !d.Allowed && d.Unknown:
-		s.lostAnswer(req, d)
-		return nil, lostLimiterAnswer(req.Channel)
-	case !d.Allowed:
+	if !d.Allowed {
 		return nil, LimitedError(key, d)
 	}
 
