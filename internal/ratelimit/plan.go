@@ -61,7 +61,7 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 			if !w.Applies(r.Amount, r.Currency) {
 				continue
 			}
-			kw := KeyWindow{Key: x.key, Window: w}
+			kw := KeyWindow{Key: x.key, Window: w, Learn: x.rule.Adaptive.learning(w)}
 			if i < len(x.rule.Reserve) && len(x.rule.Reserve[i]) > 0 {
 				kw.Reserved, tracking = reservations(x.key.Channel, w, x.rule.Reserve[i], r.Key.BizType, tracking)
 			}

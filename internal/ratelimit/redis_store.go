@@ -34,6 +34,11 @@ type StoreResult struct {
 	// ExceedsCap is true for a refusal by a window whose weight alone is
 	// above its limit: no wait admits it. Window is the first such window.
 	ExceedsCap bool
+	// Limits, when some window binds by a learned limit at the check (its
+	// effective limit is below its configured one: learned.go), is the
+	// effective limit of every window, in the order of the windows asked;
+	// nil otherwise.
+	Limits []int64
 	// At, for an admission, is the store's own time, in whole
 	// microseconds, at which the member was admitted: for RedisStore the
 	// time the check script read from Redis TIME (or was given, in tests)
