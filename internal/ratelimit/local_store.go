@@ -282,3 +282,35 @@ func (s *LocalStore) Usage(_ context.Context, windows []KeyWindow) ([]int64, err
 
 // Ping implements Store; a LocalStore always answers.
 func (s *LocalStore) Ping(context.Context) error { return nil }
+
+// Throttle implements Learner on the store's clock (Model.Throttle).
+func (s *LocalStore) Throttle(_ context.Context, windows []KeyWindow, retryAfter time.Duration) error {
+	now := s.at(s.now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows.Throttle(windows, now, retryAfter)
+	return nil
+}
+
+// Learned implements Learner; its times are on the wall clock.
+func (s *LocalStore) Learned(_ context.Context, windows []KeyWindow) ([]LearnedLimit, error) {
+	now := s.at(s.now())
+	s.mu.Lock()
+	out := s.windows.Learned(windows, now)
+	s.mu.Unlock()
+	for i := range out {
+		out[i].Since, out[i].Until = s.wall(out[i].Since), s.wall(out[i].Until)
+		if !out[i].NotBefore.IsZero() {
+			out[i].NotBefore = s.wall(out[i].NotBefore)
+		}
+	}
+	return out, nil
+}
+
+// ResetLearned implements Learner.
+func (s *LocalStore) ResetLearned(_ context.Context, windows []KeyWindow) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows.ResetLearned(windows)
+	return nil
+}
