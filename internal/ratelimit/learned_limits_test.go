@@ -54,6 +54,29 @@ func mustLearned(t *testing.T, l *ratelimit.Limiter, k ratelimit.Key) []ratelimi
 	return got
 }
 
+// learned70 returns a Limiter on a RedisStore on c, and a fresh key of
+// limit 100 per minute that learned 70: 100 admitted, a throttle, then
+// every admission released.
+func learned70(t *testing.T, c redis.UniversalClient) (*ratelimit.Limiter, ratelimit.Key) {
+	t.Helper()
+	s, _ := ratelimit.NewRedisStore(c, "test:learn:")
+	l, err := ratelimit.New(s, ratelimit.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKey()
+	l.SetConfig(learningConfig(k, 100, ratelimit.Adaptive{}))
+	holds := admitN(t, l, k, 100)
+	if err := l.Throttled(context.Background(), holds[99], 0); err != nil {
+		t.Fatal(err)
+	}
+	releaseAll(t, l, holds)
+	if got := mustLearned(t, l, k); len(got) != 1 || got[0].Limit != 70 {
+		t.Fatalf("learned %+v, want 70", got)
+	}
+	return l, k
+}
+
 // limiterHammer sends callers×perCaller distinct checks of k at once through
 // l, calling during(d) on each decision, and returns the admitted holds.
 func limiterHammer(t *testing.T, l *ratelimit.Limiter, k ratelimit.Key, round string, callers, perCaller int, during func(d ratelimit.Decision)) []ratelimit.Hold {
@@ -103,21 +126,7 @@ func TestExactAgainstLearnedLimitUnderConcurrency(t *testing.T) {
 		"cluster": func(t *testing.T) redis.UniversalClient { return testutil.MustCluster(t) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, _ := ratelimit.NewRedisStore(mk(t), "test:learn:")
-			l, err := ratelimit.New(s, ratelimit.Options{Timeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			k := newKey()
-			l.SetConfig(learningConfig(k, 100, ratelimit.Adaptive{}))
-			holds := admitN(t, l, k, 100)
-			if err := l.Throttled(context.Background(), holds[99], 0); err != nil {
-				t.Fatal(err)
-			}
-			releaseAll(t, l, holds)
-			if got := mustLearned(t, l, k); len(got) != 1 || got[0].Limit != 70 {
-				t.Fatalf("learned %+v, want 70", got)
-			}
+			l, k := learned70(t, mk(t))
 			var bad atomic.Value
 			admitted := limiterHammer(t, l, k, "exact", 64, 13, func(d ratelimit.Decision) {
 				if !d.Allowed && !d.Unknown && (!d.Learned || d.Limit != 70 || d.Configured != 100) {
@@ -238,7 +247,7 @@ func TestThrottleStormKeepsTheFloor(t *testing.T) {
 			time.Sleep(d.RetryAfter + 5*time.Millisecond)
 			admitted := 0
 			for i := 0; i < 20; i++ {
-				if mustAllowOrRefuse(t, l, k, fmt.Sprintf("after-%d", i)).Allowed {
+				if mustAllow(t, l, k, fmt.Sprintf("after-%d", i)).Allowed {
 					admitted++
 				}
 			}
@@ -249,34 +258,13 @@ func TestThrottleStormKeepsTheFloor(t *testing.T) {
 	}
 }
 
-func mustAllowOrRefuse(t *testing.T, l *ratelimit.Limiter, k ratelimit.Key, member string) ratelimit.Decision {
-	t.Helper()
-	d, err := l.Allow(context.Background(), k, member)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // TestLearnedLimitAcrossLimitsChange: a learned 70 of 100 stays in force
 // across limits documents, as min(configured, learned), exactly under 64
 // concurrent callers: lowered to 50, exactly 50 are admitted (the
 // configured limit binds); raised to 200, exactly 20 more (the learned 70
 // binds, and says so).
 func TestLearnedLimitAcrossLimitsChange(t *testing.T) {
-	s, _ := ratelimit.NewRedisStore(testutil.MustRedis(t), "test:learn:")
-	l, err := ratelimit.New(s, ratelimit.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := newKey()
-	l.SetConfig(learningConfig(k, 100, ratelimit.Adaptive{}))
-	holds := admitN(t, l, k, 100)
-	if err := l.Throttled(context.Background(), holds[0], 0); err != nil {
-		t.Fatal(err)
-	}
-	releaseAll(t, l, holds)
-
+	l, k := learned70(t, testutil.MustRedis(t))
 	l.SetConfig(learningConfig(k, 50, ratelimit.Adaptive{}))
 	var last atomic.Value
 	keepRefusal := func(d ratelimit.Decision) {
@@ -303,7 +291,7 @@ func TestLearnedLimitAcrossLimitsChange(t *testing.T) {
 	if got := mustLearned(t, l, k); len(got) != 0 {
 		t.Fatalf("after ResetLearned: %+v, want none", got)
 	}
-	if d := mustAllowOrRefuse(t, l, k, "after-reset"); !d.Allowed || d.Learned || d.Limit != 200 {
+	if d := mustAllow(t, l, k, "after-reset"); !d.Allowed || d.Learned || d.Limit != 200 {
 		t.Fatalf("after ResetLearned: %+v, want admitted under the configured 200", d)
 	}
 }
@@ -332,14 +320,14 @@ func TestOutageKeepsTheLearnedLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	releaseAll(t, l, holds)
-	if d := mustAllowOrRefuse(t, l, k, "seen"); !d.Allowed || !d.Learned || d.Limit != 70 || d.Source != ratelimit.SourceRedis {
+	if d := mustAllow(t, l, k, "seen"); !d.Allowed || !d.Learned || d.Limit != 70 || d.Source != ratelimit.SourceRedis {
 		t.Fatalf("on Redis: %+v, want admitted under the learned 70", d)
 	}
 	redisLike.failing.Store(true)
 	count := func(round string) int {
 		n := 0
 		for i := 0; i < 100; i++ {
-			if d := mustAllowOrRefuse(t, l, k, fmt.Sprintf("%s-%d", round, i)); d.Allowed {
+			if d := mustAllow(t, l, k, fmt.Sprintf("%s-%d", round, i)); d.Allowed {
 				if d.Source != ratelimit.SourceLocal {
 					t.Fatalf("%s: %+v, want a degraded decision", round, d)
 				}
