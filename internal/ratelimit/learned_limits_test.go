@@ -262,7 +262,8 @@ func TestThrottleStormKeepsTheFloor(t *testing.T) {
 // across limits documents, as min(configured, learned), exactly under 64
 // concurrent callers: lowered to 50, exactly 50 are admitted (the
 // configured limit binds); raised to 200, exactly 20 more (the learned 70
-// binds, and says so).
+// binds, and says so, to Peek too); ResetLearned gives the configured
+// limit back.
 func TestLearnedLimitAcrossLimitsChange(t *testing.T) {
 	l, k := learned70(t, testutil.MustRedis(t))
 	l.SetConfig(learningConfig(k, 50, ratelimit.Adaptive{}))
@@ -284,6 +285,9 @@ func TestLearnedLimitAcrossLimitsChange(t *testing.T) {
 	}
 	if d := last.Load().(ratelimit.Decision); !d.Learned || d.Limit != 70 || d.Configured != 200 {
 		t.Fatalf("refusal under the raised limit: %+v, want the learned 70 of 200", d)
+	}
+	if d, err := l.Peek(context.Background(), ratelimit.Request{Key: k}); err != nil || d.Allowed || !d.Learned || d.Limit != 70 {
+		t.Fatalf("Peek under the learned 70 with 70 in the window: %+v, %v; want refused by the learned 70", d, err)
 	}
 	if err := l.ResetLearned(context.Background(), k); err != nil {
 		t.Fatal(err)
