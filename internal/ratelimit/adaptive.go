@@ -112,6 +112,17 @@ func (a Adaptive) learning(w Window) Learning {
 // a window of the rules (not a reservation's use) that learns.
 func (w KeyWindow) learns() bool { return w.Learn.On() && w.Track == TrackNone }
 
+// learningOnly returns the windows of windows that learn, in their order.
+func learningOnly(windows []KeyWindow) []KeyWindow {
+	var out []KeyWindow
+	for _, w := range windows {
+		if w.learns() {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // LearnedLimit is the learned limit of one window of a key, as
 // Limiter.Learned reports it.
 type LearnedLimit struct {

@@ -433,12 +433,7 @@ func (l *Limiter) peekLearned(ctx context.Context, windows []KeyWindow) ([]int64
 	if !ok {
 		return nil, nil
 	}
-	var ws []KeyWindow
-	for _, w := range windows {
-		if w.learns() {
-			ws = append(ws, w)
-		}
-	}
+	ws := learningOnly(windows)
 	if len(ws) == 0 {
 		return nil, nil
 	}

@@ -478,12 +478,7 @@ func (s *RedisStore) ResetLearned(ctx context.Context, windows []KeyWindow) erro
 // nowMicros (0: Redis TIME), and returns the learned limits in force after
 // it.
 func (s *RedisStore) learnAt(ctx context.Context, nowMicros int64, op int, windows []KeyWindow, retryAfter time.Duration) ([]LearnedLimit, error) {
-	var ws []KeyWindow
-	for _, w := range windows {
-		if w.learns() {
-			ws = append(ws, w)
-		}
-	}
+	ws := learningOnly(windows)
 	if len(ws) == 0 {
 		return nil, nil
 	}
