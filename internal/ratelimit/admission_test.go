@@ -164,7 +164,8 @@ func TestDuplicateInCalendarWindowsOnlyIsTimedNow(t *testing.T) {
 
 // TestScriptCallSharesOneTime: every member of one script call (a
 // coalesced batch) is admitted at the one Redis TIME the call read, the
-// first integer of the reply; a refused member has no time.
+// first integer of the reply (the second counts the windows bound by a
+// learned limit); a refused member has no time.
 func TestScriptCallSharesOneTime(t *testing.T) {
 	c := testutil.MustRedis(t)
 	s, _ := NewRedisStore(c, "test:adm:")
@@ -180,8 +181,8 @@ func TestScriptCallSharesOneTime(t *testing.T) {
 	if err := parseCheckReply(reply, len(ws), got); err != nil {
 		t.Fatal(err)
 	}
-	if len(reply) != 1+len(members)*(4+len(ws)) {
-		t.Fatalf("reply of %d integers, want one for the call and %d per member", len(reply), 4+len(ws))
+	if len(reply) != 2+len(members)*(4+len(ws)) {
+		t.Fatalf("reply of %d integers, want two for the call (its time, no learned limit) and %d per member", len(reply), 4+len(ws))
 	}
 	if reply[0] < before || reply[0] > after {
 		t.Fatalf("the call's time %d µs, want Redis TIME in [%d, %d]", reply[0], before, after)

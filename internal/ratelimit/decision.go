@@ -35,9 +35,15 @@ type Decision struct {
 	Amount bool
 	// Limit and Window describe the binding window: the one that refused, or
 	// the admitted window with the least room left. Limit is Unlimited for an
-	// unlimited key; Window is zero for a calendar window.
+	// unlimited key; Window is zero for a calendar window. Limit is the
+	// window's effective limit: its learned limit when Learned.
 	Limit  int64
 	Window time.Duration
+	// Learned is true when the binding window's limit is a learned one
+	// (learned.go): below its configured limit, which is Configured; 0
+	// while the channel's retry-after runs.
+	Learned    bool
+	Configured int64
 	// Count is the binding window's use after the check (admissions, or
 	// amount); Remaining is what is left of its limit for this request
 	// (less what it keeps for other bizTypes' unmet reservations).
@@ -137,6 +143,9 @@ type WindowUsage struct {
 	// channel-wide key).
 	Scope Key
 	Count int64
+	// Effective is the window's limit at the check: Limit, or its learned
+	// limit when lower (learned.go).
+	Effective int64
 	// Kept is what the window keeps for the other named bizTypes'
 	// reservations they have not used: no room for this request. Zero
 	// without reservations.

@@ -60,8 +60,11 @@ func (l *Limiter) allowOrDeny(p plan, key Key) (Decision, error) {
 // decideDegraded decides without the shared store, by policy. Under
 // PolicyLocal every window is enforced in process with its limit cut to
 // this instance's share: of the whole limit for a sliding count window
-// (whose admissions by this instance were copied), of what Redis last
-// reported left for an amount or calendar window.
+// (whose admissions by this instance were copied), or of the learned limit
+// Redis last reported for it, climbing from then (LocalStore.SeenLearned),
+// when lower; of what Redis last reported left for an amount or calendar
+// window. The in-process windows' own learned limits (from throttles this
+// instance was told of, Limiter.Throttled) apply on top.
 func (l *Limiter) decideDegraded(lim *limits, p plan, r Request) (Decision, error) {
 	l.log.Debug("degraded limiter decision", "policy", string(l.opts.Policy), "key", r.Key.String())
 	if l.opts.Policy != PolicyLocal {
@@ -129,9 +132,13 @@ func (l *Limiter) scaled(p plan) []KeyWindow {
 	if p.hasBaseline {
 		base = l.local.Baseline(p.windows, l.opts.Now())
 	}
+	learned := l.local.SeenLearned(p.windows, l.opts.Now())
 	out := make([]KeyWindow, len(p.windows))
 	for i, w := range p.windows {
 		limit := w.Limit
+		if learned != nil {
+			limit = learned[i]
+		}
 		if base != nil {
 			limit = max(limit-base[i], 0)
 		}

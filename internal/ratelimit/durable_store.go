@@ -19,12 +19,16 @@ import (
 // survive a restart and a crash (kill -9) as a Redis with persistence
 // would: an admission is appended and synced (fsync) before Check returns
 // it; a release is appended without a sync (one lost to a crash leaves the
-// slot held until its window passes, never the reverse).
+// slot held until its window passes, never the reverse); a throttle
+// (learned limits) and a reset of learned limits are appended and synced,
+// so that a restart keeps every learned limit it answered for.
 //
 // The journal is JSON lines: "check" records an admitted check (its windows,
 // member, amount and time), replayed through the Model in order, which
-// decides exactly as it did; "rel" records a release; "put" records one
-// member held in one window, as written by a compaction. Open replays the
+// decides exactly as it did; "rel" records a release; "thr" a throttle and
+// "rst" a reset of learned limits, replayed through the Model too; "put"
+// records one member held in one window, and "lrn" one window's learned
+// limit, as written by a compaction. Open replays the
 // journal, then compacts it to the members still held (written to a
 // temporary file, synced, renamed), and compacts again whenever that many
 // records more have been appended.
@@ -77,21 +81,30 @@ type journalWindow struct {
 	Cutoff   int64      `json:"co,omitempty"` // minutes
 	Track    Track      `json:"t,omitempty"`
 	Reserved []Reserved `json:"r,omitempty"`
+	Learn    *Learning  `json:"ln,omitempty"`
 }
 
 // journalRecord is one line of the journal.
 type journalRecord struct {
-	Op      string          `json:"op"` // check, rel, put
+	Op      string          `json:"op"` // check, rel, put, thr, rst, lrn
 	Windows []journalWindow `json:"ws"`
 	Member  string          `json:"m"`
 	Amount  int64           `json:"am,omitempty"`
 	At      int64           `json:"at,omitempty"` // µs, wall clock
 	Weight  int64           `json:"wt,omitempty"` // put
+	// RetryAfter is a throttle's retry-after (thr), in µs.
+	RetryAfter int64 `json:"ra,omitempty"`
+	// Learned is a learned state {l, t, nb, e} (lrn).
+	Learned *[4]int64 `json:"ls,omitempty"`
 }
 
 func toJournal(w KeyWindow) journalWindow {
 	j := journalWindow{Biz: w.Key.BizType, Channel: w.Key.Channel, Limit: w.Limit, Size: w.Size.Microseconds(),
 		Amount: w.Amount, Currency: w.Currency, Track: w.Track, Reserved: w.Reserved}
+	if w.Learn.On() {
+		learn := w.Learn
+		j.Learn = &learn
+	}
 	if w.IsCalendar() {
 		j.Unit, j.Zone, j.Cutoff = string(w.Calendar.Unit), w.Calendar.Zone.String(), int64(w.Calendar.Cutoff/time.Minute)
 	}
@@ -101,6 +114,9 @@ func toJournal(w KeyWindow) journalWindow {
 // fromJournal rebuilds a window; zones caches the zones loaded so far.
 func fromJournal(j journalWindow, zones map[string]*time.Location) (KeyWindow, error) {
 	w := KeyWindow{Key: Key{BizType: j.Biz, Channel: j.Channel}, Track: j.Track, Reserved: j.Reserved}
+	if j.Learn != nil {
+		w.Learn = *j.Learn
+	}
 	w.Limit, w.Size, w.Amount, w.Currency = j.Limit, time.Duration(j.Size)*time.Microsecond, j.Amount, j.Currency
 	if j.Unit != "" {
 		zone := zones[j.Zone]
@@ -165,6 +181,15 @@ func (s *DurableStore) replay() error {
 			if len(ws) == 1 {
 				s.model.put(ws[0], rec.Member, rec.Weight, rec.Amount, at)
 			}
+		case "thr":
+			s.model.Throttle(ws, at, time.Duration(rec.RetryAfter)*time.Microsecond)
+		case "rst":
+			s.model.ResetLearned(ws)
+		case "lrn":
+			if len(ws) == 1 && rec.Learned != nil {
+				l := rec.Learned
+				s.model.putLearned(ws[0], learnedState{l: l[0], t: l[1], nb: l[2], e: l[3]})
+			}
 		default:
 			return fmt.Errorf("ratelimit: limiter journal %s line %d: unknown op %q", s.path, line, rec.Op)
 		}
@@ -192,6 +217,11 @@ func (s *DurableStore) compact() error {
 	s.model.holdings(s.wallNow(), func(kw KeyWindow, member string, weight, amount, at int64) {
 		if werr == nil {
 			werr = enc.Encode(journalRecord{Op: "put", Windows: []journalWindow{toJournal(kw)}, Member: member, Amount: amount, At: at, Weight: weight})
+		}
+	})
+	s.model.eachLearned(func(kw KeyWindow, st learnedState) {
+		if werr == nil {
+			werr = enc.Encode(journalRecord{Op: "lrn", Windows: []journalWindow{toJournal(kw)}, Learned: &[4]int64{st.l, st.t, st.nb, st.e}})
 		}
 	})
 	if werr == nil {
@@ -348,4 +378,42 @@ func (s *DurableStore) Close() error {
 	s.f, s.closed = nil, true
 	s.broken = errors.New("ratelimit: the limiter store is closed")
 	return err
+}
+
+// Throttle implements Learner: the Model learns, and the throttle is
+// journaled and synced before it returns.
+func (s *DurableStore) Throttle(_ context.Context, windows []KeyWindow, retryAfter time.Duration) error {
+	return s.learnedChange(journalRecord{Op: "thr", Windows: toJournalAll(windows), RetryAfter: retryAfter.Microseconds()}, func(now time.Time) {
+		s.model.Throttle(windows, now, time.Duration(retryAfter.Microseconds())*time.Microsecond)
+	})
+}
+
+// ResetLearned implements Learner, journaled and synced as Throttle.
+func (s *DurableStore) ResetLearned(_ context.Context, windows []KeyWindow) error {
+	return s.learnedChange(journalRecord{Op: "rst", Windows: toJournalAll(windows)}, func(time.Time) { s.model.ResetLearned(windows) })
+}
+
+// learnedChange applies change to the model at the store's time and
+// journals rec (its At set to that time), synced.
+func (s *DurableStore) learnedChange(rec journalRecord, change func(now time.Time)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.recover(); err != nil {
+		return err
+	}
+	now := s.wallNow()
+	change(now)
+	rec.At = micros(now)
+	if err := s.append(rec, true); err != nil {
+		s.broken = fmt.Errorf("ratelimit: the limiter journal %s failed: %w", s.path, err)
+		return s.broken
+	}
+	return nil
+}
+
+// Learned implements Learner.
+func (s *DurableStore) Learned(_ context.Context, windows []KeyWindow) ([]LearnedLimit, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.model.Learned(windows, s.wallNow()), nil
 }

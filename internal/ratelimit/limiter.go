@@ -360,7 +360,9 @@ func (l *Limiter) Ping(ctx context.Context) error {
 // is zero: a peek does not look for when room comes. No member is given, so
 // a retry of an admitted requestId is not recognised: a held member peeks
 // as a new one. A peek records nothing: its AdmittedAt is zero and its
-// WindowKeys nil, whatever it answers.
+// WindowKeys nil, whatever it answers. Learned limits apply as in Check
+// (Decision.Learned); reading them is a second store call when some
+// window learns and the store is a Learner.
 func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
 	now := l.opts.Now()
 	lim := l.limits.Load()
@@ -380,15 +382,24 @@ func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
 		return Decision{Key: r.Key}, err
 	}
 	res := StoreResult{Allowed: true, Counts: uses, Window: -1}
+	if res.Limits, err = l.peekLearned(cctx, p.windows); err != nil {
+		return Decision{Key: r.Key}, err
+	}
+	limitOf := func(i int) int64 {
+		if res.Limits != nil {
+			return res.Limits[i]
+		}
+		return p.windows[i].Limit
+	}
 	for i, w := range p.windows {
 		if w.Track != TrackNone {
 			continue // a reservation's use: never refuses
 		}
-		fits := uses[i]+w.Weight(r.Amount) <= w.Limit-w.unmet(uses)
+		fits := uses[i]+w.Weight(r.Amount) <= limitOf(i)-w.unmet(uses)
 		switch {
 		case !fits && res.Allowed:
 			res.Allowed, res.Window = false, i
-		case res.Allowed && (res.Window < 0 || w.Limit-uses[i] < p.windows[res.Window].Limit-uses[res.Window]):
+		case res.Allowed && (res.Window < 0 || limitOf(i)-uses[i] < limitOf(res.Window)-uses[res.Window]):
 			res.Window = i
 		}
 	}
@@ -399,4 +410,39 @@ func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
 	}
 	d.LimitsVersion = lim.name
 	return d, nil
+}
+
+// peekLearned returns the effective limit of each of windows now, as
+// StoreResult.Limits gives them (nil when no learned limit is below its
+// window's limit), read with a second store call when some window learns
+// and the store is a Learner.
+func (l *Limiter) peekLearned(ctx context.Context, windows []KeyWindow) ([]int64, error) {
+	learner, ok := l.store.(Learner)
+	if !ok {
+		return nil, nil
+	}
+	ws := learningOnly(windows)
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	learned, err := learner.Learned(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for _, ll := range learned {
+		for i, w := range windows {
+			if !w.learns() || idOf(w) != idOf(KeyWindow{Key: ll.Key, Window: ll.Window}) || ll.Limit >= w.Limit {
+				continue
+			}
+			if out == nil {
+				out = make([]int64, len(windows))
+				for j, o := range windows {
+					out[j] = o.Limit
+				}
+			}
+			out[i] = ll.Limit
+		}
+	}
+	return out, nil
 }

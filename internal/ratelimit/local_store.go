@@ -24,7 +24,11 @@ import (
 //     instance's share of what was left (Baseline);
 //   - the admissions decided in process (CheckLocalOnly), which Redis does
 //     not hold, until they leave their windows (LocalOnly), so that back on
-//     Redis the limiter can lower the limits it asks by them.
+//     Redis the limiter can lower the limits it asks by them;
+//   - the learned limits Redis last reported binding (NoteLearned), so that
+//     in an outage each window keeps its last learned limit, climbing as
+//     the model climbs it from when it was seen (SeenLearned); the limiter
+//     cuts it to the instance's share as it cuts the configured limit.
 type LocalStore struct {
 	now  func() time.Time
 	base time.Time // the store's clock is the time since base (monotonic with time.Now)
@@ -37,6 +41,11 @@ type LocalStore struct {
 	windows   *Model // every admission: decided here, and copies of Redis's
 	localOnly *Model // the admissions decided here while Redis failed
 	seen      map[windowID]redisUse
+	// learned holds the learned limits Redis last reported, each as a
+	// state thrown at the time it was seen; nLearned is its size, read
+	// without the lock.
+	learned  map[windowID]learnedState
+	nLearned atomic.Int32
 }
 
 // redisUse is a window's use as Redis last reported it, and until when (µs,
@@ -54,7 +63,7 @@ func NewLocalStore(now func() time.Time) *LocalStore {
 	if now == nil {
 		now = time.Now
 	}
-	s := &LocalStore{now: now, base: now(), seen: map[windowID]redisUse{}}
+	s := &LocalStore{now: now, base: now(), seen: map[windowID]redisUse{}, learned: map[windowID]learnedState{}}
 	s.windows, s.localOnly = NewModel(), NewModel()
 	s.windows.wall, s.localOnly.wall = s.wall, s.wall
 	return s
@@ -260,6 +269,12 @@ func (s *LocalStore) Retain(keep func(id windowID) bool) {
 			delete(s.seen, id)
 		}
 	}
+	for id := range s.learned {
+		if !keep(id) {
+			delete(s.learned, id)
+		}
+	}
+	s.nLearned.Store(int32(len(s.learned)))
 }
 
 // Release implements Store: it removes member from every window given, the
@@ -282,3 +297,103 @@ func (s *LocalStore) Usage(_ context.Context, windows []KeyWindow) ([]int64, err
 
 // Ping implements Store; a LocalStore always answers.
 func (s *LocalStore) Ping(context.Context) error { return nil }
+
+// Throttle implements Learner on the store's clock (Model.Throttle).
+func (s *LocalStore) Throttle(_ context.Context, windows []KeyWindow, retryAfter time.Duration) error {
+	now := s.at(s.now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows.Throttle(windows, now, retryAfter)
+	return nil
+}
+
+// Learned implements Learner; its times are on the wall clock.
+func (s *LocalStore) Learned(_ context.Context, windows []KeyWindow) ([]LearnedLimit, error) {
+	now := s.at(s.now())
+	s.mu.Lock()
+	out := s.windows.Learned(windows, now)
+	s.mu.Unlock()
+	for i := range out {
+		out[i].Since, out[i].Until = s.wall(out[i].Since), s.wall(out[i].Until)
+		if !out[i].NotBefore.IsZero() {
+			out[i].NotBefore = s.wall(out[i].NotBefore)
+		}
+	}
+	return out, nil
+}
+
+// ResetLearned implements Learner.
+func (s *LocalStore) ResetLearned(_ context.Context, windows []KeyWindow) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows.ResetLearned(windows)
+	return nil
+}
+
+// NoteLearned keeps what a Redis answer at t said of the learning windows'
+// limits (StoreResult.Limits; nil when none was below its configured
+// limit): each learned limit below the configured one is kept as a learned
+// state set at t (value the effective limit then, 0 during a not-before),
+// which climbs by the window's step per whole window from t, as the
+// model's does from a throttle; a window Redis reports at its configured
+// limit forgets it. Without learned limits reported or kept it costs one
+// atomic load.
+func (s *LocalStore) NoteLearned(windows []KeyWindow, limits []int64, t time.Time) {
+	if limits == nil && s.nLearned.Load() == 0 {
+		return
+	}
+	at := micros(s.at(t))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, w := range windows {
+		if !w.learns() {
+			continue
+		}
+		id := idOf(w)
+		if limits == nil || limits[i] >= w.Limit {
+			delete(s.learned, id)
+			continue
+		}
+		l := limits[i]
+		s.learned[id] = learnedState{l: l, t: at, e: at + (w.Limit-l+w.Learn.Step-1)/w.Learn.Step*w.Size.Microseconds()}
+	}
+	s.nLearned.Store(int32(len(s.learned)))
+}
+
+// SeenLearned returns, for each window, the limit the learned limit Redis
+// last reported gives it at t (its configured limit when none); nil when
+// no window has one.
+func (s *LocalStore) SeenLearned(windows []KeyWindow, t time.Time) []int64 {
+	if s.nLearned.Load() == 0 {
+		return nil
+	}
+	at := micros(s.at(t))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int64
+	for i, w := range windows {
+		st, ok := s.learned[idOf(w)]
+		if !ok || !w.learns() {
+			continue
+		}
+		if out == nil {
+			out = make([]int64, len(windows))
+			for j, o := range windows {
+				out[j] = o.Limit
+			}
+		}
+		out[i], _, _ = effective(w, st, true, at)
+	}
+	return out
+}
+
+// forgetLearned drops the learned limits seen from Redis of the windows
+// given.
+func (s *LocalStore) forgetLearned(windows []KeyWindow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range windows {
+		delete(s.learned, idOf(w))
+	}
+	s.nLearned.Store(int32(len(s.learned)))
+}

@@ -30,6 +30,9 @@ const (
 //	ARGV[2]              0: read the time from Redis TIME (always, in production);
 //	                     else the time in µs (tests drive time through it)
 //	ARGV[3]              n, the number of windows
+//	KEYS[k+e]            after those (k keys), for the e-th learning window,
+//	                     its learned limit: a hash {l, t, nb, e}
+//	                     ('<window key>:L', learned.go)
 //	KEYS[h+(j-1)c+i]     after those (h keys), for member j and the i-th
 //	                     sliding count window (c of them), member j's
 //	                     identity there: a string, the amount it was
@@ -46,7 +49,9 @@ const (
 //	                     window i, the window counting the other name's use,
 //	                     the reservation (Model: window i's limit is its
 //	                     limit less the other names' unmet reservations)
-//	ARGV[5+8n+3r...]     member, amount pairs, in arrival order
+//	ARGV[5+8n+3r]        a, the number of learning windows, then a pairs:
+//	                     the window (1-based) and its step (Learning.Step)
+//	ARGV[6+8n+3r+2a...]  member, amount pairs, in arrival order
 //
 // The rules are Model's (model.go): a window's use is the sum of its
 // members' weights (1, or the amount in an amount window); a member is
@@ -71,20 +76,29 @@ const (
 // carrying a batch of members (RedisStoreOptions.Coalesce) costs Redis
 // little more than a call for one.
 //
+// Learned limits (learned.go) replace a learning window's limit by its
+// effective limit: 0 before the not-before, else min(limit, l + ⌊(now −
+// t) / size⌋ × step) while now < e (a state past e is deleted). A refusal
+// by such a window waits for its members to leave under the limit after
+// the not-before, and at least until then. With no learned limit, a
+// learning window costs one HMGET.
+//
 // Returns the call's time (µs: the Redis TIME it read, or ARGV[2]), the one
-// instant every member of the call is decided at, then 4+n integers per
+// instant every member of the call is decided at, the number of windows
+// whose effective limit is below their limit and, when it is not 0, the
+// effective limit of each window, then 4+n integers per
 // member: {allowed, window index (1-based), retry-after µs for a refusal,
 // or for an admission how long before the call's time the member was first
 // admitted (0 for a member this call records; for a member a sliding window
 // held from before, the call's time less the earliest score it has in those
 // windows; 0 when only calendar windows hold it: they keep no times),
 // duplicate (1), conflict (2) or exceeds a cap (3), use of window 1, …, use
-// of window n}. So the reply grows by one integer per call, nothing per
-// member. A refusal by a window whose weight alone is
-// above its limit exceeds a cap: its binding window is the first such window
-// and its retry-after still the longest wait. The
+// of window n}. So the reply grows by two integers per call (n more while
+// a learned limit binds), nothing per member. A refusal by a window whose
+// weight alone is above its limit exceeds a cap: its binding window is the
+// first such window and its retry-after still the longest wait. The
 // binding window is the refusing window with the longest wait, or, when
-// admitted, the window with the least room left.
+// admitted, the window with the least (effective) room left.
 var checkScript = redis.NewScript(`
 local now = tonumber(ARGV[2])
 if now == 0 then
@@ -102,7 +116,10 @@ for e = 1, tonumber(ARGV[rbase]) do
   res[i] = res[i] or {}
   res[i][#res[i] + 1] = {tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])}
 end
-local first = rbase + 1 + 3 * tonumber(ARGV[rbase])
+-- learning windows: na (window, step) pairs after the reservations
+local abase = rbase + 1 + 3 * tonumber(ARGV[rbase])
+local na = tonumber(ARGV[abase])
+local first = abase + 1 + 2 * na
 local members, amounts = {}, {}
 for j = first, #ARGV, 2 do
   members[#members + 1] = ARGV[j]
@@ -164,6 +181,34 @@ for i = 1, n do
     end
   end
 end
+-- learned limits (learned.go): eff[i] the limit now, after[i] once the
+-- not-before nbf[i] has passed; nl counts the windows bound below their limit
+local eff, after, nbf, nl = {}, {}, {}, 0
+for i = 1, n do
+  eff[i], after[i], nbf[i] = limits[i], limits[i], 0
+end
+for e = 1, na do
+  local i, step, lk = tonumber(ARGV[abase + 2 * e - 1]), tonumber(ARGV[abase + 2 * e]), KEYS[h + e]
+  local st = redis.call('HMGET', lk, 'l', 't', 'nb', 'e')
+  if st[1] then
+    if now >= tonumber(st[4]) then
+      redis.call('DEL', lk)
+    else
+      local v = tonumber(st[1]) + math.floor(math.max(now - tonumber(st[2]), 0) / sizes[i]) * step
+      if v < limits[i] then
+        after[i] = v
+      end
+      eff[i] = after[i]
+      if now < tonumber(st[3]) then
+        eff[i], nbf[i] = 0, tonumber(st[3])
+      end
+      if eff[i] < limits[i] then
+        nl = nl + 1
+      end
+    end
+  end
+end
+h = h + na
 -- the identity keys of the sliding count windows: the ci[i]-th such window
 local ci, nc = {}, 0
 for i = 1, n do
@@ -231,9 +276,10 @@ local function wait(i, w, lim)
   end
   return out
 end
--- limitOf is window i's limit less the other names' unmet reservations
-local function limitOf(i)
-  local l = limits[i]
+-- limitOf is base (window i's effective limit) less the other names' unmet
+-- reservations
+local function limitOf(i, base)
+  local l = base
   if res[i] then
     for _, e in ipairs(res[i]) do
       local unmet = e[2] - used[e[1]]
@@ -248,7 +294,13 @@ local zadd, hset, total = {}, {}, {}
 for i = 1, n do
   zadd[i], hset[i], total[i] = {'NX'}, {}, 0
 end
-local out, o, seen, idset = {now}, 1, {}, {}
+local out, seen, idset = {now, nl}, {}, {}
+if nl > 0 then
+  for i = 1, n do
+    out[2 + i] = eff[i]
+  end
+end
+local o = #out
 for j = 1, nm do
   local member = members[j]
   local bind, longest, dup, exceed, since = 0, 0, 0, 0, now
@@ -277,7 +329,7 @@ for j = 1, nm do
     end
     local lim = 0
     if mode[i] == 0 then
-      lim = limitOf(i)
+      lim = limitOf(i, eff[i])
     end
     if mode[i] == 2 then
       -- another name's use: read, never recorded, never refusing
@@ -291,7 +343,15 @@ for j = 1, nm do
         end
       end
     elseif mode[i] == 0 and used[i] + w > lim then
-      local t = wait(i, w, lim)
+      -- the wait under the limit once the not-before has passed, and at
+      -- least until then
+      local t, la = 0, limitOf(i, after[i])
+      if used[i] + w > la then
+        t = wait(i, w, la)
+      end
+      if now < nbf[i] and nbf[i] - now > t then
+        t = nbf[i] - now
+      end
       if w > limits[i] and exceed == 0 then
         bind, exceed = i, 3
       end
@@ -330,7 +390,7 @@ for j = 1, nm do
         end
       end
       -- room is negative where a lowered limit is under the members in
-      local left = limits[i] - used[i]
+      local left = eff[i] - used[i]
       if mode[i] == 0 and (room == nil or left < room) then
         room, bind = left, i
       end
@@ -366,6 +426,79 @@ for i = 1, n do
 end
 for _, e in ipairs(idset) do
   redis.call('SET', e[1], e[2], 'PX', e[3])
+end
+return out
+`)
+
+// learnScript reads or changes the learned limits of learning windows
+// (learned.go), atomically, with the time from Redis.
+//
+//	KEYS[2j-1], KEYS[2j]  window j: its sorted set, its learned-limit hash
+//	                      {l, t, nb, e} ('<window key>:L')
+//	ARGV[1]               0: the time from Redis TIME; else µs (tests)
+//	ARGV[2]               1 throttle, 2 read, 3 reset (delete)
+//	ARGV[3]               TTL margin in ms, past a state's end
+//	ARGV[4]               the channel's retry-after in µs (throttle)
+//	ARGV[5]               a, the number of windows, then 5 per window:
+//	                      size µs, limit, step, decrease (millionths), floor
+//
+// A throttle sets each window's state to the model's (Model.Throttle): with
+// u = ZCOUNT of (now − size, now] and v the value of a state in force,
+// l = max(floor, min(v, ⌊u × decrease / 10⁶⌋)), nb = max(now + retry-after,
+// nb), e = max(nb, now + ⌈(limit − l) / step⌉ × size), and a TTL to e plus
+// the margin; it deletes the state when l ≥ limit and nb ≤ now. Returns
+// the time, then {l, t, nb, e} per window as it is after the call (l = -1:
+// none in force; a read deletes nothing).
+var learnScript = redis.NewScript(`
+local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local op, margin, ra = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local out = {now}
+for j = 1, tonumber(ARGV[5]) do
+  local o = 6 + 5 * (j - 1)
+  local size, limit, step, dec, floor = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
+  local zk, lk = KEYS[2 * j - 1], KEYS[2 * j]
+  local st = {}
+  if op == 3 then
+    redis.call('DEL', lk)
+  else
+    st = redis.call('HMGET', lk, 'l', 't', 'nb', 'e')
+    if st[1] and now >= tonumber(st[4]) then
+      st = {}
+    end
+  end
+  if op == 1 then
+    local l = math.floor(redis.call('ZCOUNT', zk, now - size + 1, '+inf') * dec / 1000000)
+    local nb = now + math.max(ra, 0)
+    if st[1] then
+      local v = tonumber(st[1]) + math.floor(math.max(now - tonumber(st[2]), 0) / size) * step
+      l = math.min(l, v)
+      nb = math.max(nb, tonumber(st[3]))
+    end
+    l = math.max(l, floor)
+    if l >= limit and nb <= now then
+      redis.call('DEL', lk)
+      st = {}
+    else
+      local e = nb
+      if l < limit then
+        e = math.max(e, now + math.floor((limit - l + step - 1) / step) * size)
+      end
+      redis.call('HSET', lk, 'l', l, 't', now, 'nb', nb, 'e', e)
+      redis.call('PEXPIRE', lk, math.ceil((e - now) / 1000) + margin)
+      st = {l, now, nb, e}
+    end
+  end
+  if st[1] then
+    for f = 1, 4 do
+      out[#out + 1] = tonumber(st[f])
+    end
+  else
+    out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = -1, 0, 0, 0
+  end
 end
 return out
 `)

@@ -69,6 +69,11 @@ import (
 //     the whole limit.
 //   - Release removes a member from the windows given (all of a key's, or
 //     only its amount windows, to give an amount back).
+//   - Learned limits (learned.go): a sliding count window that learns
+//     (KeyWindow.Learn) may have a learned limit, set by a throttle of the
+//     channel (Throttle) and climbing back with time; its effective limit,
+//     min(configured, learned) or 0 until the channel's retry-after, takes
+//     the configured limit's place in the rules above.
 //   - An admitted member's admission time (Result.At) is now for a member
 //     newly recorded; for a member already held (Result.Duplicate), the
 //     earliest time a sliding window holding it recorded it at, or now
@@ -81,6 +86,9 @@ import (
 type Model struct {
 	sliding map[windowID]*queue
 	periods map[windowID]*period
+	// learned holds the learned limits of sliding count windows
+	// (learned.go).
+	learned map[windowID]learnedState
 	// wall maps a check's time to the wall-clock time calendar periods are
 	// found at; nil is the identity. LocalStore, whose clock is monotonic
 	// from its start, sets it.
@@ -101,11 +109,14 @@ type KeyWindow struct {
 	// the named bizTypes other than the request's, each with the index of
 	// its TrackOther window in the same check.
 	Reserved []Reserved
+	// Learn is the window's learned-limit setting (Adaptive resolved for
+	// it); zero for a window that does not learn.
+	Learn Learning
 }
 
 // same reports whether w and o are one window of a check.
 func (w KeyWindow) same(o KeyWindow) bool {
-	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && slices.Equal(w.Reserved, o.Reserved)
+	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && w.Learn == o.Learn && slices.Equal(w.Reserved, o.Reserved)
 }
 
 // Track says whether a window of a check counts a reservation's use.
@@ -180,7 +191,7 @@ type heldWeight struct{ weight, amount int64 }
 
 // NewModel returns a Model with every window empty.
 func NewModel() *Model {
-	return &Model{sliding: map[windowID]*queue{}, periods: map[windowID]*period{}}
+	return &Model{sliding: map[windowID]*queue{}, periods: map[windowID]*period{}, learned: map[windowID]learnedState{}}
 }
 
 // micros is t as whole microseconds, the model's time unit.
@@ -314,6 +325,31 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 		}
 		res.Counts[i] = slots[i].used()
 	}
+	// The effective limits (learned.go): limits[i] now, after[i] once the
+	// not-before nb[i] has passed; nil when no window learns.
+	var limits, after, nb []int64
+	for i, w := range windows {
+		if !w.learns() {
+			continue
+		}
+		if limits == nil {
+			limits, after, nb = make([]int64, len(windows)), make([]int64, len(windows)), make([]int64, len(windows))
+			for j, o := range windows {
+				limits[j], after[j] = o.Limit, o.Limit
+			}
+		}
+		st, ok := m.learnedAt(w, at)
+		limits[i], after[i], nb[i] = effective(w, st, ok, at)
+		if limits[i] < w.Limit {
+			res.Limits = limits
+		}
+	}
+	limitOf := func(i int) int64 {
+		if limits == nil {
+			return windows[i].Limit
+		}
+		return limits[i]
+	}
 	for i, w := range windows {
 		if w.Track == TrackOther {
 			continue
@@ -339,13 +375,22 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 			continue
 		}
 		weight := w.Weight(amount)
-		limit := w.Limit - w.unmet(res.Counts)
-		if used+weight <= limit {
+		unmet := w.unmet(res.Counts)
+		if used+weight <= limitOf(i)-unmet {
 			continue
 		}
 		lw := w.Window
-		lw.Limit = limit
-		wait := slots[i].wait(lw, weight, at)
+		lw.Limit = w.Limit - unmet
+		if after != nil {
+			lw.Limit = after[i] - unmet
+		}
+		var wait time.Duration
+		if used+weight > lw.Limit {
+			wait = slots[i].wait(lw, weight, at)
+		}
+		if nb != nil && at < nb[i] {
+			wait = max(wait, time.Duration(nb[i]-at)*time.Microsecond)
+		}
 		if weight > w.Limit && !res.ExceedsCap {
 			res.Window, res.Count, res.ExceedsCap = i, used, true
 		}
@@ -370,7 +415,7 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 			continue
 		}
 		// Room can be negative: a lowered limit under members already in.
-		if res.Window < 0 || w.Limit-res.Counts[i] < windows[res.Window].Limit-res.Counts[res.Window] {
+		if res.Window < 0 || limitOf(i)-res.Counts[i] < limitOf(res.Window)-res.Counts[res.Window] {
 			res.Window, res.Count = i, res.Counts[i]
 		}
 	}
@@ -426,6 +471,11 @@ func (m *Model) Retain(keep func(id windowID) bool) {
 			delete(m.periods, id)
 		}
 	}
+	for id := range m.learned {
+		if !keep(id) {
+			delete(m.learned, id)
+		}
+	}
 }
 
 // holds reports whether window w holds member at now.
@@ -471,8 +521,9 @@ func (k Key) CountsChannelWide() bool { return !k.IsChannelWide() && !k.IsResolv
 // there (Key.CountsChannelWide), of its channel-wide key, in that order; of
 // each, the windows that count the request (every count window; an amount
 // window only for a request with an amount in its currency, or in any
-// currency when it names none); a window with reservations with its whole
-// limit, the other names' reservations (Reserved) and, after all the
+// currency when it names none), each with its rule's learning setting
+// (Rule.Adaptive: on for sliding count windows unless Off); a window with
+// reservations with its whole limit, the other names' reservations (Reserved) and, after all the
 // windows, one tracking window per named bizType (TrackOwn for the
 // request's, TrackOther for the others', in the names' order). Shadow rules
 // are not modelled. (The Limiter refuses a request one of whose windows has
@@ -495,7 +546,7 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 			if w.Amount && (r.Amount <= 0 || (w.Currency != "" && w.Currency != r.Currency)) {
 				continue
 			}
-			kw := KeyWindow{Key: k, Window: w}
+			kw := KeyWindow{Key: k, Window: w, Learn: rule.Adaptive.learning(w)}
 			if i < len(rule.Reserve) {
 				names := make([]string, 0, len(rule.Reserve[i]))
 				for n := range rule.Reserve[i] {

@@ -32,6 +32,10 @@ type modelTarget interface {
 	checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult
 	release(t *rapid.T, ws []KeyWindow, member string)
 	usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64
+	// throttle records a throttle at now (Learner.Throttle); learned reads
+	// the learned limits at now (Learner.Learned).
+	throttle(t *rapid.T, ws []KeyWindow, now time.Time, retryAfter time.Duration)
+	learned(t *rapid.T, ws []KeyWindow, now time.Time) []LearnedLimit
 }
 
 // redisTarget runs the check script on a Redis server with the time passed
@@ -60,6 +64,20 @@ func (r redisTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
 	got, err := r.s.usageAt(context.Background(), micros(now), now, ws)
 	if err != nil {
 		t.Fatalf("usage: %v", err)
+	}
+	return got
+}
+
+func (r redisTarget) throttle(t *rapid.T, ws []KeyWindow, now time.Time, retryAfter time.Duration) {
+	if _, err := r.s.learnAt(context.Background(), micros(now), learnThrottle, ws, retryAfter); err != nil {
+		t.Fatalf("throttle: %v", err)
+	}
+}
+
+func (r redisTarget) learned(t *rapid.T, ws []KeyWindow, now time.Time) []LearnedLimit {
+	got, err := r.s.learnAt(context.Background(), micros(now), learnRead, ws, 0)
+	if err != nil {
+		t.Fatalf("learned: %v", err)
 	}
 	return got
 }
@@ -98,6 +116,22 @@ func (l localTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
 	return got
 }
 
+func (l localTarget) throttle(t *rapid.T, ws []KeyWindow, now time.Time, retryAfter time.Duration) {
+	*l.now = now
+	if err := l.s.Throttle(context.Background(), ws, retryAfter); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (l localTarget) learned(t *rapid.T, ws []KeyWindow, now time.Time) []LearnedLimit {
+	*l.now = now
+	got, err := l.s.Learned(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // durableTarget runs the journaled store with a settable clock, and now
 // and then reopens it from its journal (a restart) before a check.
 type durableTarget struct {
@@ -106,8 +140,8 @@ type durableTarget struct {
 	now  *time.Time
 }
 
-func (d *durableTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult {
-	*d.now = now
+// maybeRestart now and then reopens the store from its journal.
+func (d *durableTarget) maybeRestart(t *rapid.T) {
 	if rapid.IntRange(0, 4).Draw(t, "restart") == 0 {
 		if err := d.s.Close(); err != nil {
 			t.Fatal(err)
@@ -118,6 +152,29 @@ func (d *durableTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMe
 		}
 		d.s = s
 	}
+}
+
+func (d *durableTarget) throttle(t *rapid.T, ws []KeyWindow, now time.Time, retryAfter time.Duration) {
+	*d.now = now
+	d.maybeRestart(t)
+	if err := d.s.Throttle(context.Background(), ws, retryAfter); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *durableTarget) learned(t *rapid.T, ws []KeyWindow, now time.Time) []LearnedLimit {
+	*d.now = now
+	d.maybeRestart(t)
+	got, err := d.s.Learned(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func (d *durableTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult {
+	*d.now = now
+	d.maybeRestart(t)
 	out := make([]StoreResult, len(members))
 	for i, m := range members {
 		res, err := d.s.Check(context.Background(), ws, m.id, m.amount)
@@ -239,6 +296,21 @@ func genWindow(t *rapid.T) Window {
 	return w
 }
 
+// genLearning draws a learning setting for w, off now and then (which
+// only a sliding count window can be on: Adaptive.learning).
+func genLearning(t *rapid.T, w Window) Learning {
+	if rapid.IntRange(0, 3).Draw(t, "learning off") == 0 {
+		return Learning{}
+	}
+	a := Adaptive{}
+	if rapid.Bool().Draw(t, "own setting") {
+		a.Decrease = rapid.Int64Range(1, Million-1).Draw(t, "decrease")
+		a.Increase = rapid.Int64Range(1, Million).Draw(t, "increase")
+		a.Floor = rapid.Int64Range(0, 3).Draw(t, "floor")
+	}
+	return a.learning(w)
+}
+
 // genWindows draws the windows of one request: 1 to 3 of its own key's and
 // 0 to 2 of its channel-wide key's, of distinct IDs per key.
 func genWindows(t *rapid.T, own, wide Key) []KeyWindow {
@@ -253,7 +325,7 @@ func genWindows(t *rapid.T, own, wide Key) []KeyWindow {
 			w := genWindow(t)
 			if !seen[w.ID()] {
 				seen[w.ID()] = true
-				out = append(out, KeyWindow{Key: k, Window: w})
+				out = append(out, KeyWindow{Key: k, Window: w, Learn: genLearning(t, w)})
 			}
 		}
 	}
@@ -323,6 +395,44 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 		"advance": func(t *rapid.T) {
 			now = now.Add(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(t, "µs")) * time.Microsecond)
 		},
+		// leap moves time across many windows, past learned limits' ends.
+		"leap": func(t *rapid.T) {
+			now = now.Add(time.Duration(rapid.Int64Range(0, 300_000_000).Draw(t, "µs")) * time.Microsecond)
+		},
+		// throttle is the channel's throttle, with or without its
+		// retry-after, on every window (the stores skip those that do not
+		// learn).
+		"throttle": func(t *rapid.T) {
+			var ra time.Duration
+			if rapid.Bool().Draw(t, "retry-after") {
+				ra = time.Duration(rapid.Int64Range(0, 3_000_000).Draw(t, "retry-after µs")) * time.Microsecond
+			}
+			target.throttle(t, ws, now, ra)
+			model.Throttle(ws, now, ra)
+		},
+		// storm is several throttles at one instant: they must not compound.
+		"storm": func(t *rapid.T) {
+			for n := rapid.IntRange(2, 5).Draw(t, "throttles"); n > 0; n-- {
+				target.throttle(t, ws, now, 0)
+				model.Throttle(ws, now, 0)
+			}
+		},
+		// learnedEdge moves time onto a learned limit's edge: its end, its
+		// not-before, or a whole number of windows after its throttle (a
+		// step up), or 1 µs either side.
+		"learnedEdge": func(t *rapid.T) {
+			w := ws[rapid.IntRange(0, len(ws)-1).Draw(t, "window")]
+			st, ok := model.learned[idOf(w)]
+			if !ok || !w.learns() {
+				t.Skip("no learned limit")
+			}
+			at := time.UnixMicro(rapid.SampledFrom([]int64{st.e, st.nb, st.t + rapid.Int64Range(1, 4).Draw(t, "windows")*w.Size.Microseconds()}).Draw(t, "edge"))
+			at = at.Add(time.Duration(rapid.Int64Range(-1, 1).Draw(t, "δ")) * time.Microsecond)
+			if at.Before(now) {
+				t.Skip("in the past")
+			}
+			now = at
+		},
 		// edge moves time to the instant a member leaves a sliding window,
 		// or to a calendar window's next period, or 1 µs either side.
 		"edge": func(t *rapid.T) {
@@ -351,6 +461,18 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("usage at %d µs, windows %v: got %v, want %v (model)", micros(now), ws, got, want)
 			}
+			if got, want := target.learned(t, ws, now), model.Learned(ws, now); !sameLearned(got, want) {
+				t.Fatalf("learned at %d µs, windows %v:\n got %+v\nwant %+v (model)", micros(now), ws, got, want)
+			}
 		},
+	})
+}
+
+// sameLearned reports whether two reports of learned limits are equal,
+// their times to the microsecond.
+func sameLearned(a, b []LearnedLimit) bool {
+	return slices.EqualFunc(a, b, func(x, y LearnedLimit) bool {
+		return x.Key == y.Key && x.Window == y.Window && x.Limit == y.Limit && x.Learned == y.Learned &&
+			x.Since.Equal(y.Since) && x.NotBefore.Equal(y.NotBefore) && x.Until.Equal(y.Until)
 	})
 }

@@ -61,7 +61,7 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 			if !w.Applies(r.Amount, r.Currency) {
 				continue
 			}
-			kw := KeyWindow{Key: x.key, Window: w}
+			kw := KeyWindow{Key: x.key, Window: w, Learn: x.rule.Adaptive.learning(w)}
 			if i < len(x.rule.Reserve) && len(x.rule.Reserve[i]) > 0 {
 				kw.Reserved, tracking = reservations(x.key.Channel, w, x.rule.Reserve[i], r.Key.BizType, tracking)
 			}
@@ -121,16 +121,22 @@ func (p plan) closed() int {
 // decision turns a store's answer for the plan into a Decision.
 func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 	w := p.windows[res.Window]
+	limit := w.Limit
+	if res.Limits != nil {
+		limit = res.Limits[res.Window]
+	}
 	d := Decision{
 		Key:        key,
 		Allowed:    res.Allowed,
 		Scope:      w.Key,
 		Rule:       w.Name(),
 		Amount:     w.Amount,
-		Limit:      w.Limit,
+		Limit:      limit,
+		Configured: w.Limit,
+		Learned:    limit < w.Limit,
 		Window:     w.Size,
 		Count:      res.Count,
-		Remaining:  max(w.Limit-res.Count, 0),
+		Remaining:  max(limit-res.Count, 0),
 		RetryAfter: res.RetryAfter,
 		Source:     src,
 		Duplicate:  res.Duplicate,
@@ -142,11 +148,15 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 	}
 	if len(res.Counts) == len(p.windows) {
 		// What other names keep is no room for this request.
-		d.Remaining = max(w.Limit-w.unmet(res.Counts)-res.Count, 0)
+		d.Remaining = max(limit-w.unmet(res.Counts)-res.Count, 0)
 		d.Windows = make([]WindowUsage, 0, len(p.windows))
 		for i, w := range p.windows {
 			if w.Track == TrackNone {
-				d.Windows = append(d.Windows, WindowUsage{Window: w.Window, Scope: w.Key, Count: res.Counts[i], Kept: w.unmet(res.Counts)})
+				u := WindowUsage{Window: w.Window, Scope: w.Key, Count: res.Counts[i], Effective: w.Limit, Kept: w.unmet(res.Counts)}
+				if res.Limits != nil {
+					u.Effective = res.Limits[i]
+				}
+				d.Windows = append(d.Windows, u)
 			}
 		}
 	}

@@ -65,6 +65,7 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 		if d.Allowed || p.hasBaseline {
 			l.local.FollowRedis(p.windows, l.LocalShare(), r.Member, r.Amount, d.Allowed, res.Counts, *end)
 		}
+		l.local.NoteLearned(asked.windows, res.Limits, *end)
 	}
 	return d, nil
 }

@@ -34,6 +34,11 @@ type StoreResult struct {
 	// ExceedsCap is true for a refusal by a window whose weight alone is
 	// above its limit: no wait admits it. Window is the first such window.
 	ExceedsCap bool
+	// Limits, when some window binds by a learned limit at the check (its
+	// effective limit is below its configured one: learned.go), is the
+	// effective limit of every window, in the order of the windows asked;
+	// nil otherwise.
+	Limits []int64
 	// At, for an admission, is the store's own time, in whole
 	// microseconds, at which the member was admitted: for RedisStore the
 	// time the check script read from Redis TIME (or was given, in tests)
@@ -157,12 +162,18 @@ func (s *RedisStore) keys(windows []KeyWindow) []string {
 	return keys
 }
 
-// checkKeys returns the KEYS of a check of members: keys(windows), then
-// for each member, the member's identity key in each sliding count window
-// (the window's key + ":#" + member; ":v" ends the amounts hashes, and
-// window keys have no ':' after the ID).
+// checkKeys returns the KEYS of a check of members: keys(windows), the
+// learned-limit hash of each learning window (learnedKey), then for each
+// member, the member's identity key in each sliding count window (the
+// window's key + ":#" + member; ":v" ends the amounts hashes, ":L" the
+// learned-limit hashes, and window keys have no ':' after the ID).
 func (s *RedisStore) checkKeys(windows []KeyWindow, members ...checkMember) []string {
 	keys := s.keys(windows)
+	for i, w := range windows {
+		if w.learns() {
+			keys = append(keys, learnedKey(keys[i]))
+		}
+	}
 	for _, m := range members {
 		for i, w := range windows {
 			if !w.Amount && !w.IsCalendar() {
@@ -237,6 +248,7 @@ func checkArgsAt(nowMicros int64, periodsAt time.Time, windows []KeyWindow, memb
 	args = append(args, ttlMargin.Milliseconds(), nowMicros, len(windows))
 	args = appendWindowArgs(args, periodsAt, windows)
 	args = appendReservedArgs(args, windows)
+	args = appendLearningArgs(args, windows)
 	for _, m := range members {
 		args = append(args, m.id, m.amount)
 	}
@@ -279,16 +291,44 @@ func appendReservedArgs(args []any, windows []KeyWindow) []any {
 	return args
 }
 
+// appendLearningArgs appends the check script's learning windows: their
+// number, then for each the window (1-based) and its step.
+func appendLearningArgs(args []any, windows []KeyWindow) []any {
+	n := 0
+	for _, w := range windows {
+		if w.learns() {
+			n++
+		}
+	}
+	args = append(args, n)
+	for i, w := range windows {
+		if w.learns() {
+			args = append(args, i+1, w.Learn.Step)
+		}
+	}
+	return args
+}
+
 // parseCheckReply fills out, one result per member, from checkScript's
-// reply: the call's time (µs), then 4+windows integers per member.
+// reply: the call's time (µs), the number of windows bound by a learned
+// limit and, when not 0, every window's effective limit, then 4+windows
+// integers per member.
 func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 	per := 4 + windows
-	if len(res) != 1+per*len(out) {
+	head := 2
+	if len(res) >= 2 && res[1] > 0 {
+		head += windows
+	}
+	if len(res) != head+per*len(out) {
 		return fmt.Errorf("ratelimit: script replied %d values for %d checks", len(res), len(out))
 	}
 	now := res[0]
+	var limits []int64
+	if head > 2 {
+		limits = res[2:head:head]
+	}
 	for i := range out {
-		r := res[1+per*i : 1+per*(i+1)]
+		r := res[head+per*i : head+per*(i+1)]
 		if r[1] < 1 || int(r[1]) > windows {
 			return fmt.Errorf("ratelimit: unexpected script reply %v", r)
 		}
@@ -301,6 +341,7 @@ func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 			Duplicate:  r[3] == 1,
 			Conflict:   r[3] == 2,
 			ExceedsCap: r[3] == 3,
+			Limits:     limits,
 		}
 		if out[i].Allowed {
 			// r[2] is how long before now the member was first admitted.
@@ -363,7 +404,7 @@ func (s *RedisStore) usageAt(ctx context.Context, nowMicros int64, periodsAt tim
 // the limiter degrades and recovers on its own.
 func (s *RedisStore) Warm(ctx context.Context) error {
 	load := func(ctx context.Context, c redis.Scripter) error {
-		for _, sc := range []*redis.Script{checkScript, releaseScript, usageScript} {
+		for _, sc := range []*redis.Script{checkScript, releaseScript, usageScript, learnScript} {
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				return fmt.Errorf("ratelimit: load scripts: %w", err)
 			}
@@ -379,4 +420,82 @@ func (s *RedisStore) Warm(ctx context.Context) error {
 // Ping implements Store.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	return s.client.Ping(ctx).Err()
+}
+
+// learnedKey is the Redis key of the learned limit of the window whose key
+// is windowKey: a hash {l, t, nb, e} (learned.go), in the window's slot.
+func learnedKey(windowKey string) string { return windowKey + ":L" }
+
+// Learner is implemented by a Store that keeps learned limits (learned.go):
+// RedisStore, LocalStore and DurableStore. Each takes the windows of one
+// channel and skips those that do not learn (KeyWindow.Learn). Adaptive
+// limits need one; with another Store the Limiter enforces configured
+// limits only.
+type Learner interface {
+	// Throttle records a throttle by the channel now, with its retry-after
+	// (zero when it gave none), on every learning window given
+	// (Model.Throttle).
+	Throttle(ctx context.Context, windows []KeyWindow, retryAfter time.Duration) error
+	// Learned returns the learned limits in force of the windows given, in
+	// their order (Model.Learned).
+	Learned(ctx context.Context, windows []KeyWindow) ([]LearnedLimit, error)
+	// ResetLearned forgets the learned limits of the windows given.
+	ResetLearned(ctx context.Context, windows []KeyWindow) error
+}
+
+// The operations of learnScript.
+const (
+	learnThrottle = 1
+	learnRead     = 2
+	learnReset    = 3
+)
+
+// Throttle implements Learner with one learnScript call, at Redis's time.
+func (s *RedisStore) Throttle(ctx context.Context, windows []KeyWindow, retryAfter time.Duration) error {
+	_, err := s.learnAt(ctx, 0, learnThrottle, windows, retryAfter)
+	return err
+}
+
+// Learned implements Learner.
+func (s *RedisStore) Learned(ctx context.Context, windows []KeyWindow) ([]LearnedLimit, error) {
+	return s.learnAt(ctx, 0, learnRead, windows, 0)
+}
+
+// ResetLearned implements Learner.
+func (s *RedisStore) ResetLearned(ctx context.Context, windows []KeyWindow) error {
+	_, err := s.learnAt(ctx, 0, learnReset, windows, 0)
+	return err
+}
+
+// learnAt runs learnScript: op on the learning windows of windows, at
+// nowMicros (0: Redis TIME), and returns the learned limits in force after
+// it.
+func (s *RedisStore) learnAt(ctx context.Context, nowMicros int64, op int, windows []KeyWindow, retryAfter time.Duration) ([]LearnedLimit, error) {
+	ws := learningOnly(windows)
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, 2*len(ws))
+	args := make([]any, 0, 5+5*len(ws))
+	args = append(args, nowMicros, op, ttlMargin.Milliseconds(), retryAfter.Microseconds(), len(ws))
+	for _, w := range ws {
+		k := s.RedisKey(w)
+		keys = append(keys, k, learnedKey(k))
+		args = append(args, w.Size.Microseconds(), w.Limit, w.Learn.Step, w.Learn.Decrease, w.Learn.Floor)
+	}
+	res, err := learnScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 1+4*len(ws) {
+		return nil, fmt.Errorf("ratelimit: learn script replied %d values for %d windows", len(res), len(ws))
+	}
+	var out []LearnedLimit
+	for i, w := range ws {
+		r := res[1+4*i : 1+4*(i+1)]
+		if r[0] >= 0 {
+			out = append(out, learnedLimit(w, learnedState{l: r[0], t: r[1], nb: r[2], e: r[3]}, res[0]))
+		}
+	}
+	return out, nil
 }

@@ -18,6 +18,10 @@ type Rule struct {
 	Reserve []map[string]int64
 	// Shadow makes the limiter evaluate and count the rule but always admit.
 	Shadow bool
+	// Adaptive is how the rule's sliding count windows learn a lower limit
+	// from the channel's throttling; the zero value is on, with the
+	// defaults (Adaptive).
+	Adaptive Adaptive
 }
 
 // IsUnlimited reports whether the rule limits nothing.

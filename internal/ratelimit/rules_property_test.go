@@ -85,6 +85,20 @@ func (c clockedRedis) Usage(ctx context.Context, ws []KeyWindow) ([]int64, error
 
 func (c clockedRedis) Ping(ctx context.Context) error { return c.s.Ping(ctx) }
 
+func (c clockedRedis) Throttle(ctx context.Context, ws []KeyWindow, retryAfter time.Duration) error {
+	_, err := c.s.learnAt(ctx, micros(*c.now), learnThrottle, ws, retryAfter)
+	return err
+}
+
+func (c clockedRedis) Learned(ctx context.Context, ws []KeyWindow) ([]LearnedLimit, error) {
+	return c.s.learnAt(ctx, micros(*c.now), learnRead, ws, 0)
+}
+
+func (c clockedRedis) ResetLearned(ctx context.Context, ws []KeyWindow) error {
+	_, err := c.s.learnAt(ctx, micros(*c.now), learnReset, ws, 0)
+	return err
+}
+
 // genRule draws a rule of 1 to 3 windows with distinct IDs, and, when
 // reserve is set, reservations for REFUND, PAY or both on some windows
 // (within the window's limit, as the document requires).
@@ -108,6 +122,12 @@ func genRule(t *rapid.T, reserve bool) Rule {
 			}
 		}
 		r.Reserve = append(r.Reserve, res)
+	}
+	switch rapid.IntRange(0, 3).Draw(t, "adaptive") {
+	case 0:
+		r.Adaptive.Off = true
+	case 1:
+		r.Adaptive = Adaptive{Decrease: rapid.Int64Range(1, Million-1).Draw(t, "decrease"), Increase: rapid.Int64Range(1, Million).Draw(t, "increase"), Floor: rapid.Int64Range(0, 2).Draw(t, "floor")}
 	}
 	return r
 }
@@ -211,7 +231,11 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 			}
 			want := model.Check(windows, r.Member, r.Amount, *now)
 			w := windows[want.Window]
-			if got.Allowed != want.Allowed || got.Scope != w.Key || got.Rule != w.Name() || got.Limit != w.Limit {
+			limit := w.Limit
+			if want.Limits != nil {
+				limit = want.Limits[want.Window]
+			}
+			if got.Allowed != want.Allowed || got.Scope != w.Key || got.Rule != w.Name() || got.Limit != limit || got.Configured != w.Limit || got.Learned != (limit < w.Limit) {
 				t.Fatalf("%+v at %s, windows %v:\n got %+v\nwant %+v (model)", r, now.UTC().Format(time.RFC3339Nano), windows, got, want)
 			}
 			if got.Count != want.Count || got.RetryAfter != want.RetryAfter || got.Duplicate != want.Duplicate || got.ExceedsCap != want.ExceedsCap {
@@ -233,6 +257,24 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 					t.Fatalf("%+v: admitted at %v in %q, want %v (model) in %d windows", r, got.AdmittedAt, got.WindowKeys, want.At, counting)
 				}
 			}
+		},
+		// throttle: the channel throttled a member's call (its latest
+		// hold, or one with unknown windows), with or without a
+		// retry-after.
+		"throttle": func(t *rapid.T) {
+			r := request(t)
+			h := HoldOf(r.Key, r.Member)
+			if hs := holds[r.Member]; len(hs) > 0 && hs[len(hs)-1].Key == r.Key {
+				h = hs[len(hs)-1]
+			}
+			var ra time.Duration
+			if rapid.Bool().Draw(t, "retry-after") {
+				ra = time.Duration(rapid.Int64Range(0, 2_000_000).Draw(t, "retry-after µs")) * time.Microsecond
+			}
+			if err := l.Throttled(context.Background(), h, ra); err != nil {
+				t.Fatal(err)
+			}
+			model.Throttle(learningWindows(cfg, h, *now), *now, ra)
 		},
 		"release":  func(t *rapid.T) { release(t, request(t), false) },
 		"giveBack": func(t *rapid.T) { release(t, request(t), true) },

@@ -1,0 +1,134 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Throttled tells the limiter that the channel throttled the call h was
+// admitted for, with the channel's retry-after (zero when it gave none):
+// each learning window h was admitted into (its key's and its channel-wide
+// key's sliding count windows whose rules learn, as the limits in force
+// now give them; all of the key's when h does not know its windows) drops
+// its learned limit to a fraction of what it admitted, and admits nothing
+// until the retry-after has passed (learned.go). Call it before releasing
+// h's slot, so that the throttled call counts among what the channel was
+// sent.
+//
+// The shared store learns in one atomic call at its own time, and every
+// instance applies what it learned in its next check. The in-process
+// fallback learns too, on its own windows (this instance's admissions), so
+// that a throttle during an outage is not lost to degraded decisions. A
+// Store that is not a Learner learns nothing. The error is ErrUnavailable
+// while the breaker is open, or the store's.
+func (l *Limiter) Throttled(ctx context.Context, h Hold, retryAfter time.Duration) error {
+	windows := learningWindows(l.Config(), h, l.opts.Now())
+	if len(windows) == 0 {
+		return nil
+	}
+	_ = l.local.Throttle(ctx, windows, retryAfter)
+	learner, ok := l.store.(Learner)
+	if !ok {
+		return nil
+	}
+	if !l.breaker.allow() {
+		return ErrUnavailable
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	defer cancel()
+	if err := learner.Throttle(cctx, windows, retryAfter); err != nil {
+		l.breaker.failure()
+		return fmt.Errorf("ratelimit: throttle %s: %w", h.Key, err)
+	}
+	l.breaker.success()
+	return nil
+}
+
+// learningWindows returns the learning windows of h's key and, when it
+// counts there, its channel-wide key, under cfg at now; only those h was
+// admitted into when it knows its windows.
+func learningWindows(cfg *Config, h Hold, now time.Time) []KeyWindow {
+	p := newPlan(cfg, Request{Key: h.Key, Member: h.Member}, now)
+	var held map[windowID]bool
+	if h.Known() {
+		held = make(map[windowID]bool, len(h.windows))
+		for _, w := range h.windows {
+			held[idOf(w)] = true
+		}
+	}
+	var out []KeyWindow
+	for _, w := range p.windows {
+		if w.learns() && (held == nil || held[idOf(w)]) {
+			w.Reserved = nil
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Learned returns the learned limits in force of key's own windows (its
+// rule in force now; a channel-wide key's are its own), read from the
+// shared store: for GET /limits. None when the store is not a Learner.
+func (l *Limiter) Learned(ctx context.Context, key Key) ([]LearnedLimit, error) {
+	rule := l.Config().RuleAt(key, l.opts.Now())
+	windows := make([]KeyWindow, 0, len(rule.Windows))
+	for _, w := range rule.Windows {
+		if kw := (KeyWindow{Key: key, Window: w, Learn: rule.Adaptive.learning(w)}); kw.learns() {
+			windows = append(windows, kw)
+		}
+	}
+	learner, ok := l.store.(Learner)
+	if !ok || len(windows) == 0 {
+		return nil, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
+	defer cancel()
+	return learner.Learned(cctx, windows)
+}
+
+// ResetLearned forgets the learned limits of key's own sliding count
+// windows (under its base rule and every schedule's, learning or not), in
+// the shared store and in the in-process fallback: its windows go back to
+// their configured limits at once.
+func (l *Limiter) ResetLearned(ctx context.Context, key Key) error {
+	cfg := l.Config()
+	var windows []KeyWindow
+	seen := map[windowID]bool{}
+	add := func(r Rule) {
+		for _, w := range r.Windows {
+			// Default learning, whatever the rule says: a window whose
+			// rule stopped learning may still hold a learned limit.
+			kw := KeyWindow{Key: key, Window: w, Learn: Adaptive{}.learning(w)}
+			if kw.learns() && !seen[idOf(kw)] {
+				seen[idOf(kw)] = true
+				windows = append(windows, kw)
+			}
+		}
+	}
+	if cfg != nil {
+		add(cfg.Rules[key])
+		for _, sc := range cfg.Schedules {
+			if sc.Key == key {
+				add(sc.Rule)
+			}
+		}
+	}
+	if len(windows) == 0 {
+		return nil
+	}
+	_ = l.local.ResetLearned(ctx, windows)
+	l.local.forgetLearned(windows)
+	// Refusals by the learned limits must not outlive them.
+	defer l.near.forgetChannel(key.Channel)
+	learner, ok := l.store.(Learner)
+	if !ok {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
+	defer cancel()
+	if err := learner.ResetLearned(cctx, windows); err != nil {
+		return fmt.Errorf("ratelimit: reset learned limits of %s: %w", key, err)
+	}
+	return nil
+}
