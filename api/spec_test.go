@@ -302,7 +302,8 @@ func (fakeLimiter) Check(_ context.Context, r ratelimit.Request) (ratelimit.Deci
 
 func (fakeLimiter) Release(context.Context, ratelimit.Hold) error { return nil }
 
-func (fakeLimiter) ReleaseAmount(context.Context, ratelimit.Hold) error { return nil }
+func (fakeLimiter) ReleaseAmount(context.Context, ratelimit.Hold) error            { return nil }
+func (fakeLimiter) Throttled(context.Context, ratelimit.Hold, time.Duration) error { return nil }
 
 type fakeLimits struct{ loaded atomic.Bool }
 

@@ -35,6 +35,7 @@ type Admitter interface {
 	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
 	Release(ctx context.Context, h ratelimit.Hold) error
 	ReleaseAmount(ctx context.Context, h ratelimit.Hold) error
+	Throttled(ctx context.Context, h ratelimit.Hold, retryAfter time.Duration) error
 }
 
 // Peeker says whether a request would be admitted now, consuming nothing.

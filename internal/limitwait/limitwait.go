@@ -36,6 +36,7 @@ type Limiter interface {
 	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
 	Release(ctx context.Context, h ratelimit.Hold) error
 	ReleaseAmount(ctx context.Context, h ratelimit.Hold) error
+	Throttled(ctx context.Context, h ratelimit.Hold, retryAfter time.Duration) error
 }
 
 // Outcome says how a wait ended.
@@ -116,6 +117,11 @@ func New(inner Limiter, opts Options) (*Waiter, error) {
 // Release passes through to the wrapped limiter.
 func (w *Waiter) Release(ctx context.Context, h ratelimit.Hold) error {
 	return w.inner.Release(ctx, h)
+}
+
+// Throttled passes through to the wrapped limiter.
+func (w *Waiter) Throttled(ctx context.Context, h ratelimit.Hold, retryAfter time.Duration) error {
+	return w.inner.Throttled(ctx, h, retryAfter)
 }
 
 // ReleaseAmount passes through to the wrapped limiter.

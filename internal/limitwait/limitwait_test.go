@@ -327,8 +327,9 @@ func (r *refusing) Check(_ context.Context, req ratelimit.Request) (ratelimit.De
 	r.checks++
 	return ratelimit.Decision{Key: req.Key, Source: ratelimit.SourceRedis, Limit: 1, Window: time.Second, RetryAfter: r.wait}, nil
 }
-func (r *refusing) Release(context.Context, ratelimit.Hold) error       { return nil }
-func (r *refusing) ReleaseAmount(context.Context, ratelimit.Hold) error { return nil }
+func (r *refusing) Release(context.Context, ratelimit.Hold) error                { return nil }
+func (r *refusing) ReleaseAmount(context.Context, ratelimit.Hold) error          { return nil }
+func (*refusing) Throttled(context.Context, ratelimit.Hold, time.Duration) error { return nil }
 
 // TestWaitNeverChecksAtItsDeadline: a window that has room exactly when the
 // maximum wait ends is no reason to check again: that check would start at

@@ -55,6 +55,12 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 		}
 	} else {
 		e.Details["limit"] = d.Limit
+		if d.Learned {
+			// The channel throttled: every instance admits less until the
+			// learned limit climbs back to the configured one.
+			e.Details["learned"], e.Details["configuredLimit"] = true, d.Configured
+			e.Message += ": limit learned from the channel's throttling"
+		}
 	}
 	if d.Window > 0 {
 		e.Details["windowMs"] = d.Window.Milliseconds()

@@ -3,6 +3,7 @@ package pay
 import (
 	"context"
 	"errors"
+	"time"
 
 	"payserver/internal/apperr"
 	"payserver/internal/ratelimit"
@@ -73,6 +74,11 @@ func (g *LimitsGate) Peek(ctx context.Context, r ratelimit.Request) (ratelimit.D
 		return ratelimit.Decision{Key: r.Key}, errors.New("pay: the gated limiter cannot peek")
 	}
 	return p.Peek(ctx, r)
+}
+
+// Throttled implements Limiter.
+func (g *LimitsGate) Throttled(ctx context.Context, h ratelimit.Hold, retryAfter time.Duration) error {
+	return g.limiter.Throttled(ctx, h, retryAfter)
 }
 
 // ReleaseAmount implements Limiter.

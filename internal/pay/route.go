@@ -261,6 +261,9 @@ func setRouteDefaults(opts *Options) {
 	if opts.RouteObserver == nil {
 		opts.RouteObserver = nopRouteObserver{}
 	}
+	if opts.Throttles == nil {
+		opts.Throttles = nopThrottleObserver{}
+	}
 }
 
 type noRoutes struct{}

@@ -31,6 +31,9 @@ func (s *Service) sendRouted(ctx context.Context, o *Order, rest []string) (*Ord
 			s.opts.RouteObserver.Routed(o.BizType, o.Channel, o.RoutedFrom)
 			return s.record(ctx, o, res, err)
 		}
+		if throttled := (*channel.ThrottledError)(nil); errors.As(err, &throttled) {
+			s.learnThrottle(ctx, o, throttled)
+		}
 		s.log.Warn("a routed payment never reached its channel; trying the next candidate",
 			"requestId", o.RequestID, "channel", o.Channel, "err", err)
 		var moved bool

@@ -29,7 +29,22 @@ type Limiter interface {
 	// ReleaseAmount gives back what requestId paid in amount windows, its
 	// call still counted: for a payment the channel declined.
 	ReleaseAmount(ctx context.Context, h ratelimit.Hold) error
+	// Throttled tells the limiter that the channel throttled the call
+	// admitted under h: the learned limits of its windows drop, and the
+	// channel's retry-after (0: none given) holds them. Called before the
+	// slot is released, so that the call counts among what was sent.
+	Throttled(ctx context.Context, h ratelimit.Hold, retryAfter time.Duration) error
 }
+
+// ThrottleObserver counts the channels' throttles. It is called on the
+// request path and must not block.
+type ThrottleObserver interface {
+	Throttled(channel string)
+}
+
+type nopThrottleObserver struct{}
+
+func (nopThrottleObserver) Throttled(string) {}
 
 // Channels finds a configured channel by code. *channel.Registry implements it.
 type Channels interface {
@@ -70,6 +85,8 @@ type Options struct {
 	// lost (see LostAnswers). Optional: without it their slots free
 	// themselves when their windows pass.
 	LostAnswers *LostAnswers
+	// Throttles counts the channels' throttles. Optional.
+	Throttles ThrottleObserver
 }
 
 // Service runs payments. It is safe for concurrent use.
@@ -185,6 +202,7 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 	var throttled *channel.ThrottledError
 	switch {
 	case errors.As(err, &throttled):
+		s.learnThrottle(base, o, throttled)
 		o.Status, o.FailureCode, o.FailureMessage = StatusFailed, FailureNotSent, throttledMessage
 	case errors.Is(err, channel.ErrNotSent):
 		o.Status, o.FailureCode = StatusFailed, FailureNotSent
@@ -220,6 +238,19 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 		return nil, channelThrottledError(o, throttled.RetryAfter, true)
 	}
 	return s.outcome(o)
+}
+
+// learnThrottle tells the limiter that o's channel throttled its call, so
+// that every instance admits less there (the learned limit), before the
+// slot is released; and counts the throttle.
+func (s *Service) learnThrottle(ctx context.Context, o *Order, t *channel.ThrottledError) {
+	s.opts.Throttles.Throttled(o.Channel)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := s.limiter.Throttled(tctx, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), t.RetryAfter); err != nil {
+		s.log.Warn("the limiter could not learn a channel's throttle; its limit stays where it was",
+			"channel", o.Channel, "requestId", o.RequestID, "err", err)
+	}
 }
 
 // finish records the outcome, retrying briefly: the channel was called, so

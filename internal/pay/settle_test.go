@@ -84,7 +84,8 @@ func (a *allowAll) Check(_ context.Context, r ratelimit.Request) (ratelimit.Deci
 	return ratelimit.Decision{Key: r.Key, Allowed: true, Limit: 10, Window: time.Minute}, nil
 }
 
-func (a *allowAll) ReleaseAmount(context.Context, ratelimit.Hold) error { return nil }
+func (a *allowAll) ReleaseAmount(context.Context, ratelimit.Hold) error          { return nil }
+func (*allowAll) Throttled(context.Context, ratelimit.Hold, time.Duration) error { return nil }
 func (a *allowAll) Release(context.Context, ratelimit.Hold) error {
 	a.released.Add(1)
 	return nil
