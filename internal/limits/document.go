@@ -82,6 +82,8 @@ type Document struct {
 //	  - {key: "*:UNIONPAY", from: "2026-12-01T02:00:00+08:00", to: "2026-12-01T04:00:00+08:00", limits: 0}
 //	routes:                    # payments without a channel: candidates in order
 //	  ONLINE_PAY: [ALIPAY, WECHAT]
+//	adaptive:                  # how keys learn from the channel's throttling
+//	  REFUND:ALIPAY: off       # (every key learns, with the defaults, unless named)
 //
 // and a flat map of key to number (the original countLimitMap), whose
 // numbers use a 1s window:
@@ -89,7 +91,7 @@ type Document struct {
 //	{"ONLINE_PAY:ALIPAY": 100, "ONLINE_PAY:WECHAT": -1}
 //
 // The window entries are described in parseWindow, schedules in
-// parseSchedules, routes in parseRoutes. RESOLVE is a reserved bizType (ratelimit.ResolveBizType): a
+// parseSchedules, routes in parseRoutes, adaptive in parseAdaptive. RESOLVE is a reserved bizType (ratelimit.ResolveBizType): a
 // RESOLVE:CHANNEL key counts the resolver's queries of the channel and
 // nothing else counts there; it takes count windows only (sliding or
 // calendar), is unlimited when the document does not set it, and no
@@ -153,6 +155,9 @@ func Parse(data []byte) (*Document, error) {
 		problems = append(problems, errs...)
 		cfg.Schedules = schedules
 	}
+	if av, ok := root["adaptive"]; ok && len(problems) == 0 {
+		problems = append(problems, parseAdaptive(av, cfg)...)
+	}
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
 	}
@@ -167,7 +172,7 @@ func splitRoot(root map[string]any, doc *Document) (map[string]any, error) {
 	_, hasLimits := root["limits"]
 	if !hasLimits {
 		for name := range root {
-			if name == "window" || name == "shadow" || name == "zone" || name == "schedules" || name == "routes" {
+			if name == "window" || name == "shadow" || name == "zone" || name == "schedules" || name == "routes" || name == "adaptive" {
 				return nil, errors.New(`limits document has "` + name + `" but no "limits" map`)
 			}
 		}
@@ -175,7 +180,7 @@ func splitRoot(root map[string]any, doc *Document) (map[string]any, error) {
 	}
 	for name, v := range root {
 		switch name {
-		case "limits", "schedules":
+		case "limits", "schedules", "adaptive":
 		case "window":
 			d, err := parseWindowSize(v)
 			if err != nil {
@@ -201,7 +206,7 @@ func splitRoot(root map[string]any, doc *Document) (map[string]any, error) {
 			}
 			doc.Routes = routes
 		default:
-			return nil, fmt.Errorf("unknown top-level field %q (want window, zone, shadow, limits, schedules, routes)", name)
+			return nil, fmt.Errorf("unknown top-level field %q (want window, zone, shadow, limits, schedules, routes, adaptive)", name)
 		}
 	}
 	limits, ok := root["limits"].(map[string]any)

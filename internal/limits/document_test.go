@@ -160,3 +160,51 @@ func TestParseVersionIsTheMD5(t *testing.T) {
 		}
 	}
 }
+
+// The adaptive section sets how named keys learn, schedules included, and
+// refuses what it cannot mean, naming the key and field.
+func TestParseAdaptive(t *testing.T) {
+	doc, err := Parse([]byte(`
+limits:
+  PAY:ALIPAY: 100
+  PAY:WECHAT: 50
+  REFUND:ALIPAY: 20
+schedules:
+  - {key: "PAY:WECHAT", from: "2030-01-01T00:00:00Z", to: "2030-01-02T00:00:00Z", limits: 10}
+adaptive:
+  "PAY:ALIPAY": off
+  "PAY:WECHAT": {decrease: 0.5, increase: 0.1, floor: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := doc.Config.Rules
+	if a := rules[ratelimit.Key{BizType: "PAY", Channel: "ALIPAY"}].Adaptive; !a.Off {
+		t.Errorf("PAY:ALIPAY %+v, want off", a)
+	}
+	want := ratelimit.Adaptive{Decrease: 500_000, Increase: 100_000, Floor: 2}
+	if a := rules[ratelimit.Key{BizType: "PAY", Channel: "WECHAT"}].Adaptive; a != want {
+		t.Errorf("PAY:WECHAT %+v, want %+v", a, want)
+	}
+	if a := doc.Config.Schedules[0].Rule.Adaptive; a != want {
+		t.Errorf("PAY:WECHAT's schedule %+v, want %+v", a, want)
+	}
+	if a := rules[ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}].Adaptive; a != (ratelimit.Adaptive{}) {
+		t.Errorf("REFUND:ALIPAY %+v, want the defaults (zero)", a)
+	}
+	for _, tt := range []struct{ adaptive, want string }{
+		{`{"PAY:ALIPAY": on}`, `key "PAY:ALIPAY": want off`},
+		{`{"PAY:UNIONPAY": off}`, `key "PAY:UNIONPAY" is not in limits`},
+		{`{"PAY:ALIPAY": {decrease: 1}}`, "decrease 1: want a fraction in (0, 1)"},
+		{`{"PAY:ALIPAY": {increase: 0}}`, "increase 0: want a fraction in (0, 1]"},
+		{`{"PAY:ALIPAY": {floor: 0}}`, "floor 0: want at least 1"},
+		{`{"PAY:ALIPAY": {floor: 1.5}}`, "floor 1.5: want a whole number"},
+		{`{"PAY:ALIPAY": {speed: 2}}`, `unknown field "speed"`},
+		{`[PAY:ALIPAY]`, "adaptive: want a map"},
+	} {
+		_, err := Parse([]byte("limits:\n  PAY:ALIPAY: 100\nadaptive: " + tt.adaptive + "\n"))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("adaptive %s: %v, want an error containing %q", tt.adaptive, err, tt.want)
+		}
+	}
+}
