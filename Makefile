@@ -10,7 +10,7 @@ SERVICES := scripts/services.sh
 # Integration tests get service addresses from the services script.
 WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
 
-.PHONY: chaos run build test unit race bench-smoke services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: chaos bench-adaptive run build test unit race bench-smoke services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, the in-process limiter journaled in the data dir, configs/channel-limits.yaml, channel simulators)
@@ -112,6 +112,11 @@ bench-gateway: services
 ## bench-codec: encoding/json against goccy/go-json and sonic on the pay path's payloads (bench/codec, a module of its own)
 bench-codec:
 	cd bench/codec && $(GO) run . -benchtime 300ms -rounds 3
+
+## bench-adaptive: learned limits against adaptive: off, side by side in one run: a channel at 60% of its configured limit, 3 instances at
+## twice the limit for 60 s (throttles and goodput from the emulator's ledger), recovery once the capacity is back, and routed goodput (about 2 minutes)
+bench-adaptive: services
+	$(WITH_SERVICES) PAYSERVER_IT_ADAPTIVE_LOAD=60s $(GO) test -count=1 -v -timeout 15m -run 'TestAdaptiveLimits|TestAdaptiveRoutedGoodput' ./integration/ | grep -E '^ADAPTIVE|^(ok|FAIL|---)'
 
 ## chaos: one seeded chaos campaign (CHAOS_SEED, default the clock; CHAOS_DURATION, default 10m): 3 payserver instances on MariaDB,
 ## Redis and the channel emulator under faults, its history checked by the independent witness (docs/RELIABILITY.md, "The chaos campaign")
