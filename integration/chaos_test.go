@@ -633,8 +633,8 @@ func (c *campaign) collect(quietFrom int64) witness.History {
 		iter := c.rdb.Scan(ctx, 0, "payserver:rl:{"+ch+"}:*", 1000).Iterator()
 		for iter.Next(ctx) {
 			key := iter.Val()
-			if strings.HasSuffix(key, ":v") || strings.Contains(key, ":#") {
-				continue // a sliding amount window's weights, a member's identity
+			if strings.HasSuffix(key, ":v") || strings.HasSuffix(key, ":L") || strings.Contains(key, ":#") {
+				continue // a sliding amount window's weights, a learned limit, a member's identity
 			}
 			switch c.rdb.Type(ctx, key).Val() {
 			case "zset":

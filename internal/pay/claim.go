@@ -38,7 +38,7 @@ const (
 // (claimFailed). The claim is detached from the caller's cancellation, as
 // the channel call is: a client leaving mid-claim must not cut a claim off
 // halfway (a batched INSERT outlives any one caller).
-func (s *Service) claim(ctx context.Context, o *Order) (won bool, answer *Order, err error) {
+func (s *Service) claim(ctx context.Context, req PayRequest, o *Order) (won bool, answer *Order, err error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ClaimTimeout)
 	err = s.orders.Create(cctx, o)
 	cancel()
@@ -62,7 +62,7 @@ func (s *Service) claim(ctx context.Context, o *Order) (won bool, answer *Order,
 		answer, err = s.lostClaim(ctx, o.RequestID, o.RequestHash, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o))
 		return false, answer, err
 	default:
-		return false, nil, s.claimFailed(o, fate, err)
+		return false, nil, s.claimFailed(req, o, fate, err)
 	}
 }
 
@@ -115,15 +115,25 @@ func (s *Service) resolveClaim(ctx context.Context, o *Order, claimErr error) (c
 }
 
 // claimFailed answers a claim that did not commit for certain, or could not
-// be confirmed. The limiter slot is kept either way: a concurrent duplicate
-// of this requestId (here or on another instance) may hold the same member
-// and be calling the channel under it. A retry with the same requestId is
-// admitted under that member without taking another slot.
-func (s *Service) claimFailed(o *Order, fate claimFate, claimErr error) error {
+// be confirmed. The limiter slot is not released now: a concurrent
+// duplicate of this requestId (here or on another instance) may hold the
+// same member and be calling the channel under it, and a retry with the
+// same requestId is admitted under that member without taking another
+// slot. It is handed to the lost-answer settler, as a 503 whose slot may
+// be held: a payment not retried within the grace is closed FAILED
+// NOT_SENT (which blocks any later claim of the requestId) and only then is
+// its slot released; one retried in time owns it. Without that a day
+// window kept the slot of every refused claim until the day ended (the
+// chaos campaign, seed 12).
+func (s *Service) claimFailed(req PayRequest, o *Order, fate claimFate, claimErr error) error {
+	hold := holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o)
 	if fate == claimUnknown {
 		// Our row may exist, PROCESSING, with nobody to send it: settle it
 		// as NOT_SENT once the database answers, so it does not end UNKNOWN.
-		s.settler.settleClaimLater(o, unconfirmedClaim, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o))
+		s.settler.settleClaimLater(o, unconfirmedClaim, hold)
+	}
+	if s.opts.LostAnswers != nil {
+		s.opts.LostAnswers.Add(req, hold)
 	}
 	s.log.Error("order store failed", "op", "claim the requestId", "requestId", o.RequestID,
 		"mayBeCommitted", fate == claimUnknown, "err", claimErr)

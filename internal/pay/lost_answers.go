@@ -122,7 +122,7 @@ const giveUpAfter = 5 * time.Minute
 
 // notSentLost is the failure message of a payment closed after its
 // limiter answer was lost and it was not retried.
-const notSentLost = "the channel limiter's answer was lost and the request was not retried in time; the payment was closed without being sent, and nothing was charged"
+const notSentLost = "the payment was answered 503 (the limiter's answer was lost, or its order could not be written) and was not retried in time; it was closed without being sent, and nothing was charged"
 
 // settle closes a, unless an order owns its requestId, and releases its
 // slots. An error means: try again later.

@@ -2,6 +2,7 @@ package pay_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -146,5 +147,50 @@ func TestLostAnswerFreesItsSlotAfterALimitsChange(t *testing.T) {
 	setDoc(t, lim, midnight)
 	if _, counts, _ := lim.Usage(context.Background(), ratelimit.Key{BizType: "B", Channel: "ALIPAY"}); counts[0] != 0 {
 		t.Fatalf("the midnight day window still holds %d, want 0: the lost call's slot was not freed", counts[0])
+	}
+}
+
+// TestFailedClaimNotRetriedFreesItsSlot: the database refused a claim
+// (nothing committed): 503, the slot kept for a retry. Not retried within
+// the grace, the payment is closed FAILED NOT_SENT and its slot released,
+// so a day window is not short of it until the day ends (the chaos
+// campaign, seed 12). Kept for ever before.
+func TestFailedClaimNotRetriedFreesItsSlot(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n")
+	store := paytest.NewMemStore()
+	lost, err := pay.NewLostAnswers(store, lim, pay.LostAnswersOptions{Grace: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { lost.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(sim)
+	svc, err := pay.NewService(store, lim, reg, pay.Options{LostAnswers: lost, ClaimTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.SetFailures(fmt.Errorf("connection refused: %w", pay.ErrNotCommitted), nil)
+	if _, err := svc.Pay(context.Background(), req("refused")); apperr.CodeOf(err) != apperr.DependencyUnavailable {
+		t.Fatalf("claim refused: %v, want DEPENDENCY_UNAVAILABLE", err)
+	}
+	store.SetFailures(nil, nil)
+	key := ratelimit.Key{BizType: "B", Channel: "ALIPAY"}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		o, err := store.Get(context.Background(), "refused")
+		_, counts, _ := lim.Usage(context.Background(), key)
+		if err == nil && o.FailureCode == pay.FailureNotSent && counts[0] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %+v (%v), day window %v: want FAILED NOT_SENT and the slot released", o, err, counts)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sim.Calls() != 0 {
+		t.Errorf("%d channel calls, want none", sim.Calls())
 	}
 }

@@ -117,7 +117,7 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
 		RoutedFrom: skipsOf(refused), Admission: admissionOf(d), hold: d.Hold,
 	}
-	if won, answer, err := s.claim(ctx, o); !won {
+	if won, answer, err := s.claim(ctx, req, o); !won {
 		return answer, err
 	}
 	return s.sendRouted(ctx, o, rest)

@@ -178,7 +178,7 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
 		Admission: admissionOf(d), hold: d.Hold,
 	}
-	if won, answer, err := s.claim(ctx, o); !won {
+	if won, answer, err := s.claim(ctx, req, o); !won {
 		return answer, err
 	}
 	return s.callChannel(ctx, ch, o)
