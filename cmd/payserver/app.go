@@ -46,8 +46,11 @@ type Main struct {
 	resolver *pay.Resolver
 	// orders is the order store, for the dashboard's unresolved payments
 	// and the admissions report.
-	orders   *repo.Orders
-	metrics  *metrics.Metrics
+	orders  *repo.Orders
+	metrics *metrics.Metrics
+	// learned exports the learned limits (payserver_limit_learned…),
+	// refreshed in the background.
+	learned  *metrics.LearnedLimits
 	stats    statsWiring
 	routing  routingWiring
 	api      apiWiring

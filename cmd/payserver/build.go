@@ -15,6 +15,7 @@ import (
 	"payserver/internal/channel"
 	"payserver/internal/channel/gateway"
 	"payserver/internal/configcenter"
+	"payserver/internal/metrics"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
@@ -39,7 +40,12 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 		Logger:           m.log.With("component", "limiter"),
 		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg),
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	m.learned = m.metrics.NewLearnedLimits(m.limiter, m.log.With("component", "learned-limits"))
+	m.goBackground(func() { m.learned.Run(ctx, metrics.LearnedRefresh) })
+	return nil
 }
 
 // limiterStore opens the store the limiter decides on.
@@ -118,6 +124,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		Routes:         routes,
 		Health:         health,
 		RouteObserver:  routed,
+		Throttles:      m.metrics.NewThrottles(m.channelCodes()),
 		Logger:         m.log.With("component", "pay"),
 		LostAnswers:    lost,
 	})
@@ -162,6 +169,7 @@ func (m *Main) startLimits(ctx context.Context) error {
 	applier := applierFunc(func(c *ratelimit.Config) {
 		m.metrics.SetKeys(c)
 		m.limiter.SetConfig(c)
+		m.learned.Kick()
 	})
 	watched := configcenter.Watch(src)
 	src = watched
@@ -213,12 +221,18 @@ type applierFunc func(*ratelimit.Config)
 
 func (f applierFunc) SetConfig(c *ratelimit.Config) { f(c) }
 
-func (m *Main) openChannels() error {
+// channelCodes returns the codes of the configured channels, sorted.
+func (m *Main) channelCodes() []string {
 	codes := make([]string, 0, len(m.cfg.Channels))
 	for code := range m.cfg.Channels {
 		codes = append(codes, code)
 	}
 	sort.Strings(codes)
+	return codes
+}
+
+func (m *Main) openChannels() error {
+	codes := m.channelCodes()
 	chs := make([]channel.Channel, 0, len(codes))
 	var sims, gateways []string
 	for _, code := range codes {

@@ -122,6 +122,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		Routes:     routeReports,
 		Quotas:     m.stats.forecaster.Forecasts,
 		Unresolved: m.orders.UnresolvedStats,
+		Learned:    m.limiter,
 	})
 	if err != nil {
 		return nil, err
@@ -130,8 +131,14 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 	if err != nil {
 		return nil, err
 	}
+	resetRoutes, err := httpapi.LearnedResetRoutes(httpapi.LearnedResetOptions{
+		Limits: m.limiter, History: history, Logger: m.log.With("component", "learned-limits"),
+	})
+	if err != nil {
+		return nil, err
+	}
 	admissions := httpapi.AdmissionsRoute(m.orders, m.log.With("component", "reports"), time.Now)
-	return []func(*gin.RouterGroup){routes, historyRoutes, routeReports.Register, admissions}, nil
+	return []func(*gin.RouterGroup){routes, historyRoutes, resetRoutes, routeReports.Register, admissions}, nil
 }
 
 // drainStats writes the pending stats at shutdown, once the HTTP server

@@ -39,6 +39,7 @@ func (m *Main) serve(svc *pay.Service) error {
 		Metrics:    promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}),
 		Observe:    m.metrics.HTTP,
 		Limits:     limitsView{m.limiter, m.manager},
+		Learned:    m.limiter,
 		Admin:      admin,
 		Notify:     &httpapi.NotifyOptions{Notifier: m.resolver, Secret: m.notifySecret},
 		Ready: []httpapi.Check{

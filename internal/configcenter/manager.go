@@ -40,6 +40,12 @@ const (
 	// KindRefused is a document that was refused; Refusal says why and
 	// the limits in force did not change.
 	KindRefused ChangeKind = "refused"
+	// KindLearnedReset is an admin's reset of a key's learned limits
+	// (POST /limits/learned/reset): Name is the key, Source "admin", and
+	// Keys lists each learned limit that was in force, as "KEY WINDOW:
+	// learned N of C since T -> reset". It is not a document and not a
+	// change of the limits document.
+	KindLearnedReset ChangeKind = "learned_reset"
 )
 
 // IsChange reports whether the entry changed the limits in force. Entries

@@ -215,11 +215,14 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 		v.Usage = append(v.Usage, newUsageBar(u))
 	}
 	if cfg != nil {
-		for _, l := range limitsJSON(cfg, limitKeys(cfg), nil, now) {
-			if inPage[l.Key] {
-				v.Limits = append(v.Limits, l)
+		var shown []ratelimit.Key
+		for _, k := range limitKeys(cfg) {
+			if inPage[k.String()] {
+				shown = append(shown, k)
 			}
 		}
+		learned := readLearned(ctx, d.r.opts.Learned, cfg, shown, now)
+		v.Limits = limitsJSON(cfg, shown, nil, learned, now)
 	}
 	if d.r.opts.Quotas != nil {
 		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"sort"
@@ -151,6 +152,12 @@ func serveAdmin(t *testing.T, token string, routes ...func(*gin.RouterGroup)) *t
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveHandler(t, h)
+}
+
+// serveHandler serves h, checking every answer against api/openapi.yaml.
+func serveHandler(t *testing.T, h http.Handler) *testServer {
+	t.Helper()
 	v, err := api.NewValidator()
 	if err != nil {
 		t.Fatal(err)

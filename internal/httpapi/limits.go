@@ -29,6 +29,8 @@ type windowNow struct {
 	// Used is what the window holds now (admissions, or amount in minor
 	// units); nil when it could not be read.
 	Used *int64 `json:"used"`
+	// learnedJSON is the window's learned limit, when one is in force.
+	learnedJSON
 }
 
 // scheduleRef names a schedule by its span.
@@ -59,6 +61,9 @@ type limitJSON struct {
 	// UsageError says why the windows' use could not be read; "" when it
 	// was (or the key is unlimited).
 	UsageError string `json:"usageError"`
+	// LearnedError says why the learned limits could not be read; absent
+	// when they were, or when no window of the key learns.
+	LearnedError string `json:"learnedError,omitempty"`
 }
 
 // scheduleJSON is one schedule of the document.
@@ -95,8 +100,9 @@ func limitKeys(cfg *ratelimit.Config) []ratelimit.Key {
 }
 
 // limitsJSON describes each key's rule in force at now with the use of its
-// windows (reads, parallel to keys; nil when the use was not read).
-func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []usageRead, now time.Time) []limitJSON {
+// windows (reads, parallel to keys; nil when the use was not read) and
+// their learned limits (learned, parallel to keys; nil when not read).
+func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []usageRead, learned []learnedRead, now time.Time) []limitJSON {
 	out := make([]limitJSON, 0, len(keys))
 	for i, k := range keys {
 		r := cfg.RuleAt(k, now)
@@ -123,13 +129,23 @@ func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []usageRead, 
 			// its counts only if that is the rule described here.
 			sameRule = configcenter.DescribeRule(read.rule, true) == l.Rule
 		}
+		var lr learnedRead
+		if learned != nil {
+			lr = learned[i]
+		}
 		for j, w := range describeWindows(r) {
 			wn := windowNow{windowJSON: w}
 			if read.err == nil && sameRule && j < len(read.counts) {
 				n := read.counts[j]
 				wn.Used = &n
 			}
+			if ll, ok := learnedFor(lr.limits, r.Windows[j]); ok && lr.err == nil {
+				wn.learnedJSON = newLearnedJSON(ll, now)
+			}
 			l.Windows = append(l.Windows, wn)
+		}
+		if lr.err != nil {
+			l.LearnedError = "could not read the learned limits from the limiter store: " + lr.err.Error()
 		}
 		switch {
 		case reads == nil:
@@ -191,7 +207,8 @@ func (h *handler) getLimits(c *gin.Context) {
 		now := h.now()
 		keys := limitKeys(cfg)
 		reads := readUsage(c.Request.Context(), h.opts.Limits, keys)
-		body["limits"] = limitsJSON(cfg, keys, reads, now)
+		learned := readLearned(c.Request.Context(), h.opts.Learned, cfg, keys, now)
+		body["limits"] = limitsJSON(cfg, keys, reads, learned, now)
 		body["schedules"] = schedulesJSON(cfg, now)
 		body["defaultWindow"] = configcenter.FormatWindow(cfg.DefaultWindow)
 		body["zone"] = cfg.Zone.String()

@@ -57,6 +57,9 @@ type ReportsOptions struct {
 	// Unresolved, when set, adds the orders whose outcome is UNKNOWN (how
 	// many, and the last update of the oldest) to the dashboard.
 	Unresolved func(ctx context.Context) (int64, time.Time, error)
+	// Learned, when set, marks the dashboard's windows whose limit is
+	// learned from the channel, as GET /limits shows them.
+	Learned LearnedSource
 }
 
 // usageTimeout bounds reading every key's occupancy for one answer.

@@ -172,9 +172,19 @@ type answer struct {
 // get calls path and checks the answer against api/openapi.yaml.
 func (s *testServer) get(t *testing.T, path, token string) answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
+	return s.do(t, http.MethodGet, path, token, "")
+}
+
+// do sends method to path, with body as JSON when it is not empty, and
+// checks the answer against api/openapi.yaml.
+func (s *testServer) do(t *testing.T, method, path, token, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -186,7 +196,7 @@ func (s *testServer) get(t *testing.T, path, token string) answer {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if err := s.v.CheckResponse(req, resp.StatusCode, resp.Header, b); err != nil {
-		t.Errorf("GET %s breaks api/openapi.yaml: %v\n%s", path, err, b)
+		t.Errorf("%s %s breaks api/openapi.yaml: %v\n%s", method, path, err, b)
 	}
 	return answer{resp.StatusCode, resp.Header, string(b)}
 }

@@ -83,6 +83,10 @@ type Options struct {
 	Observe func(route string, status int, method string, seconds float64)
 	// Limits serves GET /limits (admin); nil leaves the route out.
 	Limits LimitsView
+	// Learned, when set, adds each window's learned limit (from the
+	// channel's throttles) to GET /limits. *ratelimit.Limiter implements
+	// it.
+	Learned LearnedSource
 	// Admin registers more admin routes (limits, reports, dashboard) on the
 	// group, which already enforces admin auth.
 	Admin []func(g *gin.RouterGroup)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"payserver/internal/configcenter"
 	"payserver/internal/ratelimit"
@@ -108,7 +109,20 @@ type usageRead struct {
 // (the limiter answers it without asking Redis).
 func readUsage(ctx context.Context, src UsageSource, keys []ratelimit.Key) []usageRead {
 	out := make([]usageRead, len(keys))
-	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
+	eachKey(ctx, keys, usageTimeout, func(ctx context.Context, i int, k ratelimit.Key) {
+		rule, counts, err := src.Usage(ctx, k)
+		if err == nil && len(counts) != len(rule.Windows) && !rule.IsUnlimited() {
+			err = errUsageShape
+		}
+		out[i] = usageRead{rule: rule, counts: counts, err: err}
+	})
+	return out
+}
+
+// eachKey calls read for every key, usageParallelism at a time, with a
+// context that ends after timeout, and returns once every call has.
+func eachKey(ctx context.Context, keys []ratelimit.Key, timeout time.Duration, read func(ctx context.Context, i int, k ratelimit.Key)) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	sem := make(chan struct{}, usageParallelism)
 	var wg sync.WaitGroup
@@ -118,13 +132,8 @@ func readUsage(ctx context.Context, src UsageSource, keys []ratelimit.Key) []usa
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			rule, counts, err := src.Usage(ctx, k)
-			if err == nil && len(counts) != len(rule.Windows) && !rule.IsUnlimited() {
-				err = errUsageShape
-			}
-			out[i] = usageRead{rule: rule, counts: counts, err: err}
+			read(ctx, i, k)
 		}()
 	}
 	wg.Wait()
-	return out
 }

@@ -28,6 +28,9 @@ func TestLimitHistoryKeepsAppliedAndRefused(t *testing.T) {
 				{At: at.Add(time.Second), Kind: configcenter.KindRefused, Source: "file", Name: "f", MD5: "m2", Refusal: "limits.A:B: not a number"},
 				{At: at.Add(2 * time.Second), Kind: configcenter.KindRefused, Source: "nacos", Name: "G/d", Refusal: long},
 				{At: at.Add(3 * time.Second), Kind: configcenter.KindChange, Source: "file", Name: "f", MD5: "m3", Keys: []string{"A:B: 5/1s -> 6/1s"}},
+				// The longest kind fits the column (VARCHAR(16) on MariaDB).
+				{At: at.Add(4 * time.Second), Kind: configcenter.KindLearnedReset, Source: "admin", Name: "A:B",
+					Keys: []string{"A:B count/1s: learned 3 of 6 since 2026-03-01T10:00:03Z -> reset"}},
 			}
 			for _, c := range in {
 				if err := h.Record(ctx, c); err != nil {
@@ -43,8 +46,8 @@ func TestLimitHistoryKeepsAppliedAndRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := append(first, rest...)
-			if len(first) != 3 || len(got) != 4 {
-				t.Fatalf("pages of %d and %d entries, want 3 and 1", len(first), len(rest))
+			if len(first) != 3 || len(got) != 5 {
+				t.Fatalf("pages of %d and %d entries, want 3 and 2", len(first), len(rest))
 			}
 			for i, g := range got {
 				w := in[len(in)-1-i]
@@ -56,7 +59,7 @@ func TestLimitHistoryKeepsAppliedAndRefused(t *testing.T) {
 					t.Errorf("entry %d refusal %q, want %q", i, g.Refusal, w.Refusal)
 				}
 			}
-			if r := got[1].Refusal; len([]rune(r)) != 2000 || !strings.HasSuffix(r, "…") {
+			if r := got[2].Refusal; len([]rune(r)) != 2000 || !strings.HasSuffix(r, "…") {
 				t.Errorf("a long refusal is stored as %d runes, want 2000 ending in …", len([]rune(r)))
 			}
 		})

@@ -1,0 +1,126 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"payserver/internal/ratelimit"
+)
+
+// LearnedSource reads the learned limits in force of a key's windows: what
+// the channel's throttles taught the limiter. *ratelimit.Limiter
+// implements it.
+type LearnedSource interface {
+	Learned(ctx context.Context, key ratelimit.Key) ([]ratelimit.LearnedLimit, error)
+}
+
+// learnedTimeout bounds reading every shown key's learned limits for one
+// answer; a key not read by then says so in learnedError.
+const learnedTimeout = time.Second
+
+// learnedRead is what the limiter's store holds for one key: its learned
+// limits in force, or why they could not be read. asked is false for a key
+// that was not asked (no window of its rule learns).
+type learnedRead struct {
+	asked  bool
+	limits []ratelimit.LearnedLimit
+	err    error
+}
+
+// mayLearn reports whether a window of r may hold a learned limit: r
+// learns (its document does not turn adaptive off) and has a sliding count
+// window with a limit of at least 1. Only such keys are asked, so that the
+// answer costs no store call for the others.
+func mayLearn(r ratelimit.Rule) bool {
+	if r.Adaptive.Off {
+		return false
+	}
+	for _, w := range r.Windows {
+		if !w.Amount && !w.IsCalendar() && w.Limit >= 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// readLearned reads the learned limits of every key of keys whose rule in
+// force under cfg at now may learn, usageParallelism keys at a time, within
+// learnedTimeout. It returns nil when src is nil (not wired).
+func readLearned(ctx context.Context, src LearnedSource, cfg *ratelimit.Config, keys []ratelimit.Key, now time.Time) []learnedRead {
+	if src == nil || cfg == nil {
+		return nil
+	}
+	out := make([]learnedRead, len(keys))
+	eachKey(ctx, keys, learnedTimeout, func(ctx context.Context, i int, k ratelimit.Key) {
+		if !mayLearn(cfg.RuleAt(k, now)) {
+			return
+		}
+		ls, err := src.Learned(ctx, k)
+		out[i] = learnedRead{asked: true, limits: ls, err: err}
+	})
+	return out
+}
+
+// learnedFor returns the learned limit of w among ls, matched by the
+// window's identity (a sliding count window of w's size), or false.
+func learnedFor(ls []ratelimit.LearnedLimit, w ratelimit.Window) (ratelimit.LearnedLimit, bool) {
+	if w.Amount || w.IsCalendar() {
+		return ratelimit.LearnedLimit{}, false
+	}
+	for _, l := range ls {
+		if l.Window.ID() == w.ID() {
+			return l, true
+		}
+	}
+	return ratelimit.LearnedLimit{}, false
+}
+
+// learnedJSON is a window's learned limit in GET /limits; every field is
+// absent when none is in force.
+type learnedJSON struct {
+	// Learned is the learned value now: it climbs back by a step per
+	// window without a throttle.
+	Learned *int64 `json:"learned,omitempty"`
+	// EffectiveLimit is what the window enforces now: min(limit,
+	// learned), 0 until NotBefore.
+	EffectiveLimit *int64 `json:"effectiveLimit,omitempty"`
+	// LearnedSince is the channel's last throttle.
+	LearnedSince string `json:"learnedSince,omitempty"`
+	// NotBefore, when set, is the channel's retry-after: the window
+	// admits nothing until then.
+	NotBefore string `json:"notBefore,omitempty"`
+	// LearnedUntil is when the learned limit ends at the latest.
+	LearnedUntil string `json:"learnedUntil,omitempty"`
+}
+
+// newLearnedJSON describes l at now.
+func newLearnedJSON(l ratelimit.LearnedLimit, now time.Time) learnedJSON {
+	learned, effective := l.Learned, l.Limit
+	out := learnedJSON{Learned: &learned, EffectiveLimit: &effective,
+		LearnedSince: formatInstantNano(l.Since), LearnedUntil: formatInstantNano(l.Until)}
+	if l.NotBefore.After(now) {
+		out.NotBefore = formatInstantNano(l.NotBefore)
+	}
+	return out
+}
+
+func formatInstantNano(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// LearnedText renders the window's learned limit for people, "" when none
+// is in force: "learned 70 of 100 since 10:03:17 UTC", with ", nothing
+// before 10:03:20 UTC" while the channel's retry-after holds it.
+func (w windowNow) LearnedText() string {
+	if w.Learned == nil {
+		return ""
+	}
+	since, err := time.Parse(time.RFC3339Nano, w.LearnedSince)
+	if err != nil {
+		return ""
+	}
+	s := fmt.Sprintf("learned %d of %d since %s UTC", min(*w.Learned, w.Limit), w.Limit, since.UTC().Format("15:04:05"))
+	if nb, err := time.Parse(time.RFC3339Nano, w.NotBefore); err == nil {
+		s += fmt.Sprintf(", nothing before %s UTC", nb.UTC().Format("15:04:05"))
+	}
+	return s
+}
