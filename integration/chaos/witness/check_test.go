@@ -282,3 +282,15 @@ func TestAmountCountedIsTheAmountPaid(t *testing.T) {
 	b.h.Members[len(b.h.Members)-1].Amount = 1500
 	wantViolations(t, b.check(), AmountCounted)
 }
+
+// A 429 with room in every configured window is justified when the
+// channel throttled recently enough that a learned limit may bind (at most
+// 1/increase windows: 20 one-second windows by default), and only then.
+func TestRefusalByALearnedLimit(t *testing.T) {
+	b := cleanHistory(t)
+	b.throttled("th", "ONLINE_PAY", "ALIPAY", 10, t0+190*sec)
+	b.refused("r9", "ONLINE_PAY", "ALIPAY", 10, t0+200*sec) // 10 s after the throttle: may be learned
+	wantViolations(t, b.check())
+	b.refused("r10", "ONLINE_PAY", "ALIPAY", 10, t0+240*sec) // 50 s after: no learned limit lasts that long
+	wantViolations(t, b.check(), NoFalseRefusal)
+}

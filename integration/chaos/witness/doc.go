@@ -149,4 +149,10 @@
 // times the admissions made during it that may still be in the window (the
 // estimate of the in-process admissions, docs/DESIGN.md "Back to Redis").
 // A 503 overlaps a fault of any kind, lengthened by FaultSlack.
+// A learned limit (docs/OPERATIONS.md, "Limits learned from the channel")
+// is bounded rather than replayed: a 429 with room in every configured
+// window is justified when the channel answered THROTTLED to some pay
+// within ⌈1/increase⌉ windows of the key's longest learning window (plus
+// FaultSlack for the channel's retry-after) before the answer; the
+// document's adaptive section says which keys learn and how fast.
 package witness

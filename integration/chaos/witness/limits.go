@@ -32,6 +32,19 @@ type Document struct {
 	Schedules []Schedule
 	// Routes maps a bizType to its candidate channels, in order.
 	Routes map[string][]string
+	// Learning maps a key to how its sliding count windows learn from the
+	// channel's throttling (docs/OPERATIONS.md, "Limits learned from the
+	// channel"): every key learns, climbing back by Increase of its limit
+	// per window (default 0.05), unless the document's adaptive section
+	// says off.
+	Learning map[string]Learning
+}
+
+// Learning is one key's adaptive setting as far as the witness needs it:
+// whether it learns, and how fast a learned limit climbs back.
+type Learning struct {
+	Off      bool
+	Increase float64
 }
 
 // Rule is what one key enforces: all of its windows together.
@@ -138,7 +151,7 @@ func ParseDocument(raw []byte) (*Document, error) {
 	p := docParser{defaultSpanUs: 1e6, zone: "UTC"}
 	doc := &Document{Version: hex.EncodeToString(sum[:]), Keys: map[string]Rule{}, Routes: map[string][]string{}}
 	top := root.Content[0]
-	fields, err := fieldsOf(top, "window", "zone", "shadow", "routes", "limits", "schedules")
+	fields, err := fieldsOf(top, "window", "zone", "shadow", "routes", "limits", "schedules", "adaptive")
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +193,27 @@ func ParseDocument(raw []byte) (*Document, error) {
 				return nil, fmt.Errorf("key %q: %w", key, err)
 			}
 			doc.Keys[key] = rule
+		}
+	}
+	if n := fields["adaptive"]; n != nil {
+		var raw map[string]any
+		if err := n.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("adaptive: %w", err)
+		}
+		doc.Learning = map[string]Learning{}
+		for key, v := range raw {
+			l := Learning{Increase: 0.05}
+			switch x := v.(type) {
+			case string:
+				l.Off = x == "off"
+			case bool:
+				l.Off = !x
+			case map[string]any:
+				if inc, ok := x["increase"].(float64); ok && inc > 0 {
+					l.Increase = inc
+				}
+			}
+			doc.Learning[key] = l
 		}
 	}
 	if n := fields["schedules"]; n != nil {

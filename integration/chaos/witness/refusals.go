@@ -2,6 +2,7 @@ package witness
 
 import (
 	"encoding/json"
+	"math"
 	"sort"
 )
 
@@ -165,7 +166,7 @@ func (c *checker) checkLimited(op *Op, index map[groupKey]*possibleIndex) {
 		}
 	}
 	for _, ch := range channels {
-		if !c.refusalJustified(op, ch, member, index) {
+		if !c.refusalJustified(op, ch, member, index) && !c.mayBeLearned(op, ch) {
 			c.report(Violation{Property: NoFalseRefusal, Key: op.BizType + ":" + ch, RequestID: op.RequestID,
 				Message: "429 REQUEST_LIMITED while no window of the limits in force could have been full", Excerpt: []string{rec()}})
 		}
@@ -230,4 +231,40 @@ func (c *checker) redisInflation(key string, x *possibleIndex, from, to int64) (
 		}
 	}
 	return inflation, false
+}
+
+// mayBeLearned says whether a learned limit may have refused op on channel
+// (docs/OPERATIONS.md, "Limits learned from the channel"): the channel
+// answered THROTTLED to some pay within the longest a learned limit lasts
+// before op's answer. A learned limit climbs back by its key's increase of
+// the configured limit per window, so it lasts at most ⌈1 / increase⌉
+// windows of its key's sliding count windows after the last throttle,
+// plus the channel's retry-after (within FaultSlack). The witness bounds
+// where payserver's learned limit may have bound rather than replaying it.
+func (c *checker) mayBeLearned(op *Op, channel string) bool {
+	from, to := op.InvokeUs-c.skew-c.nearHold, completeOr(op, 0)+c.skew
+	var lasts int64
+	for _, rs := range c.rulesFor(op.BizType, channel, c.docsIn(from, to), from, to) {
+		for _, s := range rs.windowsFor(op.Amount, op.Currency) {
+			l, named := rs.doc.Learning[s.key]
+			if !named {
+				l = Learning{Increase: 0.05}
+			}
+			if l.Off || s.window.ID.Amount || s.window.ID.Calendar != "" || s.window.Limit < 1 {
+				continue
+			}
+			windows := int64(math.Ceil(1 / l.Increase))
+			lasts = max(lasts, windows*s.window.ID.SpanUs)
+		}
+	}
+	if lasts == 0 {
+		return false
+	}
+	for _, e := range c.h.Ledger {
+		if e.Channel == channel && e.Op == "pay" && e.Outcome == "THROTTLED" &&
+			e.ReceivedAtUs <= to && e.ReceivedAtUs >= from-lasts-c.faultSlack {
+			return true
+		}
+	}
+	return false
 }
