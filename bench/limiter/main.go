@@ -117,7 +117,7 @@ func main() {
 
 // tableOrder is the order of the table's rows.
 var tableOrder = []string{
-	"co-open", "store-open", "rb-open", "rr-open", "naive-open", "limiter-open",
+	"co-open", "store-open", "store-open-learn", "rb-open", "rr-open", "naive-open", "limiter-open",
 	"co-full", "store-full", "limiter-full", "rb-full", "rr-full", "naive-full",
 }
 
@@ -268,6 +268,7 @@ func run(o options) error {
 	inRounds := []func() (result, error){
 		b.goRun(b.coContender("co-open", "payserver RedisStore.Check as shipped (coalesced: 1 EVALSHA per batch)", "COPEN", openRule)),
 		b.goRun(b.storeContender("store-open", "payserver RedisStore.Check unbatched (1 EVALSHA per check)", "OPEN", openRule)),
+		b.goRun(b.learningContender("store-open-learn", "the same, the window learning from throttles (none in force)", "OPENL", openRule)),
 		b.rbRun("rb-open", "redis-benchmark EVALSHA same script, -P 1", "RBOPEN", openRule),
 		b.goRun(b.rrContender("rr-open", "go-redis/redis_rate v10 AllowN (GCRA)", "open", redisRateOpen())),
 		b.goRun(b.naiveContender("naive-open", "naive 3 commands (ratelimittest.NaiveStore)", "OPEN", openRule)),
@@ -475,6 +476,24 @@ func (b *bench) storeContender(id, name, channel string, rule ratelimit.Rule) co
 			return r.Allowed, err
 		},
 	}
+}
+
+// learningContender is storeContender with its window learning from the
+// channel's throttles (the default for a sliding count window), no learned
+// limit in force: the cost of the adaptive rule on the check, side by side
+// with storeContender's window that does not learn (adaptive: off).
+func (b *bench) learningContender(id, name, channel string, rule ratelimit.Rule) contender {
+	c := b.storeContender(id, name, channel, rule)
+	k := ratelimit.Key{BizType: "BENCH", Channel: channel}
+	ws := ratelimit.KeyWindows(k, rule.Windows)
+	for i := range ws {
+		ws[i].Learn = ratelimit.Learning{Step: max(1, ws[i].Limit/20), Decrease: ratelimit.DefaultDecrease, Floor: max(1, ws[i].Limit/100)}
+	}
+	c.op = func(ctx context.Context, m string) (bool, error) {
+		r, err := b.store.Check(ctx, ws, m, 0)
+		return r.Allowed, err
+	}
+	return c
 }
 
 // coContender is storeContender on the store as payserver ships it. Its

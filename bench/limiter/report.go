@@ -152,6 +152,7 @@ func printRatios(rows []result, rounds map[string][]result) {
 		{"unbatched payserver/redis_rate-allown", "store-open", "rr-open", 0},
 		{"unbatched payserver/naive-3cmd", "store-open", "naive-open", 0},
 		{"coalesced/unbatched", "co-open", "store-open", 0},
+		{"learning/adaptive-off (unbatched, no learned limit in force)", "store-open-learn", "store-open", 0},
 		{"saturated payserver/redis-benchmark-evalsha", "co-full", "rb-full", 0},
 		{"saturated payserver/redis_rate-allown", "co-full", "rr-full", 0},
 		{"saturated payserver/naive-3cmd", "co-full", "naive-full", 0},
