@@ -63,8 +63,8 @@ type MariaDB struct {
 // once the payserver user's DSN answers SELECT 1.
 func StartMariaDB(tb TB, opts MariaDBOptions) *MariaDB {
 	tb.Helper()
-	bin := lookBinary(tb, "mariadbd")
-	install := lookBinary(tb, "mariadb-install-db")
+	bin := Binary(tb, "mariadbd")
+	install := Binary(tb, "mariadb-install-db")
 	tmpl, err := mariadbTemplate(bin, install)
 	if err != nil {
 		tb.Fatalf("testenv: MariaDB template data dir: %v", err)
@@ -83,7 +83,7 @@ func StartMariaDB(tb TB, opts MariaDBOptions) *MariaDB {
 		tb.Cleanup(func() { _ = os.RemoveAll(short) })
 		sock = filepath.Join(short, "s.sock")
 	}
-	port := freePort(tb)
+	port := FreePort(tb)
 	m := &MariaDB{Addr: addr(port), Dir: dir, tb: tb, opts: opts}
 	q := "?parseTime=true&loc=UTC&multiStatements=true"
 	m.DSN = "payserver:payserver@tcp(" + m.Addr + ")/payserver" + q

@@ -61,14 +61,14 @@ const nacosAttempts = 8
 // fresh data dirs.
 func StartNacos(tb TB, opts NacosOptions) *Nacos {
 	tb.Helper()
-	bin := lookBinary(tb, "rnacos")
+	bin := Binary(tb, "rnacos")
 	n := max(opts.Nodes, 1)
 	if n != 1 && n != 3 {
 		tb.Fatalf("testenv: StartNacos: Nodes is %d, want 1 or 3", n)
 	}
 	c := &Nacos{}
 	for id := 1; id <= n; id++ {
-		port := freePort(tb, 1000)
+		port := FreePort(tb, 1000)
 		nd := &NacosNode{ID: id, Addr: addr(port), Dir: tb.TempDir(), tb: tb, grpc: addr(port + 1000)}
 		nd.p = &proc{name: fmt.Sprintf("rnacos node %d %s", id, nd.Addr), args: []string{bin, "-e", filepath.Join(nd.Dir, "rnacos.env")},
 			dir: nd.Dir, log: filepath.Join(nd.Dir, "rnacos.log")}
@@ -190,7 +190,7 @@ func (c *Nacos) probe() error {
 func (nd *NacosNode) launch(fresh bool, join string) error {
 	_, httpPort := splitAddr(nd.Addr)
 	_, grpcPort := splitAddr(nd.grpc)
-	console := freePort(nd.tb)
+	console := FreePort(nd.tb)
 	autoInit, joinAddr := "false", ""
 	if nd.ID == 1 {
 		autoInit = "true"

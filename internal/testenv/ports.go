@@ -8,10 +8,10 @@ import (
 // Host is the only address servers listen on.
 const Host = "127.0.0.1"
 
-// freePort returns a loopback port p such that nothing listens on p, nor
+// FreePort returns a loopback port p such that nothing listens on p, nor
 // on p+off for each of offsets (r-nacos serves gRPC on its HTTP port +
-// 1000, which the Nacos SDKs assume).
-func freePort(tb TB, offsets ...int) int {
+// 1000, which the Nacos SDKs assume), when it returns.
+func FreePort(tb TB, offsets ...int) int {
 	tb.Helper()
 	for range 100 {
 		l, err := net.Listen("tcp", net.JoinHostPort(Host, "0"))

@@ -51,8 +51,8 @@ func StartRedis(tb TB, opts RedisOptions) *Redis {
 // newRedis prepares a redis-server on a free port without starting it.
 func newRedis(tb TB, opts RedisOptions, name string) *Redis {
 	tb.Helper()
-	bin := lookBinary(tb, "redis-server")
-	port := freePort(tb)
+	bin := Binary(tb, "redis-server")
+	port := FreePort(tb)
 	dir := tb.TempDir()
 	r := &Redis{Addr: addr(port), Dir: dir, tb: tb, opts: opts}
 	args := []string{bin, "--bind", Host, "--protected-mode", "yes", "--save", "", "--appendonly", "no",

@@ -24,9 +24,9 @@ type TB interface {
 // ci reports whether missing servers are failures (CI=true).
 func ci() bool { return os.Getenv("CI") == "true" }
 
-// lookBinary returns the path of the named server binary (rnacos is also
+// Binary returns the path of the named server binary (rnacos is also
 // looked for in ~/.cargo/bin), or skips tb (fails it under CI=true).
-func lookBinary(tb TB, name string) string {
+func Binary(tb TB, name string) string {
 	tb.Helper()
 	if p, err := exec.LookPath(name); err == nil {
 		return p
@@ -49,7 +49,7 @@ func lookBinary(tb TB, name string) string {
 func Installed() bool {
 	s := &probeTB{}
 	for _, b := range []string{"redis-server", "mariadbd", "mariadb-install-db", "rnacos"} {
-		if lookBinary(s, b); s.failed {
+		if Binary(s, b); s.failed {
 			return false
 		}
 	}
