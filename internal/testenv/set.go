@@ -13,6 +13,7 @@ type SetOptions struct {
 	MariaDB        bool // the tests' MariaDB
 	MariaDBDurable bool // a durable MariaDB, for benchmarks
 	Nacos          bool // a single r-nacos node
+	NacosCluster   bool // three r-nacos nodes in one raft group
 }
 
 // SharedSet is what the tests share: Redis, Redis Cluster, MariaDB and Nacos.
@@ -26,6 +27,7 @@ type Set struct {
 	MariaDB        *MariaDB
 	MariaDBDurable *MariaDB
 	Nacos          *Nacos
+	NacosCluster   *Nacos
 }
 
 // StartSet starts the chosen servers side by side and returns once all of
@@ -49,13 +51,16 @@ func StartSet(tb TB, opts SetOptions) *Set {
 	if opts.Nacos {
 		g.goStart(func(tb TB) { s.Nacos = StartNacos(tb, NacosOptions{}) })
 	}
+	if opts.NacosCluster {
+		g.goStart(func(tb TB) { s.NacosCluster = StartNacos(tb, NacosOptions{Nodes: 3}) })
+	}
 	g.wait()
 	return s
 }
 
 // Env returns NAME=value lines, sorted, for the servers of the set:
 //
-//	PAYSERVER_TEST_REDIS_ADDR            host:port
+//	PAYSERVER_TEST_REDIS_ADDR, _PID      host:port and redis-server's pid
 //	PAYSERVER_TEST_REDIS_CLUSTER_ADDRS   host:port,... (the masters)
 //	PAYSERVER_TEST_MYSQL_DSN             the payserver user, database payserver
 //	PAYSERVER_TEST_MYSQL_ADMIN_DSN       the same without a database
@@ -63,11 +68,13 @@ func StartSet(tb TB, opts SetOptions) *Set {
 //	PAYSERVER_TEST_MYSQL_ADDR, _PID      host:port and mariadbd's pid
 //	PAYSERVER_TEST_MYSQL_DURABLE_DSN, _ADDR, _PID   the durable MariaDB's
 //	PAYSERVER_TEST_NACOS_ADDR            HTTP host:port (gRPC: port+1000)
+//	PAYSERVER_TEST_NACOS_CLUSTER_ADDRS   the three nodes' HTTP host:port
 func (s *Set) Env() []string {
 	var env []string
 	add := func(name, value string) { env = append(env, "PAYSERVER_TEST_"+name+"="+value) }
 	if s.Redis != nil {
 		add("REDIS_ADDR", s.Redis.Addr)
+		add("REDIS_PID", strconv.Itoa(s.Redis.Pid()))
 	}
 	if s.Cluster != nil {
 		add("REDIS_CLUSTER_ADDRS", strings.Join(s.Cluster.Addrs(), ","))
@@ -86,6 +93,9 @@ func (s *Set) Env() []string {
 	}
 	if s.Nacos != nil {
 		add("NACOS_ADDR", s.Nacos.Addr())
+	}
+	if s.NacosCluster != nil {
+		add("NACOS_CLUSTER_ADDRS", strings.Join(s.NacosCluster.Addrs(), ","))
 	}
 	sort.Strings(env)
 	return env

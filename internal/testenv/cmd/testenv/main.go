@@ -6,8 +6,8 @@
 //
 //	go run ./internal/testenv/cmd/testenv [-services LIST] [-- COMMAND ARGS...]
 //
-// LIST is comma-separated: redis, cluster, mariadb, mariadb-durable, nacos
-// (default redis,cluster,mariadb,nacos). With a command, testenv exits with
+// LIST is comma-separated: redis, cluster, mariadb, mariadb-durable, nacos,
+// nacos-cluster (default redis,cluster,mariadb,nacos). With a command, testenv exits with
 // the command's status.
 package main
 
@@ -34,7 +34,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("testenv", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	services := fs.String("services", "redis,cluster,mariadb,nacos", "servers to start: redis, cluster, mariadb, mariadb-durable, nacos")
+	services := fs.String("services", "redis,cluster,mariadb,nacos", "servers to start: redis, cluster, mariadb, mariadb-durable, nacos, nacos-cluster")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -104,8 +104,10 @@ func parseServices(list string) (testenv.SetOptions, error) {
 			o.MariaDBDurable = true
 		case "nacos":
 			o.Nacos = true
+		case "nacos-cluster":
+			o.NacosCluster = true
 		default:
-			return o, fmt.Errorf("unknown service %q (redis, cluster, mariadb, mariadb-durable, nacos)", name)
+			return o, fmt.Errorf("unknown service %q (redis, cluster, mariadb, mariadb-durable, nacos, nacos-cluster)", name)
 		}
 	}
 	return o, nil
