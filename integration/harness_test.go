@@ -45,8 +45,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// The shared servers start while the binaries build. Without them
-	// installed the tests that need them skip (fail with CI=true).
+	// The shared servers start while the binaries build; PAYSERVER_TEST_*
+	// variables already set keep their value. Without the servers installed
+	// the tests that need them skip (fail with CI=true).
 	var set *testenv.Set
 	setUp := make(chan struct{})
 	go func() {
@@ -77,8 +78,10 @@ func TestMain(m *testing.M) {
 	<-setUp
 	if set != nil {
 		for _, kv := range set.Env() {
-			name, value, _ := strings.Cut(kv, "=")
-			_ = os.Setenv(name, value)
+			// A server the caller named wins (e.g. another Nacos).
+			if name, value, _ := strings.Cut(kv, "="); os.Getenv(name) == "" {
+				_ = os.Setenv(name, value)
+			}
 		}
 	}
 	code := m.Run()

@@ -29,8 +29,8 @@ import (
 )
 
 // Integration tests against a real r-nacos server. The address comes from
-// PAYSERVER_TEST_NACOS_ADDR (host:HTTP-port; gRPC is port+1000), as started
-// by scripts/services.sh. Without it the tests skip, except under CI=true
+// PAYSERVER_TEST_NACOS_ADDR (host:HTTP-port; gRPC is port+1000), as the
+// testenv command sets it (make test). Without it the tests skip, except under CI=true
 // where a missing service is a failure. TestNacosSourceServerRestart runs
 // its own r-nacos (internal/testenv).
 
