@@ -38,9 +38,10 @@ type NacosNode struct {
 	// Dir holds the data dir, the env file and the log (rnacos.log).
 	Dir string
 
-	tb   TB
-	p    *proc
-	grpc string
+	tb    TB
+	p     *proc
+	grpc  string
+	alone bool // a single node, not one of a group
 }
 
 // nacosAttempts bounds the fresh starts: r-nacos 0.8.8 can panic while it
@@ -69,7 +70,7 @@ func StartNacos(tb TB, opts NacosOptions) *Nacos {
 	c := &Nacos{}
 	for id := 1; id <= n; id++ {
 		port := FreePort(tb, 1000)
-		nd := &NacosNode{ID: id, Addr: addr(port), Dir: tb.TempDir(), tb: tb, grpc: addr(port + 1000)}
+		nd := &NacosNode{ID: id, Addr: addr(port), Dir: tb.TempDir(), tb: tb, grpc: addr(port + 1000), alone: n == 1}
 		nd.p = &proc{name: fmt.Sprintf("rnacos node %d %s", id, nd.Addr), args: []string{bin, "-e", filepath.Join(nd.Dir, "rnacos.env")},
 			dir: nd.Dir, log: filepath.Join(nd.Dir, "rnacos.log")}
 		tb.Cleanup(func() { nd.p.stop(syscall.SIGKILL, 5*time.Second) })
@@ -236,7 +237,7 @@ func (nd *NacosNode) Start() {
 		nd.p.fail(nd.tb, err)
 	}
 	ready := nd.up
-	if nd.ID == 1 {
+	if nd.alone {
 		ready = func() error {
 			if err := nd.up(); err != nil {
 				return err

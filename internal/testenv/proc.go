@@ -116,6 +116,11 @@ func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
 	if cmd == nil {
 		return
 	}
+	select {
+	case <-done:
+		return // gone: its pid may belong to someone else by now
+	default:
+	}
 	pg := -cmd.Process.Pid
 	_ = syscall.Kill(pg, syscall.SIGCONT) // a paused process cannot act on SIGTERM
 	_ = syscall.Kill(pg, sig)

@@ -33,9 +33,10 @@ type Redis struct {
 	// Dir holds its data, configuration and log (redis.log).
 	Dir string
 
-	tb   TB
-	opts RedisOptions
-	p    *proc
+	tb     TB
+	opts   RedisOptions
+	tlsCfg *tls.Config // the client side of opts.TLS
+	p      *proc
 }
 
 // StartRedis starts a standalone redis-server on a free loopback port under
@@ -55,6 +56,14 @@ func newRedis(tb TB, opts RedisOptions, name string) *Redis {
 	port := FreePort(tb)
 	dir := tb.TempDir()
 	r := &Redis{Addr: addr(port), Dir: dir, tb: tb, opts: opts}
+	if opts.TLS != nil {
+		cfg, err := opts.TLS.ClientTLS()
+		if err != nil {
+			tb.Fatalf("testenv: TLS client configuration: %v", err)
+		}
+		cfg.ServerName = Host
+		r.tlsCfg = cfg
+	}
 	args := []string{bin, "--bind", Host, "--protected-mode", "yes", "--save", "", "--appendonly", "no",
 		"--dir", dir, "--logfile", ""}
 	p := strconv.Itoa(port)
@@ -84,13 +93,8 @@ func (r *Redis) Options() *redis.Options {
 	if r.opts.User != "" {
 		o.Username, o.Password = r.opts.User, r.opts.UserPassword
 	}
-	if r.opts.TLS != nil {
-		cfg, err := r.opts.TLS.ClientTLS()
-		if err != nil {
-			cfg = &tls.Config{MinVersion: tls.VersionTLS12} // fails the handshake, and so the ping, with a reason
-		}
-		cfg.ServerName = Host
-		o.TLSConfig = cfg
+	if r.tlsCfg != nil {
+		o.TLSConfig = r.tlsCfg.Clone()
 	}
 	return o
 }
