@@ -64,8 +64,10 @@ func newRedis(tb TB, opts RedisOptions, name string) *Redis {
 		cfg.ServerName = Host
 		r.tlsCfg = cfg
 	}
+	// A replica's full sync starts at once (Redis waits 5 s by default for
+	// more replicas to share a diskless transfer).
 	args := []string{bin, "--bind", Host, "--protected-mode", "yes", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", ""}
+		"--dir", dir, "--logfile", "", "--repl-diskless-sync-delay", "0"}
 	p := strconv.Itoa(port)
 	if opts.TLS != nil {
 		args = append(args, "--port", "0", "--tls-port", p,

@@ -29,11 +29,11 @@ func TestRedisKillStart(t *testing.T) {
 	}
 }
 
-// The replicas, Sentinel and fault injection are exercised by the failover
-// tests in integration/.
+// Sentinel and the fault injection are exercised by the failover tests in
+// integration/.
 func TestCluster(t *testing.T) {
 	start := time.Now()
-	c := StartCluster(t, ClusterOptions{})
+	c := StartCluster(t, ClusterOptions{Replicas: 1})
 	t.Logf("cluster of %d up in %v", len(c.Nodes), time.Since(start))
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	defer cc.Close()
