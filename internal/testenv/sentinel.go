@@ -31,7 +31,8 @@ type Sentinel struct {
 	Data []*Redis
 	// Sentinels are the three sentinel processes.
 	Sentinels []*Redis
-	Password  string
+	// Password is what the sentinels require ("" for none).
+	Password string
 }
 
 // StartSentinel starts the data nodes and the sentinels on free loopback
