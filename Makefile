@@ -6,11 +6,13 @@ GO ?= go
 # speaks msgpack, and github.com/ugorji/go/codec alone was about an eighth of a
 # cold build (docs/PERFORMANCE.md, "Cold build"). make test builds what make run builds.
 export GOFLAGS += -tags=nomsgpack
-SERVICES := scripts/services.sh
-# Integration tests get service addresses from the services script.
-WITH_SERVICES = set -euo pipefail; eval "$$($(SERVICES) env)";
+# The shared test servers (Redis, Redis Cluster, MariaDB, Nacos): the testenv
+# command starts them on free loopback ports under a temporary directory, runs
+# the command after -- with their PAYSERVER_TEST_* variables, and stops them.
+# integration/ starts its own in TestMain.
+TESTENV = $(GO) run ./internal/testenv/cmd/testenv
 
-.PHONY: chaos bench-adaptive run build test unit race bench-smoke services services-stop browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: chaos bench-adaptive run build test unit race bench-smoke services install-services browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, the in-process limiter journaled in the data dir, configs/channel-limits.yaml, channel simulators)
@@ -24,13 +26,13 @@ build:
 
 ## test: vet + gofmt, promtool rule tests, unit tests with the race detector (model property tests on every store), integration tests on real MariaDB, Redis, Redis Cluster, Sentinel, TLS servers and Nacos (single and 3-node), a 5 s fuzz pass, govulncheck
 ## (integration tests run payserver binaries built with -race, except latency tests; the test process itself runs without -race)
-test: vet services browser alerts
-	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /integration)
+test: vet install-services browser alerts
+	$(TESTENV) -- $(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /integration)
 	cd api/client && $(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run TestCalendarTilesEveryZone ./internal/ratelimit/
 	$(MAKE) bench-smoke
-	$(WITH_SERVICES) $(GO) test -count=1 -timeout 20m -skip TestChaosCampaign ./integration/ ./integration/chaos/...
-	$(WITH_SERVICES) CHAOS_DURATION=$${CHAOS_DURATION:-40s} $(GO) test -count=1 -v -timeout 15m -run TestChaosCampaign ./integration/
+	$(GO) test -count=1 -timeout 20m -skip TestChaosCampaign ./integration/ ./integration/chaos/...
+	CHAOS_DURATION=$${CHAOS_DURATION:-40s} $(GO) test -count=1 -v -timeout 15m -run TestChaosCampaign ./integration/
 	FUZZTIME=5s scripts/fuzz.sh
 	scripts/govulncheck.sh
 
@@ -39,9 +41,13 @@ vet:
 	cd api/client && $(GO) vet ./...
 	@test -z "$$(gofmt -l cmd internal integration api migrations bench 2>/dev/null)" || { echo "gofmt needed:"; gofmt -l cmd internal integration api migrations bench; exit 1; }
 
-## services: install (if missing) and start MariaDB, Redis, Redis Cluster and r-nacos on loopback
-services:
-	$(SERVICES) start all
+## install-services: install (if missing) Redis, MariaDB and r-nacos; nothing is started
+install-services:
+	scripts/install-services.sh
+
+## services: start the shared test servers on free loopback ports and print their PAYSERVER_TEST_* variables; Ctrl-C stops them
+services: install-services
+	$(TESTENV)
 
 ## alerts: promtool (Debian's prometheus package) checks deploy/prometheus/alerts.yml and runs its unit tests;
 ## integration/metrics_exist_test.go (in the integration step) checks the rules' and dashboard's metrics exist
@@ -54,14 +60,11 @@ alerts:
 browser:
 	scripts/install-chromium.sh
 
-services-stop:
-	$(SERVICES) stop all failover-cluster
+unit: install-services
+	$(TESTENV) -- $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /integration)
 
-unit:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /integration)
-
-integration: services
-	$(WITH_SERVICES) $(GO) test -count=1 -v ./integration/
+integration: install-services
+	$(GO) test -count=1 -v ./integration/
 
 check-limits:
 	$(GO) run ./cmd/payserver check-limits configs/channel-limits.yaml
@@ -71,15 +74,15 @@ clean:
 
 ## bench-smoke: every contender of the limiter benchmark once, briefly (a benchmark that no longer runs measures nothing); make test runs it
 bench-smoke:
-	$(WITH_SERVICES) $(GO) run ./bench/limiter -duration 200ms -warmup 100ms -rounds 1 -alloc-checks 200 > /dev/null
+	$(TESTENV) -services redis -- $(GO) run ./bench/limiter -duration 200ms -warmup 100ms -rounds 1 -alloc-checks 200 > /dev/null
 
 ## bench: limiter micro-benchmarks against a real Redis, with side-by-side ratios
-bench: services
+bench: install-services
 	scripts/bench.sh
 
 ## bench-nacos: publish-to-enforcement latency over 50 Nacos publishes, 2 instances (r-nacos)
-bench-nacos: services
-	$(WITH_SERVICES) PAYSERVER_IT_PUBLISHES=50 $(GO) test -count=1 -v -run TestNacosPropagation ./integration/ | grep -E 'PROPAGATION|^(ok|FAIL|---)'
+bench-nacos: install-services
+	set -o pipefail; PAYSERVER_IT_PUBLISHES=50 $(GO) test -count=1 -v -run TestNacosPropagation ./integration/ | grep -E 'PROPAGATION|^(ok|FAIL|---)'
 
 ## fuzz: every go test -fuzz target for FUZZTIME each (default 30s); failing inputs go to testdata/fuzz
 fuzz:
@@ -93,20 +96,20 @@ schemathesis:
 vulncheck:
 	scripts/govulncheck.sh
 
-## bench-e2e: end-to-end POST /pay on a durable MariaDB (own instance, :13308) and Redis, ratios side by side (about 7 minutes)
-bench-e2e: services
+## bench-e2e: end-to-end POST /pay on a durable MariaDB (an instance of its own) and Redis, ratios side by side (about 7 minutes)
+bench-e2e: install-services
 	scripts/bench-e2e.sh
 
 ## bench-routing: a routed POST /pay (no channel) against a pinned one, and one falling back past a full candidate, side by side on the durable MariaDB (about 2 minutes)
-bench-routing: services
+bench-routing: install-services
 	scripts/bench-routing.sh
 
 ## profile: CPU and allocation profiles of the admitted path under load
-profile: services
+profile: install-services
 	scripts/profile.sh
 
 ## bench-gateway: POST /pay through the HTTP channel gateway (the emulator) against the in-process simulator, side by side on the durable MariaDB, and the resolver's time from UNKNOWN to resolved (about 1 minute)
-bench-gateway: services
+bench-gateway: install-services
 	scripts/bench-gateway.sh
 
 ## bench-codec: encoding/json against goccy/go-json and sonic on the pay path's payloads (bench/codec, a module of its own)
@@ -115,15 +118,15 @@ bench-codec:
 
 ## bench-adaptive: learned limits against adaptive: off, side by side in one run: a channel at 60% of its configured limit, 3 instances at
 ## twice the limit for 60 s (throttles and goodput from the emulator's ledger), recovery once the capacity is back, and routed goodput (about 2 minutes)
-bench-adaptive: services
-	$(WITH_SERVICES) PAYSERVER_IT_ADAPTIVE_LOAD=60s $(GO) test -count=1 -v -timeout 15m -run 'TestAdaptiveLimits|TestAdaptiveRoutedGoodput' ./integration/ | grep -E '^ADAPTIVE|^(ok|FAIL|---)'
+bench-adaptive: install-services
+	set -o pipefail; PAYSERVER_IT_ADAPTIVE_LOAD=60s $(GO) test -count=1 -v -timeout 15m -run 'TestAdaptiveLimits|TestAdaptiveRoutedGoodput' ./integration/ | grep -E '^ADAPTIVE|^(ok|FAIL|---)'
 
 ## chaos: one seeded chaos campaign (CHAOS_SEED, default the clock; CHAOS_DURATION, default 10m): 3 payserver instances on MariaDB,
 ## Redis and the channel emulator under faults, its history checked by the independent witness (docs/RELIABILITY.md, "The chaos campaign")
-chaos: services
-	$(WITH_SERVICES) CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -timeout 6h -run 'TestChaosCampaign|TestChaosCalendar' ./integration/
+chaos: install-services
+	CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -timeout 6h -run 'TestChaosCampaign|TestChaosCalendar' ./integration/
 
-## failover: only the failover test (also in `make test`): 3 instances on the failover cluster (3 masters + 3 replicas,
-## 127.0.0.1:17101..17106), 40 s load per policy (local, deny), the key's master killed and failed over (about 1.5 min)
-failover: services
-	$(WITH_SERVICES) $(GO) test -count=1 -v -run TestRedisClusterFailover -timeout 10m ./integration/
+## failover: only the failover test (also in `make test`): 3 instances on a cluster of the test's own (3 masters + 3 replicas),
+## 40 s load per policy (local, deny), the key's master killed and failed over (about 1.5 min)
+failover: install-services
+	$(GO) test -count=1 -v -run TestRedisClusterFailover -timeout 10m ./integration/

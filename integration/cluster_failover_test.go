@@ -5,33 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
-
-// services runs scripts/services.sh with extra environment entries.
-func services(t *testing.T, script string, env []string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(script, args...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("services.sh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
 
 func nodeClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 300 * time.Millisecond,
@@ -76,9 +63,8 @@ const (
 )
 
 // TestRedisClusterFailover kills the master that owns a key's hash slot under
-// load, on the failover cluster (scripts/services.sh failover-cluster: 3
-// masters + 3 replicas on 127.0.0.1:17101..17106, separate from the shared
-// cluster), once per limiter policy:
+// load, on a cluster of its own (3 masters + 3 replicas, started by
+// internal/testenv), once per limiter policy:
 //
 //   - local (the default): Redis's own record (every member ever read back
 //     from the key's sorted set, with its Redis timestamp) holds the limit
@@ -100,8 +86,6 @@ const (
 // Redis again. PAYSERVER_IT_FAILOVER_SECONDS sets the load length (default
 // 40).
 func TestRedisClusterFailover(t *testing.T) {
-	script := testutil.Env(t, "PAYSERVER_TEST_SERVICES_SCRIPT")
-	addrs := strings.Split(testutil.Env(t, "PAYSERVER_TEST_FAILOVER_CLUSTER_ADDRS"), ",")
 	seconds := 40
 	if v := os.Getenv("PAYSERVER_IT_FAILOVER_SECONDS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -111,13 +95,14 @@ func TestRedisClusterFailover(t *testing.T) {
 		seconds = n
 	}
 	dsn := testutil.MustFreshMySQL(t)
+	cluster := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: 1})
 	for _, run := range []failoverRun{
 		{name: "local", policy: "local"},
 		{name: "deny", policy: "deny"},
 		{name: "deny_replica_behind", policy: "deny", replicaBehind: time.Second},
 	} {
 		t.Run(run.name, func(t *testing.T) {
-			run.script, run.addrs, run.dsn, run.length = script, addrs, dsn, time.Duration(seconds)*time.Second
+			run.cluster, run.addrs, run.dsn, run.length = cluster, cluster.Addrs(), dsn, time.Duration(seconds)*time.Second
 			runFailover(t, run)
 		})
 	}
@@ -129,7 +114,7 @@ type failoverRun struct {
 	// replicaBehind, when set, stops the killed master's replica and cuts
 	// its replication link this long before the kill.
 	replicaBehind time.Duration
-	script        string
+	cluster       *testenv.Cluster
 	addrs         []string
 	dsn           string
 	length        time.Duration
@@ -139,7 +124,9 @@ func runFailover(t *testing.T, run failoverRun) {
 	// Up and healthy, every master with its replica linked (after the
 	// previous run's killed node rejoined).
 	shapeStart := time.Now()
-	services(t, run.script, nil, "start", "failover-cluster")
+	if err := run.cluster.WaitHealthy(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("failover cluster %s healthy in %v", strings.Join(run.addrs, ","), time.Since(shapeStart).Round(time.Millisecond))
 
 	biz := testutil.UniqueName("FAILOVER")
@@ -159,7 +146,7 @@ func runFailover(t *testing.T, run failoverRun) {
 	var killed string
 	t.Cleanup(func() { // registered first, so it runs after the servers stopped
 		if killed != "" {
-			services(t, run.script, nil, "start", "failover-node:"+portOf(killed))
+			run.cluster.Node(killed).Start()
 		}
 	})
 	t.Logf("policy %s; key %s: slot %d, master %s", run.policy, tag, slot, master)
@@ -296,12 +283,12 @@ func runFailover(t *testing.T, run failoverRun) {
 	// writes when asked.
 	var cont func()
 	if run.replicaBehind > 0 {
-		cont = stopReplicaOf(t, master)
+		cont = stopReplicaOf(t, run.cluster, master)
 		time.Sleep(run.replicaBehind)
 	}
 	rec.read()
 	killed = master
-	services(t, run.script, nil, "kill", "failover-node:"+portOf(killed))
+	run.cluster.Node(killed).Kill()
 	killAt := time.Now()
 	if cont != nil {
 		cont()
@@ -347,7 +334,7 @@ func runFailover(t *testing.T, run failoverRun) {
 
 	// The killed node comes back as a replica at three quarters of the run.
 	time.Sleep(time.Until(start.Add(run.length * 3 / 4)))
-	services(t, run.script, nil, "start", "failover-node:"+portOf(killed))
+	run.cluster.Node(killed).Start()
 	restartAt := time.Now()
 	waitFor(t, "the killed node to rejoin as a replica", 30*time.Second, func() bool {
 		k := nodeClient(killed)
@@ -544,11 +531,11 @@ func runFailover(t *testing.T, run failoverRun) {
 }
 
 // stopReplicaOf makes the replica of master miss master's next writes: it
-// stops the replica process (SIGSTOP: it cannot reconnect) and closes its
+// pauses the replica process (SIGSTOP: it cannot reconnect) and closes its
 // replication link on master, so that what master writes from now on stays
 // in master's backlog. The returned func resumes the replica (SIGCONT); it
 // is also registered as a cleanup.
-func stopReplicaOf(t *testing.T, master string) func() {
+func stopReplicaOf(t *testing.T, cluster *testenv.Cluster, master string) func() {
 	t.Helper()
 	mc := nodeClient(master)
 	defer mc.Close()
@@ -568,29 +555,16 @@ func stopReplicaOf(t *testing.T, master string) func() {
 			}
 		}
 	}
-	if port == "" {
-		t.Fatalf("master %s has no replica: %s", master, info)
+	replica := cluster.Node("127.0.0.1:" + port)
+	if replica == nil {
+		t.Fatalf("master %s has no replica in the cluster: %s", master, info)
 	}
-	stateDir := os.Getenv("PAYSERVER_SERVICES_DIR")
-	if stateDir == "" {
-		stateDir = "/tmp/payserver-services"
-	}
-	b, err := os.ReadFile(filepath.Join(stateDir, "failover-cluster", port, "redis.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resume := sync.OnceFunc(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	replica.Pause()
+	resume := sync.OnceFunc(replica.Resume)
 	t.Cleanup(resume)
 	if err := mc.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("replica 127.0.0.1:%s (pid %d) stopped and its link to %s closed", port, pid, master)
+	t.Logf("replica %s (pid %d) stopped and its link to %s closed", replica.Addr, replica.Pid(), master)
 	return resume
 }

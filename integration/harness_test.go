@@ -1,6 +1,7 @@
 // Package integration runs the built payserver binary as real processes
-// against real MariaDB, Redis and Nacos on loopback (started by
-// scripts/services.sh; `make test` does this).
+// against real MariaDB, Redis and Nacos on loopback. TestMain starts the
+// shared ones (internal/testenv) on free ports while it builds the binaries;
+// tests that kill servers start their own.
 package integration
 
 import (
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"payserver/api"
+	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
 
@@ -38,6 +40,22 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	servers, err := testenv.NewSession("payserver-it-servers")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// The shared servers start while the binaries build; PAYSERVER_TEST_*
+	// variables already set keep their value. Without the servers installed
+	// the tests that need them skip (fail with CI=true).
+	var set *testenv.Set
+	setUp := make(chan struct{})
+	go func() {
+		defer close(setUp)
+		if testenv.Installed() || testutil.CI() {
+			set = testenv.StartSet(servers, testenv.SharedSet)
+		}
+	}()
 	binary = filepath.Join(dir, "payserver-race")
 	fastBinary = filepath.Join(dir, "payserver")
 	emulatorBinary = filepath.Join(dir, "channel-emulator")
@@ -47,15 +65,27 @@ func TestMain(m *testing.M) {
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build payserver:", err)
+			servers.Close()
 			os.Exit(1)
 		}
 	}
 	validator, err = api.NewValidator()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "openapi:", err)
+		servers.Close()
 		os.Exit(1)
 	}
+	<-setUp
+	if set != nil {
+		for _, kv := range set.Env() {
+			// A server the caller named wins (e.g. another Nacos).
+			if name, value, _ := strings.Cut(kv, "="); os.Getenv(name) == "" {
+				_ = os.Setenv(name, value)
+			}
+		}
+	}
 	code := m.Run()
+	servers.Close()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

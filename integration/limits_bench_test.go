@@ -16,7 +16,7 @@ import (
 // BenchmarkAcquireVsPay measures the cost of one POST /v1/limits/acquire
 // against one POST /pay, side by side in one run, on one payserver (built
 // without the race detector) on the real Redis and MariaDB of
-// scripts/services.sh: the same key (limit 10,000,000 per 1s, so every
+// internal/testenv (TestMain): the same key (limit 10,000,000 per 1s, so every
 // request is checked on Redis and admitted), zero-latency simulator
 // channel, a requestId of its own per request, BENCH_LIMITS_CONCURRENCY
 // concurrent callers (default 16) over keep-alive connections. Pay and

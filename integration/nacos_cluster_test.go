@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -15,38 +14,21 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
 
-// nacosCluster drives the three-node r-nacos cluster of scripts/services.sh
-// (target nacos-cluster; node N is nacos-cluster-node:N). The test kills
-// and restarts these nodes only, never the shared single node.
+// nacosCluster is a three-node r-nacos raft group of the test's own
+// (internal/testenv): the test kills and restarts its nodes.
 type nacosCluster struct {
-	t      testing.TB
-	script string
-	addrs  []string // HTTP host:port of node 1..3
+	nacos *testenv.Nacos
+	addrs []string // HTTP host:port of node 1..3
 }
 
 func startNacosCluster(t testing.TB) *nacosCluster {
 	t.Helper()
-	c := &nacosCluster{
-		t:      t,
-		script: testutil.Env(t, "PAYSERVER_TEST_SERVICES_SCRIPT"),
-		addrs:  strings.Split(testutil.Env(t, "PAYSERVER_TEST_NACOS_CLUSTER_ADDRS"), ","),
-	}
-	if len(c.addrs) != 3 {
-		t.Fatalf("PAYSERVER_TEST_NACOS_CLUSTER_ADDRS = %v, want three nodes", c.addrs)
-	}
-	c.run("start", "nacos-cluster")
-	return c
-}
-
-func (c *nacosCluster) run(args ...string) {
-	c.t.Helper()
-	out, err := exec.Command(c.script, args...).CombinedOutput()
-	if err != nil {
-		c.t.Fatalf("services.sh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	n := testenv.StartNacos(t, testenv.NacosOptions{Nodes: 3})
+	return &nacosCluster{nacos: n, addrs: n.Addrs()}
 }
 
 // node returns the 1-based node number whose gRPC port (HTTP+1000) is port.
@@ -62,67 +44,17 @@ func (c *nacosCluster) node(grpcPort int) int {
 
 // publish writes a config through node n's HTTP API.
 func (c *nacosCluster) publish(n int, dataID, content string) error {
-	form := url.Values{"dataId": {dataID}, "group": {"PAY_GROUP"}, "content": {content}}
-	client := &http.Client{Timeout: 3 * time.Second}
-	resp, err := client.PostForm("http://"+c.addrs[n-1]+"/nacos/v1/cs/configs", form)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var b [64]byte
-	k, _ := resp.Body.Read(b[:])
-	if resp.StatusCode != 200 || strings.TrimSpace(string(b[:k])) != "true" {
-		return fmt.Errorf("node %d answered %d %q", n, resp.StatusCode, b[:k])
-	}
-	return nil
+	return testenv.NacosPublish(c.addrs[n-1], "PAY_GROUP", dataID, content)
 }
 
 // get reads a config through node n's HTTP API.
 func (c *nacosCluster) get(n int, dataID string) string {
-	s, _ := nacosHTTPGetFrom(c.addrs[n-1], dataID)
+	s, _ := testenv.NacosGet(c.addrs[n-1], "PAY_GROUP", dataID)
 	return s
 }
 
 // raft returns node n's view of the raft group.
-func (c *nacosCluster) raft(n int) (leader int, members []int) {
-	resp, err := http.Get("http://" + c.addrs[n-1] + "/nacos/v1/raft/metrics")
-	if err != nil {
-		return 0, nil
-	}
-	defer resp.Body.Close()
-	var m struct {
-		CurrentLeader *int `json:"current_leader"`
-		Membership    struct {
-			Members []int `json:"members"`
-		} `json:"membership_config"`
-	}
-	if json.NewDecoder(resp.Body).Decode(&m) != nil || m.CurrentLeader == nil {
-		return 0, nil
-	}
-	return *m.CurrentLeader, m.Membership.Members
-}
-
-func nacosHTTPGetFrom(addr, dataID string) (string, error) {
-	client := &http.Client{Timeout: 3 * time.Second}
-	resp, err := client.Get("http://" + addr + "/nacos/v1/cs/configs?" + url.Values{"dataId": {dataID}, "group": {"PAY_GROUP"}}.Encode())
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var sb strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		k, err := resp.Body.Read(buf)
-		sb.Write(buf[:k])
-		if err != nil {
-			break
-		}
-	}
-	if resp.StatusCode != 200 {
-		return "", fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return sb.String(), nil
-}
+func (c *nacosCluster) raft(n int) (leader int, members []int) { return c.nacos.Nodes[n-1].Raft() }
 
 // nacosPeers returns the Nacos gRPC ports (among ports) that process pid has
 // established connections to, from `ss`.
@@ -281,7 +213,7 @@ func TestNacosClusterFailover(t *testing.T) {
 
 	// 2. SIGKILL the node A is connected to; 3. publish through "node 3".
 	killedAt := time.Now()
-	c.run("kill", fmt.Sprintf("nacos-cluster-node:%d", killed))
+	c.nacos.Nodes[killed-1].Kill()
 	var publishedAt time.Time
 	waitFor(t, "a surviving node to accept the change", 20*time.Second, func() bool {
 		if err := c.publish(others[1], dataID, doc(4)); err != nil {
@@ -321,7 +253,7 @@ func TestNacosClusterFailover(t *testing.T) {
 
 	// 4. The killed node restarts on its data dir, rejoins and catches up.
 	restartAt := time.Now()
-	c.run("start", fmt.Sprintf("nacos-cluster-node:%d", killed))
+	c.nacos.Nodes[killed-1].Start()
 	waitFor(t, "the restarted node to rejoin (a leader, three members)", 30*time.Second, func() bool {
 		leader, members := c.raft(killed)
 		return leader != 0 && len(members) == 3

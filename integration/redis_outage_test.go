@@ -2,70 +2,17 @@ package integration
 
 import (
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
-
-// ownRedis is a redis-server this test starts and stops, so that an outage
-// disturbs no other test.
-type ownRedis struct {
-	t    testing.TB
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-}
-
-func startOwnRedis(t testing.TB) *ownRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if testutil.CI() {
-			t.Fatal("redis-server not installed")
-		}
-		t.Skip("redis-server not installed; run make test")
-	}
-	_ = bin
-	r := &ownRedis{t: t, addr: freePort(t), dir: t.TempDir()}
-	r.start()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *ownRedis) start() {
-	_, port, _ := net.SplitHostPort(r.addr)
-	r.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
-		"--dir", r.dir, "--logfile", filepath.Join(r.dir, "redis.log"))
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	waitFor(r.t, "redis to listen", 5*time.Second, func() bool {
-		c, err := net.Dial("tcp", r.addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-}
-
-func (r *ownRedis) stop() {
-	if r.cmd == nil {
-		return
-	}
-	_ = r.cmd.Process.Signal(syscall.SIGKILL)
-	_, _ = r.cmd.Process.Wait()
-	r.cmd = nil
-}
 
 // loadResult is what a bounded load run saw.
 type loadResult struct {
@@ -134,11 +81,11 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // died (their outcome is unknown), p99 stays under 100 ms during the
 // outage, and decisions return to Redis within 2 s of its return.
 func TestRedisOutageLocalPolicy(t *testing.T) {
-	r := startOwnRedis(t)
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
 	biz := testutil.UniqueName("OUT")
 	s := startServer(t, serverOptions{
 		Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 200, window: 1s}\n", biz),
-		Env:    map[string]string{"PAYSERVER_REDIS_ADDR": r.addr, "PAYSERVER_INSTANCE_COUNT": "1"},
+		Env:    map[string]string{"PAYSERVER_REDIS_ADDR": r.Addr, "PAYSERVER_INSTANCE_COUNT": "1"},
 		Fast:   true,
 	})
 	outageLen := 10 * time.Second
@@ -154,11 +101,11 @@ func TestRedisOutageLocalPolicy(t *testing.T) {
 		t.Fatal("no decisions from Redis before the outage")
 	}
 	down.Store(true)
-	r.stop()
+	r.Kill()
 	time.Sleep(outageLen)
 	local := s.metric(t, "payserver_limiter_decisions_total", `source="local"`)
 	down.Store(false)
-	r.start()
+	r.Start()
 	back := time.Now()
 	redisAtReturn := s.metric(t, "payserver_limiter_decisions_total", `source="redis"`)
 	var recovered time.Duration
@@ -205,18 +152,18 @@ func TestRedisOutageLocalPolicy(t *testing.T) {
 // TestRedisOutageDenyPolicy: under policy deny, answers are 503
 // DEPENDENCY_UNAVAILABLE while Redis is down, never a bare 500.
 func TestRedisOutageDenyPolicy(t *testing.T) {
-	r := startOwnRedis(t)
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
 	biz := testutil.UniqueName("DENY")
 	s := startServer(t, serverOptions{
 		Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: 100\n", biz),
-		Env:    map[string]string{"PAYSERVER_REDIS_ADDR": r.addr, "PAYSERVER_LIMITER_POLICY": "deny"},
+		Env:    map[string]string{"PAYSERVER_REDIS_ADDR": r.Addr, "PAYSERVER_LIMITER_POLICY": "deny"},
 	})
 	if got := s.pay(t, payBody("deny-0", biz, "ALIPAY")); got.Status != 200 {
 		t.Fatalf("before the outage: %d %s", got.Status, got.Body)
 	}
-	r.stop()
+	r.Kill()
 	wantDependencyDown(t, s, biz, "deny", 20, "redis")
-	r.start()
+	r.Start()
 	waitFor(t, "service to resume after Redis returned", 5*time.Second, func() bool {
 		return s.pay(t, payBody(fmt.Sprintf("deny-after-%d", time.Now().UnixNano()), biz, "ALIPAY")).Status == 200
 	})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
 
@@ -78,14 +79,14 @@ func startSlowProxy(t *testing.T, upstream string) *slowProxy {
 // outlasted the check's deadline, every payment was an unknown outcome and
 // a probe, and answered 429 with used 0.
 func TestRedisRefusingConnectionsUnderLightTraffic(t *testing.T) {
-	r := startOwnRedis(t)
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
 	biz := testutil.UniqueName("LIGHT")
 	s := startServer(t, serverOptions{
 		Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: [{limit: 2, window: 1s}, {limit: 50, calendar: day}]\n", biz),
-		Env:    map[string]string{"PAYSERVER_REDIS_ADDR": r.addr, "PAYSERVER_INSTANCE_COUNT": "1"},
+		Env:    map[string]string{"PAYSERVER_REDIS_ADDR": r.Addr, "PAYSERVER_INSTANCE_COUNT": "1"},
 	})
 	waitLimitsLoaded(t, s)
-	r.stop()
+	r.Kill()
 	var lat []time.Duration
 	for i := range 6 {
 		start := time.Now()
@@ -110,8 +111,8 @@ func TestRedisRefusingConnectionsUnderLightTraffic(t *testing.T) {
 // Redis (1.5 s here): a call that arrives after the release records its
 // member again.
 func TestSlowRedisLeavesNoSlotBehind(t *testing.T) {
-	r := startOwnRedis(t)
-	p := startSlowProxy(t, r.addr)
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	p := startSlowProxy(t, r.Addr)
 	biz := testutil.UniqueName("SLOW")
 	s := startServer(t, serverOptions{
 		Limits: fmt.Sprintf("limits:\n  %s:ALIPAY: [{limit: 3, calendar: day}]\n", biz),
@@ -148,7 +149,7 @@ func TestSlowRedisLeavesNoSlotBehind(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		out, _ := exec.Command("sh", "-c", "redis-cli -h 127.0.0.1 -p "+port(r.addr)+" --scan | while read k; do echo $k; redis-cli -h 127.0.0.1 -p "+port(r.addr)+" hgetall $k 2>/dev/null; done").CombinedOutput()
+		out, _ := exec.Command("sh", "-c", "redis-cli -h 127.0.0.1 -p "+port(r.Addr)+" --scan | while read k; do echo $k; redis-cli -h 127.0.0.1 -p "+port(r.Addr)+" hgetall $k 2>/dev/null; done").CombinedOutput()
 		t.Logf("redis:\n%s\n%s", out, s.logs())
 	}
 	if got := s.pay(t, payBody("after-3", biz, "ALIPAY")); got.Status != 429 {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"payserver/internal/pay"
+	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
 
@@ -171,52 +173,24 @@ func TestAdminLoopbackWithoutToken(t *testing.T) {
 	}
 }
 
-// secMariaDBRoot runs SQL as MariaDB's root over the socket of
-// scripts/services.sh (the payserver user cannot create users).
-func secMariaDBRoot(t *testing.T, sql string) {
+// secMariaDBRoot runs SQL as MariaDB's root on the shared server (the
+// payserver user cannot create users).
+func secMariaDBRoot(t *testing.T, stmts string) {
 	t.Helper()
-	dir := os.Getenv("PAYSERVER_SERVICES_DIR")
-	sock := filepath.Join(dir, "mariadb", "mariadbd.sock")
-	if _, err := exec.LookPath("mariadb"); err != nil || dir == "" {
-		if testutil.CI() {
-			t.Fatalf("need the mariadb client and PAYSERVER_SERVICES_DIR (scripts/services.sh) to create a MariaDB user")
-		}
-		t.Skip("need the mariadb client and PAYSERVER_SERVICES_DIR; run make test")
-	}
-	out, err := exec.Command("mariadb", "--no-defaults", "--protocol=socket", "--socket="+sock, "-uroot", "-e", sql).CombinedOutput()
+	db, err := sql.Open("mysql", testutil.Env(t, "PAYSERVER_TEST_MYSQL_ROOT_DSN"))
 	if err != nil {
-		t.Fatalf("mariadb as root: %v\n%s", err, out)
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(stmts); err != nil {
+		t.Fatalf("MariaDB as root: %v", err)
 	}
 }
 
 // secRedisWithPassword starts a private redis-server that requires pw.
 func secRedisWithPassword(t *testing.T, pw string) string {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if testutil.CI() {
-			t.Fatal("redis-server not installed")
-		}
-		t.Skip("redis-server not installed; run make test")
-	}
-	addr, dir := freePort(t), t.TempDir()
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
-		"--dir", dir, "--requirepass", pw, "--logfile", filepath.Join(dir, "redis.log"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_, _ = cmd.Process.Wait()
-	})
-	waitFor(t, "redis to listen", 5*time.Second, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return addr
+	return testenv.StartRedis(t, testenv.RedisOptions{Password: pw}).Addr
 }
 
 // filesUnder returns the content of every regular file under dir.

@@ -14,26 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
-
-// sentinelMaster asks the sentinels (password: their requirepass) which
-// address is the master now.
-func sentinelMaster(sentinels []string, password, name string) (string, error) {
-	var last error
-	for _, a := range sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: a, Password: password, DialTimeout: 300 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		hp, err := sc.GetMasterAddrByName(ctx, name).Result()
-		cancel()
-		_ = sc.Close()
-		if err == nil && len(hp) == 2 {
-			return hp[0] + ":" + hp[1], nil
-		}
-		last = err
-	}
-	return "", fmt.Errorf("no sentinel named the master: %v", last)
-}
 
 func commandCalls(c *redis.Client, cmd string) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -61,34 +44,29 @@ func commandCalls(c *redis.Client, cmd string) int64 {
 // span for the 1 s window and over the whole run for the 1 min window; and
 // the new master, whose script cache was emptied before the kill, got the
 // script through go-redis's EVAL fallback on NOSCRIPT before deciding.
-// It kills only the Sentinel-managed servers of scripts/services.sh, which
-// nothing else uses, and restarts the killed one as a replica.
+// The master, its replica and the sentinels are the test's own
+// (internal/testenv).
 func TestRedisSentinelFailover(t *testing.T) {
-	script := testutil.Env(t, "PAYSERVER_TEST_SERVICES_SCRIPT")
-	sentinels := strings.Split(testutil.Env(t, "PAYSERVER_TEST_REDIS_SENTINELS"), ",")
-	masterName := testutil.Env(t, "PAYSERVER_TEST_REDIS_SENTINEL_MASTER")
-	sentinelPassword := testutil.Env(t, "PAYSERVER_TEST_REDIS_SENTINEL_PASSWORD")
-	services(t, script, nil, "start", "sentinel") // idempotent; waits for master, replica and sentinels linked
+	const sentinelPassword = "payserver-sentinel"
+	set := testenv.StartSentinel(t, testenv.SentinelOptions{Password: sentinelPassword})
+	sentinels, masterName := set.Addrs(), testenv.SentinelMaster
+	sentinelMaster := func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return set.Master(ctx)
+	}
 	const (
 		seconds   = 30
 		perSecond = 50
 		perMinute = 1000 // binds from about +20 s
 		workers   = 12   // one request per 60 ms each: about 200/s, 4x the 1 s limit
 	)
-	master, err := sentinelMaster(sentinels, sentinelPassword, masterName)
+	master, err := sentinelMaster()
 	if err != nil {
 		t.Fatal(err)
 	}
-	killedPort := master[strings.LastIndexByte(master, ':')+1:]
-	killed := false
-	t.Cleanup(func() { // registered first: runs after the servers stopped
-		if killed {
-			services(t, script, nil, "start", "sentinel-node:"+killedPort)
-			services(t, script, nil, "start", "sentinel")
-		}
-	})
 	var replica string
-	for _, a := range strings.Split(testutil.Env(t, "PAYSERVER_TEST_REDIS_SENTINEL_DATA_ADDRS"), ",") {
+	for _, a := range set.DataAddrs() {
 		if a != master {
 			replica = a
 		}
@@ -201,13 +179,12 @@ func TestRedisSentinelFailover(t *testing.T) {
 			t.Fatalf("instance %d took no decision on Redis before the kill", i)
 		}
 	}
-	killed = true
-	services(t, script, nil, "kill", "sentinel-node:"+killedPort)
+	set.Node(master).Kill()
 	killAt := time.Now()
 	t.Logf("SIGKILLed master %s at +%v", master, killAt.Sub(start).Round(time.Millisecond))
 	var newMaster string
 	waitFor(t, "the sentinels to promote the replica", 30*time.Second, func() bool {
-		m, err := sentinelMaster(sentinels, sentinelPassword, masterName)
+		m, err := sentinelMaster()
 		newMaster = m
 		return err == nil && m != master
 	})

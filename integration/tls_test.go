@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"database/sql"
 	"fmt"
 	"os"
@@ -17,38 +16,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
 
-// tlsFiles are the throwaway CA, a CA that signed nothing of ours, and the
-// client certificate that scripts/services.sh made in its state dir.
-type tlsFiles struct{ ca, wrongCA, cert, key string }
-
-func mustTLSFiles(t *testing.T) tlsFiles {
+// clientTLS trusts the throwaway CA and presents the client certificate.
+func clientTLS(t *testing.T, f *testenv.Certs) *tls.Config {
 	t.Helper()
-	dir := testutil.Env(t, "PAYSERVER_TEST_TLS_DIR")
-	f := tlsFiles{filepath.Join(dir, "ca.crt"), filepath.Join(dir, "wrong-ca.crt"), filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")}
-	for _, p := range []string{f.ca, f.wrongCA, f.cert, f.key} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("TLS material missing (scripts/services.sh start redis-tls makes it): %v", err)
-		}
-	}
-	return f
-}
-
-func (f tlsFiles) clientConfig(t *testing.T) *tls.Config {
-	t.Helper()
-	pem, err := os.ReadFile(f.ca)
+	cfg, err := f.ClientTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	cert, err := tls.LoadX509KeyPair(f.cert, f.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return cfg
 }
 
 // startMustFail runs payserver with env (over the harness defaults) and
@@ -90,14 +69,13 @@ func startMustFail(t *testing.T, env map[string]string) string {
 // that did not sign the server's certificate refuses the start with a
 // message naming TLS and the CA setting.
 func TestRedisTLSWithACLUser(t *testing.T) {
-	f := mustTLSFiles(t)
-	addr := testutil.Env(t, "PAYSERVER_TEST_REDIS_TLS_ADDR")
-	user := testutil.Env(t, "PAYSERVER_TEST_REDIS_TLS_USERNAME")
-	pass := testutil.Env(t, "PAYSERVER_TEST_REDIS_TLS_PASSWORD")
+	f := testenv.NewCerts(t)
+	const user, pass = "payserver", "payserver-tls"
+	addr := testenv.StartRedis(t, testenv.RedisOptions{TLS: f, User: user, UserPassword: pass}).Addr
 	env := map[string]string{
 		"PAYSERVER_REDIS_MODE": "standalone", "PAYSERVER_REDIS_ADDR": addr,
 		"PAYSERVER_REDIS_USERNAME": user, "PAYSERVER_REDIS_PASSWORD": pass,
-		"PAYSERVER_REDIS_TLS_CA": f.ca, "PAYSERVER_REDIS_TLS_CERT": f.cert, "PAYSERVER_REDIS_TLS_KEY": f.key,
+		"PAYSERVER_REDIS_TLS_CA": f.CA, "PAYSERVER_REDIS_TLS_CERT": f.ClientCert, "PAYSERVER_REDIS_TLS_KEY": f.ClientKey,
 	}
 
 	t.Run("limits exactly", func(t *testing.T) {
@@ -114,7 +92,7 @@ func TestRedisTLSWithACLUser(t *testing.T) {
 		if n := s.metric(t, "payserver_limiter_decisions_total", `source="redis"`, `result="admitted"`); n != limit {
 			t.Fatalf("got %v admissions by Redis, want %d: the limiter did not decide on the TLS Redis", n, limit)
 		}
-		c := redis.NewClient(&redis.Options{Addr: addr, Username: user, Password: pass, TLSConfig: f.clientConfig(t)})
+		c := redis.NewClient(&redis.Options{Addr: addr, Username: user, Password: pass, TLSConfig: clientTLS(t, f)})
 		defer c.Close()
 		rs, err := ratelimit.NewRedisStore(c, "")
 		if err != nil {
@@ -131,10 +109,10 @@ func TestRedisTLSWithACLUser(t *testing.T) {
 		for k, v := range env {
 			bad[k] = v
 		}
-		bad["PAYSERVER_REDIS_TLS_CA"] = f.wrongCA
+		bad["PAYSERVER_REDIS_TLS_CA"] = f.WrongCA
 		bad["PAYSERVER_MYSQL_DSN"] = ""
 		out := startMustFail(t, bad)
-		for _, want := range []string{"redis TLS", "PAYSERVER_REDIS_TLS_CA", f.wrongCA, "unknown authority"} {
+		for _, want := range []string{"redis TLS", "PAYSERVER_REDIS_TLS_CA", f.WrongCA, "unknown authority"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("start-up output lacks %q:\n%s", want, out)
 			}
@@ -144,15 +122,15 @@ func TestRedisTLSWithACLUser(t *testing.T) {
 
 // freshTLSDatabase creates an empty database on the TLS MariaDB (over TLS:
 // its user requires it) and returns its DSN without TLS parameters.
-func freshTLSDatabase(t *testing.T, f tlsFiles) string {
+func freshTLSDatabase(t *testing.T, f *testenv.Certs, dsn string) string {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(testutil.Env(t, "PAYSERVER_TEST_MYSQL_TLS_DSN"))
+	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin := cfg.Clone()
 	admin.DBName = ""
-	admin.TLS = f.clientConfig(t)
+	admin.TLS = clientTLS(t, f)
 	admin.TLS.ServerName = "127.0.0.1"
 	conn, err := mysql.NewConnector(admin)
 	if err != nil {
@@ -177,10 +155,10 @@ func freshTLSDatabase(t *testing.T, f tlsFiles) string {
 // user requires TLS, through PAYSERVER_MYSQL_TLS_*; without them the server refuses the
 // login, and with the wrong CA the start fails naming TLS and the CA.
 func TestMySQLTLS(t *testing.T) {
-	f := mustTLSFiles(t)
-	dsn := freshTLSDatabase(t, f)
+	f := testenv.NewCerts(t)
+	dsn := freshTLSDatabase(t, f, testenv.StartMariaDB(t, testenv.MariaDBOptions{TLS: f}).DSN)
 	tlsEnv := map[string]string{
-		"PAYSERVER_MYSQL_TLS_CA": f.ca, "PAYSERVER_MYSQL_TLS_CERT": f.cert, "PAYSERVER_MYSQL_TLS_KEY": f.key,
+		"PAYSERVER_MYSQL_TLS_CA": f.CA, "PAYSERVER_MYSQL_TLS_CERT": f.ClientCert, "PAYSERVER_MYSQL_TLS_KEY": f.ClientKey,
 	}
 
 	t.Run("migrate over TLS", func(t *testing.T) {
@@ -208,7 +186,7 @@ func TestMySQLTLS(t *testing.T) {
 	})
 	t.Run("wrong CA refuses the start", func(t *testing.T) {
 		env := map[string]string{"PAYSERVER_MYSQL_DSN": dsn, "PAYSERVER_AUTO_MIGRATE": "true",
-			"PAYSERVER_MYSQL_TLS_CA": f.wrongCA, "PAYSERVER_MYSQL_TLS_CERT": f.cert, "PAYSERVER_MYSQL_TLS_KEY": f.key}
+			"PAYSERVER_MYSQL_TLS_CA": f.WrongCA, "PAYSERVER_MYSQL_TLS_CERT": f.ClientCert, "PAYSERVER_MYSQL_TLS_KEY": f.ClientKey}
 		out := startMustFail(t, env)
 		for _, want := range []string{"mysql TLS", "PAYSERVER_MYSQL_TLS_CA", "unknown authority"} {
 			if !strings.Contains(out, want) {
@@ -223,18 +201,7 @@ func TestMySQLTLS(t *testing.T) {
 // inferred (PAYSERVER_REDIS_MODE unset) or set to standalone, nor a
 // standalone server as a Cluster: the start is refused with the fix.
 func TestRedisModeRefusesClusterNodeAsStandalone(t *testing.T) {
-	port := strings.TrimPrefix(freePort(t), "127.0.0.1:")
-	dir := t.TempDir()
-	node := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--cluster-enabled", "yes",
-		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir, "--save", "", "--appendonly", "no")
-	if err := node.Start(); err != nil {
-		t.Fatalf("redis-server (scripts/services.sh installs it): %v", err)
-	}
-	t.Cleanup(func() { _ = node.Process.Kill(); _ = node.Wait() })
-	addr := "127.0.0.1:" + port
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	waitFor(t, "the cluster-enabled node to answer", 10*time.Second, func() bool { return c.Ping(context.Background()).Err() == nil })
+	addr := testenv.StartRedis(t, testenv.RedisOptions{Args: []string{"--cluster-enabled", "yes"}}).Addr
 	for _, mode := range []string{"", "standalone"} {
 		t.Run("mode="+mode, func(t *testing.T) {
 			out := startMustFail(t, map[string]string{"PAYSERVER_REDIS_ADDR": addr, "PAYSERVER_REDIS_MODE": mode})

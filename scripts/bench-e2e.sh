@@ -5,17 +5,17 @@
 #
 # What it does:
 #   1. installs wrk if missing (apt-get install -y wrk);
-#   2. starts Redis (127.0.0.1:16379), the durable MariaDB (mariadb-durable,
-#      127.0.0.1:13308: innodb_flush_log_at_trx_commit=1, binary log on,
-#      sync_binlog=1, its own instance so the shared test server keeps its
-#      settings) and the shared test MariaDB (127.0.0.1:13306,
-#      innodb_flush_log_at_trx_commit=2) with scripts/services.sh;
+#   2. runs itself again under the testenv command (internal/testenv), which
+#      starts, on free loopback ports, a Redis, the durable MariaDB
+#      (mariadb-durable: innodb_flush_log_at_trx_commit=1, binary log on,
+#      sync_binlog=1) and a MariaDB with the tests' settings
+#      (innodb_flush_log_at_trx_commit=2), all of them for this run only;
 #   3. builds payserver and runs three instances on a fresh database
 #      (payserver_bench_e2e) on the durable MariaDB, zero-latency simulator
 #      channels, log level warn: A with the near-cache on (the default), B
 #      with it off, C with the near-cache on and no batching at all
 #      (PAYSERVER_LIMITER_COALESCE, PAYSERVER_DB_GROUP_COMMIT and
-#      PAYSERVER_DB_BATCH_READS false); and D, like A, on the shared
+#      PAYSERVER_DB_BATCH_READS false); and D, like A, on the
 #      non-durable MariaDB;
 #   4. the headline, on the durable MariaDB: for each concurrency (50, 64
 #      and 200), runs wrk for E2E_DURATION each:
@@ -31,7 +31,7 @@
 #        full-redis      POST /pay, FULL:ALIPAY, near-cache off            on B
 #      every POST with a requestId of its own; one table per run;
 #   5. secondary, labelled non-durable: unlimited and roomy on D and
-#      mysqlslap on the shared MariaDB, at E2E_NONDURABLE_CONCURRENCY (64);
+#      mysqlslap on the non-durable MariaDB, at E2E_NONDURABLE_CONCURRENCY (64);
 #   6. prints a summary table (req/s, p50/p99, CPU ms per request of
 #      payserver, mariadbd and redis-server) and the RATIO lines, the
 #      issue-16 targets first; then limiter checks/s at 64 callers, plain
@@ -64,6 +64,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO="${GO:-go}"
+[[ -n "${PAYSERVER_TEST_MYSQL_DURABLE_ADDR:-}" ]] ||
+  exec "$GO" run ./internal/testenv/cmd/testenv -services redis,mariadb,mariadb-durable -- "scripts/$(basename "$0")" "$@"
 DURATION="${E2E_DURATION:-10s}"
 CONCURRENCY="${E2E_CONCURRENCY-50 64 200}"
 NONDURABLE_CONCURRENCY="${E2E_NONDURABLE_CONCURRENCY-64}"
@@ -84,8 +86,9 @@ BASELINE="${E2E_BASELINE:-}"
 SCALE="${E2E_SCALE:-}"
 SCALE_C="${E2E_SCALE_CONCURRENCY:-64}"
 F_ENV="${E2E_F_ENV:-PAYSERVER_DB_MAX_BATCH=16}"
-DURABLE_MYSQL_PORT=13308 # scripts/services.sh mariadb-durable
-SHARED_MYSQL_PORT=13306  # scripts/services.sh mariadb
+DURABLE_MYSQL_PORT="${PAYSERVER_TEST_MYSQL_DURABLE_ADDR##*:}"
+SHARED_MYSQL_PORT="${PAYSERVER_TEST_MYSQL_ADDR##*:}"
+REDIS_PORT="${PAYSERVER_TEST_REDIS_ADDR##*:}"
 MYSQL_PORT="$DURABLE_MYSQL_PORT"
 DB=payserver_bench_e2e
 SLAP_DB=payserver_bench_slap
@@ -96,9 +99,6 @@ log() { echo "bench-e2e: $*" >&2; }
 die() { echo "bench-e2e: FAIL: $*" >&2; exit 1; }
 
 scripts/install-wrk.sh || die "wrk is missing and could not be installed"
-scripts/services.sh start mariadb redis >&2
-scripts/services.sh start mariadb-durable >&2
-eval "$(scripts/services.sh env)"
 SLAP="$(command -v mariadb-slap || command -v mysqlslap || true)"
 [[ -n "$SLAP" ]] || die "mariadb-slap/mysqlslap not found (Debian package mariadb-client)"
 
@@ -138,7 +138,7 @@ SHARED_DURABILITY="$(sql "$SHARED_MYSQL_PORT" 'SELECT CONCAT("innodb_flush_log_a
 # The limiter's keys: payserver:rl:{CHANNEL}:BIZTYPE:… now, and
 # payserver:rl:{BIZTYPE:CHANNEL}:… before (a baseline may be older).
 for k in '{ALIPAY}:BENCH' '{ALIPAY}:ROOMY' '{ALIPAY}:FULL' '{BENCH:ALIPAY}' '{ROOMY:ALIPAY}' '{FULL:ALIPAY}'; do
-  redis-cli -h "$HOST" -p 16379 --scan --pattern "payserver:rl:$k:*" | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
+  redis-cli -h "$HOST" -p "$REDIS_PORT" --scan --pattern "payserver:rl:$k:*" | xargs -r redis-cli -h "$HOST" -p "$REDIS_PORT" del >/dev/null
 done
 cat >"$WORK/limits.yaml" <<'EOF'
 window: 1s
@@ -160,7 +160,7 @@ start_server() {
     export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$port"
     export PAYSERVER_DATA_DIR="$WORK/data-$name" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
     export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:$mport)/$DB?parseTime=true&loc=UTC"
-    export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:16379"
+    export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:$REDIS_PORT"
     export PAYSERVER_LOG_LEVEL=warn PAYSERVER_LIMITER_NEAR_CACHE="$nc"
     # A loaded machine should show as latency, not as degraded (local)
     # decisions: this measures throughput, not the outage policy.
@@ -210,16 +210,16 @@ if [[ -n "$BASELINE" ]]; then
   [[ "$code" == 200 || "$code" == 429 ]] || die "filling FULL:ALIPAY through the baseline answered $code"
 fi
 
-DURABLE_MARIADB_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/mariadb-durable/mariadbd.pid")"
-SHARED_MARIADB_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/mariadb/mariadbd.pid")"
+DURABLE_MARIADB_PID="$PAYSERVER_TEST_MYSQL_DURABLE_PID"
+SHARED_MARIADB_PID="$PAYSERVER_TEST_MYSQL_PID"
 MARIADB_PID="$DURABLE_MARIADB_PID" # the server of the runs in progress (and MYSQL_PORT)
-REDIS_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/redis/redis.pid")"
+REDIS_PID="$PAYSERVER_TEST_REDIS_PID"
 # cpu_ticks PID: user+system CPU of the process so far, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 cpu_start() { CPU0=("$(cpu_ticks "$1")" "$(cpu_ticks "$MARIADB_PID")" "$(cpu_ticks "$REDIS_PID")"); }
 # cpu_report LABEL PID N UNIT: CPU milliseconds per unit of each server over
-# the run, printed and kept as a CPU line. MariaDB and Redis are shared with
-# whatever else runs on the machine; the load generator is not counted.
+# the run, printed and kept as a CPU line. MariaDB and Redis are this run's
+# own; the load generator is not counted.
 cpu_report() {
   local hz
   hz="$(getconf CLK_TCK)"
@@ -489,7 +489,7 @@ summary_header() {
   echo "== payserver end to end: $(nproc) CPUs, $(date -u +%FT%TZ), wrk -t$THREADS, $DURATION per run"
   echo "   $(mariadb --version | sed 's/,.*//'); $(redis-server --version | cut -d' ' -f1-3); $("$GO" version | cut -d' ' -f3); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
   echo "   headline MariaDB :$DURABLE_MYSQL_PORT (mariadb-durable): $DURABILITY"
-  echo "   secondary MariaDB :$SHARED_MYSQL_PORT (shared test server, NOT durable): $SHARED_DURABILITY"
+  echo "   secondary MariaDB :$SHARED_MYSQL_PORT (the tests' settings, NOT durable): $SHARED_DURABILITY"
   echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching (durable DB); D :$PORT_D as A on the non-durable DB"
   [[ -z "$BASELINE" ]] || echo "   payserver E :$PORT_E as A, built from the baseline $BASELINE = $BASELINE_DESC; F :$PORT_F this build with $F_ENV"
   echo "   this build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- cmd internal || echo ' + uncommitted changes')"
@@ -619,7 +619,7 @@ summary_header() {
   if [[ "${E2E_BATCHING:-1}" != 0 ]]; then
     echo
     echo "== limiter batching (coalescer as shipped), 64 callers"
-    "$WORK/e2e" batching -addr "$HOST:16379" -callers 64 -duration 6s -rounds 6
+    "$WORK/e2e" batching -addr "$HOST:$REDIS_PORT" -callers 64 -duration 6s -rounds 6
   fi
   echo
   echo "RESULT lines:"

@@ -5,8 +5,8 @@
 # the resolver's time from UNKNOWN to resolved at the default settings.
 #
 # One payserver (shipped defaults, log level warn) on a fresh database
-# (payserver_bench_gateway) on the durable MariaDB (127.0.0.1:13308:
-# innodb_flush_log_at_trx_commit=1, sync_binlog=1) and Redis :16379, with
+# (payserver_bench_gateway) on the durable MariaDB (innodb_flush_log_at_trx_commit=1,
+# sync_binlog=1) and a Redis, both this run's own (testenv command), with
 # ALIPAY an in-process simulator and WECHAT served by cmd/channel-emulator
 # (default behaviour: SUCCEEDED at once; its ledger a SQLite file with
 # synchronous=FULL, one fsync per call, on the same disk). Two runs,
@@ -29,6 +29,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO="${GO:-go}"
+[[ -n "${PAYSERVER_TEST_MYSQL_DURABLE_ADDR:-}" ]] ||
+  exec "$GO" run ./internal/testenv/cmd/testenv -services redis,mariadb-durable -- "scripts/$(basename "$0")" "$@"
 DURATION="${GW_DURATION:-8s}"
 ROUNDS="${GW_ROUNDS:-3}"
 CONC="${GW_CONCURRENCY:-64}"
@@ -37,7 +39,8 @@ PORT="${GW_PORT:-18191}"
 EPORT="${GW_EMU_PORT:-18192}"
 UNKNOWN="${GW_UNKNOWN:-20}"
 HOST=127.0.0.1
-MYSQL_PORT=13308 # scripts/services.sh mariadb-durable
+MYSQL_PORT="${PAYSERVER_TEST_MYSQL_DURABLE_ADDR##*:}"
+REDIS_PORT="${PAYSERVER_TEST_REDIS_ADDR##*:}"
 DB=payserver_bench_gateway
 OUT=bench/out/gateway.txt
 SECRET=bench-gateway-secret
@@ -46,7 +49,6 @@ log() { echo "bench-gateway: $*" >&2; }
 die() { echo "bench-gateway: FAIL: $*" >&2; exit 1; }
 
 scripts/install-wrk.sh || die "wrk is missing and could not be installed"
-scripts/services.sh start redis mariadb-durable >&2
 WORK="$(mktemp -d "$PWD/.bench-gateway.XXXXXX")" # on the repository's disk, as the database's
 PID="" EPID=""
 cleanup() {
@@ -78,7 +80,7 @@ printf 'channels:\n  ALIPAY: {}\n  WECHAT:\n    gateway: {url: "http://%s:%s/WEC
   export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$PORT"
   export PAYSERVER_DATA_DIR="$WORK/data" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
   export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:$MYSQL_PORT)/$DB?parseTime=true&loc=UTC"
-  export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:16379" PAYSERVER_LOG_LEVEL=warn
+  export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:$REDIS_PORT" PAYSERVER_LOG_LEVEL=warn
   exec "$WORK/payserver"
 ) >"$WORK/payserver.log" 2>&1 &
 PID=$!
@@ -93,7 +95,7 @@ RESULTS="$WORK/results"
 : >"$RESULTS"
 RUN="g$(date +%s)"
 {
-  echo "bench-gateway: $(date -u +%FT%TZ), $(nproc) cores, durable MariaDB :$MYSQL_PORT, Redis :16379,"
+  echo "bench-gateway: $(date -u +%FT%TZ), $(nproc) cores, durable MariaDB :$MYSQL_PORT, Redis :$REDIS_PORT,"
   echo "  $CONC connections, $THREADS wrk threads, $ROUNDS interleaved rounds of $DURATION per run;"
   echo "  gateway = WECHAT over HTTP to cmd/channel-emulator (ledger $LEDGER_DIR, fsync per call)"
   for r in $(seq "$ROUNDS"); do

@@ -7,8 +7,9 @@
 #
 # One payserver (the shipped defaults, log level warn, zero-latency
 # simulators) on a fresh database (payserver_bench_route) on the durable
-# MariaDB (127.0.0.1:13308: innodb_flush_log_at_trx_commit=1, sync_binlog=1)
-# and Redis 127.0.0.1:16379. Three runs, interleaved ROUTE_ROUNDS times so
+# MariaDB (innodb_flush_log_at_trx_commit=1, sync_binlog=1) and a Redis, both
+# this run's own (the testenv command starts them on free loopback ports).
+# Three runs, interleaved ROUTE_ROUNDS times so
 # that all see the same machine, each ROUTE_DURATION at ROUTE_CONCURRENCY
 # connections, every request with a requestId of its own:
 #   pinned    channel ALIPAY, RPIN:ALIPAY = 10,000,000 per 1s
@@ -27,13 +28,16 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO="${GO:-go}"
+[[ -n "${PAYSERVER_TEST_MYSQL_DURABLE_ADDR:-}" ]] ||
+  exec "$GO" run ./internal/testenv/cmd/testenv -services redis,mariadb-durable -- "scripts/$(basename "$0")" "$@"
 DURATION="${ROUTE_DURATION:-8s}"
 ROUNDS="${ROUTE_ROUNDS:-3}"
 CONC="${ROUTE_CONCURRENCY:-64}"
 THREADS="${ROUTE_THREADS:-2}"
 PORT="${ROUTE_PORT:-18190}"
 HOST=127.0.0.1
-MYSQL_PORT=13308 # scripts/services.sh mariadb-durable
+MYSQL_PORT="${PAYSERVER_TEST_MYSQL_DURABLE_ADDR##*:}"
+REDIS_PORT="${PAYSERVER_TEST_REDIS_ADDR##*:}"
 DB=payserver_bench_route
 OUT=bench/out/routing.txt
 
@@ -41,7 +45,6 @@ log() { echo "bench-routing: $*" >&2; }
 die() { echo "bench-routing: FAIL: $*" >&2; exit 1; }
 
 scripts/install-wrk.sh || die "wrk is missing and could not be installed"
-scripts/services.sh start redis mariadb-durable >&2
 WORK="$(mktemp -d /tmp/payserver-bench-routing.XXXXXX)"
 PID=""
 cleanup() {
@@ -53,7 +56,7 @@ trap cleanup EXIT
 mariadb --no-defaults --protocol=tcp -h "$HOST" -P "$MYSQL_PORT" -upayserver -ppayserver -N \
   -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 for k in RPIN RROUTE RFALL; do # keys are payserver:rl:{CHANNEL}:BIZTYPE:...
-  redis-cli -h "$HOST" -p 16379 --scan --pattern "payserver:rl:*:$k:*" | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
+  redis-cli -h "$HOST" -p "$REDIS_PORT" --scan --pattern "payserver:rl:*:$k:*" | xargs -r redis-cli -h "$HOST" -p "$REDIS_PORT" del >/dev/null
 done
 log "building payserver"
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
@@ -73,7 +76,7 @@ printf 'channels:\n  ALIPAY: {}\n  WECHAT: {}\n' >"$WORK/payserver.yaml"
   export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$PORT"
   export PAYSERVER_DATA_DIR="$WORK/data" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
   export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:$MYSQL_PORT)/$DB?parseTime=true&loc=UTC"
-  export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:16379" PAYSERVER_LOG_LEVEL=warn
+  export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:$REDIS_PORT" PAYSERVER_LOG_LEVEL=warn
   exec "$WORK/payserver"
 ) >"$WORK/payserver.log" 2>&1 &
 PID=$!
@@ -90,7 +93,7 @@ RESULTS="$WORK/results"
 : >"$RESULTS"
 RUN="r$(date +%s)"
 {
-  echo "bench-routing: $(date -u +%FT%TZ), $(nproc) cores, durable MariaDB :$MYSQL_PORT, Redis :16379,"
+  echo "bench-routing: $(date -u +%FT%TZ), $(nproc) cores, durable MariaDB :$MYSQL_PORT, Redis :$REDIS_PORT,"
   echo "  $CONC connections, $THREADS wrk threads, $ROUNDS interleaved rounds of $DURATION per run"
   for r in $(seq "$ROUNDS"); do
     for spec in "pinned pinned RPIN" "routed routed RROUTE" "fallback routed RFALL"; do

@@ -6,8 +6,9 @@
 #
 # Usage: scripts/bench.sh [flags of go run ./bench/limiter, e.g. -duration 4s -rounds 3]
 #
-# Default: the standalone Redis of scripts/services.sh (127.0.0.1:16379), shared
-# with everything else on the machine; the clients and Redis share both cores.
+# Default: a redis-server of its own that internal/testenv starts on a free
+# loopback port for the run (or the one PAYSERVER_TEST_REDIS_ADDR names); the
+# clients and Redis share both cores with whatever else runs on the machine.
 #
 # BENCH_PIN=1 scripts/bench.sh: the "same conditions" mode. Starts a private
 # redis-server (same binary and settings) on 127.0.0.1:${BENCH_PIN_PORT:-16390}
@@ -21,8 +22,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO="${GO:-go}"
 
-scripts/services.sh start redis
-eval "$(scripts/services.sh env)"
+# Run again under the testenv command, which starts the Redis and sets
+# PAYSERVER_TEST_REDIS_ADDR, unless the caller named one.
+[[ -n "${PAYSERVER_TEST_REDIS_ADDR:-}" ]] ||
+  exec "$GO" run ./internal/testenv/cmd/testenv -services redis -- "scripts/$(basename "$0")" "$@"
 for bin in redis-benchmark redis-cli redis-server; do
   command -v "$bin" >/dev/null || { echo "bench.sh: $bin not found (apt-get install redis-server redis-tools)" >&2; exit 1; }
 done
@@ -40,7 +43,7 @@ if (($(nproc) < 2)); then
   exit 1
 fi
 PIN_PORT="${BENCH_PIN_PORT:-16390}"
-PIN_DIR="${PAYSERVER_SERVICES_DIR:-/tmp/payserver-services}/bench-redis"
+PIN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/payserver-bench-redis.XXXXXX")"
 if redis-cli -h 127.0.0.1 -p "$PIN_PORT" ping >/dev/null 2>&1; then
   echo "bench.sh: something already answers on 127.0.0.1:$PIN_PORT; stop it (redis-cli -p $PIN_PORT shutdown nosave) or set BENCH_PIN_PORT" >&2
   exit 1
@@ -49,7 +52,7 @@ mkdir -p "$PIN_DIR"
 taskset -c 0 redis-server --bind 127.0.0.1 --port "$PIN_PORT" --protected-mode yes \
   --save "" --appendonly no --dir "$PIN_DIR" \
   --daemonize yes --pidfile "$PIN_DIR/redis.pid" --logfile "$PIN_DIR/redis.log" </dev/null
-trap 'redis-cli -h 127.0.0.1 -p "$PIN_PORT" shutdown nosave >/dev/null 2>&1 || true' EXIT
+trap 'redis-cli -h 127.0.0.1 -p "$PIN_PORT" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$PIN_DIR"' EXIT
 for _ in $(seq 100); do
   redis-cli -h 127.0.0.1 -p "$PIN_PORT" ping >/dev/null 2>&1 && break
   sleep 0.05

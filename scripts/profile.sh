@@ -16,14 +16,22 @@
 # (SHOW GLOBAL STATUS Com_* and Questions deltas; exact on the durable
 # MariaDB, which nothing else uses) and mariadbd CPU ms per request.
 #
-# PROFILE_MYSQL_PORT: 13308 (default) is the durable MariaDB (scripts/services.sh
-# mariadb-durable: innodb_flush_log_at_trx_commit=1, binary log, sync_binlog=1);
-# 13306 is the shared, non-durable test server.
+# PROFILE_MARIADB: durable (default: innodb_flush_log_at_trx_commit=1, binary
+# log, sync_binlog=1) or tests (the tests' settings, not durable). The MariaDB
+# and Redis are this run's own, started by the testenv command
+# (internal/testenv) on free loopback ports.
 # Inspect further with: go tool pprof -http 127.0.0.1:0 bench/out/profile/cpu.pprof
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO="${GO:-go}"
+case "${PROFILE_MARIADB:-durable}" in
+  durable) MARIADB=mariadb-durable MADDR=PAYSERVER_TEST_MYSQL_DURABLE_ADDR ;;
+  tests) MARIADB=mariadb MADDR=PAYSERVER_TEST_MYSQL_ADDR ;;
+  *) echo "profile.sh: PROFILE_MARIADB is durable or tests, not '$PROFILE_MARIADB'" >&2; exit 2 ;;
+esac
+[[ -n "${PAYSERVER_TEST_REDIS_ADDR:-}" && -n "${!MADDR:-}" ]] ||
+  exec "$GO" run ./internal/testenv/cmd/testenv -services "redis,$MARIADB" -- "scripts/$(basename "$0")" "$@"
 BIZ="${1:-ROOMY}"
 SECS="${PROFILE_SECONDS:-10}"
 C="${PROFILE_CONCURRENCY:-50}"
@@ -32,15 +40,15 @@ PORT="${PROFILE_PORT:-18095}"
 PPROF="$HOST:$((PORT + 1))"
 DB=payserver_bench_profile
 OUT=bench/out/profile
-MPORT="${PROFILE_MYSQL_PORT:-13308}"
+if [[ "$MARIADB" == mariadb-durable ]]; then
+  MPORT="${PAYSERVER_TEST_MYSQL_DURABLE_ADDR##*:}" MARIADB_PID="$PAYSERVER_TEST_MYSQL_DURABLE_PID"
+else
+  MPORT="${PAYSERVER_TEST_MYSQL_ADDR##*:}" MARIADB_PID="$PAYSERVER_TEST_MYSQL_PID"
+fi
+REDIS_PORT="${PAYSERVER_TEST_REDIS_ADDR##*:}"
 
 die() { echo "profile.sh: FAIL: $*" >&2; exit 1; }
 scripts/install-wrk.sh || die "wrk is missing and could not be installed"
-scripts/services.sh start mariadb redis >&2
-[[ "$MPORT" == 13306 ]] || scripts/services.sh start mariadb-durable >&2
-eval "$(scripts/services.sh env)"
-if [[ "$MPORT" == 13306 ]]; then MDIR=mariadb; else MDIR=mariadb-durable; fi
-MARIADB_PID="$(tr -dc '0-9' <"$PAYSERVER_SERVICES_DIR/$MDIR/mariadbd.pid")"
 msql() { mariadb --no-defaults --protocol=tcp -h "$HOST" -P "$MPORT" -upayserver -ppayserver -N "$@"; }
 # status: the statement counters and mariadbd's CPU ticks, one "name value" a line.
 status() {
@@ -59,7 +67,7 @@ trap cleanup EXIT
 
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
 msql -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-redis-cli -h "$HOST" -p 16379 --scan --pattern 'payserver:rl:{ALIPAY}:FULL:*' | xargs -r redis-cli -h "$HOST" -p 16379 del >/dev/null
+redis-cli -h "$HOST" -p "$REDIS_PORT" --scan --pattern 'payserver:rl:{ALIPAY}:FULL:*' | xargs -r redis-cli -h "$HOST" -p "$REDIS_PORT" del >/dev/null
 cat >"$WORK/limits.yaml" <<'EOF'
 window: 1s
 limits:
@@ -72,7 +80,7 @@ printf 'channels:\n  ALIPAY: {}\n' >"$WORK/payserver.yaml"
   export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$PORT" PAYSERVER_PPROF_ADDR="$PPROF"
   export PAYSERVER_DATA_DIR="$WORK/data" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
   export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:$MPORT)/$DB?parseTime=true&loc=UTC"
-  export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:16379" PAYSERVER_LOG_LEVEL=warn
+  export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:$REDIS_PORT" PAYSERVER_LOG_LEVEL=warn
   export PAYSERVER_LIMITER_TIMEOUT=1s
   exec "$WORK/payserver"
 ) >"$WORK/payserver.log" 2>&1 &

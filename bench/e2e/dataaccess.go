@@ -87,13 +87,21 @@ type accessStyle struct {
 // /proc/PID/stat, -mariadbd-pid), allocations per payment, and RATIO lines.
 func dataAccess(args []string) error {
 	fs := flag.NewFlagSet("dataaccess", flag.ExitOnError)
-	dsn := fs.String("dsn", "payserver:payserver@tcp(127.0.0.1:13308)/payserver_bench_access?parseTime=true&loc=UTC", "MySQL DSN of a scratch database (its orders table is dropped and created)")
+	defDSN := ""
+	if a := os.Getenv("PAYSERVER_TEST_MYSQL_DURABLE_ADDR"); a != "" {
+		defDSN = "payserver:payserver@tcp(" + a + ")/payserver?parseTime=true&loc=UTC"
+	}
+	dsn := fs.String("dsn", defDSN, "MySQL DSN of a scratch database (its orders table is dropped and created); default the durable MariaDB of the testenv command ($PAYSERVER_TEST_MYSQL_DURABLE_ADDR)")
 	schema := fs.String("schema", "migrations/mysql/00001_orders.sql", "the orders migration (its Up part creates the table)")
 	conns := fs.Int("conns", 64, "concurrent payments (and pool size)")
 	duration := fs.Duration("duration", 4*time.Second, "length of one side's run in a round")
 	rounds := fs.Int("rounds", 3, "rounds; each runs every side once")
-	dbPID := fs.Int("mariadbd-pid", 0, "pid of mariadbd, for its CPU per payment (0: not measured)")
+	defPID, _ := strconv.Atoi(os.Getenv("PAYSERVER_TEST_MYSQL_DURABLE_PID"))
+	dbPID := fs.Int("mariadbd-pid", defPID, "pid of mariadbd, for its CPU per payment (0: not measured); default $PAYSERVER_TEST_MYSQL_DURABLE_PID")
 	_ = fs.Parse(args)
+	if *dsn == "" {
+		return fmt.Errorf("no MariaDB: -dsn, or PAYSERVER_TEST_MYSQL_DURABLE_ADDR (go run ./internal/testenv/cmd/testenv -services mariadb-durable -- ...)")
+	}
 
 	ctx := context.Background()
 	cfg, err := mysqldriver.ParseDSN(*dsn)

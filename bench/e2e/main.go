@@ -1,8 +1,11 @@
 // Command e2e holds the Go parts of scripts/bench-e2e.sh (the HTTP load
 // itself is wrk with bench/e2e/pay.lua):
 //
-//	go run ./bench/e2e batching [-addr 127.0.0.1:16379] [-callers 64] [-duration 8s] [-rounds 4]
-//	go run ./bench/e2e zset [-addr 127.0.0.1:16379] [-sizes 0,100000,1000000] [-callers 64]
+//	go run ./bench/e2e batching [-addr HOST:PORT] [-callers 64] [-duration 8s] [-rounds 4]
+//	go run ./bench/e2e zset [-addr HOST:PORT] [-sizes 0,100000,1000000] [-callers 64]
+//
+// -addr defaults to $PAYSERVER_TEST_REDIS_ADDR, which the testenv command
+// sets (go run ./internal/testenv/cmd/testenv -services redis -- go run ./bench/e2e ...).
 //
 // batching measures limiter checks per second through payserver's Limiter
 // on a real Redis with callers concurrent goroutines: the RedisStore with
@@ -68,7 +71,7 @@ type side struct {
 
 func batching(args []string) error {
 	fs := flag.NewFlagSet("batching", flag.ExitOnError)
-	addr := fs.String("addr", envOr("PAYSERVER_TEST_REDIS_ADDR", "127.0.0.1:16379"), "Redis address (loopback only)")
+	addr := fs.String("addr", os.Getenv("PAYSERVER_TEST_REDIS_ADDR"), "Redis address (loopback only); default $PAYSERVER_TEST_REDIS_ADDR")
 	callers := fs.Int("callers", 64, "concurrent callers")
 	duration := fs.Duration("duration", 8*time.Second, "measured time per side, split over the rounds")
 	rounds := fs.Int("rounds", 4, "interleaved rounds (unbatched, batched, ...)")
@@ -219,6 +222,9 @@ func measure(ctx context.Context, s *side, callers int, d time.Duration, maxChec
 // dial connects with payserver's own client options (cmd/payserver/app.go),
 // to a loopback address only.
 func dial(addr string) (*redis.Client, error) {
+	if addr == "" {
+		return nil, fmt.Errorf("no Redis: -addr, or PAYSERVER_TEST_REDIS_ADDR (the testenv command sets it)")
+	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, err
 	}
@@ -239,7 +245,7 @@ func dial(addr string) (*redis.Client, error) {
 
 func zsetSize(args []string) error {
 	fs := flag.NewFlagSet("zset", flag.ExitOnError)
-	addr := fs.String("addr", envOr("PAYSERVER_TEST_REDIS_ADDR", "127.0.0.1:16379"), "Redis address (loopback only)")
+	addr := fs.String("addr", os.Getenv("PAYSERVER_TEST_REDIS_ADDR"), "Redis address (loopback only); default $PAYSERVER_TEST_REDIS_ADDR")
 	sizes := fs.String("sizes", "0,100000,1000000", "window occupancies to measure (at most 5,000,000)")
 	callers := fs.Int("callers", 64, "concurrent callers")
 	duration := fs.Duration("duration", 3*time.Second, "measured time per size")
@@ -350,10 +356,3 @@ func q(sorted []time.Duration, p float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}

@@ -221,7 +221,7 @@ func run(o options) error {
 	err = client.Ping(pctx).Err()
 	cancel()
 	if err != nil {
-		return fmt.Errorf("redis at %s unreachable (scripts/services.sh start redis): %w", o.addr, err)
+		return fmt.Errorf("redis at %s unreachable (scripts/bench.sh starts one: internal/testenv): %w", o.addr, err)
 	}
 	store, err := ratelimit.NewRedisStore(client, benchPrefix)
 	if err != nil {

@@ -24,15 +24,15 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
 
 // Integration tests against a real r-nacos server. The address comes from
-// PAYSERVER_TEST_NACOS_ADDR (host:HTTP-port; gRPC is port+1000), as started
-// by scripts/services.sh. Without it the tests skip, except under CI=true
+// PAYSERVER_TEST_NACOS_ADDR (host:HTTP-port; gRPC is port+1000), as the
+// testenv command sets it (make test). Without it the tests skip, except under CI=true
 // where a missing service is a failure. TestNacosSourceServerRestart runs
-// its own r-nacos (binary from PAYSERVER_TEST_RNACOS_BIN, PATH or
-// ~/.cargo/bin/rnacos).
+// its own r-nacos (internal/testenv).
 
 const nacosTestGroup = "PAY_TEST"
 
@@ -250,41 +250,6 @@ func newTestNacosSource(t testing.TB, opts NacosOptions) *NacosSource {
 	return s
 }
 
-// freeLoopbackPort returns a loopback port p such that nothing listens on p
-// or p+offsets (the SDK dials p+1000 for gRPC).
-func freeLoopbackPort(t testing.TB, offsets ...int) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		ls := []net.Listener{l}
-		ok := true
-		for _, off := range offsets {
-			if p+off > 65535 {
-				ok = false
-				break
-			}
-			l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+off))
-			if err != nil {
-				ok = false
-				break
-			}
-			ls = append(ls, l2)
-		}
-		for _, l := range ls {
-			_ = l.Close()
-		}
-		if ok {
-			return p
-		}
-	}
-	t.Fatal("no free loopback port found")
-	return 0
-}
-
 func TestNacosOptionsValidation(t *testing.T) {
 	dir := t.TempDir()
 	wd, err := os.Getwd()
@@ -357,7 +322,7 @@ func TestNacosSDKLoggerRedacts(t *testing.T) {
 // With neither server nor snapshot, Run delivers nothing, keeps running and
 // returns nil when cancelled.
 func TestNacosSourceNoServerNoSnapshot(t *testing.T) {
-	p := freeLoopbackPort(t, 1000)
+	p := testenv.FreePort(t, 1000)
 	opts := nacosTestOptions(t, "127.0.0.1:"+strconv.Itoa(p), nacosTestDataID(t))
 	opts.ReReadInterval = 500 * time.Millisecond
 	s := newTestNacosSource(t, opts)
@@ -598,7 +563,7 @@ func seedNacosSnapshot(t *testing.T) (opts NacosOptions, dataID, content string)
 func TestNacosSourceSnapshotWhenServerDown(t *testing.T) {
 	opts, dataID, content := seedNacosSnapshot(t)
 
-	p := freeLoopbackPort(t, 1000)
+	p := testenv.FreePort(t, 1000)
 	opts.Addrs = []string{"127.0.0.1:" + strconv.Itoa(p)}
 	opts.ReReadInterval = 500 * time.Millisecond
 	second := newTestNacosSource(t, opts)
@@ -643,7 +608,7 @@ func blackHole(t testing.TB) int {
 	t.Helper()
 	var l net.Listener
 	for {
-		p := freeLoopbackPort(t, 1000)
+		p := testenv.FreePort(t, 1000)
 		var err error
 		if l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
 			break
@@ -676,188 +641,6 @@ func blackHole(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// rnacosProc is an r-nacos server owned by one test.
-type rnacosProc struct {
-	t       testing.TB
-	bin     string
-	env     []string
-	dir     string
-	httpAdr string
-	cmd     *exec.Cmd
-	logf    *os.File
-}
-
-func rnacosBinary(t testing.TB) string {
-	t.Helper()
-	if b := os.Getenv("PAYSERVER_TEST_RNACOS_BIN"); b != "" {
-		return b
-	}
-	if b, err := exec.LookPath("rnacos"); err == nil {
-		return b
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		b := filepath.Join(home, ".cargo", "bin", "rnacos")
-		if _, err := os.Stat(b); err == nil {
-			return b
-		}
-	}
-	if testutil.CI() {
-		t.Fatal("rnacos binary not found (set PAYSERVER_TEST_RNACOS_BIN or install it)")
-	}
-	t.Skip("rnacos binary not found; set PAYSERVER_TEST_RNACOS_BIN")
-	return ""
-}
-
-func startRnacos(t testing.TB) *rnacosProc {
-	t.Helper()
-	bin := rnacosBinary(t)
-	p := freeLoopbackPort(t, 1000, 2000)
-	dir := t.TempDir()
-	r := &rnacosProc{
-		t:       t,
-		bin:     bin,
-		dir:     dir,
-		httpAdr: "127.0.0.1:" + strconv.Itoa(p),
-		env: append(os.Environ(),
-			"RNACOS_HTTP_PORT="+strconv.Itoa(p),
-			"RNACOS_GRPC_PORT="+strconv.Itoa(p+1000),
-			"RNACOS_HTTP_CONSOLE_PORT="+strconv.Itoa(p+2000),
-			"RNACOS_SDK_HOST=127.0.0.1",
-			"RNACOS_CONSOLE_HOST=127.0.0.1",
-			"RNACOS_DATA_DIR="+filepath.Join(dir, "data"),
-			"RUST_LOG=warn",
-		),
-	}
-	var err error
-	if r.logf, err = os.Create(filepath.Join(dir, "rnacos.log")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		r.stop()
-		_ = r.logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(r.logf.Name())
-			t.Logf("r-nacos output:\n%s", b)
-		}
-	})
-	r.start(true)
-	return r
-}
-
-// start launches the server and waits until a write can be read back.
-//
-// r-nacos 0.8.8 quirk: a write that arrives right after a first start-up
-// can reach its raft state machine before that is wired up; the apply actor
-// panics (raftapply.rs:421, unwrap on None), the HTTP write still answers
-// "true", nothing is ever applied, and the data dir is left in a state in
-// which a restarted node never finds a raft leader. So start waits for the
-// HTTP port, lets the server settle briefly, and counts as ready only a
-// publish that reads back. The panic happens during raft auto-init, before
-// "rnacos started", in roughly a third of fresh starts, so a panic in the
-// output fails the attempt at once. A fresh server that is not ready in
-// 5 s is killed, its data dir wiped, and started again (six attempts); a
-// restart on existing data (fresh=false) is retried without wiping.
-func (r *rnacosProc) start(fresh bool) {
-	r.t.Helper()
-	dataDir := filepath.Join(r.dir, "data")
-	var lastErr error
-	for attempt := 1; attempt <= 6; attempt++ {
-		logStart, _ := r.logf.Seek(0, io.SeekCurrent)
-		// r-nacos loads a .env file from its working directory or any
-		// parent unless -e names one; give it an empty one.
-		envFile := filepath.Join(r.dir, "rnacos.env")
-		if err := os.WriteFile(envFile, nil, 0o600); err != nil {
-			r.t.Fatal(err)
-		}
-		cmd := exec.Command(r.bin, "-e", envFile)
-		cmd.Env = r.env
-		cmd.Dir = r.dir
-		cmd.Stdout, cmd.Stderr = r.logf, r.logf
-		if err := cmd.Start(); err != nil {
-			r.t.Fatalf("start rnacos: %v", err)
-		}
-		r.cmd = cmd
-		if lastErr = r.waitReady(5*time.Second, logStart); lastErr == nil {
-			return
-		}
-		fmt.Fprintf(r.logf, "\n--- test: r-nacos not ready (attempt %d, fresh=%v): %v; restarting ---\n", attempt, fresh, lastErr)
-		r.stop()
-		if fresh {
-			if err := os.RemoveAll(dataDir); err != nil {
-				r.t.Fatal(err)
-			}
-		}
-	}
-	r.t.Fatalf("r-nacos at %s never became ready: %v", r.httpAdr, lastErr)
-}
-
-// panicked reports whether the server printed a panic since log offset
-// from.
-func (r *rnacosProc) panicked(from int64) bool {
-	b, err := os.ReadFile(r.logf.Name())
-	return err == nil && int64(len(b)) > from && bytes.Contains(b[from:], []byte("panicked at"))
-}
-
-func (r *rnacosProc) waitReady(timeout time.Duration, logStart int64) error {
-	deadline := time.Now().Add(timeout)
-	probe := "ok-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	errPanic := errors.New("r-nacos panicked during start-up")
-	var err error
-	for {
-		if r.panicked(logStart) {
-			return errPanic
-		}
-		if _, err = nacosHTTPGet(r.httpAdr, "readiness-probe"); err == nil || strings.Contains(err.Error(), "status") {
-			break // HTTP is up (404 for a missing probe is fine)
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if r.panicked(logStart) {
-			return errPanic
-		}
-		if err = nacosHTTPPublishErr(r.httpAdr, "readiness-probe", probe); err == nil {
-			var got string
-			if got, err = nacosHTTPGet(r.httpAdr, "readiness-probe"); err == nil && got == probe {
-				return nil
-			}
-			if err == nil {
-				err = fmt.Errorf("read back %q, want %q", got, probe)
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return err
-}
-
-func nacosHTTPGet(addr, dataID string) (string, error) {
-	q := url.Values{"dataId": {dataID}, "group": {nacosTestGroup}}
-	resp, err := nacosHTTP.Get("http://" + addr + "/nacos/v1/cs/configs?" + q.Encode())
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("status %d: %s", resp.StatusCode, body)
-	}
-	return string(body), nil
-}
-
-// stop kills the server (SIGKILL, like a crash) and reaps it.
-func (r *rnacosProc) stop() {
-	if r.cmd == nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
-	r.cmd = nil
-}
-
 const (
 	nacosRestartChildEnv = "PAYSERVER_NACOS_RESTART_CHILD"
 	nacosRestartOK       = "NACOS-RESTART-SCENARIO-OK"
@@ -876,7 +659,7 @@ const (
 // race report: a race whose racing access is in this package fails the
 // test; a race entirely inside the SDK is logged.
 func TestNacosSourceServerRestart(t *testing.T) {
-	rnacosBinary(t) // skip (or fail under CI) when missing
+	testenv.Binary(t, "rnacos") // skip (or fail under CI) when missing
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNacosServerRestartScenario$", "-test.v=true", "-test.count=1")
@@ -962,22 +745,22 @@ func TestNacosServerRestartScenario(t *testing.T) {
 }
 
 func nacosRestartScenario(t testing.TB) {
-	srv := startRnacos(t)
+	srv := testenv.StartNacos(t, testenv.NacosOptions{}).Nodes[0]
 	dataID := nacosTestDataID(t)
-	nacosHTTPPublish(t, srv.httpAdr, dataID, "v1 "+dataID)
+	nacosHTTPPublish(t, srv.Addr, dataID, "v1 "+dataID)
 
-	opts := nacosTestOptions(t, srv.httpAdr, dataID)
+	opts := nacosTestOptions(t, srv.Addr, dataID)
 	opts.ReReadInterval = time.Second
 	s := newTestNacosSource(t, opts)
 	rec := &nacosRecorder{}
 	stop := runNacos(t, s, rec)
 	rec.waitLast(t, 3*time.Second, "v1", isContent("v1 "+dataID))
 
-	srv.stop()
+	srv.Kill()
 	time.Sleep(1500 * time.Millisecond) // a re-read fails while the server is down
-	srv.start(false)
+	srv.Start()
 	start := time.Now()
-	nacosHTTPPublish(t, srv.httpAdr, dataID, "v2 "+dataID)
+	nacosHTTPPublish(t, srv.Addr, dataID, "v2 "+dataID)
 	rec.waitLast(t, 10*time.Second, "v2 published after the restart", isContent("v2 "+dataID))
 	t.Logf("post-restart change arrived after %v", time.Since(start))
 	stop()

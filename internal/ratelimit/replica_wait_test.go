@@ -5,33 +5,31 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"payserver/internal/testenv"
 )
 
 // TestReplicaWaitCost measures what `WAIT 1 <timeout>` after each check
 // script would cost: the remedy for admissions lost with a killed master
 // (a write acknowledged by the master and not yet received by its replica
 // when the replica is promoted). Both variants run side by side in one run,
-// alternating rounds, on the same master of the failover cluster
-// (scripts/services.sh start failover-cluster: every master has one replica),
-// 16 concurrent callers, single-member checks against one key; it prints
-// throughput and latency percentiles and the ratios. A measurement, opt-in:
-// PAYSERVER_BENCH_REPLICA_WAIT=1 with the services env.
+// alternating rounds, on the same master of a cluster of its own
+// (internal/testenv: three masters, each with one replica), 16 concurrent
+// callers, single-member checks against one key; it prints throughput and
+// latency percentiles and the ratios. A measurement, opt-in:
+// PAYSERVER_BENCH_REPLICA_WAIT=1.
 func TestReplicaWaitCost(t *testing.T) {
 	if os.Getenv("PAYSERVER_BENCH_REPLICA_WAIT") != "1" {
-		t.Skip("measurement: PAYSERVER_BENCH_REPLICA_WAIT=1 (needs PAYSERVER_TEST_FAILOVER_CLUSTER_ADDRS)")
+		t.Skip("measurement: PAYSERVER_BENCH_REPLICA_WAIT=1")
 	}
-	addrs := os.Getenv("PAYSERVER_TEST_FAILOVER_CLUSTER_ADDRS")
-	if addrs == "" {
-		t.Fatal("PAYSERVER_TEST_FAILOVER_CLUSTER_ADDRS not set: eval \"$(scripts/services.sh env)\"")
-	}
+	cluster := testenv.StartCluster(t, testenv.ClusterOptions{Replicas: 1})
 	ctx := context.Background()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
 	defer cc.Close()
 	k := Key{BizType: fmt.Sprintf("WAITCOST%d", time.Now().UnixNano()), Channel: "ALIPAY"}
 	ws := []Window{{Limit: 1 << 40, Size: time.Second}, {Limit: 1 << 40, Size: time.Minute}}

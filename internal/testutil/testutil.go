@@ -1,8 +1,9 @@
 // Package testutil finds the real services tests run against. Each address
-// comes from an environment variable set by `eval "$(scripts/services.sh
-// env)"` (make test does this). A test whose service is not configured is
-// skipped, except with CI=true, where it fails: in CI a missing service is a
-// failure, never a skip.
+// comes from a PAYSERVER_TEST_* environment variable set by the testenv
+// command (make test runs the unit tests under it) or by a TestMain that
+// starts the shared set (internal/testenv). A test whose service is not
+// configured is skipped, except with CI=true, where it fails: in CI a
+// missing service is a failure, never a skip.
 package testutil
 
 import (
@@ -27,9 +28,9 @@ func Env(tb testing.TB, name string) string {
 	v := os.Getenv(name)
 	if v == "" {
 		if CI() {
-			tb.Fatalf("%s is not set: run the tests through `make test` (scripts/services.sh starts the services)", name)
+			tb.Fatalf("%s is not set: run the tests through `make test` (the testenv command starts the services)", name)
 		}
-		tb.Skipf("%s is not set; run `make test` to start the real services", name)
+		tb.Skipf("%s is not set; run `make test`, or go run ./internal/testenv/cmd/testenv -- go test ...", name)
 	}
 	return v
 }
