@@ -101,7 +101,8 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	}
 	routes, health, routed := m.payRouting(gate)
 	instrumented := m.metrics.InstrumentOrders(orders)
-	lost, err := pay.NewLostAnswers(instrumented, gate, pay.LostAnswersOptions{Grace: m.cfg.LostAnswerGrace, Logger: m.log.With("component", "pay")})
+	lost, err := pay.NewLostAnswers(instrumented, gate, pay.LostAnswersOptions{Grace: m.cfg.LostAnswerGrace,
+		Dir: filepath.Join(m.cfg.DataDir, "lost-answers"), Logger: m.log.With("component", "pay")})
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,11 @@ type LostAnswersOptions struct {
 	// Queue bounds the lost answers waiting. Default 1024.
 	Queue int
 	// Now is the clock. Default time.Now.
-	Now    func() time.Time
+	Now func() time.Time
+	// Dir, when set, keeps each lost answer waiting for its grace in a
+	// file there, so that a restart does not forget it
+	// (lost_answers_journal.go). Empty: memory only.
+	Dir    string
 	Logger *slog.Logger
 }
 
@@ -75,8 +79,10 @@ func NewLostAnswers(orders OrderStore, limiter Limiter, opts LostAnswersOptions)
 // they may have taken (each with the windows its lost call would have
 // recorded it in). It never blocks.
 func (l *LostAnswers) Add(req PayRequest, holds ...ratelimit.Hold) {
+	a := lostAnswer{req: req, holds: holds, at: l.opts.Now()}
 	select {
-	case l.queue <- lostAnswer{req: req, holds: holds, at: l.opts.Now()}:
+	case l.queue <- a:
+		l.keep(a)
 	default:
 		l.dropped.Add(1)
 	}
@@ -85,8 +91,10 @@ func (l *LostAnswers) Add(req PayRequest, holds ...ratelimit.Hold) {
 // Dropped is how many lost answers a full queue dropped.
 func (l *LostAnswers) Dropped() int64 { return l.dropped.Load() }
 
-// Run settles lost answers in arrival order until ctx ends.
+// Run settles lost answers in arrival order until ctx ends, starting with
+// those an earlier run kept (Dir).
 func (l *LostAnswers) Run(ctx context.Context) {
+	l.recover()
 	for {
 		select {
 		case <-ctx.Done():
@@ -99,6 +107,7 @@ func (l *LostAnswers) Run(ctx context.Context) {
 			for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 				err := l.settle(ctx, a)
 				if err == nil {
+					l.forget(a)
 					break
 				}
 				if l.opts.Now().After(giveUp) {
@@ -106,6 +115,7 @@ func (l *LostAnswers) Run(ctx context.Context) {
 					// frees itself when its window passes.
 					l.opts.Logger.Warn("a lost limiter answer could not be settled; its slot frees itself when its window passes",
 						"requestId", a.req.RequestID, "err", err)
+					l.forget(a)
 					break
 				}
 				l.opts.Logger.Debug("a lost limiter answer could not be settled yet; retrying", "requestId", a.req.RequestID, "err", err)

@@ -3,6 +3,7 @@ package pay_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -193,4 +194,59 @@ func TestFailedClaimNotRetriedFreesItsSlot(t *testing.T) {
 	if sim.Calls() != 0 {
 		t.Errorf("%d channel calls, want none", sim.Calls())
 	}
+}
+
+// TestLostAnswerSurvivesARestart: a lost answer queued by one run whose
+// process then died is settled by the next run (its file in Dir): closed
+// NOT_SENT and its slot released. Forgotten in memory before, its day
+// slot stayed until the day ended (the chaos campaign, seed 13: an
+// instance killed within the grace).
+func TestLostAnswerSurvivesARestart(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n")
+	lossy := &lossyLimiter{Limiter: lim}
+	store := paytest.NewMemStore()
+	dir := t.TempDir()
+	first, err := pay.NewLostAnswers(store, lossy, pay.LostAnswersOptions{Grace: 50 * time.Millisecond, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(sim)
+	svc, err := pay.NewService(store, lossy, reg, pay.Options{LostAnswers: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy.setLose(true)
+	if _, err := svc.Pay(context.Background(), req("gone")); apperr.CodeOf(err) != apperr.DependencyUnavailable {
+		t.Fatalf("the answer lost: %v, want DEPENDENCY_UNAVAILABLE", err)
+	}
+	// The first run never ran: the process died within the grace.
+	second, err := pay.NewLostAnswers(store, lim, pay.LostAnswersOptions{Grace: 50 * time.Millisecond, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { second.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	key := ratelimit.Key{BizType: "B", Channel: "ALIPAY"}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		o, err := store.Get(context.Background(), "gone")
+		_, counts, _ := lim.Usage(context.Background(), key)
+		if err == nil && o.FailureCode == pay.FailureNotSent && counts[0] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %+v (%v), day window %v: want FAILED NOT_SENT and the slot released by the next run", o, err, counts)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for time.Now().Before(deadline) {
+		if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the settled lost answer's file is still there")
 }

@@ -159,3 +159,18 @@ func unionWindows(held, current []KeyWindow) []KeyWindow {
 	}
 	return held
 }
+
+// WindowNames names the windows h knows that record its member (WindowKey,
+// without a store prefix), nil when its windows are unknown: what
+// HoldFromWindowKeys reads back, for a hold kept on disk.
+func (h Hold) WindowNames() []string {
+	if !h.Known() {
+		return nil
+	}
+	held := h.held(false)
+	out := make([]string, len(held))
+	for i, w := range held {
+		out[i] = WindowKey(w)
+	}
+	return out
+}
