@@ -59,7 +59,7 @@ func (s *Service) claim(ctx context.Context, req PayRequest, o *Order) (won bool
 		// the same limiter member (the requestId). Its order may be on
 		// another channel (routed, or pinned elsewhere): then our slot
 		// here is released once that order is final (lostClaim).
-		answer, err = s.lostClaim(ctx, o.RequestID, o.RequestHash, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o))
+		answer, err = s.lostClaim(ctx, o, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o))
 		return false, answer, err
 	default:
 		return false, nil, s.claimFailed(req, o, fate, err)

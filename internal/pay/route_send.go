@@ -130,8 +130,19 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, holds ...ratelimi
 // channel, so no call under that slot can happen. While the order is still
 // PROCESSING (its owner may yet move it to hold's channel) the slot is
 // kept, and the settler releases it once the order is final elsewhere.
-func (s *Service) lostClaim(ctx context.Context, requestID, hash string, hold ratelimit.Hold) (*Order, error) {
-	o, err := s.awaitExisting(ctx, requestID, hash)
+//
+// The slot is the winner's own only when the winner's order pays what mine
+// would have: the limiter refuses a member held for another amount, so an
+// admission of mine for another amount on the winner's channel is mine
+// alone (the winner's was decided in process, during a Redis outage), no
+// call can happen under it, and it is released at once. Kept, it counted
+// mine's amount for the winner's payment (the chaos campaign, seed 14).
+func (s *Service) lostClaim(ctx context.Context, mine *Order, hold ratelimit.Hold) (*Order, error) {
+	requestID := mine.RequestID
+	o, err := s.awaitExisting(ctx, requestID, mine.RequestHash)
+	if err == nil && s.releaseIfNotTheirs(ctx, mine, hold, o) {
+		return o, nil
+	}
 	if err == nil && o.Status != StatusProcessing {
 		// The winner's order as just read, final: no second read. On
 		// hold's channel the slot is the winner's own (one member per
@@ -142,12 +153,31 @@ func (s *Service) lostClaim(ctx context.Context, requestID, hash string, hold ra
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	got, gerr := s.orders.Get(gctx, requestID)
 	cancel()
+	if gerr == nil && s.releaseIfNotTheirs(ctx, mine, hold, got) {
+		return o, err
+	}
 	if gerr == nil && SlotFate(hold.Key.Channel, got) != FateWait {
 		settleSlot(ctx, s.limiter, hold, got, s.log)
 	} else {
 		s.settler.releaseWhenFinal(requestID, hold)
 	}
 	return o, err
+}
+
+// releaseIfNotTheirs releases hold, mine's slot, when the winner's order
+// is on hold's channel for another amount or currency (see lostClaim), and
+// says whether it did.
+func (s *Service) releaseIfNotTheirs(ctx context.Context, mine *Order, hold ratelimit.Hold, winner *Order) bool {
+	if winner == nil || winner.Channel != hold.Key.Channel || (winner.Amount == mine.Amount && winner.Currency == mine.Currency) {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := s.limiter.Release(rctx, hold); err != nil {
+		s.log.Warn("could not release the slot of a claim lost to another amount; it frees itself when its window passes",
+			"key", hold.Key.String(), "requestId", mine.RequestID, "err", err)
+	}
+	return true
 }
 
 func channelRequest(o *Order) channel.Request {

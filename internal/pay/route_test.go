@@ -621,3 +621,51 @@ func (s *erroringStore) Create(ctx context.Context, o *pay.Order) error {
 func TestPinnedAmbiguousClaimReleasesItsSlotElsewhere(t *testing.T) {
 	pinnedLoserReleases(t, &erroringStore{gatedStore{OrderStore: paytest.NewMemStore(), reached: make(chan struct{}), release: make(chan struct{})}})
 }
+
+// lateWinnerStore lets another request's order win the claim just before
+// ours: the winner's row is written first by the same Create call.
+type lateWinnerStore struct {
+	*paytest.MemStore
+	winner *pay.Order
+}
+
+func (s *lateWinnerStore) Create(ctx context.Context, o *pay.Order) error {
+	if w := s.winner; w != nil {
+		s.winner = nil
+		if err := s.MemStore.Create(ctx, w); err != nil {
+			return err
+		}
+	}
+	return s.MemStore.Create(ctx, o)
+}
+
+// TestLostClaimToAnotherAmountReleasesItsSlot: a duplicate of the
+// requestId for another amount won the claim on the same channel, its own
+// slot decided in process (a Redis outage) so that the shared window holds
+// only ours. Ours is no slot of the winner's: it is released at once.
+// Kept, the money window counted our 4607 for the winner's 4604 payment
+// (the chaos campaign, seed 14).
+func TestLostClaimToAnotherAmountReleasesItsSlot(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 10, window: 1h}, {amount: 100000, window: 1h}]\n")
+	now := time.Now().UTC()
+	store := &lateWinnerStore{MemStore: paytest.NewMemStore(), winner: &pay.Order{
+		OrderNo: "PSWINNER", RequestID: "dup", RequestHash: "another payload", BizType: "B", Channel: "ALIPAY",
+		MerchantID: "M", Amount: 4604, Currency: "CNY", Status: pay.StatusSucceeded, CreatedAt: now, UpdatedAt: now}}
+	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(sim)
+	svc, err := pay.NewService(store, lim, reg, pay.Options{InFlightWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("dup")
+	r.Amount = 4607
+	if _, err := svc.Pay(context.Background(), r); apperr.CodeOf(err) != apperr.IdempotencyConflict {
+		t.Fatalf("lost to another amount: %v, want IDEMPOTENCY_CONFLICT", err)
+	}
+	if _, used, _ := lim.Usage(context.Background(), ratelimit.Key{BizType: "B", Channel: "ALIPAY"}); used[0] != 0 || used[1] != 0 {
+		t.Fatalf("windows hold %v, want [0 0]: our slot was the winner's in name only", used)
+	}
+	if sim.Calls() != 0 {
+		t.Errorf("%d channel calls, want none", sim.Calls())
+	}
+}
