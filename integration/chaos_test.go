@@ -25,7 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/integration/chaos/witness"
-	"payserver/internal/testutil"
+	"payserver/internal/testenv"
 )
 
 // The chaos campaign: a seeded run of three payserver instances on real
@@ -87,6 +87,10 @@ type campaign struct {
 	db             *sql.DB
 	rdb            *redis.Client
 	instances      []*chaosInstance
+	// The campaign's own Redis and durable MariaDB (internal/testenv), so
+	// that the nemesis can kill and restart them.
+	redisSrv *testenv.Redis
+	mariadb  *testenv.MariaDB
 
 	seq     atomic.Int64
 	mu      sync.Mutex
@@ -164,7 +168,9 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 		token: "chaos-client-" + tag, admin: "chaos-admin-" + tag}
 	dir := t.TempDir()
 	c.limitsPath = filepath.Join(dir, "limits.yaml")
-	dsn, err := mysql.ParseDSN(testutil.MustFreshMySQL(t))
+	c.redisSrv = testenv.StartRedis(t, testenv.RedisOptions{})
+	c.mariadb = testenv.StartMariaDB(t, testenv.MariaDBOptions{Durable: true})
+	dsn, err := mysql.ParseDSN(c.mariadb.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +181,8 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.db.Close() })
-	c.rdb = testutil.MustRedis(t)
+	c.rdb = redis.NewClient(&redis.Options{Addr: c.redisSrv.Addr})
+	t.Cleanup(func() { _ = c.rdb.Close() })
 	addrs := []string{freePort(t), freePort(t), freePort(t)}
 	first := c.document(docs, 0)
 	mustWrite(t, c.limitsPath, first)
@@ -185,7 +192,7 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 	}
 	c.limits = []witness.LimitsDoc{{Raw: first, FromUs: time.Now().UnixMicro()}}
 	c.emu = startEmulatorWith(t, "http://"+addrs[0], c.chA+","+c.chB)
-	redisAddr := testutil.RedisAddr(t)
+	redisAddr := c.redisSrv.Addr
 	for i, addr := range addrs {
 		in := &chaosInstance{name: fmt.Sprintf("i%d", i), redis: startProxy(t, redisAddr), db: startProxy(t, dsn.Addr), gw: startProxy(t, c.emu.addr)}
 		d := *dsn
@@ -462,7 +469,11 @@ func (c *campaign) nemesis(ctx context.Context, r *rand.Rand) {
 		}
 		in := c.instances[r.IntN(len(c.instances))]
 		hold := time.Duration(500+r.IntN(2500)) * time.Millisecond
-		switch r.IntN(13) {
+		switch r.IntN(15) {
+		case 13: // Redis killed and restarted empty: every window starts again
+			c.fault("redis", "", hold, func() { c.redisSrv.Kill() }, func() { c.redisSrv.Start() }, -1)
+		case 14: // MariaDB killed and restarted (durable: every committed order survives)
+			c.fault("mariadb", "", hold, func() { c.mariadb.Kill() }, func() { c.mariadb.Start() })
 		case 0: // SIGKILL an instance, restart it later
 			c.fault("instance", in.name, hold, func() { in.kill() }, func() { in.restart() })
 		case 1: // SIGSTOP, then SIGCONT
@@ -511,9 +522,13 @@ func (c *campaign) nemesis(ctx context.Context, r *rand.Rand) {
 }
 
 // fault breaks something for hold (0: at once, healed by the break
-// itself), recording the interval.
-func (c *campaign) fault(kind, target string, hold time.Duration, brk, heal func()) {
+// itself), recording the interval; lost, for a Redis fault, is how many
+// window writes it may have lost (-1: all of them).
+func (c *campaign) fault(kind, target string, hold time.Duration, brk, heal func(), lost ...int64) {
 	f := witness.Fault{Kind: kind, Target: target, FromUs: time.Now().UnixMicro()}
+	if len(lost) > 0 {
+		f.LostWrites = lost[0]
+	}
 	brk()
 	time.Sleep(hold)
 	heal()
