@@ -178,7 +178,7 @@ func (w *Waiter) Check(ctx context.Context, r ratelimit.Request) (ratelimit.Deci
 		// Nobody waits: check at once, as without a maximum wait.
 		w.mu.Unlock()
 		d, err := w.inner.Check(ctx, r)
-		if err != nil || d.Allowed || d.Closed() || d.Amount || d.Conflict || d.ExceedsCap {
+		if err != nil || d.Allowed || d.Closed() || d.Amount || d.Conflict || d.ExceedsCap || d.Unknown {
 			// A closed key (limit 0) has no reopening time: no wait. Nor
 			// does an amount refusal queue: it is this request's own (a
 			// smaller amount may fit now, a larger one never), not the
@@ -256,6 +256,11 @@ func (w *Waiter) wait(ctx context.Context, r ratelimit.Request, q *queue, t *tic
 		case err != nil:
 			return d, Failed, err
 		}
+		if !d.Allowed && d.Unknown {
+			// This request's own lost answer (it may hold a slot): its
+			// caller settles it; never the queue's refusal to hand on.
+			return d, Failed, nil
+		}
 		if d.Closed() || (!d.Allowed && (d.Amount || d.Conflict || d.ExceedsCap)) {
 			// The key was closed while this request waited, or its own
 			// amount does not fit (not the queue's refusal to keep).
@@ -324,10 +329,12 @@ func (q *queue) refused(d ratelimit.Decision, now time.Time) {
 	q.nextTry = now.Add(max(d.RetryAfter, minPause))
 }
 
-// refusal is the last refusal, its RetryAfter counted from now.
+// refusal is the last refusal, its RetryAfter counted from now. It is
+// another request's decision: it names no slot of this one's (Hold) and no
+// lost answer (Unknown).
 func (q *queue) refusal(now time.Time) ratelimit.Decision {
 	d := q.last
-	d.Allowed = false
+	d.Allowed, d.Unknown, d.Hold = false, false, ratelimit.Hold{}
 	d.RetryAfter = max(q.nextTry.Sub(now), minPause)
 	return d
 }

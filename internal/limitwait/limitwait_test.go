@@ -349,3 +349,37 @@ func TestWaitNeverChecksAtItsDeadline(t *testing.T) {
 		t.Errorf("%d checks, want 1: none at the deadline", inner.checks)
 	}
 }
+
+// unknownOnce answers its first check with a refusal whose outcome is
+// unknown (its call was lost), holding that request's slot, and refuses
+// every later one.
+type unknownOnce struct {
+	refusing
+	calls int
+}
+
+func (u *unknownOnce) Check(_ context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
+	u.calls++
+	d := ratelimit.Decision{Key: r.Key, RetryAfter: time.Second, Limit: 1, Count: 1}
+	if u.calls == 1 {
+		d.Unknown, d.Hold = true, ratelimit.HoldOf(r.Key, r.Member)
+	}
+	return d, nil
+}
+
+// A lost answer is its own request's: it goes back to that request at once
+// and is never the refusal handed to the next one, which would settle (and
+// release) a slot it does not hold.
+func TestUnknownOutcomeIsNeverShared(t *testing.T) {
+	inner := &unknownOnce{}
+	w := newWaiter(t, inner, limitwait.Options{})
+	key := ratelimit.Key{BizType: "B", Channel: "C"}
+	a, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "a", MaxWait: 2 * time.Second})
+	if err != nil || !a.Unknown || a.Hold.Member != "a" {
+		t.Fatalf("a: %+v %v, want its own unknown outcome", a, err)
+	}
+	b, err := w.Check(context.Background(), ratelimit.Request{Key: key, Member: "b", MaxWait: 10 * time.Millisecond})
+	if err != nil || b.Unknown || b.Hold.Member == "a" {
+		t.Fatalf("b: %+v %v, want a refusal of its own, not a's unknown outcome", b, err)
+	}
+}

@@ -79,6 +79,13 @@ func NewLostAnswers(orders OrderStore, limiter Limiter, opts LostAnswersOptions)
 // they may have taken (each with the windows its lost call would have
 // recorded it in). It never blocks.
 func (l *LostAnswers) Add(req PayRequest, holds ...ratelimit.Hold) {
+	for _, h := range holds {
+		if h.Member != req.RequestID {
+			// Another request's slot: never released on this one's behalf.
+			l.opts.Logger.Error("a lost answer named another request's slot; not settled", "requestId", req.RequestID, "member", h.Member)
+			return
+		}
+	}
 	a := lostAnswer{req: req, holds: holds, at: l.opts.Now()}
 	select {
 	case l.queue <- a:

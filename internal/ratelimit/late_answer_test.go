@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -232,4 +233,41 @@ func TestRetryRefusedAfterALostCallIsUnknown(t *testing.T) {
 	if d := mustAllow(t, other, keyAB, "a"); !d.Duplicate {
 		t.Fatalf("the late call did not admit the member (%+v): the test lost its point", d)
 	}
+}
+
+// TestRefusedRetryIsRedisAnswering: a lost first call and a refused retry,
+// many times over, under every policy: Redis answered each time, so the
+// breaker never opens and no check is decided in process or failed open;
+// each stays a refusal with an unknown outcome. Counted as store failures,
+// three of them opened the breaker and the next check was admitted in
+// process (local) or failed open (allow) over a full key.
+func TestRefusedRetryIsRedisAnswering(t *testing.T) {
+	for _, p := range []ratelimit.Policy{ratelimit.PolicyLocal, ratelimit.PolicyAllow, ratelimit.PolicyDeny} {
+		t.Run(string(p), func(t *testing.T) {
+			shared := ratelimit.NewLocalStore(nil)
+			other, _ := ratelimit.New(shared, ratelimit.Options{})
+			other.SetConfig(mustConfig(t, lateDoc))
+			mustAllow(t, other, keyAB, "x")
+			mustAllow(t, other, keyAB, "y")
+			l, _ := ratelimit.New(&oddCallsLost{lateStore: lateStore{shared: shared}}, ratelimit.Options{Policy: p})
+			l.SetConfig(mustConfig(t, lateDoc))
+			for i := range 6 {
+				d, err := l.Check(context.Background(), ratelimit.Request{Key: keyAB, Member: fmt.Sprintf("m%d", i)})
+				if err != nil || d.Allowed || !d.Unknown || d.Source != ratelimit.SourceRedis {
+					t.Fatalf("check %d: %+v %v, want a refusal from Redis with an unknown outcome", i, d, err)
+				}
+			}
+		})
+	}
+}
+
+// oddCallsLost loses every odd call before it reaches the shared store,
+// and runs every even one (the retry).
+type oddCallsLost struct{ lateStore }
+
+func (s *oddCallsLost) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
+	if s.calls.Add(1)%2 == 1 {
+		return ratelimit.StoreResult{}, context.DeadlineExceeded
+	}
+	return s.shared.Check(ctx, ws, m, amount)
 }

@@ -29,6 +29,18 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 		}
 	}
 	res, unknown, err := l.check(ctx, asked.windows, r.Member, r.Amount)
+	if errors.Is(err, errLostCall) {
+		// Redis answered the retry: it is up, and the breaker hears so.
+		// The first call's fate is unknown under every policy: never a
+		// fail-open admission, never a degraded decision.
+		*end = l.opts.Now()
+		if l.breaker.success() {
+			l.log.Warn("limiter store answers again; back to shared windows", "key", r.Key.String())
+		}
+		d := p.decision(r.Key, res, SourceRedis)
+		d.Allowed, d.Unknown = false, true
+		return d, nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			l.breaker.abandon()
