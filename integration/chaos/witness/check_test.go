@@ -294,3 +294,12 @@ func TestRefusalByALearnedLimit(t *testing.T) {
 	b.refused("r10", "ONLINE_PAY", "ALIPAY", 10, t0+240*sec) // 50 s after: no learned limit lasts that long
 	wantViolations(t, b.check(), NoFalseRefusal)
 }
+
+// A throttle lowers the windows its payment was admitted into: another
+// bizType's throttle does not excuse a refusal by a key's own window.
+func TestRefusalNotExcusedByAnotherKeysThrottle(t *testing.T) {
+	b := cleanHistory(t)
+	b.throttled("thr", "REFUND", "ALIPAY", 10, t0+195*sec)
+	b.refused("r9", "ONLINE_PAY", "ALIPAY", 10, t0+200*sec)
+	wantViolations(t, b.check(), NoFalseRefusal)
+}

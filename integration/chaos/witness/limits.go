@@ -45,6 +45,7 @@ type Document struct {
 type Learning struct {
 	Off      bool
 	Increase float64
+	Floor    int64
 }
 
 // Rule is what one key enforces: all of its windows together.
@@ -211,6 +212,9 @@ func ParseDocument(raw []byte) (*Document, error) {
 			case map[string]any:
 				if inc, ok := x["increase"].(float64); ok && inc > 0 {
 					l.Increase = inc
+				}
+				if f, ok := x["floor"].(int); ok && f > 0 {
+					l.Floor = int64(f)
 				}
 			}
 			doc.Learning[key] = l

@@ -2,8 +2,8 @@ package witness
 
 import (
 	"encoding/json"
-	"math"
 	"sort"
+	"strings"
 )
 
 // possibleIndex is one window's possible slots sorted by the latest time
@@ -234,36 +234,47 @@ func (c *checker) redisInflation(key string, x *possibleIndex, from, to int64) (
 }
 
 // mayBeLearned says whether a learned limit may have refused op on channel
-// (docs/OPERATIONS.md, "Limits learned from the channel"): the channel
-// answered THROTTLED to some pay within the longest a learned limit lasts
-// before op's answer. A learned limit climbs back by its key's increase of
-// the configured limit per window, so it lasts at most ⌈1 / increase⌉
-// windows of its key's sliding count windows after the last throttle,
-// plus the channel's retry-after (within FaultSlack). The witness bounds
-// where payserver's learned limit may have bound rather than replaying it.
+// (docs/OPERATIONS.md, "Limits learned from the channel"). A throttle
+// lowers the learned limit of the windows the throttled payment was
+// admitted into (its own key's, and the channel-wide key's); it climbs back
+// by its step, max(1, ⌊limit × increase⌋), per window, from at least its
+// floor, max(1, ⌊limit / 100⌋), so it lasts at most ⌈(limit − floor) /
+// step⌉ windows after the last throttle, plus the channel's retry-after
+// (within FaultSlack). A refusal is justified when, for some learning
+// window of op's rules, a throttle that reaches it (of op's bizType for
+// its own key, of any bizType on the channel for the channel-wide key) came
+// that recently before op's answer. The witness bounds where payserver's
+// learned limit may have bound rather than replaying it.
 func (c *checker) mayBeLearned(op *Op, channel string) bool {
 	from, to := op.InvokeUs-c.skew-c.nearHold, completeOr(op, 0)+c.skew
-	var lasts int64
 	for _, rs := range c.rulesFor(op.BizType, channel, c.docsIn(from, to), from, to) {
 		for _, s := range rs.windowsFor(op.Amount, op.Currency) {
 			l, named := rs.doc.Learning[s.key]
 			if !named {
 				l = Learning{Increase: 0.05}
 			}
-			if l.Off || s.window.ID.Amount || s.window.ID.Calendar != "" || s.window.Limit < 1 {
+			w := s.window
+			if l.Off || w.ID.Amount || w.ID.Calendar != "" || w.Limit < 1 {
 				continue
 			}
-			windows := int64(math.Ceil(1 / l.Increase))
-			lasts = max(lasts, windows*s.window.ID.SpanUs)
-		}
-	}
-	if lasts == 0 {
-		return false
-	}
-	for _, e := range c.h.Ledger {
-		if e.Channel == channel && e.Op == "pay" && e.Outcome == "THROTTLED" &&
-			e.ReceivedAtUs <= to && e.ReceivedAtUs >= from-lasts-c.faultSlack {
-			return true
+			step := max(1, int64(float64(w.Limit)*l.Increase))
+			floor := max(1, w.Limit/100)
+			if l.Floor > 0 {
+				floor = l.Floor
+			}
+			lasts := (max(w.Limit-floor, 0) + step - 1) / step * w.ID.SpanUs
+			wide := strings.HasPrefix(s.key, "*")
+			for _, e := range c.h.Ledger {
+				if e.Channel != channel || e.Op != "pay" || e.Outcome != "THROTTLED" || e.ReceivedAtUs > to || e.ReceivedAtUs < from-lasts-c.faultSlack {
+					continue
+				}
+				if wide {
+					return true
+				}
+				if o := c.ordersByReq[e.RequestID]; o != nil && o.BizType == op.BizType {
+					return true
+				}
+			}
 		}
 	}
 	return false
