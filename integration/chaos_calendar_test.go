@@ -89,6 +89,9 @@ func TestChaosCalendar(t *testing.T) {
 		}
 	}
 	fmt.Printf("chaos calendar: seed %d: %d periods checked against the witness\n", run.seed, checked)
+	if checked == 0 {
+		t.Fatal("no period was checked: check-limits named no calendar window")
+	}
 	if t.Failed() {
 		fmt.Fprintf(os.Stderr, "replay: CHAOS_SEED=%d make chaos\n", run.seed)
 	}

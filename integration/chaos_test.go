@@ -144,6 +144,20 @@ func TestChaosCampaign(t *testing.T) {
 	path := c.writeHistory(h)
 	rep := witness.Check(h, witness.Options{LostAnswerGrace: 30 * time.Second})
 	fmt.Printf("chaos: seed %d: %s\n", run.seed, rep.Summary())
+	// A run that admitted nothing, or refused nothing, checked nothing.
+	var paid, limited int
+	for _, op := range h.Ops {
+		switch {
+		case op.Kind == "pay" && op.Status == 200:
+			paid++
+		case op.Status == 429:
+			limited++
+		}
+	}
+	if paid == 0 || limited == 0 || len(h.Orders) == 0 || len(h.Ledger) == 0 {
+		t.Errorf("chaos: seed %d exercised too little to check: %d payments answered 200, %d answers 429, %d orders, %d ledger lines",
+			run.seed, paid, limited, len(h.Orders), len(h.Ledger))
+	}
 	if len(rep.Violations) > 0 {
 		var b strings.Builder
 		for i, v := range rep.Violations {

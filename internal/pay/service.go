@@ -123,13 +123,9 @@ func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Opti
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	setRouteDefaults(&opts)
-	settler := opts.Settler
-	if settler == nil {
-		// Never run: what it is given is dropped, and those slots free
-		// themselves when their windows pass.
-		settler = NewSettler(orders, limiter, SettlerOptions{Queue: 1, Logger: opts.Logger})
-	}
-	return &Service{orders: orders, limiter: limiter, channels: channels, opts: opts, log: opts.Logger, settler: settler}, nil
+	// A nil Settler settles nothing later: those slots free themselves
+	// when their windows pass (settler.go).
+	return &Service{orders: orders, limiter: limiter, channels: channels, opts: opts, log: opts.Logger, settler: opts.Settler}, nil
 }
 
 // Pay runs one payment and returns its order. The error is an *apperr.Error
@@ -225,6 +221,15 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 	}
 	o.UpdatedAt = s.opts.Now().UTC()
 	if err := s.finish(base, o); err != nil {
+		if o.FailureCode == FailureNotSent {
+			// Provably never processed (a throttle, a refused
+			// connection): not an unknown outcome. The settler ends the
+			// row NOT_SENT once the database answers, then the slot.
+			s.settler.settleClaimLater(o, o.FailureMessage, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o))
+			return nil, apperr.Wrap(err, apperr.DependencyUnavailable,
+				"the payment was not sent, but that could not be recorded; query GET /pay/%s later", o.RequestID).
+				WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo})
+		}
 		// Unrecorded: the order is swept UNKNOWN and resolved with the
 		// channel, which settles its slot then.
 		return nil, apperr.Wrap(err, apperr.DependencyUnavailable,

@@ -117,15 +117,25 @@ func (s *Settler) Run(ctx context.Context) {
 // Dropped is how many jobs a full queue dropped since the start.
 func (s *Settler) Dropped() int64 { return s.dropped.Load() }
 
+// settleClaimLater and releaseWhenFinal do nothing on a nil Settler (a
+// Service built without one): those slots free themselves when their
+// windows pass.
+
 // settleClaimLater watches o, our claim that may have committed, and
 // settles it as NOT_SENT (why) when its row turns up, then the slots.
 func (s *Settler) settleClaimLater(o *Order, why string, holds ...ratelimit.Hold) {
+	if s == nil {
+		return
+	}
 	s.add(settleJob{requestID: o.RequestID, abandoned: o, why: why, holds: holds})
 }
 
 // releaseWhenFinal watches requestID's order and settles hold's slot when
 // its fate is known (SlotFate is no longer FateWait).
 func (s *Settler) releaseWhenFinal(requestID string, hold ratelimit.Hold) {
+	if s == nil {
+		return
+	}
 	s.add(settleJob{requestID: requestID, holds: []ratelimit.Hold{hold}})
 }
 
