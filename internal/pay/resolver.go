@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"payserver/internal/apperr"
@@ -166,19 +165,14 @@ func NewResolver(store ResolveStore, limiter Limiter, channels Channels, opts Re
 // flight (each bounded by CallTimeout).
 func (r *Resolver) Run(ctx context.Context) {
 	work := make(chan Unresolved)
-	var wg sync.WaitGroup
-	for range r.opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for u := range work {
-				r.attempt(ctx, u)
-			}
-		}()
-	}
+	wait := startWorkers(r.opts.Workers, func() {
+		for u := range work {
+			r.attempt(ctx, u)
+		}
+	})
 	defer func() {
 		close(work)
-		wg.Wait()
+		wait()
 	}()
 	var lastStats time.Time
 	for {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,9 +14,9 @@ import (
 // learn before it answered: the claim it could not confirm (settled as
 // NOT_SENT once its row turns up, then released), and the slot a duplicate
 // took on a channel whose order was still PROCESSING elsewhere (released
-// once that order is final there). It is the pay flow's only goroutines: a
-// bounded queue, a fixed number of workers, the injected clock, started and
-// stopped by Run. When the queue is full a job is dropped, counted
+// once that order is final there). It is the pay flow's only background
+// work for a request: a bounded queue, a fixed number of workers
+// (startWorkers), the injected clock, started and stopped by Run. When the queue is full a job is dropped, counted
 // (SettlerObserver.Dropped) and logged: its slots then free themselves when
 // their windows pass, the documented fallback.
 type Settler struct {
@@ -26,7 +25,6 @@ type Settler struct {
 	opts    SettlerOptions
 	queue   chan settleJob
 	dropped atomic.Int64
-	running sync.WaitGroup
 }
 
 // SettlerObserver is told of the jobs a full queue dropped.
@@ -100,15 +98,9 @@ func NewSettler(orders OrderStore, limiter Limiter, opts SettlerOptions) *Settle
 // Run settles jobs until ctx ends, then returns once every worker has
 // stopped. Jobs still queued then are left to their windows' expiry.
 func (s *Settler) Run(ctx context.Context) {
-	for range s.opts.Workers {
-		s.running.Add(1)
-		go func() {
-			defer s.running.Done()
-			s.work(ctx)
-		}()
-	}
+	wait := startWorkers(s.opts.Workers, func() { s.work(ctx) })
 	<-ctx.Done()
-	s.running.Wait()
+	wait()
 	if n := len(s.queue); n > 0 {
 		s.opts.Logger.Info("settler stopped with slots still waiting; they free themselves when their windows pass", "waiting", n)
 	}
