@@ -780,7 +780,7 @@ func (b *bench) rbRun(id, name, channel string, rule ratelimit.Rule) func() (res
 				// __rand_int__ apart, so the identity key names another
 				// member than the one checked: the same Redis work.
 				"EVALSHA", b.sha, "2", key, key + ":#m-__rand_int__",
-				"2000", "0", "1", "0", strconv.FormatInt(w.Limit, 10), strconv.FormatInt(w.Size.Microseconds(), 10), "0", "0", "0", "0", "0", "0",
+				"2000", "0", "1", "0", strconv.FormatInt(w.Limit, 10), strconv.FormatInt(w.Size.Microseconds(), 10), "0", "0", "0", "0", "0", "0", "0",
 				"m-__rand_int__", "0"}
 		}
 		calN := max(b.o.conc*50, 5000)

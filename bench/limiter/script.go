@@ -89,9 +89,10 @@ func findLuaGo(flagValue string) (string, error) {
 // one sliding count window of limit and size, with the time read from Redis:
 // TTL margin (ms), now (0: Redis TIME), the number of windows, the window's
 // kind (0), limit, size (µs), four unused period boundaries and its track
-// (0), no reservations (0), then the member and its amount. Its KEYS are the
-// window's key and the member's identity key there (the window's key + ":#"
-// + member).
+// (0), no reservations (0), no learning windows (0: the window does not
+// learn from throttles, as RedisStore.Check's store-open contender), then
+// the member and its amount. Its KEYS are the window's key and the member's
+// identity key there (the window's key + ":#" + member).
 func oneCountWindowArgs(limit int64, size time.Duration, member string) []any {
-	return []any{int64(2000), int64(0), int64(1), int64(0), limit, size.Microseconds(), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), member, int64(0)}
+	return []any{int64(2000), int64(0), int64(1), int64(0), limit, size.Microseconds(), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), member, int64(0)}
 }
