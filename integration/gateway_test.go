@@ -27,6 +27,10 @@ const gatewayLimits = `limits:
   ROUTED_%[1]s:UNIONPAY: [{limit: 10, window: 1h}]
 routes:
   ROUTED_%[1]s: [ALIPAY, UNIONPAY]
+adaptive:
+  # This test is about the throttled payment's own slot; learning from
+  # throttles has its own (adaptive_test.go).
+  "THR_%[1]s:ALIPAY": off
 `
 
 // TestGatewayFailureClassesEndAsTheChannelSaw drives every failure class
