@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,18 +46,7 @@ func TestAdaptiveLimits(t *testing.T) {
 	}
 	doc := fmt.Sprintf("limits:\n  %s:%s: [{limit: %d, window: 1s}]\n  %s:%s: [{limit: %d, window: 1s}]\nadaptive:\n  \"%s:%s\": off\n",
 		biz, learning, limit, biz, static, limit, biz, static)
-	dsn := testutil.MustFreshMySQL(t)
-	var servers []*server
-	for range 3 {
-		servers = append(servers, startServer(t, serverOptions{Fast: true, DSN: dsn, Limits: doc, Env: map[string]string{
-			"PAYSERVER_CHANNELS":               learning + "," + static,
-			"PAYSERVER_CHANNEL_GATEWAY_URL":    emu.base(),
-			"PAYSERVER_CHANNEL_GATEWAY_SECRET": gatewaySecret,
-			"PAYSERVER_CHANNEL_TIMEOUT":        "1s",
-			"PAYSERVER_INSTANCE_COUNT":         "3",
-			"PAYSERVER_LOG_LEVEL":              "warn",
-		}}))
-	}
+	servers := gatewayFleet(t, emu, doc, learning, static)
 	drive := func(ctx context.Context, perSecond int) {
 		driveLoad(ctx, servers, perSecond, func(n int) []map[string]any {
 			return []map[string]any{payBody(fmt.Sprintf("%s-%d-%s", learning, n, tag), biz, learning),
@@ -142,6 +132,24 @@ func TestAdaptiveLimits(t *testing.T) {
 	}
 }
 
+// gatewayFleet starts three fast payserver instances on one fresh database,
+// sharing the limits in doc, with the channels served by the emulator.
+func gatewayFleet(t *testing.T, emu *emulator, doc string, channels ...string) []*server {
+	dsn := testutil.MustFreshMySQL(t)
+	var servers []*server
+	for range 3 {
+		servers = append(servers, startServer(t, serverOptions{Fast: true, DSN: dsn, Limits: doc, Env: map[string]string{
+			"PAYSERVER_CHANNELS":               strings.Join(channels, ","),
+			"PAYSERVER_CHANNEL_GATEWAY_URL":    emu.base(),
+			"PAYSERVER_CHANNEL_GATEWAY_SECRET": gatewaySecret,
+			"PAYSERVER_CHANNEL_TIMEOUT":        "1s",
+			"PAYSERVER_INSTANCE_COUNT":         "3",
+			"PAYSERVER_LOG_LEVEL":              "warn",
+		}}))
+	}
+	return servers
+}
+
 // driveLoad sends, perSecond times a second until ctx ends, the bodies of
 // tick n as POST /pay, round robin over the instances, each on its own
 // goroutine (at most 256 in flight), and waits for them.
@@ -189,18 +197,7 @@ func TestAdaptiveRoutedGoodput(t *testing.T) {
 	}
 	doc := fmt.Sprintf("routes:\n  %s: [%s, %s]\nlimits:\n  %s:%s: [{limit: %d, window: 1s}]\n  %s:%s: [{limit: %d, window: 1s}]\n",
 		biz, first, second, biz, first, limit, biz, second, limit)
-	dsn := testutil.MustFreshMySQL(t)
-	var servers []*server
-	for range 3 {
-		servers = append(servers, startServer(t, serverOptions{Fast: true, DSN: dsn, Limits: doc, Env: map[string]string{
-			"PAYSERVER_CHANNELS":               first + "," + second,
-			"PAYSERVER_CHANNEL_GATEWAY_URL":    emu.base(),
-			"PAYSERVER_CHANNEL_GATEWAY_SECRET": gatewaySecret,
-			"PAYSERVER_CHANNEL_TIMEOUT":        "1s",
-			"PAYSERVER_INSTANCE_COUNT":         "3",
-			"PAYSERVER_LOG_LEVEL":              "warn",
-		}}))
-	}
+	servers := gatewayFleet(t, emu, doc, first, second)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), load)
 	driveLoad(ctx, servers, 4*limit, func(n int) []map[string]any {
