@@ -112,22 +112,8 @@ func TestLostAnswerWithoutRetryFreesItsSlot(t *testing.T) {
 func TestLostAnswerFreesItsSlotAfterALimitsChange(t *testing.T) {
 	const midnight, noon = "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n", "limits:\n  B:ALIPAY: [{limit: 2, calendar: day, cutoff: \"12:00\"}]\n"
 	lim := localLimiter(t, midnight)
-	lossy := &lossyLimiter{Limiter: lim}
 	store := paytest.NewMemStore()
-	lost, err := pay.NewLostAnswers(store, lossy, pay.LostAnswersOptions{Grace: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
-	reg, _ := channel.NewRegistry(sim)
-	svc, err := pay.NewService(store, lossy, reg, pay.Options{LostAnswers: lost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lossy.setLose(true)
-	if _, err := svc.Pay(context.Background(), req("gone")); apperr.CodeOf(err) != apperr.DependencyUnavailable {
-		t.Fatalf("the answer lost: %v, want DEPENDENCY_UNAVAILABLE", err)
-	}
+	lost := loseAnAnswer(t, lim, store, "")
 	setDoc(t, lim, noon)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -203,23 +189,9 @@ func TestFailedClaimNotRetriedFreesItsSlot(t *testing.T) {
 // instance killed within the grace).
 func TestLostAnswerSurvivesARestart(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n")
-	lossy := &lossyLimiter{Limiter: lim}
 	store := paytest.NewMemStore()
 	dir := t.TempDir()
-	first, err := pay.NewLostAnswers(store, lossy, pay.LostAnswersOptions{Grace: 50 * time.Millisecond, Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
-	reg, _ := channel.NewRegistry(sim)
-	svc, err := pay.NewService(store, lossy, reg, pay.Options{LostAnswers: first})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lossy.setLose(true)
-	if _, err := svc.Pay(context.Background(), req("gone")); apperr.CodeOf(err) != apperr.DependencyUnavailable {
-		t.Fatalf("the answer lost: %v, want DEPENDENCY_UNAVAILABLE", err)
-	}
+	loseAnAnswer(t, lim, store, dir)
 	// The first run never ran: the process died within the grace.
 	second, err := pay.NewLostAnswers(store, lim, pay.LostAnswersOptions{Grace: 50 * time.Millisecond, Dir: dir})
 	if err != nil {
@@ -249,4 +221,27 @@ func TestLostAnswerSurvivesARestart(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("the settled lost answer's file is still there")
+}
+
+// loseAnAnswer pays "gone" through a limiter whose answer is lost (a 503),
+// with a LostAnswers keeping its answers in dir ("": memory only), not
+// yet run; it returns that LostAnswers.
+func loseAnAnswer(t *testing.T, lim *ratelimit.Limiter, store pay.OrderStore, dir string) *pay.LostAnswers {
+	t.Helper()
+	lossy := &lossyLimiter{Limiter: lim}
+	lost, err := pay.NewLostAnswers(store, lossy, pay.LostAnswersOptions{Grace: 50 * time.Millisecond, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(sim)
+	svc, err := pay.NewService(store, lossy, reg, pay.Options{LostAnswers: lost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy.setLose(true)
+	if _, err := svc.Pay(context.Background(), req("gone")); apperr.CodeOf(err) != apperr.DependencyUnavailable {
+		t.Fatalf("the answer lost: %v, want DEPENDENCY_UNAVAILABLE", err)
+	}
+	return lost
 }
