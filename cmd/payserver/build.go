@@ -100,8 +100,18 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		return nil, err
 	}
 	routes, health, routed := m.payRouting(gate)
+	// Every slot the pay flow gives back goes through owed: a release the
+	// limiter cannot make now is made once it answers again.
+	owed, err := pay.NewOwedReleases(gate, pay.OwedReleasesOptions{
+		Dir: filepath.Join(m.cfg.DataDir, "owed-releases"), Logger: m.log.With("component", "pay"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.metrics.WatchOwedReleases(owed.Owed)
+	m.goBackground(func() { owed.Run(ctx) })
 	instrumented := m.metrics.InstrumentOrders(orders)
-	lost, err := pay.NewLostAnswers(instrumented, gate, pay.LostAnswersOptions{Grace: m.cfg.LostAnswerGrace,
+	lost, err := pay.NewLostAnswers(instrumented, owed, pay.LostAnswersOptions{Grace: m.cfg.LostAnswerGrace,
 		Dir: filepath.Join(m.cfg.DataDir, "lost-answers"), Logger: m.log.With("component", "pay")})
 	if err != nil {
 		return nil, err
@@ -114,11 +124,11 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	if staleAfter <= 0 {
 		staleAfter = pay.DefaultStaleAfter(m.cfg.ChannelTimeout)
 	}
-	settler := pay.NewSettler(instrumented, gate, pay.SettlerOptions{
+	settler := pay.NewSettler(instrumented, owed, pay.SettlerOptions{
 		Patience: staleAfter, Observer: m.metrics.NewSettler(), Logger: m.log.With("component", "settler"),
 	})
 	m.goBackground(func() { settler.Run(ctx) })
-	svc, err := pay.NewService(instrumented, gate, m.channels, pay.Options{
+	svc, err := pay.NewService(instrumented, owed, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     staleAfter,
 		Settler:        settler,
@@ -132,7 +142,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.buildResolver(ctx, orders, gate); err != nil {
+	if err := m.buildResolver(ctx, orders, owed); err != nil {
 		return nil, err
 	}
 	sweep := 30 * time.Second

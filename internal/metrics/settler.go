@@ -25,3 +25,12 @@ func (m *Metrics) NewSettler() *Settler {
 
 // SettleDropped implements pay.SettlerObserver.
 func (s *Settler) SettleDropped() { s.dropped.Inc() }
+
+// WatchOwedReleases exports how many limiter releases the pay flow owes
+// (pay.OwedReleases): slots given back once the limiter answers again.
+func (m *Metrics) WatchOwedReleases(owed func() int) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "payserver_limiter_releases_owed",
+		Help: "Limiter slots the pay flow could not give back when their fate was known (the limiter failed); each is given back once it answers again.",
+	}, func() float64 { return float64(owed()) }))
+}

@@ -40,6 +40,21 @@ type journaledHold struct {
 	Windows []string `json:"windows,omitempty"`
 }
 
+// journalHold is h as a file keeps it: its key, member and the windows
+// that hold it.
+func journalHold(h ratelimit.Hold) journaledHold {
+	return journaledHold{Key: h.Key.String(), Member: h.Member, Windows: h.WindowNames()}
+}
+
+// hold is the Hold jh keeps.
+func (jh journaledHold) hold() (ratelimit.Hold, error) {
+	key, err := ratelimit.ParseKey(jh.Key)
+	if err != nil {
+		return ratelimit.Hold{}, err
+	}
+	return ratelimit.HoldFromWindowKeys(key, jh.Member, jh.Windows)
+}
+
 // path is the file of a lost answer of requestID.
 func (l *LostAnswers) path(requestID string) string {
 	sum := sha256.Sum256([]byte(requestID))
@@ -54,7 +69,7 @@ func (l *LostAnswers) keep(a lostAnswer) {
 	j := journaledAnswer{RequestID: a.req.RequestID, BizType: a.req.BizType, Channel: a.req.Channel, MerchantID: a.req.MerchantID,
 		Amount: a.req.Amount, Currency: a.req.Currency, Subject: a.req.Subject, AtUs: a.at.UnixMicro()}
 	for _, h := range a.holds {
-		j.Holds = append(j.Holds, journaledHold{Key: h.Key.String(), Member: h.Member, Windows: h.WindowNames()})
+		j.Holds = append(j.Holds, journalHold(h))
 	}
 	err := writeFileAtomic(l.path(a.req.RequestID), j)
 	if err != nil {
@@ -120,11 +135,7 @@ func readAnswer(path string) (lostAnswer, error) {
 	a := lostAnswer{at: time.UnixMicro(j.AtUs), req: PayRequest{RequestID: j.RequestID, BizType: j.BizType, Channel: j.Channel,
 		MerchantID: j.MerchantID, Amount: j.Amount, Currency: j.Currency, Subject: j.Subject}}
 	for _, jh := range j.Holds {
-		key, err := ratelimit.ParseKey(jh.Key)
-		if err != nil {
-			return lostAnswer{}, err
-		}
-		h, err := ratelimit.HoldFromWindowKeys(key, jh.Member, jh.Windows)
+		h, err := jh.hold()
 		if err != nil {
 			return lostAnswer{}, err
 		}

@@ -1,0 +1,131 @@
+package pay_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"payserver/internal/channel"
+	"payserver/internal/pay"
+	"payserver/internal/pay/paytest"
+	"payserver/internal/ratelimit"
+)
+
+// outageLimiter is a real limiter whose releases fail while down is set:
+// Redis unreachable, or the limiter's breaker open.
+type outageLimiter struct {
+	*ratelimit.Limiter
+	down atomic.Bool
+}
+
+var errOutage = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+
+func (l *outageLimiter) Release(ctx context.Context, h ratelimit.Hold) error {
+	if l.down.Load() {
+		return errOutage
+	}
+	return l.Limiter.Release(ctx, h)
+}
+
+func (l *outageLimiter) ReleaseAmount(ctx context.Context, h ratelimit.Hold) error {
+	if l.down.Load() {
+		return errOutage
+	}
+	return l.Limiter.ReleaseAmount(ctx, h)
+}
+
+// dayCount is what key's day window holds now.
+func dayCount(t *testing.T, lim *ratelimit.Limiter, key ratelimit.Key) int64 {
+	t.Helper()
+	_, counts, err := lim.Usage(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts[0]
+}
+
+// TestReleaseFailedInAnOutageIsMadeLater: a payment refused before it was
+// sent ends NOT_SENT while the limiter cannot release (an outage of
+// 0.6 s). Its day slot is given back once the limiter answers again. Only
+// logged before, the slot stayed held by nobody until the day ended (the
+// chaos campaign, seed 103).
+func TestReleaseFailedInAnOutageIsMadeLater(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 5, calendar: day}]\n")
+	out := &outageLimiter{Limiter: lim}
+	owed, err := pay.NewOwedReleases(out, pay.OwedReleasesOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{RefuseRate: 1})
+	reg, _ := channel.NewRegistry(sim)
+	svc, err := pay.NewService(paytest.NewMemStore(), owed, reg, pay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ratelimit.Key{BizType: "B", Channel: "ALIPAY"}
+	out.down.Store(true)
+	o, err := svc.Pay(context.Background(), req("refused"))
+	if err != nil || pay.StateOf(o) != pay.StateNotSent {
+		t.Fatalf("pay: %+v, %v; want FAILED NOT_SENT", o, err)
+	}
+	if n := dayCount(t, lim, key); n != 1 || owed.Owed() != 1 {
+		t.Fatalf("in the outage: day window %d, %d owed; want the slot still held and owed", n, owed.Owed())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { owed.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(300 * time.Millisecond) // a few rounds fail
+	out.down.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for dayCount(t, lim, key) != 0 || owed.Owed() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the outage: day window %d, %d owed; want the slot given back", dayCount(t, lim, key), owed.Owed())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOwedReleaseSurvivesARestart: a release owed by a process that then
+// died is made by the next one (its file in Dir), and the file goes.
+func TestOwedReleaseSurvivesARestart(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 5, calendar: day}]\n")
+	key := ratelimit.Key{BizType: "B", Channel: "ALIPAY"}
+	d, err := lim.Check(context.Background(), ratelimit.Request{Key: key, Member: "gone", Amount: 1, Currency: "CNY"})
+	if err != nil || !d.Allowed {
+		t.Fatalf("check: %+v, %v", d, err)
+	}
+	dir := t.TempDir()
+	out := &outageLimiter{Limiter: lim}
+	out.down.Store(true)
+	first, _ := pay.NewOwedReleases(out, pay.OwedReleasesOptions{Dir: dir})
+	if err := first.ReleaseAmount(context.Background(), d.Hold); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(context.Background(), d.Hold); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) != 1 || first.Owed() != 1 {
+		t.Fatalf("%d files, %d owed; want one (the whole release supersedes the amounts)", len(files), first.Owed())
+	}
+	// The first process dies; the next starts with Redis back.
+	second, _ := pay.NewOwedReleases(lim, pay.OwedReleasesOptions{Dir: dir})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { second.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+		if dayCount(t, lim, key) == 0 && len(files) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("day window %d, %d files: want the owed release made by the next run", dayCount(t, lim, key), len(files))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
