@@ -369,16 +369,22 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			if r.IntN(3) > 0 {
 				dup["amount"] = body["amount"].(int) + 1 + r.IntN(100)
 			}
-			switch r.IntN(3) { // the same channel, the other one, or routed: a claim lost to another channel
+			switch r.IntN(4) { // the same channel, the other one, or routed: a claim lost to another channel
 			case 0:
 				dup["channel"] = c.chB
 			case 1:
 				delete(dup, "channel")
+			case 2:
+				// Pinned to both channels at once: whichever claim loses
+				// took a slot on a channel its order never reaches.
+				body["channel"], dup["channel"] = c.chA, c.chB
 			}
 			other := c.instances[r.IntN(len(c.instances))]
 			var both sync.WaitGroup
+			start := make(chan struct{})
 			both.Add(1)
-			go func() { defer both.Done(); c.payOp(hc, other, id, dup) }()
+			go func() { defer both.Done(); <-start; c.payOp(hc, other, id, dup) }()
+			close(start)
 			c.payOp(hc, in, id, body)
 			both.Wait()
 			sent = append(sent, body)
