@@ -76,6 +76,7 @@ type campaign struct {
 	tag      string
 	chA, chB string // the channels, unique to the run
 	pay, rf  string // bizTypes: payments (pinned and routed), limit-API calls
+	dup      string // bizType of duplicates pinned to both channels, with room on both
 	token    string // the limit-API client token
 	admin    string // the admin token
 
@@ -178,7 +179,7 @@ func TestChaosCampaign(t *testing.T) {
 
 func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 	tag := runTag()
-	c := &campaign{t: t, run: run, tag: tag, chA: "CA" + tag, chB: "CB" + tag, pay: "CPAY_" + tag, rf: "CRF_" + tag,
+	c := &campaign{t: t, run: run, tag: tag, chA: "CA" + tag, chB: "CB" + tag, pay: "CPAY_" + tag, rf: "CRF_" + tag, dup: "CDUP_" + tag,
 		token: "chaos-client-" + tag, admin: "chaos-admin-" + tag}
 	dir := t.TempDir()
 	c.limitsPath = filepath.Join(dir, "limits.yaml")
@@ -251,6 +252,10 @@ func (c *campaign) document(r *rand.Rand, n int) string {
 	}
 	fmt.Fprintf(&b, "  \"*:%s\":\n    - {limit: %d, window: 1s, reserve: {%s: %d}}\n", c.chA, 6+r.IntN(4), c.rf, 1+r.IntN(2))
 	fmt.Fprintf(&b, "  %s:%s:\n    - {limit: %d, window: 1s}\n", c.rf, c.chA, 2+r.IntN(3))
+	for _, ch := range []string{c.chA, c.chB} {
+		// Room on both channels, and a day that keeps a slot left behind.
+		fmt.Fprintf(&b, "  %s:%s:\n    - {limit: 50, window: 1s}\n    - {limit: 100000, calendar: day}\n", c.dup, ch)
+	}
 	if n > 0 && r.IntN(3) == 0 {
 		from := time.Now().Add(time.Duration(1+r.IntN(3)) * time.Second).UTC().Format(time.RFC3339)
 		to := time.Now().Add(time.Duration(5+r.IntN(5)) * time.Second).UTC().Format(time.RFC3339)
@@ -378,6 +383,7 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 				// Pinned to both channels at once: whichever claim loses
 				// took a slot on a channel its order never reaches.
 				body["channel"], dup["channel"] = c.chA, c.chB
+				body["bizType"], dup["bizType"] = c.dup, c.dup
 			}
 			other := c.instances[r.IntN(len(c.instances))]
 			var both sync.WaitGroup
@@ -434,7 +440,7 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 // payOp sends one POST /pay and logs it; it returns the status (0: no
 // answer).
 func (c *campaign) payOp(hc *http.Client, in *chaosInstance, id int, body map[string]any) int {
-	op := witness.Op{Kind: "pay", RequestID: body["requestId"].(string), BizType: c.pay, Amount: int64(body["amount"].(int)), Currency: body["currency"].(string)}
+	op := witness.Op{Kind: "pay", RequestID: body["requestId"].(string), BizType: body["bizType"].(string), Amount: int64(body["amount"].(int)), Currency: body["currency"].(string)}
 	if ch, ok := body["channel"].(string); ok {
 		op.Channel = ch
 	}
