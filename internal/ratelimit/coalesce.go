@@ -87,7 +87,7 @@ func (c *coalescer) newBatcher() *keyBatcher {
 			for i, call := range calls {
 				members[i] = call.Arg.member
 			}
-			res, err := c.s.runCheck(ctx, c.s.checkKeys(windows, members...), checkArgs(windows, members...))
+			res, err := c.s.runCheck(ctx, windows, c.s.checkKeys(windows, members...), checkArgs(windows, members...))
 			out := make([]StoreResult, len(calls))
 			if err == nil {
 				err = parseCheckReply(res, len(windows), out)

@@ -430,6 +430,89 @@ end
 return out
 `)
 
+// plainCheckScript is checkScript for the plainest key: one sliding count
+// window of a rule's own (no reservation, not learning), called with
+// checkScript's KEYS and ARGV (ARGV[5] its limit, ARGV[6] its size, members
+// from ARGV[14]). It follows the same rules and gives the same reply, and
+// does only what such a window needs: TIME, the trim, ZCARD, one ZMSCORE
+// when the window holds anyone, a GET of the identity of a member it holds,
+// one ZRANGE for a refusal's retry-after, and, when something was
+// admitted, one ZADD, one PEXPIRE and one SET per member admitted. A key
+// pays for the features it uses: none of checkScript's tables of windows,
+// reservations and learned limits are built (bench/limiter's store-open).
+// The property tests check both scripts against the model
+// (TestStoresAgreeWithModel draws the plain key a quarter of the time).
+var plainCheckScript = redis.NewScript(`
+local now = tonumber(ARGV[2])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local k, lim, size = KEYS[1], tonumber(ARGV[5]), tonumber(ARGV[6])
+redis.call('ZREMRANGEBYSCORE', k, '-inf', now - size)
+local base = redis.call('ZCARD', k)
+local used = base
+local members = {}
+for j = 14, #ARGV, 2 do
+  members[#members + 1] = ARGV[j]
+end
+local present = {}
+if base > 0 then
+  present = redis.call('ZMSCORE', k, unpack(members))
+end
+local out, seen, add, ids, retry = {now, 0}, {}, {'NX'}, {}, nil
+for j = 1, #members do
+  local m, amount = members[j], tonumber(ARGV[13 + 2 * j])
+  local was = seen[m]
+  if was == nil and present[j] then
+    was = tonumber(redis.call('GET', KEYS[1 + j]))
+  end
+  local o = #out
+  if was and was ~= amount then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, 0, 2
+  elseif present[j] or seen[m] then
+    local since = now
+    if present[j] and tonumber(present[j]) < now then
+      since = tonumber(present[j])
+    end
+    seen[m] = amount
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, 1, now - since, 1
+  elseif used + 1 > lim then
+    local t, exceed = size, 0
+    if lim < 1 then
+      exceed = 3
+    else
+      if retry == nil then
+        retry = size
+        local r = used - lim
+        if r < base then
+          local e = redis.call('ZRANGE', k, r, r, 'WITHSCORES')
+          retry = tonumber(e[2]) + size - now
+        end
+      end
+      t = retry
+    end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, t, exceed
+  else
+    used = used + 1
+    add[#add + 1], add[#add + 2] = now, m
+    ids[#ids + 1] = {KEYS[1 + j], amount}
+    seen[m] = amount
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, 1, 0, 0
+  end
+  out[o + 5] = used
+end
+if #add > 1 then
+  local ttl = size / 1000 + tonumber(ARGV[1])
+  redis.call('ZADD', k, unpack(add))
+  redis.call('PEXPIRE', k, ttl)
+  for _, e in ipairs(ids) do
+    redis.call('SET', e[1], e[2], 'PX', ttl)
+  end
+end
+return out
+`)
+
 // learnScript reads or changes the learned limits of learning windows
 // (learned.go), atomically, with the time from Redis.
 //

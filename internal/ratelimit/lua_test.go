@@ -24,7 +24,7 @@ func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 	ws := []Window{{Limit: 2, Size: 10 * time.Second}}
 	mustSingle(t, s, k, ws, "old")
 	time.Sleep(300 * time.Millisecond)
-	res, err := s.runCheck(ctx, s.checkKeys(KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}), checkArgs(KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}))
+	res, err := s.runCheck(ctx, KeyWindows(k, ws), s.checkKeys(KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}), checkArgs(KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 	}
 	ws2 := []Window{{Limit: 1, Size: 10 * time.Second}}
 	k2 := Key{BizType: testutil.UniqueName("R"), Channel: "X"}
-	res, _ = s.runCheck(ctx, s.checkKeys(KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}), checkArgs(KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}))
+	res, _ = s.runCheck(ctx, KeyWindows(k2, ws2), s.checkKeys(KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}), checkArgs(KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}))
 	got = got[:2]
 	if err := parseCheckReply(res, 1, got); err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ type modelTarget interface {
 type redisTarget struct{ s *RedisStore }
 
 func (r redisTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult {
-	res, err := r.s.runCheck(context.Background(), r.s.checkKeys(ws, members...), checkArgsAt(micros(now), now, ws, members...))
+	res, err := r.s.runCheck(context.Background(), ws, r.s.checkKeys(ws, members...), checkArgsAt(micros(now), now, ws, members...))
 	if err != nil {
 		t.Fatalf("check script: %v", err)
 	}
@@ -312,8 +312,14 @@ func genLearning(t *rapid.T, w Window) Learning {
 }
 
 // genWindows draws the windows of one request: 1 to 3 of its own key's and
-// 0 to 2 of its channel-wide key's, of distinct IDs per key.
+// 0 to 2 of its channel-wide key's, of distinct IDs per key; a quarter of
+// the time the plainest key, one sliding count window (RedisStore checks
+// it with plainCheckScript).
 func genWindows(t *rapid.T, own, wide Key) []KeyWindow {
+	if rapid.IntRange(0, 3).Draw(t, "plain") == 0 {
+		w := Window{Limit: rapid.Int64Range(0, 4).Draw(t, "limit"), Size: rapid.SampledFrom(modelSizes).Draw(t, "size")}
+		return []KeyWindow{{Key: own, Window: w}}
+	}
 	var out []KeyWindow
 	for _, k := range []Key{own, wide} {
 		lo, hi := 1, 3

@@ -210,7 +210,7 @@ func (s *RedisStore) CoalesceStats() (calls, checks uint64) {
 // checkOne checks one member in one script call.
 func (s *RedisStore) checkOne(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
 	m := checkMember{member, amount}
-	res, err := s.runCheck(ctx, s.checkKeys(windows, m), checkArgs(windows, m))
+	res, err := s.runCheck(ctx, windows, s.checkKeys(windows, m), checkArgs(windows, m))
 	if err != nil {
 		return StoreResult{}, err
 	}
@@ -353,10 +353,26 @@ func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 	return nil
 }
 
-// runCheck runs checkScript with Script.Run: EVALSHA, and EVAL after
-// NOSCRIPT.
-func (s *RedisStore) runCheck(ctx context.Context, keys []string, args []any) ([]int64, error) {
-	return checkScript.Run(ctx, s.client, keys, args...).Int64Slice()
+// runCheck runs the check script for windows with Script.Run: EVALSHA,
+// and EVAL after NOSCRIPT. keys and args are checkKeys' and checkArgs'
+// for windows; a plain key's check runs plainCheckScript, which reads
+// them the same way.
+func (s *RedisStore) runCheck(ctx context.Context, windows []KeyWindow, keys []string, args []any) ([]int64, error) {
+	script := checkScript
+	if plainWindows(windows) {
+		script = plainCheckScript
+	}
+	return script.Run(ctx, s.client, keys, args...).Int64Slice()
+}
+
+// plainWindows reports whether windows are one sliding count window of a
+// rule's own, with no reservation and not learning: plainCheckScript's.
+func plainWindows(windows []KeyWindow) bool {
+	if len(windows) != 1 {
+		return false
+	}
+	w := windows[0]
+	return !w.Amount && !w.IsCalendar() && w.Track == TrackNone && len(w.Reserved) == 0 && !w.learns()
 }
 
 // Release implements Store.
@@ -404,7 +420,7 @@ func (s *RedisStore) usageAt(ctx context.Context, nowMicros int64, periodsAt tim
 // the limiter degrades and recovers on its own.
 func (s *RedisStore) Warm(ctx context.Context) error {
 	load := func(ctx context.Context, c redis.Scripter) error {
-		for _, sc := range []*redis.Script{checkScript, releaseScript, usageScript, learnScript} {
+		for _, sc := range []*redis.Script{checkScript, plainCheckScript, releaseScript, usageScript, learnScript} {
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				return fmt.Errorf("ratelimit: load scripts: %w", err)
 			}

@@ -67,7 +67,7 @@ type clockedRedis struct {
 }
 
 func (c clockedRedis) Check(ctx context.Context, ws []KeyWindow, member string, amount int64) (StoreResult, error) {
-	res, err := c.s.runCheck(ctx, c.s.checkKeys(ws, checkMember{member, amount}), checkArgsAt(micros(*c.now), *c.now, ws, checkMember{member, amount}))
+	res, err := c.s.runCheck(ctx, ws, c.s.checkKeys(ws, checkMember{member, amount}), checkArgsAt(micros(*c.now), *c.now, ws, checkMember{member, amount}))
 	if err != nil {
 		return StoreResult{}, err
 	}
