@@ -45,6 +45,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"payserver/bench/internal/redisinfo"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/ratelimit/ratelimittest"
@@ -407,7 +408,7 @@ func (b *bench) loadScript() error {
 	if _, err := b.store.Check(b.ctx, ratelimit.KeyWindows(ratelimit.Key{BizType: "BENCH", Channel: "PROBE"}, openRule.Windows), "probe", 0); err != nil {
 		return fmt.Errorf("RedisStore.Check probe: %w", err)
 	}
-	st, err := commandStats(b.ctx, b.client)
+	st, err := redisinfo.CommandStats(b.ctx, b.client)
 	if err != nil {
 		return err
 	}
@@ -426,7 +427,7 @@ func (b *bench) header() {
 	fmt.Println("# payserver limiter micro-benchmarks")
 	fmt.Printf("machine: nproc=%d (CPUs allowed: %s) GOMAXPROCS=%d %s %s/%s; redis-server %s (%s, io-threads %s) at %s; %s\n",
 		runtime.NumCPU(), cpusAllowed(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		infoField(b.ctx, b.client, "server", "redis_version"), infoField(b.ctx, b.client, "server", "redis_mode"),
+		redisinfo.Field(b.ctx, b.client, "server", "redis_version"), redisinfo.Field(b.ctx, b.client, "server", "redis_mode"),
 		b.client.ConfigGet(b.ctx, "io-threads").Val()["io-threads"], b.o.addr, strings.TrimSpace(string(rbVersion)))
 	pool := strconv.Itoa(b.o.pool)
 	if b.o.pool == 0 {
@@ -563,7 +564,7 @@ func (b *bench) begin() (probe, error) {
 		return p, fmt.Errorf("CONFIG RESETSTAT: %w", err)
 	}
 	var err error
-	if p.srvCPU, err = serverCPU(b.ctx, b.client); err != nil {
+	if p.srvCPU, err = redisinfo.ServerCPU(b.ctx, b.client); err != nil {
 		return p, err
 	}
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &p.self); err != nil {
@@ -579,11 +580,11 @@ func (b *bench) end(p probe, r *result, want float64, client *syscall.Rusage) er
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
 		return err
 	}
-	st, err := commandStats(b.ctx, b.client)
+	st, err := redisinfo.CommandStats(b.ctx, b.client)
 	if err != nil {
 		return err
 	}
-	cpu, err := serverCPU(b.ctx, b.client)
+	cpu, err := redisinfo.ServerCPU(b.ctx, b.client)
 	if err != nil {
 		return err
 	}
@@ -595,14 +596,14 @@ func (b *bench) end(p probe, r *result, want float64, client *syscall.Rusage) er
 	} else {
 		r.evalshaPerCall = math.NaN()
 		for name, s := range st {
-			if !adminCommand(name) {
+			if !redisinfo.AdminCommand(name) {
 				calls += s.Calls
 				usec += s.Usec
 			}
 		}
 	}
 	for name, s := range st {
-		if !adminCommand(name) {
+		if !redisinfo.AdminCommand(name) {
 			failed += s.Failed
 		}
 	}
