@@ -112,9 +112,13 @@ profile: install-services
 bench-gateway: install-services
 	scripts/bench-gateway.sh
 
-## bench-codec: encoding/json against goccy/go-json and sonic on the pay path's payloads (bench/codec, a module of its own)
+## bench-codec: encoding/json against goccy/go-json and sonic on the pay path's payloads (bench/codec, a module of its own; its header,
+## bench/benchenv, is printed around it from this module)
 bench-codec:
+	@mkdir -p bench/out
+	@$(GO) run ./bench/benchenv/cmd/benchenv begin -state bench/out/codec-benchenv.json -title "JSON codecs on the pay path's payloads (bench/codec)"
 	cd bench/codec && $(GO) run . -benchtime 300ms -rounds 3
+	@$(GO) run ./bench/benchenv/cmd/benchenv end -state bench/out/codec-benchenv.json
 
 ## bench-adaptive: learned limits against adaptive: off, side by side in one run: a channel at 60% of its configured limit, 3 instances at
 ## twice the limit for 60 s (throttles and goodput from the emulator's ledger), recovery once the capacity is back, and routed goodput (about 2 minutes)

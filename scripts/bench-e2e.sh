@@ -36,7 +36,9 @@
 #      payserver, mariadbd and redis-server) and the RATIO lines, the
 #      issue-16 targets first; then limiter checks/s at 64 callers, plain
 #      client vs the coalescer as shipped (bench/e2e batching).
-# Output is also written to bench/out/e2e.txt. A ratio under target prints
+# The report starts and ends with the conditions (bench/benchenv: commit,
+# machine, load average, what else ran) and is also written to
+# bench/out/e2e.txt. A ratio under target prints
 # MISS and does not fail the run; an error (a server down, a wrong status)
 # does.
 #
@@ -119,6 +121,7 @@ sql() { # sql PORT STATEMENTS
 log "building payserver"
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
 "$GO" build -o "$WORK/e2e" ./bench/e2e
+"$GO" build -o "$WORK/benchenv" ./bench/benchenv/cmd/benchenv
 BASELINE_DESC=""
 if [[ -n "$BASELINE" ]]; then
   BASELINE_DESC="$(git rev-parse --short "$BASELINE") ($(git log -1 --format=%s "$BASELINE" | cut -c1-60))"
@@ -486,14 +489,12 @@ summary_header() {
 }
 
 {
-  echo "== payserver end to end: $(nproc) CPUs, $(date -u +%FT%TZ), wrk -t$THREADS, $DURATION per run"
+  "$WORK/benchenv" begin -state "$WORK/benchenv.json" -title "payserver end to end (scripts/bench-e2e.sh): wrk -t$THREADS, $DURATION per run"
   echo "   $(mariadb --version | sed 's/,.*//'); $(redis-server --version | cut -d' ' -f1-3); $("$GO" version | cut -d' ' -f3); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
   echo "   headline MariaDB :$DURABLE_MYSQL_PORT (mariadb-durable): $DURABILITY"
   echo "   secondary MariaDB :$SHARED_MYSQL_PORT (the tests' settings, NOT durable): $SHARED_DURABILITY"
   echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching (durable DB); D :$PORT_D as A on the non-durable DB"
   [[ -z "$BASELINE" ]] || echo "   payserver E :$PORT_E as A, built from the baseline $BASELINE = $BASELINE_DESC; F :$PORT_F this build with $F_ENV"
-  echo "   this build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- cmd internal || echo ' + uncommitted changes')"
-  echo "   load average at the start $(cut -d' ' -f1-3 /proc/loadavg)"
   for c in $CONCURRENCY; do
     for ((r = 1; r <= ROUNDS; r++)); do
       echo
@@ -619,8 +620,10 @@ summary_header() {
   if [[ "${E2E_BATCHING:-1}" != 0 ]]; then
     echo
     echo "== limiter batching (coalescer as shipped), 64 callers"
-    "$WORK/e2e" batching -addr "$HOST:$REDIS_PORT" -callers 64 -duration 6s -rounds 6
+    "$WORK/e2e" batching -header=false -addr "$HOST:$REDIS_PORT" -callers 64 -duration 6s -rounds 6
   fi
+  echo
+  "$WORK/benchenv" end -state "$WORK/benchenv.json"
   echo
   echo "RESULT lines:"
   cat "$RESULTS"

@@ -6,6 +6,8 @@
 //
 // -addr defaults to $PAYSERVER_TEST_REDIS_ADDR, which the testenv command
 // sets (go run ./internal/testenv/cmd/testenv -services redis -- go run ./bench/e2e ...).
+// Each prints its conditions first and last (bench/benchenv); -header=false
+// leaves them out, for a script that prints its own.
 //
 // batching measures limiter checks per second through payserver's Limiter
 // on a real Redis with callers concurrent goroutines: the RedisStore with
@@ -41,6 +43,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"payserver/bench/benchenv"
 	"payserver/internal/limits"
 	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
@@ -80,7 +83,9 @@ func batching(args []string) error {
 	p99Max := fs.Duration("p99-max", 2*time.Millisecond, "batched p99 target")
 	only := fs.String("only", "", "run one side only: batched or unbatched (for profiling)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
+	header := fs.Bool("header", true, "print the conditions (commit, machine, load, what else runs) first and last")
 	_ = fs.Parse(args)
+	defer conditions(*header, "limiter batching (bench/e2e batching)")()
 	if *callers < 1 || *rounds < 1 || *duration <= 0 {
 		return errors.New("need -callers >= 1, -rounds >= 1, -duration > 0")
 	}
@@ -219,6 +224,17 @@ func measure(ctx context.Context, s *side, callers int, d time.Duration, maxChec
 	s.other += other.Load()
 }
 
+// conditions prints the benchmark's conditions (bench/benchenv) now, and
+// again when the function it returns is called; nothing when header is
+// false.
+func conditions(header bool, title string) func() {
+	if !header {
+		return func() {}
+	}
+	r := benchenv.Begin(os.Stdout, title)
+	return func() { r.End(os.Stdout) }
+}
+
 // dial connects with payserver's own client options (cmd/payserver/app.go),
 // to a loopback address only.
 func dial(addr string) (*redis.Client, error) {
@@ -249,7 +265,9 @@ func zsetSize(args []string) error {
 	sizes := fs.String("sizes", "0,100000,1000000", "window occupancies to measure (at most 5,000,000)")
 	callers := fs.Int("callers", 64, "concurrent callers")
 	duration := fs.Duration("duration", 3*time.Second, "measured time per size")
+	header := fs.Bool("header", true, "print the conditions (commit, machine, load, what else runs) first and last")
 	_ = fs.Parse(args)
+	defer conditions(*header, "check cost against window occupancy (bench/e2e zset)")()
 	client, err := dial(*addr)
 	if err != nil {
 		return err
