@@ -104,7 +104,7 @@ bench-e2e: install-services
 ## amount, calendar day; admitted and refused, unbatched and coalesced; Redis memory per member), against 1 to 8 windows per key with and without a
 ## channel-wide key, a limits document of 1k and 10k keys (parse, SetConfig, GET /limits, /dashboard, the reports) and 100k keys in Redis, and POST /pay
 ## at 1, 2 and 3 instances (SCALE_PAY=0 skips it); SCALE_ARGS passes flags (e.g. SCALE_ARGS='-sizes 1000,10000 -checks 2000'); also written to
-## bench/out/scale.txt (about 6 minutes)
+## bench/out/scale.txt (about 4 minutes)
 bench-scale: install-services
 	@mkdir -p bench/out
 	set -o pipefail; $(TESTENV) -services redis,mariadb-durable -- $(GO) run ./bench/scale $(SCALE_ARGS) 2>&1 | tee bench/out/scale.txt
