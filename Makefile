@@ -12,7 +12,7 @@ export GOFLAGS += -tags=nomsgpack
 # integration/ starts its own in TestMain.
 TESTENV = $(GO) run ./internal/testenv/cmd/testenv
 
-.PHONY: chaos bench-adaptive run build test unit race bench-smoke services install-services browser alerts integration vet bench bench-e2e bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: chaos bench-adaptive run build test unit race bench-smoke services install-services browser alerts integration vet bench bench-e2e bench-scale bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, the in-process limiter journaled in the data dir, configs/channel-limits.yaml, channel simulators)
@@ -100,6 +100,15 @@ vulncheck:
 bench-e2e: install-services
 	scripts/bench-e2e.sh
 
+## bench-scale: cost curves as tables, each with its conditions: a limiter check against 1k to 1M members in its window (sliding count, sliding
+## amount, calendar day; admitted and refused, unbatched and coalesced; Redis memory per member), against 1 to 8 windows per key with and without a
+## channel-wide key, a limits document of 1k and 10k keys (parse, SetConfig, GET /limits, /dashboard, the reports) and 100k keys in Redis, and POST /pay
+## at 1, 2 and 3 instances (SCALE_PAY=0 skips it); SCALE_ARGS passes flags (e.g. SCALE_ARGS='-sizes 1000,10000 -checks 2000'); also written to
+## bench/out/scale.txt (about 4 minutes)
+bench-scale: install-services
+	@mkdir -p bench/out
+	set -o pipefail; $(TESTENV) -services redis,mariadb-durable -- $(GO) run ./bench/scale $(SCALE_ARGS) 2>&1 | tee bench/out/scale.txt
+
 ## bench-routing: a routed POST /pay (no channel) against a pinned one, and one falling back past a full candidate, side by side on the durable MariaDB (about 2 minutes)
 bench-routing: install-services
 	scripts/bench-routing.sh
@@ -112,9 +121,13 @@ profile: install-services
 bench-gateway: install-services
 	scripts/bench-gateway.sh
 
-## bench-codec: encoding/json against goccy/go-json and sonic on the pay path's payloads (bench/codec, a module of its own)
+## bench-codec: encoding/json against goccy/go-json and sonic on the pay path's payloads (bench/codec, a module of its own; its header,
+## bench/benchenv, is printed around it from this module)
 bench-codec:
+	@mkdir -p bench/out
+	@$(GO) run ./bench/benchenv/cmd/benchenv begin -state bench/out/codec-benchenv.json -title "JSON codecs on the pay path's payloads (bench/codec)"
 	cd bench/codec && $(GO) run . -benchtime 300ms -rounds 3
+	@$(GO) run ./bench/benchenv/cmd/benchenv end -state bench/out/codec-benchenv.json
 
 ## bench-adaptive: learned limits against adaptive: off, side by side in one run: a channel at 60% of its configured limit, 3 instances at
 ## twice the limit for 60 s (throttles and goodput from the emulator's ledger), recovery once the capacity is back, and routed goodput (about 2 minutes)

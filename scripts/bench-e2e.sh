@@ -36,11 +36,14 @@
 #      payserver, mariadbd and redis-server) and the RATIO lines, the
 #      issue-16 targets first; then limiter checks/s at 64 callers, plain
 #      client vs the coalescer as shipped (bench/e2e batching).
-# Output is also written to bench/out/e2e.txt. A ratio under target prints
+# The report starts and ends with the conditions (bench/benchenv: commit,
+# machine, load average, what else ran) and is also written to E2E_OUT
+# (bench/out/e2e.txt). A ratio under target prints
 # MISS and does not fail the run; an error (a server down, a wrong status)
 # does.
 #
-# Knobs: E2E_DURATION (10s), E2E_CONCURRENCY ("50 64 200"), E2E_THREADS (2),
+# Knobs: E2E_DURATION (10s), E2E_CONCURRENCY ("50 64 200"; "" skips step 4
+# and leaves out instances B and C, which serve only it), E2E_THREADS (2),
 # E2E_NONDURABLE_CONCURRENCY ("64"; "" skips step 5), E2E_BATCHING (1; 0
 # skips the limiter batching part of step 6),
 # E2E_PORT (18090: A; B, C and D are E2E_PORT+1, +2 and +3),
@@ -52,7 +55,10 @@
 # E2E_SCALE (e.g. "1 2 3"; empty: skipped): throughput of 1, 2 and 3
 #   instances like A (E2E_PORT, +5, +6) on the same durable MariaDB and
 #   Redis, E2E_SCALE_CONCURRENCY (64) connections in all, split evenly over
-#   one wrk per instance, on ROOMY.
+#   one wrk per instance, on ROOMY (make bench-scale runs this alone:
+#   E2E_SCALE="1 2 3" E2E_CONCURRENCY= E2E_NONDURABLE_CONCURRENCY=
+#   E2E_BATCHING=0),
+# E2E_OUT (bench/out/e2e.txt): where the report is written.
 # E2E_ROUNDS (1): rounds of the headline runs at each concurrency, in
 #   alternating order (unlimited, roomy, mysqlslap, healthz, full-nearcache,
 #   then reversed), so that each target's two sides run next to each other;
@@ -64,11 +70,13 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO="${GO:-go}"
+NONDURABLE_CONCURRENCY="${E2E_NONDURABLE_CONCURRENCY-64}"
+SERVICES=redis,mariadb-durable
+[[ -z "$NONDURABLE_CONCURRENCY" ]] || SERVICES+=,mariadb
 [[ -n "${PAYSERVER_TEST_MYSQL_DURABLE_ADDR:-}" ]] ||
-  exec "$GO" run ./internal/testenv/cmd/testenv -services redis,mariadb,mariadb-durable -- "scripts/$(basename "$0")" "$@"
+  exec "$GO" run ./internal/testenv/cmd/testenv -services "$SERVICES" -- "scripts/$(basename "$0")" "$@"
 DURATION="${E2E_DURATION:-10s}"
 CONCURRENCY="${E2E_CONCURRENCY-50 64 200}"
-NONDURABLE_CONCURRENCY="${E2E_NONDURABLE_CONCURRENCY-64}"
 THREADS="${E2E_THREADS:-2}"
 PORT_A="${E2E_PORT:-18090}"
 PORT_B=$((PORT_A + 1))
@@ -87,16 +95,19 @@ SCALE="${E2E_SCALE:-}"
 SCALE_C="${E2E_SCALE_CONCURRENCY:-64}"
 F_ENV="${E2E_F_ENV:-PAYSERVER_DB_MAX_BATCH=16}"
 DURABLE_MYSQL_PORT="${PAYSERVER_TEST_MYSQL_DURABLE_ADDR##*:}"
-SHARED_MYSQL_PORT="${PAYSERVER_TEST_MYSQL_ADDR##*:}"
+SHARED_MYSQL_PORT="${PAYSERVER_TEST_MYSQL_ADDR:-}"
+SHARED_MYSQL_PORT="${SHARED_MYSQL_PORT##*:}"
 REDIS_PORT="${PAYSERVER_TEST_REDIS_ADDR##*:}"
 MYSQL_PORT="$DURABLE_MYSQL_PORT"
 DB=payserver_bench_e2e
 SLAP_DB=payserver_bench_slap
 HOST=127.0.0.1
-OUT=bench/out/e2e.txt
+OUT="${E2E_OUT:-bench/out/e2e.txt}"
 
 log() { echo "bench-e2e: $*" >&2; }
 die() { echo "bench-e2e: FAIL: $*" >&2; exit 1; }
+[[ -z "$NONDURABLE_CONCURRENCY" || -n "$SHARED_MYSQL_PORT" ]] ||
+  die "E2E_NONDURABLE_CONCURRENCY needs the tests' MariaDB (PAYSERVER_TEST_MYSQL_ADDR: testenv -services ...,mariadb)"
 
 scripts/install-wrk.sh || die "wrk is missing and could not be installed"
 SLAP="$(command -v mariadb-slap || command -v mysqlslap || true)"
@@ -119,6 +130,7 @@ sql() { # sql PORT STATEMENTS
 log "building payserver"
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
 "$GO" build -o "$WORK/e2e" ./bench/e2e
+"$GO" build -o "$WORK/benchenv" ./bench/benchenv/cmd/benchenv
 BASELINE_DESC=""
 if [[ -n "$BASELINE" ]]; then
   BASELINE_DESC="$(git rev-parse --short "$BASELINE") ($(git log -1 --format=%s "$BASELINE" | cut -c1-60))"
@@ -128,13 +140,15 @@ if [[ -n "$BASELINE" ]]; then
   (cd "$WORK/base" && "$GO" build -o "$WORK/payserver-base" ./cmd/payserver)
 fi
 
-for p in "$DURABLE_MYSQL_PORT" "$SHARED_MYSQL_PORT"; do
+for p in "$DURABLE_MYSQL_PORT" ${NONDURABLE_CONCURRENCY:+"$SHARED_MYSQL_PORT"}; do
   sql "$p" "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 done
 DURABILITY="$(sql "$DURABLE_MYSQL_PORT" 'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", log_bin=", @@log_bin, ", sync_binlog=", @@sync_binlog)')"
 [[ "$DURABILITY" == "innodb_flush_log_at_trx_commit=1, log_bin=ON, sync_binlog=1" ]] ||
   die "the durable MariaDB on $DURABLE_MYSQL_PORT is not durable: $DURABILITY"
-SHARED_DURABILITY="$(sql "$SHARED_MYSQL_PORT" 'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", log_bin=", @@log_bin, ", sync_binlog=", @@sync_binlog)')"
+SHARED_DURABILITY="not used"
+[[ -z "$NONDURABLE_CONCURRENCY" ]] ||
+  SHARED_DURABILITY="$(sql "$SHARED_MYSQL_PORT" 'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", log_bin=", @@log_bin, ", sync_binlog=", @@sync_binlog)')"
 # The limiter's keys: payserver:rl:{CHANNEL}:BIZTYPE:… now, and
 # payserver:rl:{BIZTYPE:CHANNEL}:… before (a baseline may be older).
 for k in '{ALIPAY}:BENCH' '{ALIPAY}:ROOMY' '{ALIPAY}:FULL' '{BENCH:ALIPAY}' '{ROOMY:ALIPAY}' '{FULL:ALIPAY}'; do
@@ -186,8 +200,10 @@ start_server() {
   die "payserver $name not ready on $port"
 }
 start_server a "$PORT_A" true true "$DURABLE_MYSQL_PORT" # A must migrate before B starts
-start_server b "$PORT_B" false true "$DURABLE_MYSQL_PORT"
-start_server c "$PORT_C" true false "$DURABLE_MYSQL_PORT" # no batching
+if [[ -n "$CONCURRENCY" ]]; then # B and C serve the secondary runs only
+  start_server b "$PORT_B" false true "$DURABLE_MYSQL_PORT"
+  start_server c "$PORT_C" true false "$DURABLE_MYSQL_PORT" # no batching
+fi
 [[ -z "$NONDURABLE_CONCURRENCY" ]] || start_server d "$PORT_D" true true "$SHARED_MYSQL_PORT"
 if [[ -n "$BASELINE" ]]; then
   start_server e "$PORT_E" true true "$DURABLE_MYSQL_PORT" "$WORK/payserver-base"
@@ -211,7 +227,7 @@ if [[ -n "$BASELINE" ]]; then
 fi
 
 DURABLE_MARIADB_PID="$PAYSERVER_TEST_MYSQL_DURABLE_PID"
-SHARED_MARIADB_PID="$PAYSERVER_TEST_MYSQL_PID"
+SHARED_MARIADB_PID="${PAYSERVER_TEST_MYSQL_PID:-}"
 MARIADB_PID="$DURABLE_MARIADB_PID" # the server of the runs in progress (and MYSQL_PORT)
 REDIS_PID="$PAYSERVER_TEST_REDIS_PID"
 # cpu_ticks PID: user+system CPU of the process so far, in clock ticks.
@@ -486,14 +502,18 @@ summary_header() {
 }
 
 {
-  echo "== payserver end to end: $(nproc) CPUs, $(date -u +%FT%TZ), wrk -t$THREADS, $DURATION per run"
+  "$WORK/benchenv" begin -state "$WORK/benchenv.json" -title "payserver end to end (scripts/bench-e2e.sh): wrk -t$THREADS, $DURATION per run"
   echo "   $(mariadb --version | sed 's/,.*//'); $(redis-server --version | cut -d' ' -f1-3); $("$GO" version | cut -d' ' -f3); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
   echo "   headline MariaDB :$DURABLE_MYSQL_PORT (mariadb-durable): $DURABILITY"
-  echo "   secondary MariaDB :$SHARED_MYSQL_PORT (the tests' settings, NOT durable): $SHARED_DURABILITY"
-  echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching (durable DB); D :$PORT_D as A on the non-durable DB"
+  [[ -z "$NONDURABLE_CONCURRENCY" ]] || echo "   secondary MariaDB :$SHARED_MYSQL_PORT (the tests' settings, NOT durable): $SHARED_DURABILITY"
+  if [[ -n "$CONCURRENCY" ]]; then
+    echo "   payserver A :$PORT_A near-cache on, B :$PORT_B near-cache off, C :$PORT_C near-cache on, no batching (durable DB)"
+  else
+    echo "   payserver A :$PORT_A near-cache on (durable DB)"
+  fi
+  [[ -z "$NONDURABLE_CONCURRENCY" ]] || echo "   payserver D :$PORT_D as A on the non-durable DB"
+  [[ -z "$SCALE" ]] || echo "   payserver A2 :$((PORT_A + 5)) and A3 :$((PORT_A + 6)) as A, for the instances runs"
   [[ -z "$BASELINE" ]] || echo "   payserver E :$PORT_E as A, built from the baseline $BASELINE = $BASELINE_DESC; F :$PORT_F this build with $F_ENV"
-  echo "   this build: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- cmd internal || echo ' + uncommitted changes')"
-  echo "   load average at the start $(cut -d' ' -f1-3 /proc/loadavg)"
   for c in $CONCURRENCY; do
     for ((r = 1; r <= ROUNDS; r++)); do
       echo
@@ -619,14 +639,16 @@ summary_header() {
   if [[ "${E2E_BATCHING:-1}" != 0 ]]; then
     echo
     echo "== limiter batching (coalescer as shipped), 64 callers"
-    "$WORK/e2e" batching -addr "$HOST:$REDIS_PORT" -callers 64 -duration 6s -rounds 6
+    "$WORK/e2e" batching -header=false -addr "$HOST:$REDIS_PORT" -callers 64 -duration 6s -rounds 6
   fi
+  echo
+  "$WORK/benchenv" end -state "$WORK/benchenv.json"
   echo
   echo "RESULT lines:"
   cat "$RESULTS"
 } 2>&1 | tee "$WORK/report"
 status="${PIPESTATUS[0]}"
-mkdir -p bench/out
+mkdir -p "$(dirname "$OUT")"
 cp "$WORK/report" "$OUT"
 log "written to $OUT"
 exit "$status"

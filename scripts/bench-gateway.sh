@@ -18,7 +18,9 @@
 # no target). Then GW_UNKNOWN payments whose answer the emulator loses
 # (lostAnswerRate 1) are answered UNKNOWN after the channel timeout, and the
 # time from that answer to GET /pay showing them resolved is printed
-# (RESOLVE p50/max). Output also goes to bench/out/gateway.txt.
+# (RESOLVE p50/max). The report starts and ends with the conditions
+# (bench/benchenv: commit, machine, load, what else ran). Output also goes
+# to bench/out/gateway.txt.
 #
 # Knobs: GW_DURATION (8s), GW_ROUNDS (3), GW_CONCURRENCY (64),
 # GW_THREADS (2), GW_PORT (18191), GW_EMU_PORT (18192), GW_UNKNOWN (20),
@@ -64,6 +66,7 @@ mariadb --no-defaults --protocol=tcp -h "$HOST" -P "$MYSQL_PORT" -upayserver -pp
 log "building payserver and the channel emulator"
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
 "$GO" build -o "$WORK/channel-emulator" ./cmd/channel-emulator
+"$GO" build -o "$WORK/benchenv" ./bench/benchenv/cmd/benchenv
 LEDGER_DIR="${GW_LEDGER_DIR:-$WORK}"
 LEDGER="$(mktemp -u "$LEDGER_DIR/bench-gateway-ledger.XXXXXX.db")"
 "$WORK/channel-emulator" -addr "$HOST:$EPORT" -secret "$SECRET" -ledger "$LEDGER" -channels WECHAT \
@@ -95,7 +98,8 @@ RESULTS="$WORK/results"
 : >"$RESULTS"
 RUN="g$(date +%s)"
 {
-  echo "bench-gateway: $(date -u +%FT%TZ), $(nproc) cores, durable MariaDB :$MYSQL_PORT, Redis :$REDIS_PORT,"
+  "$WORK/benchenv" begin -state "$WORK/benchenv.json" -title "POST /pay through the channel gateway against in process (scripts/bench-gateway.sh)"
+  echo "bench-gateway: durable MariaDB :$MYSQL_PORT, Redis :$REDIS_PORT,"
   echo "  $CONC connections, $THREADS wrk threads, $ROUNDS interleaved rounds of $DURATION per run;"
   echo "  gateway = WECHAT over HTTP to cmd/channel-emulator (ledger $LEDGER_DIR, fsync per call)"
   for r in $(seq "$ROUNDS"); do
@@ -147,6 +151,8 @@ RUN="g$(date +%s)"
   done <"$WORK/unknown-at"
   sort -n "$WORK/resolve-ms" | awk '{ v[NR] = $1 } END {
     printf "RESOLVE %d UNKNOWN payments (lost answers) resolved by query: p50 %d ms, max %d ms after their UNKNOWN answer (defaults: backoff 1s, 4 workers, RESOLVE key unlimited)\n", NR, v[int((NR + 1) / 2)], v[NR] }'
+  echo
+  "$WORK/benchenv" end -state "$WORK/benchenv.json"
 } | tee /dev/stderr >"$WORK/out.txt"
 mkdir -p "$(dirname "$OUT")"
 cp "$WORK/out.txt" "$OUT"

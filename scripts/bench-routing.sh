@@ -19,8 +19,9 @@
 #             (1 per hour, filled first): every payment is refused by
 #             WECHAT's limiter (near-cache on, as shipped) and goes to ALIPAY
 # It prints each run, the totals and RATIO lines (routed/pinned,
-# fallback/pinned; reported, no target). Output also goes to
-# bench/out/routing.txt.
+# fallback/pinned; reported, no target), between the conditions
+# (bench/benchenv: commit, machine, load, what else ran). Output also goes
+# to bench/out/routing.txt.
 #
 # Knobs: ROUTE_DURATION (8s), ROUTE_ROUNDS (3), ROUTE_CONCURRENCY (64),
 # ROUTE_THREADS (2), ROUTE_PORT (18190).
@@ -60,6 +61,7 @@ for k in RPIN RROUTE RFALL; do # keys are payserver:rl:{CHANNEL}:BIZTYPE:...
 done
 log "building payserver"
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
+"$GO" build -o "$WORK/benchenv" ./bench/benchenv/cmd/benchenv
 cat >"$WORK/limits.yaml" <<'YAML'
 window: 1s
 routes:
@@ -93,7 +95,8 @@ RESULTS="$WORK/results"
 : >"$RESULTS"
 RUN="r$(date +%s)"
 {
-  echo "bench-routing: $(date -u +%FT%TZ), $(nproc) cores, durable MariaDB :$MYSQL_PORT, Redis :$REDIS_PORT,"
+  "$WORK/benchenv" begin -state "$WORK/benchenv.json" -title "routed against pinned POST /pay (scripts/bench-routing.sh)"
+  echo "bench-routing: durable MariaDB :$MYSQL_PORT, Redis :$REDIS_PORT,"
   echo "  $CONC connections, $THREADS wrk threads, $ROUNDS interleaved rounds of $DURATION per run"
   for r in $(seq "$ROUNDS"); do
     for spec in "pinned pinned RPIN" "routed routed RROUTE" "fallback routed RFALL"; do
@@ -121,6 +124,8 @@ RUN="r$(date +%s)"
       printf "RATIO routed/pinned p50 = %.3f (reported)\n", p50["routed"] / p50["pinned"]
       printf "RATIO fallback/pinned p50 = %.3f (reported)\n", p50["fallback"] / p50["pinned"]
     }' "$RESULTS"
+  echo
+  "$WORK/benchenv" end -state "$WORK/benchenv.json"
 } | tee /dev/stderr >"$WORK/out.txt"
 mkdir -p "$(dirname "$OUT")"
 cp "$WORK/out.txt" "$OUT"

@@ -11,7 +11,8 @@
 # PROFILE_CONCURRENCY (50) for PROFILE_SECONDS (10) after a 3 s warm-up, and
 # meanwhile takes a CPU profile and a delta allocation profile of the same
 # seconds. Writes bench/out/profile/{cpu,allocs}.pprof and top.txt (the
-# heaviest functions, flat and cumulative) and prints top.txt, headed by the
+# heaviest functions, flat and cumulative, between the run's conditions:
+# bench/benchenv) and prints top.txt, headed by the
 # database's work per request over the profiled run: statements by kind
 # (SHOW GLOBAL STATUS Com_* and Questions deltas; exact on the durable
 # MariaDB, which nothing else uses) and mariadbd CPU ms per request.
@@ -66,6 +67,7 @@ cleanup() {
 trap cleanup EXIT
 
 "$GO" build -o "$WORK/payserver" ./cmd/payserver
+"$GO" build -o "$WORK/benchenv" ./bench/benchenv/cmd/benchenv
 msql -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 redis-cli -h "$HOST" -p "$REDIS_PORT" --scan --pattern 'payserver:rl:{ALIPAY}:FULL:*' | xargs -r redis-cli -h "$HOST" -p "$REDIS_PORT" del >/dev/null
 cat >"$WORK/limits.yaml" <<'EOF'
@@ -96,6 +98,7 @@ if [[ "$BIZ" == FULL ]]; then
 fi
 
 mkdir -p "$OUT"
+"$WORK/benchenv" begin -state "$WORK/benchenv.json" -title "payserver profile (scripts/profile.sh)" >"$WORK/begin.txt"
 timeout $((SECS + 30)) wrk -t2 -c"$C" -d$((SECS + 5))s --timeout 10s -s bench/e2e/pay.lua \
   "http://$HOST:$PORT" -- "profile-$BIZ" pay "$BIZ" "prof$(date +%s)" >"$WORK/wrk.txt" 2>&1 &
 WRK=$!
@@ -107,10 +110,12 @@ curl -sf -o "$OUT/cpu.pprof" "http://$PPROF/debug/pprof/profile?seconds=$SECS" |
 wait "$ALLOCS" || die "allocation profile failed"
 status >"$WORK/status1"
 wait "$WRK" || die "wrk failed: $(cat "$WORK/wrk.txt")"
+"$WORK/benchenv" end -state "$WORK/benchenv.json" >"$WORK/end.txt"
 cp "$WORK/payserver" "$OUT/payserver.bin"
 
 {
-  echo "== payserver profile: POST /pay $BIZ:ALIPAY, wrk -c$C, ${SECS}s of a $((SECS + 5))s run, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  cat "$WORK/begin.txt"
+  echo "== payserver profile: POST /pay $BIZ:ALIPAY, wrk -c$C, ${SECS}s of a $((SECS + 5))s run"
   grep -v '^RESULT' "$WORK/wrk.txt" | sed -n '/run profile/,$p'
   echo
   echo "== database work per POST /pay over the profiled ${SECS}s (MariaDB :$MPORT, $(msql -e 'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", log_bin=", @@log_bin, ", sync_binlog=", @@sync_binlog)'))"
@@ -133,5 +138,7 @@ cp "$WORK/payserver" "$OUT/payserver.bin"
   echo
   echo "== allocated objects, flat (top 20)"
   "$GO" tool pprof -top -sample_index=alloc_objects -nodecount=20 "$OUT/payserver.bin" "$OUT/allocs.pprof" 2>/dev/null | sed -n '/flat%/,$p'
+  echo
+  cat "$WORK/end.txt"
 } | tee "$OUT/top.txt"
 echo "profile.sh: profiles in $OUT (go tool pprof $OUT/payserver.bin $OUT/cpu.pprof)" >&2

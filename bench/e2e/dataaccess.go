@@ -98,6 +98,7 @@ func dataAccess(args []string) error {
 	rounds := fs.Int("rounds", 3, "rounds; each runs every side once")
 	defPID, _ := strconv.Atoi(os.Getenv("PAYSERVER_TEST_MYSQL_DURABLE_PID"))
 	dbPID := fs.Int("mariadbd-pid", defPID, "pid of mariadbd, for its CPU per payment (0: not measured); default $PAYSERVER_TEST_MYSQL_DURABLE_PID")
+	header := fs.Bool("header", true, "print the conditions (commit, machine, load, what else runs) first and last")
 	_ = fs.Parse(args)
 	if *dsn == "" {
 		return fmt.Errorf("no MariaDB: -dsn, or PAYSERVER_TEST_MYSQL_DURABLE_ADDR (go run ./internal/testenv/cmd/testenv -services mariadb-durable -- ...)")
@@ -215,8 +216,9 @@ func dataAccess(args []string) error {
 		{name: "sql-interpolate", pay: func(ctx context.Context, r *accessRow) error { return rawPay(ctx, interp, r) }},
 	}
 
-	fmt.Printf("== order store data access: a payment = SELECT (no row) + INSERT + UPDATE, one statement at a time, %d concurrent, %d rounds of %s per side, %d CPUs, load average %s\n",
-		*conns, *rounds, *duration, runtime.NumCPU(), loadAvg())
+	defer conditions(*header, "order store data access (bench/e2e dataaccess)")()
+	fmt.Printf("== order store data access: a payment = SELECT (no row) + INSERT + UPDATE, one statement at a time, %d concurrent, %d rounds of %s per side\n",
+		*conns, *rounds, *duration)
 	var seq atomic.Int64
 	for round := 0; round < *rounds; round++ {
 		for _, st := range styles {
@@ -333,12 +335,4 @@ func procCPU(pid int) time.Duration {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	k, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(u+k) * 10 * time.Millisecond
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }

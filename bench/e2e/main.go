@@ -2,10 +2,12 @@
 // itself is wrk with bench/e2e/pay.lua):
 //
 //	go run ./bench/e2e batching [-addr HOST:PORT] [-callers 64] [-duration 8s] [-rounds 4]
-//	go run ./bench/e2e zset [-addr HOST:PORT] [-sizes 0,100000,1000000] [-callers 64]
+//	go run ./bench/e2e dataaccess [-conns 64] [-duration 4s] [-rounds 3]
 //
 // -addr defaults to $PAYSERVER_TEST_REDIS_ADDR, which the testenv command
 // sets (go run ./internal/testenv/cmd/testenv -services redis -- go run ./bench/e2e ...).
+// Each prints its conditions first and last (bench/benchenv); -header=false
+// leaves them out, for a script that prints its own.
 //
 // batching measures limiter checks per second through payserver's Limiter
 // on a real Redis with callers concurrent goroutines: the RedisStore with
@@ -15,13 +17,6 @@
 // check has a new member on a roomy key (10,000,000 per 1s), so every check
 // admits. It prints checks/s, p50/p99/p99.9 and RATIO lines. The run is
 // bounded by duration and by -max-checks.
-//
-// zset measures how a check's cost grows with the window's occupancy (the
-// sorted set's length, i.e. the limit in use): for each size it fills a
-// 1-hour window with that many members, then runs callers goroutines of
-// admitting checks for -duration, and prints checks/s, p99, Redis time per
-// EVALSHA (INFO commandstats) and Redis memory per member (MEMORY USAGE).
-// The filled keys are deleted at the end (UNLINK).
 package main
 
 import (
@@ -34,22 +29,22 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"payserver/bench/benchenv"
 	"payserver/internal/limits"
 	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
 )
 
 func main() {
-	cmds := map[string]func([]string) error{"batching": batching, "zset": zsetSize, "dataaccess": dataAccess}
+	cmds := map[string]func([]string) error{"batching": batching, "dataaccess": dataAccess}
 	if len(os.Args) < 2 || cmds[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench/e2e batching|zset|dataaccess [flags]")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench/e2e batching|dataaccess [flags]")
 		os.Exit(2)
 	}
 	if err := cmds[os.Args[1]](os.Args[2:]); err != nil {
@@ -80,7 +75,9 @@ func batching(args []string) error {
 	p99Max := fs.Duration("p99-max", 2*time.Millisecond, "batched p99 target")
 	only := fs.String("only", "", "run one side only: batched or unbatched (for profiling)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
+	header := fs.Bool("header", true, "print the conditions (commit, machine, load, what else runs) first and last")
 	_ = fs.Parse(args)
+	defer conditions(*header, "limiter batching (bench/e2e batching)")()
 	if *callers < 1 || *rounds < 1 || *duration <= 0 {
 		return errors.New("need -callers >= 1, -rounds >= 1, -duration > 0")
 	}
@@ -219,6 +216,17 @@ func measure(ctx context.Context, s *side, callers int, d time.Duration, maxChec
 	s.other += other.Load()
 }
 
+// conditions prints the benchmark's conditions (bench/benchenv) now, and
+// again when the function it returns is called; nothing when header is
+// false.
+func conditions(header bool, title string) func() {
+	if !header {
+		return func() {}
+	}
+	r := benchenv.Begin(os.Stdout, title)
+	return func() { r.End(os.Stdout) }
+}
+
 // dial connects with payserver's own client options (cmd/payserver/app.go),
 // to a loopback address only.
 func dial(addr string) (*redis.Client, error) {
@@ -241,109 +249,6 @@ func dial(addr string) (*redis.Client, error) {
 		return nil, fmt.Errorf("redis %s: %w", addr, err)
 	}
 	return client, nil
-}
-
-func zsetSize(args []string) error {
-	fs := flag.NewFlagSet("zset", flag.ExitOnError)
-	addr := fs.String("addr", os.Getenv("PAYSERVER_TEST_REDIS_ADDR"), "Redis address (loopback only); default $PAYSERVER_TEST_REDIS_ADDR")
-	sizes := fs.String("sizes", "0,100000,1000000", "window occupancies to measure (at most 5,000,000)")
-	callers := fs.Int("callers", 64, "concurrent callers")
-	duration := fs.Duration("duration", 3*time.Second, "measured time per size")
-	_ = fs.Parse(args)
-	client, err := dial(*addr)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	ctx := context.Background()
-	st, err := ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: "payserver:bench-e2e:"})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("limiter check cost vs window occupancy (1h window, every check admitted), %d callers, plain client, %v per size\n", *callers, *duration)
-	fmt.Printf("  %12s %10s %9s %12s %14s\n", "members", "checks/s", "p99 ms", "Redis us/check", "bytes/member")
-	var keys []string
-	defer func() {
-		if len(keys) > 0 {
-			client.Unlink(ctx, keys...)
-		}
-	}()
-	for _, f := range splitInts(*sizes) {
-		if f < 0 || f > 5_000_000 {
-			return fmt.Errorf("size %d outside [0, 5000000]", f)
-		}
-		biz := "ZSET" + strconv.FormatInt(f, 10)
-		key := ratelimit.Key{BizType: biz, Channel: "ALIPAY"}
-		w := ratelimit.Window{Limit: limits.MaxLimit, Size: time.Hour}
-		rk := st.RedisKey(ratelimit.KeyWindow{Key: key, Window: w})
-		keys = append(keys, rk)
-		client.Unlink(ctx, rk)
-		now, err := client.Time(ctx).Result()
-		if err != nil {
-			return err
-		}
-		score := float64(now.UnixMicro())
-		for i := int64(0); i < f; i += 10_000 {
-			zs := make([]redis.Z, 0, 10_000)
-			for j := i; j < min(f, i+10_000); j++ {
-				zs = append(zs, redis.Z{Score: score, Member: "fill-" + strconv.FormatInt(j, 10)})
-			}
-			if err := client.ZAdd(ctx, rk, zs...).Err(); err != nil {
-				return err
-			}
-		}
-		lim, err := ratelimit.New(st, ratelimit.Options{Timeout: time.Second})
-		if err != nil {
-			return err
-		}
-		parsed, err := limits.Parse([]byte(fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: %d, window: 1h}\n", biz, limits.MaxLimit)))
-		if err != nil {
-			return err
-		}
-		cfg := parsed.Config
-		lim.SetConfig(cfg)
-		s := &side{name: biz, lim: lim, key: key}
-		measure(ctx, s, *callers, 300*time.Millisecond, 1_000_000, "zw", false)
-		if err := client.ConfigResetStat(ctx).Err(); err != nil {
-			return err
-		}
-		measure(ctx, s, *callers, *duration, 5_000_000, "zm", true)
-		us := evalshaUsec(ctx, client)
-		n, _ := client.ZCard(ctx, rk).Result()
-		mem, _ := client.MemoryUsage(ctx, rk, 0).Result()
-		sort.Slice(s.lat, func(i, j int) bool { return s.lat[i] < s.lat[j] })
-		fmt.Printf("  %12d %10.0f %9.3f %12.1f %14.1f\n", f, s.rate(), ms(q(s.lat, 0.99)), us, float64(mem)/float64(max(n, 1)))
-		if s.errs+s.other > 0 {
-			return fmt.Errorf("size %d: %d failed, %d not admitted by Redis", f, s.errs, s.other)
-		}
-	}
-	return nil
-}
-
-// evalshaUsec reads usec_per_call of EVALSHA from INFO commandstats.
-func evalshaUsec(ctx context.Context, c *redis.Client) float64 {
-	info, _ := c.Info(ctx, "commandstats").Result()
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
-			for _, kv := range strings.Split(rest, ",") {
-				if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
-					f, _ := strconv.ParseFloat(v, 64)
-					return f
-				}
-			}
-		}
-	}
-	return 0
-}
-
-func splitInts(s string) []int64 {
-	var out []int64
-	for _, f := range strings.Split(s, ",") {
-		if n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 func (s *side) rate() float64 { return float64(s.checks) / s.elapsed.Seconds() }

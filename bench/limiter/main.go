@@ -45,6 +45,8 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"payserver/bench/benchenv"
+	"payserver/bench/internal/redisinfo"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/ratelimit/ratelimittest"
@@ -260,7 +262,7 @@ func run(o options) error {
 	}
 	defer b.cleanup()
 	b.cleanup()
-	b.header()
+	env := b.header()
 
 	// The contenders of the ratios run in rounds, interleaved, so that slow
 	// drifts in machine load hit them alike; the table shows each one's
@@ -360,7 +362,8 @@ func run(o options) error {
 			return err
 		}
 	}
-	fmt.Printf("\nloadavg at end: %s\n", loadavg())
+	fmt.Println()
+	env.End(os.Stdout)
 	return nil
 }
 
@@ -407,7 +410,7 @@ func (b *bench) loadScript() error {
 	if _, err := b.store.Check(b.ctx, ratelimit.KeyWindows(ratelimit.Key{BizType: "BENCH", Channel: "PROBE"}, openRule.Windows), "probe", 0); err != nil {
 		return fmt.Errorf("RedisStore.Check probe: %w", err)
 	}
-	st, err := commandStats(b.ctx, b.client)
+	st, err := redisinfo.CommandStats(b.ctx, b.client)
 	if err != nil {
 		return err
 	}
@@ -421,12 +424,14 @@ func (b *bench) loadScript() error {
 	return nil
 }
 
-func (b *bench) header() {
+// header prints the run's conditions (bench/benchenv: commit, machine,
+// load, what else runs), the Redis and the settings, and returns the Run
+// whose End closes the report.
+func (b *bench) header() *benchenv.Run {
 	rbVersion, _ := exec.Command(b.o.redisBenchmark, "--version").Output()
-	fmt.Println("# payserver limiter micro-benchmarks")
-	fmt.Printf("machine: nproc=%d (CPUs allowed: %s) GOMAXPROCS=%d %s %s/%s; redis-server %s (%s, io-threads %s) at %s; %s\n",
-		runtime.NumCPU(), cpusAllowed(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		infoField(b.ctx, b.client, "server", "redis_version"), infoField(b.ctx, b.client, "server", "redis_mode"),
+	env := benchenv.Begin(os.Stdout, "payserver limiter micro-benchmarks (bench/limiter)")
+	fmt.Printf("redis: redis-server %s (%s, io-threads %s) at %s; %s\n",
+		redisinfo.Field(b.ctx, b.client, "server", "redis_version"), redisinfo.Field(b.ctx, b.client, "server", "redis_mode"),
 		b.client.ConfigGet(b.ctx, "io-threads").Val()["io-threads"], b.o.addr, strings.TrimSpace(string(rbVersion)))
 	pool := strconv.Itoa(b.o.pool)
 	if b.o.pool == 0 {
@@ -436,33 +441,7 @@ func (b *bench) header() {
 		"window %s, open limit %d, saturated limit %d; go-redis PoolSize %s\n",
 		b.o.conc, b.o.duration, b.o.warmup, window, openLimit, fullLimit, pool)
 	fmt.Printf("script: checkScript from internal/ratelimit/lua.go, SHA %s (loaded with redis-cli SCRIPT LOAD)\n", b.sha)
-	fmt.Printf("loadavg at start: %s\n", loadavg())
-}
-
-// cpusAllowed returns this process's CPU affinity list from /proc, or "?".
-func cpusAllowed() string {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return "?"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "?"
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
+	return env
 }
 
 func (b *bench) skip(id string) bool { return b.only != nil && !b.only[id] }
@@ -563,7 +542,7 @@ func (b *bench) begin() (probe, error) {
 		return p, fmt.Errorf("CONFIG RESETSTAT: %w", err)
 	}
 	var err error
-	if p.srvCPU, err = serverCPU(b.ctx, b.client); err != nil {
+	if p.srvCPU, err = redisinfo.ServerCPU(b.ctx, b.client); err != nil {
 		return p, err
 	}
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &p.self); err != nil {
@@ -579,11 +558,11 @@ func (b *bench) end(p probe, r *result, want float64, client *syscall.Rusage) er
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
 		return err
 	}
-	st, err := commandStats(b.ctx, b.client)
+	st, err := redisinfo.CommandStats(b.ctx, b.client)
 	if err != nil {
 		return err
 	}
-	cpu, err := serverCPU(b.ctx, b.client)
+	cpu, err := redisinfo.ServerCPU(b.ctx, b.client)
 	if err != nil {
 		return err
 	}
@@ -595,14 +574,14 @@ func (b *bench) end(p probe, r *result, want float64, client *syscall.Rusage) er
 	} else {
 		r.evalshaPerCall = math.NaN()
 		for name, s := range st {
-			if !adminCommand(name) {
+			if !redisinfo.AdminCommand(name) {
 				calls += s.Calls
 				usec += s.Usec
 			}
 		}
 	}
 	for name, s := range st {
-		if !adminCommand(name) {
+		if !redisinfo.AdminCommand(name) {
 			failed += s.Failed
 		}
 	}

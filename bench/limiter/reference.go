@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+
+	"payserver/bench/internal/redisinfo"
 )
 
 // reference prints what Lua costs on this Redis and machine, so that the
@@ -29,7 +31,7 @@ func (b *bench) reference() (ref, error) {
 		if out, err := exec.Command(b.o.redisBenchmark, args...).CombinedOutput(); err != nil {
 			return ref{}, fmt.Errorf("redis-benchmark %s: %v: %s", strings.Join(args, " "), err, out)
 		}
-		st, err := commandStats(b.ctx, b.client)
+		st, err := redisinfo.CommandStats(b.ctx, b.client)
 		if err != nil {
 			return ref{}, err
 		}

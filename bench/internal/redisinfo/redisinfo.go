@@ -1,4 +1,6 @@
-package main
+// Package redisinfo reads what the benchmarks measure Redis by: INFO
+// commandstats, cpu and memory fields.
+package redisinfo
 
 import (
 	"context"
@@ -9,28 +11,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// cmdStat is one cmdstat_* line of INFO commandstats.
-type cmdStat struct {
+// CmdStat is one cmdstat_* line of INFO commandstats.
+type CmdStat struct {
 	Calls  int64
 	Usec   int64
 	Failed int64
 }
 
-// commandStats reads INFO commandstats into a map keyed by command name
+// CommandStats reads INFO commandstats into a map keyed by command name
 // ("evalsha", "zadd", "config|resetstat", ...).
-func commandStats(ctx context.Context, c *redis.Client) (map[string]cmdStat, error) {
+func CommandStats(ctx context.Context, c *redis.Client) (map[string]CmdStat, error) {
 	s, err := c.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return nil, fmt.Errorf("INFO commandstats: %w", err)
 	}
-	out := map[string]cmdStat{}
+	out := map[string]CmdStat{}
 	for _, line := range strings.Split(s, "\n") {
 		line = strings.TrimSpace(line)
 		name, rest, ok := strings.Cut(line, ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
 			continue
 		}
-		var st cmdStat
+		var st CmdStat
 		for _, kv := range strings.Split(rest, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			n, _ := strconv.ParseInt(v, 10, 64)
@@ -48,9 +50,9 @@ func commandStats(ctx context.Context, c *redis.Client) (map[string]cmdStat, err
 	return out, nil
 }
 
-// adminCommand reports whether a command is the benchmark's own bookkeeping
+// AdminCommand reports whether a command is the benchmark's own bookkeeping
 // rather than limiter traffic.
-func adminCommand(name string) bool {
+func AdminCommand(name string) bool {
 	for _, p := range []string{"info", "config", "ping", "hello", "client", "script", "del", "memory", "object", "scan", "command", "unlink", "exists"} {
 		if name == p || strings.HasPrefix(name, p+"|") {
 			return true
@@ -59,8 +61,8 @@ func adminCommand(name string) bool {
 	return false
 }
 
-// serverCPU returns Redis's used_cpu_user + used_cpu_sys in seconds.
-func serverCPU(ctx context.Context, c *redis.Client) (float64, error) {
+// ServerCPU returns Redis's used_cpu_user + used_cpu_sys in seconds.
+func ServerCPU(ctx context.Context, c *redis.Client) (float64, error) {
 	s, err := c.Info(ctx, "cpu").Result()
 	if err != nil {
 		return 0, fmt.Errorf("INFO cpu: %w", err)
@@ -80,8 +82,8 @@ func serverCPU(ctx context.Context, c *redis.Client) (float64, error) {
 	return total, nil
 }
 
-// infoField returns one field of an INFO section, or "".
-func infoField(ctx context.Context, c *redis.Client, section, field string) string {
+// Field returns one field of an INFO section, or "".
+func Field(ctx context.Context, c *redis.Client, section, field string) string {
 	s, err := c.Info(ctx, section).Result()
 	if err != nil {
 		return ""
@@ -93,4 +95,32 @@ func infoField(ctx context.Context, c *redis.Client, section, field string) stri
 		}
 	}
 	return ""
+}
+
+// scriptCommands are the commands that run Lua scripts or functions.
+var scriptCommands = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
+
+// Scripts sums the script commands of a CommandStats reading (EVAL,
+// EVALSHA, their read-only forms and FCALL): whichever script a store
+// sends, its calls and its time are counted.
+func Scripts(st map[string]CmdStat) CmdStat {
+	var sum CmdStat
+	for _, name := range scriptCommands {
+		s := st[name]
+		sum.Calls += s.Calls
+		sum.Usec += s.Usec
+		sum.Failed += s.Failed
+	}
+	return sum
+}
+
+// UsedMemory returns INFO memory used_memory: the bytes Redis's allocator
+// holds for data and overhead.
+func UsedMemory(ctx context.Context, c *redis.Client) (int64, error) {
+	v := Field(ctx, c, "memory", "used_memory")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("INFO memory used_memory=%q: %w", v, err)
+	}
+	return n, nil
 }
