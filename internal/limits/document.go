@@ -19,8 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"payserver/internal/ratelimit"
 )
 
@@ -106,14 +104,9 @@ func Parse(data []byte) (*Document, error) {
 	if len(data) > maxDocumentBytes {
 		return nil, fmt.Errorf("limits document is %d bytes; at most %d", len(data), maxDocumentBytes)
 	}
-	var root map[string]any
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		var typeErr *yaml.TypeError
-		if errors.As(err, &typeErr) {
-			// Its text names Go types (map[string]interface {}).
-			return nil, errors.New("limits document is not valid: its top level must be a map (window, zone, shadow, limits, schedules, or BIZTYPE:CHANNEL keys)")
-		}
-		return nil, fmt.Errorf("limits document is not valid YAML or JSON: %w", err)
+	root, err := yamlRoot(data)
+	if err != nil {
+		return nil, err
 	}
 	if len(root) == 0 {
 		return nil, ErrEmptyDocument
