@@ -89,8 +89,16 @@ type campaign struct {
 	rdb            *redis.Client
 	instances      []*chaosInstance
 	// The campaign's own Redis and durable MariaDB (internal/testenv), so
-	// that the nemesis can kill and restart them.
+	// that the nemesis can kill and restart them. The Redis topology is
+	// drawn per campaign (CHAOS_REDIS sets it): standalone (redisSrv,
+	// behind a proxy per instance), Sentinel (sentinel: a master, its
+	// replica, three sentinels) or Cluster (cluster: three masters, a
+	// replica each); rdb reads the windows at the end.
+	topology string
 	redisSrv *testenv.Redis
+	sentinel *testenv.Sentinel
+	cluster  *testenv.Cluster
+	rcl      *redis.ClusterClient
 	mariadb  *testenv.MariaDB
 
 	seq     atomic.Int64
@@ -120,7 +128,7 @@ func TestChaosCampaign(t *testing.T) {
 	if c.nacos != "" {
 		source = "r-nacos " + c.nacosID
 	}
-	fmt.Printf("chaos: channels %s and %s, limits from %s\n", c.chA, c.chB, source)
+	fmt.Printf("chaos: channels %s and %s, limits from %s, Redis %s\n", c.chA, c.chB, source, c.topology)
 	ctx, stop := context.WithTimeout(context.Background(), run.duration)
 	defer stop()
 	var wg sync.WaitGroup
@@ -183,7 +191,6 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 		token: "chaos-client-" + tag, admin: "chaos-admin-" + tag}
 	dir := t.TempDir()
 	c.limitsPath = filepath.Join(dir, "limits.yaml")
-	c.redisSrv = testenv.StartRedis(t, testenv.RedisOptions{})
 	c.mariadb = testenv.StartMariaDB(t, testenv.MariaDBOptions{Durable: true})
 	dsn, err := mysql.ParseDSN(c.mariadb.DSN)
 	if err != nil {
@@ -196,8 +203,6 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.db.Close() })
-	c.rdb = redis.NewClient(&redis.Options{Addr: c.redisSrv.Addr})
-	t.Cleanup(func() { _ = c.rdb.Close() })
 	addrs := []string{freePort(t), freePort(t), freePort(t)}
 	first := c.document(docs, 0)
 	mustWrite(t, c.limitsPath, first)
@@ -205,16 +210,15 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 		c.nacos, c.nacosID = addr, "payserver-chaos-"+strings.ToLower(tag)
 		nacosPublish(t, c.nacos, c.nacosID, first)
 	}
+	c.startRedis(docs)
 	c.limits = []witness.LimitsDoc{{Raw: first, FromUs: time.Now().UnixMicro()}}
 	c.emu = startEmulatorWith(t, "http://"+addrs[0], c.chA+","+c.chB)
-	redisAddr := c.redisSrv.Addr
 	for i, addr := range addrs {
-		in := &chaosInstance{name: fmt.Sprintf("i%d", i), redis: startProxy(t, redisAddr), db: startProxy(t, dsn.Addr), gw: startProxy(t, c.emu.addr)}
+		in := &chaosInstance{name: fmt.Sprintf("i%d", i), db: startProxy(t, dsn.Addr), gw: startProxy(t, c.emu.addr)}
 		d := *dsn
 		d.Addr = in.db.addr
 		env := map[string]string{
 			"PAYSERVER_HTTP_ADDR":              addr,
-			"PAYSERVER_REDIS_ADDR":             in.redis.addr,
 			"PAYSERVER_CHANNELS":               c.chA + "," + c.chB,
 			"PAYSERVER_CHANNEL_GATEWAY_URL":    "http://" + in.gw.addr,
 			"PAYSERVER_CHANNEL_GATEWAY_SECRET": gatewaySecret,
@@ -226,6 +230,7 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 			"PAYSERVER_ADMIN_TOKEN":            c.admin,
 			"PAYSERVER_LOG_LEVEL":              "warn",
 		}
+		c.redisEnv(in, env)
 		if c.nacos != "" {
 			env["PAYSERVER_NACOS_ADDR"], env["PAYSERVER_NACOS_DATA_ID"] = c.nacos, c.nacosID
 		}
@@ -496,8 +501,8 @@ func (c *campaign) nemesis(ctx context.Context, r *rand.Rand) {
 		in := c.instances[r.IntN(len(c.instances))]
 		hold := time.Duration(500+r.IntN(2500)) * time.Millisecond
 		switch r.IntN(15) {
-		case 13: // Redis killed and restarted empty: every window starts again
-			c.fault("redis", "", hold, func() { c.redisSrv.Kill() }, func() { c.redisSrv.Start() }, -1)
+		case 13: // Redis killed and restarted empty, or its master failed over
+			c.redisLost(r, hold)
 		case 14: // MariaDB killed and restarted (durable: every committed order survives)
 			c.fault("mariadb", "", hold, func() { c.mariadb.Kill() }, func() { c.mariadb.Start() })
 		case 0: // SIGKILL an instance, restart it later
@@ -506,9 +511,16 @@ func (c *campaign) nemesis(ctx context.Context, r *rand.Rand) {
 			c.fault("instance", in.name, hold, func() { in.signal(syscall.SIGSTOP) }, func() { in.signal(syscall.SIGCONT) })
 		case 2: // a graceful restart
 			c.fault("instance", in.name, 0, func() { in.srv.stop(); in.restart() }, func() {})
-		case 3: // Redis unreachable for every instance
+		case 3: // Redis unreachable for every instance (Sentinel, Cluster: a master's failover)
+			if c.topology != "standalone" {
+				c.redisLost(r, hold)
+				break
+			}
 			c.fault("redis", "", hold, func() { c.each(func(p *chaosInstance) { p.redis.Down() }) }, func() { c.each(func(p *chaosInstance) { p.redis.Up() }) })
-		case 4: // Redis slow for one instance
+		case 4: // Redis slow for one instance (standalone only: the proxy)
+			if c.topology != "standalone" {
+				break
+			}
 			d := time.Duration(20+r.IntN(300)) * time.Millisecond
 			c.fault("redis", "", hold, func() { in.redis.Slow(d) }, func() { in.redis.Slow(0) })
 		case 5: // MariaDB unreachable for one instance, cut as it answers, or slow
@@ -604,8 +616,10 @@ func (c *campaign) heal() {
 	for _, in := range c.instances {
 		in.signal(syscall.SIGCONT)
 		in.restart()
-		in.redis.Up()
-		in.redis.Slow(0)
+		if in.redis != nil {
+			in.redis.Up()
+			in.redis.Slow(0)
+		}
 		in.db.Up()
 		in.db.CutReplies(false)
 		in.gw.Up()
@@ -665,31 +679,32 @@ func (c *campaign) collect(quietFrom int64) witness.History {
 	}
 	resp.Body.Close()
 	ctx := context.Background()
-	now, err := c.rdb.Time(ctx).Result()
+	now, err := c.redisOf(ctx, c.chA).Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.Config.DumpedAtUs = now.UnixMicro()
 	for _, ch := range []string{c.chA, c.chB} {
-		iter := c.rdb.Scan(ctx, 0, "payserver:rl:{"+ch+"}:*", 1000).Iterator()
+		rdb := c.redisOf(ctx, ch)
+		iter := rdb.Scan(ctx, 0, "payserver:rl:{"+ch+"}:*", 1000).Iterator()
 		for iter.Next(ctx) {
 			key := iter.Val()
 			if strings.HasSuffix(key, ":v") || strings.HasSuffix(key, ":L") || strings.Contains(key, ":#") {
 				continue // a sliding amount window's weights, a learned limit, a member's identity
 			}
-			switch c.rdb.Type(ctx, key).Val() {
+			switch rdb.Type(ctx, key).Val() {
 			case "zset":
 				// A sliding amount window keeps its members' amounts in
 				// its ":v" hash: the amount each was counted for.
-				amounts, _ := c.rdb.HGetAll(ctx, key+":v").Result()
-				zs, _ := c.rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
+				amounts, _ := rdb.HGetAll(ctx, key+":v").Result()
+				zs, _ := rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
 				for _, z := range zs {
 					m := witness.Member{Key: key, Member: z.Member.(string), ScoreUs: int64(z.Score)}
 					m.Amount, _ = strconv.ParseInt(amounts[m.Member], 10, 64)
 					h.Members = append(h.Members, m)
 				}
 			case "hash":
-				fields, _ := c.rdb.HGetAll(ctx, key).Result()
+				fields, _ := rdb.HGetAll(ctx, key).Result()
 				for f, v := range fields {
 					if strings.HasPrefix(f, "#") {
 						continue

@@ -1,0 +1,131 @@
+package integration
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"payserver/internal/testenv"
+)
+
+// The campaign's Redis topology: standalone, Sentinel or Cluster, drawn
+// per campaign (Sentinel and Cluster one campaign in six each) unless
+// CHAOS_REDIS names it.
+
+// chaosTopology draws the campaign's Redis topology, or reads CHAOS_REDIS.
+func chaosTopology(r *rand.Rand) string {
+	draw := r.IntN(6)
+	switch v := os.Getenv("CHAOS_REDIS"); v {
+	case "standalone", "sentinel", "cluster":
+		return v
+	}
+	switch draw {
+	case 0:
+		return "sentinel"
+	case 1:
+		return "cluster"
+	}
+	return "standalone"
+}
+
+// startRedis starts the campaign's Redis in its topology, and the client
+// that reads its windows at the end.
+func (c *campaign) startRedis(r *rand.Rand) {
+	c.topology = chaosTopology(r)
+	switch c.topology {
+	case "sentinel":
+		c.sentinel = testenv.StartSentinel(c.t, testenv.SentinelOptions{})
+		c.rdb = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testenv.SentinelMaster, SentinelAddrs: c.sentinel.Addrs()})
+	case "cluster":
+		c.cluster = testenv.StartCluster(c.t, testenv.ClusterOptions{Replicas: 1})
+		c.rcl = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.cluster.Addrs()})
+		c.t.Cleanup(func() { _ = c.rcl.Close() })
+		return
+	default:
+		c.redisSrv = testenv.StartRedis(c.t, testenv.RedisOptions{})
+		c.rdb = redis.NewClient(&redis.Options{Addr: c.redisSrv.Addr})
+	}
+	c.t.Cleanup(func() { _ = c.rdb.Close() })
+}
+
+// redisEnv points instance in at the campaign's Redis: standalone through
+// a proxy of its own (which the nemesis slows and cuts), Sentinel and
+// Cluster directly (their clients learn the data nodes' addresses from the
+// servers, so a proxy would be bypassed).
+func (c *campaign) redisEnv(in *chaosInstance, env map[string]string) {
+	switch c.topology {
+	case "sentinel":
+		env["PAYSERVER_REDIS_MODE"] = "sentinel"
+		env["PAYSERVER_REDIS_SENTINELS"] = strings.Join(c.sentinel.Addrs(), ",")
+		env["PAYSERVER_REDIS_MASTER"] = testenv.SentinelMaster
+	case "cluster":
+		env["PAYSERVER_REDIS_MODE"] = "cluster"
+		env["PAYSERVER_REDIS_ADDRS"] = strings.Join(c.cluster.Addrs(), ",")
+	default:
+		in.redis = startProxy(c.t, c.redisSrv.Addr)
+		env["PAYSERVER_REDIS_ADDR"] = in.redis.addr
+	}
+}
+
+// redisOf is a client of the node holding channel ch's windows.
+func (c *campaign) redisOf(ctx context.Context, ch string) *redis.Client {
+	if c.topology != "cluster" {
+		return c.rdb
+	}
+	cl, err := c.rcl.MasterForKey(ctx, "{"+ch+"}")
+	if err != nil {
+		c.t.Fatalf("chaos: the cluster node of {%s}: %v", ch, err)
+	}
+	return cl
+}
+
+// redisLost loses windows: standalone, Redis killed and started again
+// empty; Sentinel, the master killed (its replica is promoted, without
+// what the master had not sent it) and started again, empty, as a replica,
+// or as the master again when it is back before the sentinels agree it
+// was down; Cluster, the master of a channel's slots likewise. The fault
+// lasts until the topology is healthy again, and may have lost every
+// write (-1: the documented fallback bound, a whole limit per window).
+func (c *campaign) redisLost(r *rand.Rand, hold time.Duration) {
+	var victim *testenv.Redis
+	healthy := func() {
+		if victim != nil {
+			victim.Start()
+		}
+		var err error
+		switch c.topology {
+		case "sentinel":
+			err = c.sentinel.WaitHealthy(90 * time.Second)
+		case "cluster":
+			err = c.cluster.WaitHealthy(90 * time.Second)
+		}
+		if err != nil {
+			c.t.Errorf("chaos: Redis did not recover from a lost master: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	switch c.topology {
+	case "sentinel":
+		if addr, err := c.sentinel.Master(ctx); err == nil {
+			victim = c.sentinel.Node(addr)
+		}
+	case "cluster":
+		ch := c.chA
+		if r.IntN(2) == 0 {
+			ch = c.chB
+		}
+		victim = c.cluster.Node(c.redisOf(ctx, ch).Options().Addr)
+	default:
+		victim = c.redisSrv
+	}
+	c.fault("redis", "", hold, func() {
+		if victim != nil {
+			victim.Kill()
+		}
+	}, healthy, -1)
+}
