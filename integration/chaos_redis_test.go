@@ -59,11 +59,11 @@ func (c *campaign) startRedis(r *rand.Rand) {
 func (c *campaign) redisEnv(in *chaosInstance, env map[string]string) {
 	switch c.topology {
 	case "sentinel":
-		env["PAYSERVER_REDIS_MODE"] = "sentinel"
+		env["PAYSERVER_REDIS_ADDR"], env["PAYSERVER_REDIS_MODE"] = "", "sentinel"
 		env["PAYSERVER_REDIS_SENTINELS"] = strings.Join(c.sentinel.Addrs(), ",")
 		env["PAYSERVER_REDIS_MASTER"] = testenv.SentinelMaster
 	case "cluster":
-		env["PAYSERVER_REDIS_MODE"] = "cluster"
+		env["PAYSERVER_REDIS_ADDR"], env["PAYSERVER_REDIS_MODE"] = "", "cluster"
 		env["PAYSERVER_REDIS_ADDRS"] = strings.Join(c.cluster.Addrs(), ",")
 	default:
 		in.redis = startProxy(c.t, c.redisSrv.Addr)
