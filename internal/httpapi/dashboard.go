@@ -221,7 +221,7 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 				shown = append(shown, k)
 			}
 		}
-		learned := readLearned(ctx, d.r.opts.Learned, cfg, shown, now)
+		learned := readLearned(ctx, d.r.opts.Learned, cfg, shown)
 		v.Limits = limitsJSON(cfg, shown, nil, learned, now)
 	}
 	if d.r.opts.Quotas != nil {

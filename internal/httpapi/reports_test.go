@@ -96,6 +96,19 @@ func (f fakeUsage) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []
 	return r, counts, nil
 }
 
+func (f fakeUsage) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	return usageOfEach(ctx, keys, f.Usage)
+}
+
+// usageOfEach answers UsageOf key by key from usage, a fake's Usage.
+func usageOfEach(ctx context.Context, keys []ratelimit.Key, usage func(context.Context, ratelimit.Key) (ratelimit.Rule, []int64, error)) []ratelimit.KeyUsage {
+	out := make([]ratelimit.KeyUsage, len(keys))
+	for i, k := range keys {
+		out[i].Rule, out[i].Counts, out[i].Err = usage(ctx, k)
+	}
+	return out
+}
+
 type fakeLimitsView struct {
 	cfg    *ratelimit.Config
 	routes limits.Routes
@@ -110,6 +123,9 @@ func (f fakeLimitsView) Degraded() bool              { return true }
 func (f fakeLimitsView) Routes() limits.Routes       { return f.routes }
 func (f fakeLimitsView) Usage(ctx context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
 	return fakeUsage{cfg: f.cfg, now: f.now}.Usage(ctx, k)
+}
+func (f fakeLimitsView) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	return usageOfEach(ctx, keys, f.Usage)
 }
 
 var now = time.Date(2026, 3, 1, 10, 30, 20, 0, time.UTC)
