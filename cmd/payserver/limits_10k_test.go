@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,8 +99,8 @@ func fetch(tb testing.TB, m *Main, path string) (int, []byte) {
 
 // BenchmarkGetLimits10k times the admin pages at 10,000 keys through the
 // real server (embedded default, loopback HTTP), one request at a time,
-// side by side in one run: GET /limits, the dashboard's first and last
-// pages, GET /channels/usage and the channel-limits report. Every window
+// side by side in one run: GET /limits whole and paged, the dashboard's
+// first and last pages, GET /channels/usage and the channel-limits report. Every window
 // holds one admission and every key has a stats row in every minute of
 // the last hour (600,000 rows). B/answer is the body's size.
 //
@@ -107,6 +110,9 @@ func BenchmarkGetLimits10k(b *testing.B) {
 	seedHour(b, m, manyKeys)
 	for _, c := range []struct{ name, path string }{
 		{"limits", "/limits"},
+		{"limits-page100", "/limits?limit=100"},
+		{"limits-page100-middle", "/limits?limit=100&after=BIZ5000:ALIPAY"},
+		{"limits-page1000", "/limits?limit=1000"},
 		{"dashboard", "/dashboard"},
 		{"dashboard-last", "/dashboard?page=200"},
 		{"usage", "/channels/usage"},
@@ -123,6 +129,87 @@ func BenchmarkGetLimits10k(b *testing.B) {
 				size = len(body)
 			}
 			b.ReportMetric(float64(size), "B/answer")
+		})
+	}
+}
+
+// limitsAnswer is what the tests read of GET /limits.
+type limitsAnswer struct {
+	Limits []struct {
+		Key     string
+		Rule    string
+		Windows []struct{ Used *int64 }
+	}
+	Total int
+	Next  *string
+}
+
+// TestGetLimitsPagesAt10k: at 10,000 keys GET /limits lists every key
+// without paging parameters, and following next from a first page walks
+// every key exactly once, in the same order, each with its rule and what
+// its windows hold, for several page sizes.
+func TestGetLimitsPagesAt10k(t *testing.T) {
+	m := startManyKeys(t, manyKeys)
+	read := func(path string) limitsAnswer {
+		t.Helper()
+		status, body := fetch(t, m, path)
+		if status != http.StatusOK {
+			t.Fatalf("GET %s = %d: %.300s", path, status, body)
+		}
+		var a limitsAnswer
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	all := read("/limits")
+	if len(all.Limits) != manyKeys || all.Total != manyKeys || all.Next != nil {
+		t.Fatalf("unpaged: %d keys, total %d, next %v; want every one of %d, no next", len(all.Limits), all.Total, all.Next, manyKeys)
+	}
+	order := make([]string, len(all.Limits))
+	seen := map[string]bool{}
+	for i, l := range all.Limits {
+		order[i] = l.Key
+		seen[l.Key] = true
+		if i > 0 && order[i-1] >= l.Key {
+			t.Fatalf("unpaged: %s listed after %s", l.Key, order[i-1])
+		}
+		if l.Rule != "100/1s+1000/day[00:00 UTC]" || len(l.Windows) != 2 || l.Windows[1].Used == nil || *l.Windows[1].Used != 1 {
+			t.Fatalf("unpaged: %s = %+v, want rule 100/1s+1000/day[00:00 UTC] with one admission in its day", l.Key, l)
+		}
+	}
+	if len(seen) != manyKeys || !seen[manyKey(1).String()] || !seen[manyKey(manyKeys).String()] {
+		t.Fatalf("unpaged: %d distinct keys, want every one of %d", len(seen), manyKeys)
+	}
+	for _, size := range []int{1000, 777} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			var walked []string
+			path := fmt.Sprintf("/limits?limit=%d", size)
+			for pages := 1; ; pages++ {
+				p := read(path)
+				if p.Total != manyKeys || len(p.Limits) > size {
+					t.Fatalf("%s: %d keys of total %d", path, len(p.Limits), p.Total)
+				}
+				for _, l := range p.Limits {
+					if len(l.Windows) != 2 || l.Windows[1].Used == nil || *l.Windows[1].Used != 1 {
+						t.Fatalf("%s: %s = %+v, want one admission in its day", path, l.Key, l)
+					}
+					walked = append(walked, l.Key)
+				}
+				if p.Next == nil {
+					if want := (manyKeys + size - 1) / size; pages != want {
+						t.Errorf("%d pages, want %d", pages, want)
+					}
+					break
+				}
+				if *p.Next != p.Limits[len(p.Limits)-1].Key {
+					t.Fatalf("%s: next %q, want the page's last key", path, *p.Next)
+				}
+				path = fmt.Sprintf("/limits?limit=%d&after=%s", size, url.QueryEscape(*p.Next))
+			}
+			if !slices.Equal(walked, order) {
+				t.Errorf("the pages walked %d keys, not the %d of the unpaged answer in its order", len(walked), len(order))
+			}
 		})
 	}
 }

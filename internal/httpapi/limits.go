@@ -238,8 +238,14 @@ func timeOrNil(t time.Time) any {
 
 // getLimits answers GET /limits: the document in force, each key's rule in
 // force now (schedules applied) with what its windows hold, and every
-// schedule.
+// schedule. With limit or after (limitsPage) it lists one page of the keys,
+// and only those are read from the limiter's store.
 func (h *handler) getLimits(c *gin.Context) {
+	page, err := parseLimitsPage(c.Request.URL.Query())
+	if err != nil {
+		writeError(c, h.log, err, "")
+		return
+	}
 	cfg := h.opts.Limits.Config()
 	st := h.opts.Limits.Status()
 	body := gin.H{
@@ -259,13 +265,20 @@ func (h *handler) getLimits(c *gin.Context) {
 		"limiterDegraded": h.opts.Limits.Degraded(),
 		"missingKeyMeans": "unlimited",
 		"limits":          []limitJSON{},
+		"total":           0,
+		"next":            nil,
 	}
 	if cfg != nil {
 		now := h.now()
-		keys := limitKeys(cfg)
+		all := limitKeys(cfg)
+		keys, next := page.of(all)
 		reads := readUsage(c.Request.Context(), h.opts.Limits, keys)
 		learned := readLearned(c.Request.Context(), h.opts.Learned, cfg, keys)
 		body["limits"] = limitsJSON(cfg, keys, reads, learned, now)
+		body["total"] = len(all)
+		if next != nil {
+			body["next"] = *next
+		}
 		body["schedules"] = schedulesJSON(cfg, now)
 		body["defaultWindow"] = configcenter.FormatWindow(cfg.DefaultWindow)
 		body["zone"] = cfg.Zone.String()
