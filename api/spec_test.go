@@ -354,6 +354,14 @@ func (f *fakeLimits) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, 
 	return r, counts, nil
 }
 
+func (f *fakeLimits) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	out := make([]ratelimit.KeyUsage, len(keys))
+	for i, k := range keys {
+		out[i].Rule, out[i].Counts, out[i].Err = f.Usage(ctx, k)
+	}
+	return out
+}
+
 func (f *fakeLimits) Status() configcenter.Status {
 	if !f.loaded.Load() {
 		return configcenter.Status{Source: "file", Name: "limits.yaml", Describe: "file limits.yaml",

@@ -89,6 +89,9 @@ func (v limitsView) Routes() limits.Routes {
 func (v limitsView) Usage(ctx context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
 	return v.limiter.Usage(ctx, k)
 }
+func (v limitsView) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	return v.limiter.UsageOf(ctx, keys)
+}
 
 // startPprof serves net/http/pprof on its own loopback listener when
 // PAYSERVER_PPROF_ADDR is set (Validate refuses other hosts).

@@ -16,7 +16,7 @@ import (
 )
 
 // embeddedConfig is the embedded default on a random port, in dir.
-func embeddedConfig(t *testing.T, dir string) Config {
+func embeddedConfig(t testing.TB, dir string) Config {
 	t.Helper()
 	gin.SetMode(gin.ReleaseMode)
 	cfg := DefaultConfig()

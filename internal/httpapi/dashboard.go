@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,44 +186,42 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	to := now.Truncate(time.Minute).Add(time.Minute)
 	from := to.Add(-dashboardMinutes * time.Minute)
 	v.ChartFrom, v.ChartTo = from.Format("15:04"), to.Format("15:04 UTC")
-	rep, err := d.r.opts.Reports.Report(ctx, stats.Query{From: from, To: to, BizType: q.BizType, Channel: q.Channel,
-		Granularity: stats.Minute, Format: stats.FormatJSON})
-	if err != nil {
-		d.r.log.Warn("dashboard: could not read the last hour's stats", "err", err)
-		v.ChartsError = "The stats database is unavailable; the history charts are missing."
-		rep.Rows = nil
-	}
-	changes, err := d.r.opts.Reports.Changes(ctx, stats.Query{From: from, To: to, BizType: q.BizType, Channel: q.Channel,
-		Granularity: stats.Minute})
+	hour := stats.Query{From: from, To: to, BizType: q.BizType, Channel: q.Channel, Granularity: stats.Minute, Format: stats.FormatJSON}
+	changes, err := d.r.opts.Reports.Changes(ctx, hour)
 	if err != nil {
 		d.r.log.Warn("dashboard: could not read the hour's limit changes", "err", err)
 	}
 	v.Amounts, v.AmountsError = d.amounts(ctx, from, to, q)
 	v.OtherChannel, v.OtherCurrency = otherAmounts(v.Amounts)
-	keys, rows := q.keys(cfg, rep.Rows)
+	others, othersErr := d.otherRows(ctx, hour)
+	keys := q.keys(cfg, others, changes)
 	page, paging := q.page(keys)
 	v.Paging = paging
-	var configured []ratelimit.Key
+	rows, rowsErr := d.pageRows(ctx, hour, page, others)
+	if err := errors.Join(othersErr, rowsErr); err != nil {
+		d.r.log.Warn("dashboard: could not read the last hour's stats", "err", err)
+		v.ChartsError = "The stats database is unavailable; the history charts are missing."
+	}
+	var configured, shown []ratelimit.Key
 	inPage := map[string]bool{}
 	for _, k := range page {
 		inPage[k] = true
-		if key, err := ratelimit.ParseKey(k); err == nil && cfg != nil {
-			if _, ok := cfg.Rules[key]; ok {
-				configured = append(configured, key)
-			}
+		key, err := ratelimit.ParseKey(k)
+		if err != nil || cfg == nil {
+			continue
+		}
+		if _, ok := cfg.Rules[key]; ok {
+			configured = append(configured, key)
+			shown = append(shown, key)
+		} else if slices.ContainsFunc(cfg.Schedules, func(s ratelimit.Schedule) bool { return s.Key == key }) {
+			shown = append(shown, key)
 		}
 	}
 	for _, u := range d.r.usageOf(ctx, cfg, configured).Keys {
 		v.Usage = append(v.Usage, newUsageBar(u))
 	}
 	if cfg != nil {
-		var shown []ratelimit.Key
-		for _, k := range limitKeys(cfg) {
-			if inPage[k.String()] {
-				shown = append(shown, k)
-			}
-		}
-		learned := readLearned(ctx, d.r.opts.Learned, cfg, shown, now)
+		learned := readLearned(ctx, d.r.opts.Learned, cfg, shown)
 		v.Limits = limitsJSON(cfg, shown, nil, learned, now)
 	}
 	if d.r.opts.Quotas != nil {
@@ -229,6 +229,45 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	}
 	v.Charts = hourCharts(page, rows, changes, from)
 	return v
+}
+
+// otherRows reads the hour's rows of the keys the limits document does not
+// name, counted under bizType stats.Other ("other:CHANNEL"), when the
+// filter lets them in.
+func (d *dashboard) otherRows(ctx context.Context, hour stats.Query) ([]stats.ReportRow, error) {
+	if hour.BizType != "" && hour.BizType != stats.Other {
+		return nil, nil
+	}
+	hour.BizType = stats.Other
+	rep, err := d.r.opts.Reports.Report(ctx, hour)
+	return rep.Rows, err
+}
+
+// pageRows returns the hour's rows of the keys of page: the rows of others
+// whose key is on the page, and the rows read for the rest of its keys (at
+// most a page of them), so that the dashboard never reads the hour of
+// every key.
+func (d *dashboard) pageRows(ctx context.Context, hour stats.Query, page []string, others []stats.ReportRow) ([]stats.ReportRow, error) {
+	inPage := make(map[string]bool, len(page))
+	var named []ratelimit.Key
+	for _, k := range page {
+		inPage[k] = true
+		if key, err := ratelimit.ParseKey(k); err == nil {
+			named = append(named, key)
+		}
+	}
+	var rows []stats.ReportRow
+	for _, r := range others {
+		if inPage[r.BizType+":"+r.Channel] {
+			rows = append(rows, r)
+		}
+	}
+	if len(named) == 0 {
+		return rows, nil
+	}
+	hour.Keys = named
+	rep, err := d.r.opts.Reports.Report(ctx, hour)
+	return append(rows, rep.Rows...), err
 }
 
 // amounts sums the amounts of [from, to) per channel and currency (one

@@ -75,10 +75,11 @@ func (q dashQuery) matches(key string) bool {
 	return (q.BizType == "" || q.BizType == biz) && (q.Channel == "" || q.Channel == ch)
 }
 
-// keys returns the sorted keys the filter selects: the configured ones
-// and those the rows show (the "other" buckets), with the rows of those
-// keys.
-func (q dashQuery) keys(cfg *ratelimit.Config, rows []stats.ReportRow) ([]string, []stats.ReportRow) {
+// keys returns the sorted keys the filter selects: those the document
+// names (in its rules or schedules), those the rows of the keys it does not
+// name show ("other" buckets), and those whose limit changed in the hour (a
+// key removed from the document keeps its chart for the hour).
+func (q dashQuery) keys(cfg *ratelimit.Config, others []stats.ReportRow, changes []stats.KeyChange) []string {
 	set := map[string]bool{}
 	if cfg != nil {
 		for k := range cfg.Rules {
@@ -86,12 +87,20 @@ func (q dashQuery) keys(cfg *ratelimit.Config, rows []stats.ReportRow) ([]string
 				set[s] = true
 			}
 		}
+		for _, sc := range cfg.Schedules {
+			if s := sc.Key.String(); q.matches(s) {
+				set[s] = true
+			}
+		}
 	}
-	var kept []stats.ReportRow
-	for _, r := range rows {
+	for _, r := range others {
 		if k := r.BizType + ":" + r.Channel; q.matches(k) {
 			set[k] = true
-			kept = append(kept, r)
+		}
+	}
+	for _, c := range changes {
+		if k := c.Key.String(); q.matches(k) {
+			set[k] = true
 		}
 	}
 	keys := make([]string, 0, len(set))
@@ -99,7 +108,7 @@ func (q dashQuery) keys(cfg *ratelimit.Config, rows []stats.ReportRow) ([]string
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	return keys, kept
+	return keys
 }
 
 // page returns the keys of the page asked for and the paging links.

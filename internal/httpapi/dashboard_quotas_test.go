@@ -89,3 +89,6 @@ func (q quotaView) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []
 	}
 	return r, counts, nil
 }
+func (q quotaView) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	return usageOfEach(ctx, keys, q.Usage)
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -231,6 +232,42 @@ func TestDashboardLimitChangeWithoutTraffic(t *testing.T) {
 	}
 	if n := strings.Count(page, ">limit changed<"); n != 2 {
 		t.Errorf("%d limit changed badges, want 2 (PAY:ALIPAY from its rows, SHOP:ALIPAY from the history)", n)
+	}
+}
+
+// TestDashboardReadsOnlyItsPage: the dashboard reads the hour's rows of
+// the keys of its page and of the "other" buckets, never of every key
+// (with 10,000 keys the whole hour is 600,000 rows); a key removed from
+// the document in the hour keeps its chart.
+func TestDashboardReadsOnlyItsPage(t *testing.T) {
+	s := newTestServer(t, "")
+	s.reports.changes = []stats.KeyChange{{Bucket: now.Truncate(time.Minute).Add(-5 * time.Minute),
+		Key: ratelimit.Key{BizType: "GONE", Channel: "ALIPAY"}, Changes: []string{"7/1s -> absent"}}}
+	// Sorted keys: DOWN:ALIPAY GONE:ALIPAY PAY:ALIPAY PAY:UNIONPAY PAY:WECHAT SHOP:ALIPAY other:WECHAT.
+	page := s.get(t, "/dashboard?pageSize=3", "").body
+	for key, want := range map[string]bool{"DOWN:ALIPAY": true, "GONE:ALIPAY": true, "PAY:ALIPAY": true, "PAY:UNIONPAY": false, "other:WECHAT": false} {
+		if got := strings.Contains(page, `<svg class="history-chart" data-key="`+key+`"`); got != want {
+			t.Errorf("chart of %s on page 1 of 3 keys: %v, want %v", key, got, want)
+		}
+	}
+	if !strings.Contains(page, "9 admitted · 3 limited") {
+		t.Error("PAY:ALIPAY's chart lacks its rows")
+	}
+	var asked []string
+	for _, q := range s.reports.reported {
+		if len(q.Keys) == 0 && q.BizType != stats.Other {
+			t.Errorf("the dashboard read every key's hour: %+v", q)
+		}
+		for _, k := range q.Keys {
+			asked = append(asked, k.String())
+		}
+	}
+	if want := []string{"DOWN:ALIPAY", "GONE:ALIPAY", "PAY:ALIPAY"}; !reflect.DeepEqual(asked, want) {
+		t.Errorf("rows read for %v, want the page's keys %v", asked, want)
+	}
+	last := s.get(t, "/dashboard?pageSize=3&page=3", "").body
+	if !strings.Contains(last, `<svg class="history-chart" data-key="other:WECHAT"`) || !strings.Contains(last, "4 admitted · 0 limited") {
+		t.Error("the last page lacks the other:WECHAT bucket and its rows")
 	}
 }
 

@@ -2,7 +2,8 @@ package httpapi
 
 import (
 	"net/http"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -81,36 +82,55 @@ type scheduleJSON struct {
 
 func formatInstant(t time.Time) string { return t.Format(time.RFC3339) }
 
-// limitKeys returns every key of cfg's rules and schedules, sorted.
+// limitKeys returns every key of cfg's rules and schedules, sorted
+// (sortKeys).
 func limitKeys(cfg *ratelimit.Config) []ratelimit.Key {
-	seen := map[ratelimit.Key]bool{}
 	keys := make([]ratelimit.Key, 0, len(cfg.Rules))
 	for k := range cfg.Rules {
-		seen[k] = true
 		keys = append(keys, k)
 	}
+	onlyScheduled := map[ratelimit.Key]bool{}
 	for _, s := range cfg.Schedules {
-		if !seen[s.Key] {
-			seen[s.Key] = true
+		if _, ok := cfg.Rules[s.Key]; !ok && !onlyScheduled[s.Key] {
+			onlyScheduled[s.Key] = true
 			keys = append(keys, s.Key)
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	sortKeys(keys)
 	return keys
+}
+
+// sortKeys sorts keys by their text, BIZTYPE:CHANNEL, byte by byte: the
+// order every admin answer lists keys in ("*:CHANNEL" first).
+func sortKeys(keys []ratelimit.Key) {
+	type named struct {
+		name string
+		key  ratelimit.Key
+	}
+	all := make([]named, len(keys))
+	for i, k := range keys {
+		all[i] = named{k.String(), k}
+	}
+	slices.SortFunc(all, func(a, b named) int { return strings.Compare(a.name, b.name) })
+	for i, n := range all {
+		keys[i] = n.key
+	}
 }
 
 // limitsJSON describes each key's rule in force at now with the use of its
 // windows (reads, parallel to keys; nil when the use was not read) and
 // their learned limits (learned, parallel to keys; nil when not read).
-func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []usageRead, learned []learnedRead, now time.Time) []limitJSON {
+func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.KeyUsage, learned []ratelimit.KeyLearned, now time.Time) []limitJSON {
 	out := make([]limitJSON, 0, len(keys))
+	var texts ruleTexts
 	for i, k := range keys {
 		r := cfg.RuleAt(k, now)
 		_, inDoc := cfg.Rules[k]
+		windows := describeWindows(r)
 		l := limitJSON{
 			Key: k.String(), BizType: k.BizType, Channel: k.Channel, ChannelWide: k.IsChannelWide(), InDocument: inDoc,
 			Unlimited: r.IsUnlimited(), Closed: r.IsClosed(), Shadow: r.Shadow,
-			Windows: []windowNow{}, Rule: configcenter.DescribeRule(r, true),
+			Windows: make([]windowNow, len(windows)), Rule: texts.describe(r),
 		}
 		for _, s := range cfg.Schedules {
 			if s.Key == k && s.Active(now) {
@@ -121,42 +141,79 @@ func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []usageRead, 
 			at := formatInstant(next)
 			l.NextChange = &at
 		}
-		var read usageRead
+		var read ratelimit.KeyUsage
 		sameRule := false
 		if reads != nil {
 			read = reads[i]
 			// The store answers for the rule in force when it read; show
 			// its counts only if that is the rule described here.
-			sameRule = configcenter.DescribeRule(read.rule, true) == l.Rule
+			sameRule = describedAlike(read.Rule, r)
 		}
-		var lr learnedRead
+		var lr ratelimit.KeyLearned
 		if learned != nil {
 			lr = learned[i]
 		}
-		for j, w := range describeWindows(r) {
+		for j, w := range windows {
 			wn := windowNow{windowJSON: w}
-			if read.err == nil && sameRule && j < len(read.counts) {
-				n := read.counts[j]
+			if read.Err == nil && sameRule && j < len(read.Counts) {
+				n := read.Counts[j]
 				wn.Used = &n
 			}
-			if ll, ok := learnedFor(lr.limits, r.Windows[j]); ok && lr.err == nil {
+			if ll, ok := learnedFor(lr.Limits, r.Windows[j]); ok && lr.Err == nil {
 				wn.learnedJSON = newLearnedJSON(ll, now)
 			}
-			l.Windows = append(l.Windows, wn)
+			l.Windows[j] = wn
 		}
-		if lr.err != nil {
-			l.LearnedError = "could not read the learned limits from the limiter store: " + lr.err.Error()
+		if lr.Err != nil {
+			l.LearnedError = "could not read the learned limits from the limiter store: " + lr.Err.Error()
 		}
 		switch {
 		case reads == nil:
-		case read.err != nil:
-			l.UsageError = "could not read the window use from the limiter store: " + read.err.Error()
+		case read.Err != nil:
+			l.UsageError = "could not read the window use from the limiter store: " + read.Err.Error()
 		case !sameRule:
 			l.UsageError = "the rule changed while its use was read; ask again"
 		}
 		out = append(out, l)
 	}
 	return out
+}
+
+// ruleTexts describes rules as configcenter.DescribeRule does, remembering
+// the last rule described: keys next to each other often share their rule.
+type ruleTexts struct {
+	last ratelimit.Rule
+	text string
+}
+
+func (t *ruleTexts) describe(r ratelimit.Rule) string {
+	if t.text == "" || !plainlyEqual(t.last, r) {
+		t.last, t.text = r, configcenter.DescribeRule(r, true)
+	}
+	return t.text
+}
+
+// describedAlike reports whether configcenter.DescribeRule describes a and
+// b alike, without describing them when they are plainly equal.
+func describedAlike(a, b ratelimit.Rule) bool {
+	return plainlyEqual(a, b) || configcenter.DescribeRule(a, true) == configcenter.DescribeRule(b, true)
+}
+
+// plainlyEqual reports whether a and b have equal windows and shadow flags
+// and neither has reservations, so that they are described alike.
+func plainlyEqual(a, b ratelimit.Rule) bool {
+	return a.Shadow == b.Shadow && !reserves(a) && !reserves(b) && slices.Equal(a.Windows, b.Windows)
+}
+
+// reserves reports whether some window of r keeps part of its limit for
+// named bizTypes.
+func reserves(r ratelimit.Rule) bool {
+	for _, m := range r.Reserve {
+		if len(m) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // schedulesJSON describes every schedule, with its state at now.
@@ -181,8 +238,14 @@ func timeOrNil(t time.Time) any {
 
 // getLimits answers GET /limits: the document in force, each key's rule in
 // force now (schedules applied) with what its windows hold, and every
-// schedule.
+// schedule. With limit or after (limitsPage) it lists one page of the keys,
+// and only those are read from the limiter's store.
 func (h *handler) getLimits(c *gin.Context) {
+	page, err := parseLimitsPage(c.Request.URL.Query())
+	if err != nil {
+		writeError(c, h.log, err, "")
+		return
+	}
 	cfg := h.opts.Limits.Config()
 	st := h.opts.Limits.Status()
 	body := gin.H{
@@ -202,13 +265,20 @@ func (h *handler) getLimits(c *gin.Context) {
 		"limiterDegraded": h.opts.Limits.Degraded(),
 		"missingKeyMeans": "unlimited",
 		"limits":          []limitJSON{},
+		"total":           0,
+		"next":            nil,
 	}
 	if cfg != nil {
 		now := h.now()
-		keys := limitKeys(cfg)
+		all := limitKeys(cfg)
+		keys, next := page.of(all)
 		reads := readUsage(c.Request.Context(), h.opts.Limits, keys)
-		learned := readLearned(c.Request.Context(), h.opts.Learned, cfg, keys, now)
+		learned := readLearned(c.Request.Context(), h.opts.Learned, cfg, keys)
 		body["limits"] = limitsJSON(cfg, keys, reads, learned, now)
+		body["total"] = len(all)
+		if next != nil {
+			body["next"] = *next
+		}
 		body["schedules"] = schedulesJSON(cfg, now)
 		body["defaultWindow"] = configcenter.FormatWindow(cfg.DefaultWindow)
 		body["zone"] = cfg.Zone.String()

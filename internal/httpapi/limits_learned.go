@@ -8,58 +8,32 @@ import (
 	"payserver/internal/ratelimit"
 )
 
-// LearnedSource reads the learned limits in force of a key's windows: what
+// LearnedSource reads the learned limits in force of keys' windows: what
 // the channel's throttles taught the limiter. *ratelimit.Limiter
 // implements it.
 type LearnedSource interface {
+	// Learned reads one key's.
 	Learned(ctx context.Context, key ratelimit.Key) ([]ratelimit.LearnedLimit, error)
+	// LearnedOf reads those of each of keys, one answer per key in their
+	// order; a key none of whose windows learns costs no store call and
+	// has none.
+	LearnedOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyLearned
 }
 
 // learnedTimeout bounds reading every shown key's learned limits for one
 // answer; a key not read by then says so in learnedError.
 const learnedTimeout = time.Second
 
-// learnedRead is what the limiter's store holds for one key: its learned
-// limits in force, or why they could not be read. asked is false for a key
-// that was not asked (no window of its rule learns).
-type learnedRead struct {
-	asked  bool
-	limits []ratelimit.LearnedLimit
-	err    error
-}
-
-// mayLearn reports whether a window of r may hold a learned limit: r
-// learns (its document does not turn adaptive off) and has a sliding count
-// window with a limit of at least 1. Only such keys are asked, so that the
-// answer costs no store call for the others.
-func mayLearn(r ratelimit.Rule) bool {
-	if r.Adaptive.Off {
-		return false
-	}
-	for _, w := range r.Windows {
-		if !w.Amount && !w.IsCalendar() && w.Limit >= 1 {
-			return true
-		}
-	}
-	return false
-}
-
-// readLearned reads the learned limits of every key of keys whose rule in
-// force under cfg at now may learn, usageParallelism keys at a time, within
-// learnedTimeout. It returns nil when src is nil (not wired).
-func readLearned(ctx context.Context, src LearnedSource, cfg *ratelimit.Config, keys []ratelimit.Key, now time.Time) []learnedRead {
+// readLearned reads the learned limits of every key of keys from src
+// within learnedTimeout. It returns nil when src is nil (not wired) or
+// there is no document.
+func readLearned(ctx context.Context, src LearnedSource, cfg *ratelimit.Config, keys []ratelimit.Key) []ratelimit.KeyLearned {
 	if src == nil || cfg == nil {
 		return nil
 	}
-	out := make([]learnedRead, len(keys))
-	eachKey(ctx, keys, learnedTimeout, func(ctx context.Context, i int, k ratelimit.Key) {
-		if !mayLearn(cfg.RuleAt(k, now)) {
-			return
-		}
-		ls, err := src.Learned(ctx, k)
-		out[i] = learnedRead{asked: true, limits: ls, err: err}
-	})
-	return out
+	ctx, cancel := context.WithTimeout(ctx, learnedTimeout)
+	defer cancel()
+	return src.LearnedOf(ctx, keys)
 }
 
 // learnedFor returns the learned limit of w among ls, matched by the

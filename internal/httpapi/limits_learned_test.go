@@ -172,6 +172,14 @@ func (failingLearned) Learned(context.Context, ratelimit.Key) ([]ratelimit.Learn
 	return nil, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 }
 
+func (f failingLearned) LearnedOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyLearned {
+	out := make([]ratelimit.KeyLearned, len(keys))
+	for i, k := range keys {
+		out[i].Limits, out[i].Err = f.Learned(ctx, k)
+	}
+	return out
+}
+
 // TestLimitsLearnedError: a store that cannot say the learned limits marks
 // each key that learns with learnedError; the page is still answered.
 func TestLimitsLearnedError(t *testing.T) {

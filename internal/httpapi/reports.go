@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -31,7 +30,11 @@ type ReportService interface {
 // *ratelimit.Limiter implements it.
 type UsageSource interface {
 	Config() *ratelimit.Config
+	// Usage reads one key's.
 	Usage(ctx context.Context, key ratelimit.Key) (ratelimit.Rule, []int64, error)
+	// UsageOf reads that of each of keys, one answer per key in their
+	// order, in as few store calls as the store allows.
+	UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage
 }
 
 // ReportsOptions wires the report routes. Every field is required but Now.
@@ -64,9 +67,6 @@ type ReportsOptions struct {
 
 // usageTimeout bounds reading every key's occupancy for one answer.
 const usageTimeout = 2 * time.Second
-
-// usageParallelism is how many keys are read from Redis at once.
-const usageParallelism = 8
 
 type reports struct {
 	opts ReportsOptions
@@ -211,9 +211,8 @@ func (r *reports) getUsage(c *gin.Context) {
 	writeJSON(c, r.log, http.StatusOK, r.usage(c.Request.Context()))
 }
 
-// usage reads every configured key's occupancy, a few keys at a time,
-// within usageTimeout. A key whose read fails carries the error; the others
-// are still shown.
+// usage reads every configured key's occupancy within usageTimeout. A key
+// whose read fails carries the error; the others are still shown.
 func (r *reports) usage(ctx context.Context) usageReport {
 	cfg := r.opts.Usage.Config()
 	var keys []ratelimit.Key
@@ -222,7 +221,7 @@ func (r *reports) usage(ctx context.Context) usageReport {
 		for k := range cfg.Rules {
 			keys = append(keys, k)
 		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		sortKeys(keys)
 	}
 	return r.usageOf(ctx, cfg, keys)
 }
@@ -240,14 +239,24 @@ func (r *reports) usageOf(ctx context.Context, cfg *ratelimit.Config, keys []rat
 	}
 	reads := readUsage(ctx, r.opts.Usage, keys)
 	out.Keys = make([]keyUsage, len(keys))
+	failed := 0
 	for i, k := range keys {
-		out.Keys[i] = r.keyUsage(k, reads[i])
+		if out.Keys[i] = keyUsageOf(k, reads[i]); reads[i].Err != nil {
+			if failed == 0 {
+				r.log.Warn("could not read window occupancy", "key", k.String(), "err", reads[i].Err)
+			}
+			failed++
+		}
+	}
+	if failed > 1 {
+		r.log.Warn("could not read the window occupancy of more keys", "keys", failed-1)
 	}
 	return out
 }
 
-func (r *reports) keyUsage(k ratelimit.Key, read usageRead) keyUsage {
-	rule := read.rule
+// keyUsageOf describes key k's occupancy as read.
+func keyUsageOf(k ratelimit.Key, read ratelimit.KeyUsage) keyUsage {
+	rule := read.Rule
 	u := keyUsage{
 		Key: k.String(), BizType: k.BizType, Channel: k.Channel, Rule: configcenter.DescribeRule(rule, true),
 		Unlimited: rule.IsUnlimited(), Shadow: rule.Shadow, Closed: rule.IsClosed(),
@@ -256,9 +265,8 @@ func (r *reports) keyUsage(k ratelimit.Key, read usageRead) keyUsage {
 	for _, w := range describeWindows(rule) {
 		u.Windows = append(u.Windows, windowUsage{windowJSON: w})
 	}
-	if read.err != nil {
-		r.log.Warn("could not read window occupancy", "key", k.String(), "err", read.err)
-		u.Error = "could not read the window occupancy from Redis: " + read.err.Error()
+	if read.Err != nil {
+		u.Error = "could not read the window occupancy from Redis: " + read.Err.Error()
 		return u
 	}
 	if rule.IsUnlimited() {
@@ -269,7 +277,7 @@ func (r *reports) keyUsage(k ratelimit.Key, read usageRead) keyUsage {
 	best := -1.0
 	for i := range u.Windows {
 		w := &u.Windows[i]
-		n := read.counts[i]
+		n := read.Counts[i]
 		util := 1.0
 		if w.Limit > 0 {
 			util = float64(n) / float64(w.Limit)

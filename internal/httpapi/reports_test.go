@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,6 +39,8 @@ type fakeReports struct {
 	changes []stats.KeyChange
 	err     error
 	got     []stats.Query
+	// reported are the queries of Report alone.
+	reported []stats.Query
 }
 
 func (f *fakeReports) Changes(_ context.Context, q stats.Query) ([]stats.KeyChange, error) {
@@ -61,13 +64,22 @@ func (f *fakeReports) Amounts(_ context.Context, q stats.Query) (stats.AmountRep
 	return stats.AmountReport{From: q.From, To: q.To, Granularity: q.Granularity, Rows: f.amounts}, nil
 }
 
+// Report answers the rows of f.rep that q selects, as the stats store
+// does: its bizType, channel and keys.
 func (f *fakeReports) Report(_ context.Context, q stats.Query) (stats.Report, error) {
 	f.got = append(f.got, q)
+	f.reported = append(f.reported, q)
 	if f.err != nil {
 		return stats.Report{}, f.err
 	}
-	r := f.rep
-	r.From, r.To, r.Granularity = q.From, q.To, q.Granularity
+	r := stats.Report{From: q.From, To: q.To, Granularity: q.Granularity}
+	for _, row := range f.rep.Rows {
+		key := ratelimit.Key{BizType: row.BizType, Channel: row.Channel}
+		if (q.BizType == "" || q.BizType == row.BizType) && (q.Channel == "" || q.Channel == row.Channel) &&
+			(len(q.Keys) == 0 || slices.Contains(q.Keys, key)) {
+			r.Rows = append(r.Rows, row)
+		}
+	}
 	return r, nil
 }
 
@@ -96,6 +108,19 @@ func (f fakeUsage) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []
 	return r, counts, nil
 }
 
+func (f fakeUsage) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	return usageOfEach(ctx, keys, f.Usage)
+}
+
+// usageOfEach answers UsageOf key by key from usage, a fake's Usage.
+func usageOfEach(ctx context.Context, keys []ratelimit.Key, usage func(context.Context, ratelimit.Key) (ratelimit.Rule, []int64, error)) []ratelimit.KeyUsage {
+	out := make([]ratelimit.KeyUsage, len(keys))
+	for i, k := range keys {
+		out[i].Rule, out[i].Counts, out[i].Err = usage(ctx, k)
+	}
+	return out
+}
+
 type fakeLimitsView struct {
 	cfg    *ratelimit.Config
 	routes limits.Routes
@@ -110,6 +135,9 @@ func (f fakeLimitsView) Degraded() bool              { return true }
 func (f fakeLimitsView) Routes() limits.Routes       { return f.routes }
 func (f fakeLimitsView) Usage(ctx context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
 	return fakeUsage{cfg: f.cfg, now: f.now}.Usage(ctx, k)
+}
+func (f fakeLimitsView) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	return usageOfEach(ctx, keys, f.Usage)
 }
 
 var now = time.Date(2026, 3, 1, 10, 30, 20, 0, time.UTC)
@@ -214,7 +242,7 @@ func TestReportRoute(t *testing.T) {
 		if err := json.Unmarshal([]byte(a.body), &rep); err != nil {
 			t.Fatal(err)
 		}
-		if rep["from"] != "2026-03-01T10:00:00Z" || rep["granularity"] != "minute" || len(rep["rows"].([]any)) != 2 {
+		if rep["from"] != "2026-03-01T10:00:00Z" || rep["granularity"] != "minute" || len(rep["rows"].([]any)) != 1 { // PAY:ALIPAY; not other:WECHAT
 			t.Errorf("body %s", a.body)
 		}
 		if q := s.reports.got[len(s.reports.got)-1]; q.BizType != "PAY" || q.Format != stats.FormatJSON {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
-	"time"
 
 	"payserver/internal/configcenter"
 	"payserver/internal/ratelimit"
@@ -95,45 +93,18 @@ func describeWindows(r ratelimit.Rule) []windowJSON {
 	return out
 }
 
-// usageRead is what the limiter's store holds for one key: the rule in
-// force when it was read and one count per window, or why it could not be
-// read.
-type usageRead struct {
-	rule   ratelimit.Rule
-	counts []int64
-	err    error
-}
-
-// readUsage reads the occupancy of every key from src, usageParallelism
-// keys at a time, within usageTimeout. An unlimited key's counts are nil
-// (the limiter answers it without asking Redis).
-func readUsage(ctx context.Context, src UsageSource, keys []ratelimit.Key) []usageRead {
-	out := make([]usageRead, len(keys))
-	eachKey(ctx, keys, usageTimeout, func(ctx context.Context, i int, k ratelimit.Key) {
-		rule, counts, err := src.Usage(ctx, k)
-		if err == nil && len(counts) != len(rule.Windows) && !rule.IsUnlimited() {
-			err = errUsageShape
-		}
-		out[i] = usageRead{rule: rule, counts: counts, err: err}
-	})
-	return out
-}
-
-// eachKey calls read for every key, usageParallelism at a time, with a
-// context that ends after timeout, and returns once every call has.
-func eachKey(ctx context.Context, keys []ratelimit.Key, timeout time.Duration, read func(ctx context.Context, i int, k ratelimit.Key)) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// readUsage reads the occupancy of every key from src (UsageOf) within
+// usageTimeout. An unlimited key's counts are nil (the limiter answers it
+// without asking its store); a key whose store answered a count per window
+// of another rule carries errUsageShape.
+func readUsage(ctx context.Context, src UsageSource, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()
-	sem := make(chan struct{}, usageParallelism)
-	var wg sync.WaitGroup
-	for i, k := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			read(ctx, i, k)
-		}()
+	reads := src.UsageOf(ctx, keys)
+	for i, u := range reads {
+		if u.Err == nil && len(u.Counts) != len(u.Rule.Windows) && !u.Rule.IsUnlimited() {
+			reads[i].Err = errUsageShape
+		}
 	}
-	wg.Wait()
+	return reads
 }

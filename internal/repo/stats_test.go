@@ -140,6 +140,33 @@ func TestChannelStatsSuite(t *testing.T) {
 				}
 			})
 
+			t.Run("keys select their own buckets", func(t *testing.T) {
+				shop, other := ratelimit.Key{BizType: "SHOP", Channel: "ALIPAY"}, ratelimit.Key{BizType: "other", Channel: "WECHAT"}
+				for _, c := range []struct {
+					granularity stats.Granularity
+					channel     string
+					want        []ratelimit.Key
+				}{
+					{stats.Minute, "", []ratelimit.Key{other, shop}},
+					{stats.Hour, "", []ratelimit.Key{other, shop}},
+					{stats.Minute, "WECHAT", []ratelimit.Key{other}},
+				} {
+					q := stats.Query{From: statsT0, To: statsT0.Add(24 * time.Hour), Granularity: c.granularity, Channel: c.channel,
+						Keys: []ratelimit.Key{shop, other, {BizType: "NONE", Channel: "ALIPAY"}}}
+					var got []ratelimit.Key
+					for _, b := range mustBuckets(t, s, q) {
+						got = append(got, b.Key)
+					}
+					if fmt.Sprint(got) != fmt.Sprint(c.want) {
+						t.Errorf("%s buckets of %v on channel %q: %v, want %v", c.granularity, q.Keys, c.channel, got, c.want)
+					}
+				}
+				q := stats.Query{From: statsT0, To: statsT0.Add(time.Hour), Granularity: stats.Minute, Keys: make([]ratelimit.Key, stats.MaxQueryKeys+1)}
+				if _, err := s.Buckets(ctx, q); err == nil {
+					t.Errorf("%d keys read, want an error past %d", len(q.Keys), stats.MaxQueryKeys)
+				}
+			})
+
 			t.Run("concurrent writers lose nothing", func(t *testing.T) {
 				const writers, rounds = 4, 25
 				var wg sync.WaitGroup

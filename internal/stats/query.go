@@ -63,12 +63,19 @@ const (
 type Query struct {
 	// From and To are UTC and aligned to Granularity: ParseQuery rounds From
 	// down and To up, so every bucket is whole.
-	From, To    time.Time
-	BizType     string // "" means every bizType; Other selects the unconfigured ones
-	Channel     string // "" means every channel
+	From, To time.Time
+	BizType  string // "" means every bizType; Other selects the unconfigured ones
+	Channel  string // "" means every channel
+	// Keys, when not empty, selects the buckets of these keys only (BizType
+	// and Channel still apply), at most MaxQueryKeys of them: the dashboard
+	// reads the keys of its page. ParseQuery never sets it.
+	Keys        []ratelimit.Key
 	Granularity Granularity
 	Format      Format
 }
+
+// MaxQueryKeys is the most keys a Query may select (Query.Keys).
+const MaxQueryKeys = 500
 
 // queryParams are the parameters ParseQuery accepts.
 var queryParams = []string{"from", "to", "bizType", "channel", "granularity", "format"}

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func sampleReport(t *testing.T) (stats.Report, *countingFlusher) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reader.got != q {
+	if !reflect.DeepEqual(reader.got, q) {
 		t.Fatalf("reader got %+v, want %+v", reader.got, q)
 	}
 	return rep, flusher

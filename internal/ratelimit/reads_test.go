@@ -1,0 +1,146 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"payserver/internal/ratelimit"
+	"payserver/internal/testutil"
+)
+
+// TestUsageOfAndLearnedOfReadEveryKey: on every store, UsageOf and
+// LearnedOf answer each of many keys (more than one in-process read) with
+// what was admitted into it and what its channel taught it, in the order
+// asked, an unlimited key and a repeated key included.
+func TestUsageOfAndLearnedOfReadEveryKey(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		store func(t *testing.T) ratelimit.Store
+	}{
+		{"local", func(*testing.T) ratelimit.Store { return ratelimit.NewLocalStore(nil) }},
+		{"durable", func(t *testing.T) ratelimit.Store {
+			s, err := ratelimit.OpenDurableStore(filepath.Join(t.TempDir(), "limiter.journal"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}},
+		{"redis", func(t *testing.T) ratelimit.Store {
+			s, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "test:reads:")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"miniredis", func(t *testing.T) ratelimit.Store {
+			_, client := testutil.MustMiniredis(t)
+			s, err := ratelimit.NewRedisStore(client, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := ratelimit.New(c.store(t), ratelimit.Options{Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 600 keys: more than one in-process read (512 keys).
+			const n = 600
+			prefix := testutil.UniqueName("R")
+			rule := ratelimit.Rule{Windows: []ratelimit.Window{
+				{Limit: 100, Size: time.Minute},
+				{Limit: 1000, Calendar: ratelimit.Calendar{Unit: ratelimit.CalendarDay, Zone: time.UTC}},
+			}}
+			cfg := &ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{}}
+			keys := make([]ratelimit.Key, n)
+			for i := range keys {
+				keys[i] = ratelimit.Key{BizType: fmt.Sprintf("%s%03d", prefix, i), Channel: "ALIPAY"}
+				cfg.Rules[keys[i]] = rule
+			}
+			unlimited := ratelimit.Key{BizType: prefix + "FREE", Channel: "ALIPAY"}
+			l.SetConfig(cfg)
+			admitted := func(i int) int64 { return int64(i % 4) }
+			throttled := func(i int) bool { return i%50 == 7 }
+			for i, k := range keys {
+				var last ratelimit.Hold
+				for j := int64(0); j < admitted(i); j++ {
+					d, err := l.Allow(context.Background(), k, fmt.Sprintf("m%d", j))
+					if err != nil || !d.Allowed {
+						t.Fatalf("admit %s: %+v, %v", k, d, err)
+					}
+					last = d.Hold
+				}
+				if throttled(i) {
+					if err := l.Throttled(context.Background(), last, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+
+			asked := append(append([]ratelimit.Key{}, keys...), unlimited, keys[3])
+			source := func(i int) int { // the index in keys of asked[i]
+				if i == n+1 {
+					return 3
+				}
+				return i
+			}
+			usage := l.UsageOf(context.Background(), asked)
+			learned := l.LearnedOf(context.Background(), asked)
+			if len(usage) != len(asked) || len(learned) != len(asked) {
+				t.Fatalf("%d usages and %d learned for %d keys", len(usage), len(learned), len(asked))
+			}
+			for i, k := range asked {
+				u, ls := usage[i], learned[i]
+				if u.Err != nil || ls.Err != nil {
+					t.Fatalf("%s: usage error %v, learned error %v", k, u.Err, ls.Err)
+				}
+				if k == unlimited {
+					if !u.Rule.IsUnlimited() || u.Counts != nil || ls.Limits != nil {
+						t.Errorf("%s (unlimited) = %+v, %+v; want an unlimited rule, no counts, no learned limit", k, u, ls)
+					}
+					continue
+				}
+				at := source(i)
+				if want := []int64{admitted(at), admitted(at)}; !reflect.DeepEqual(u.Counts, want) || !reflect.DeepEqual(u.Rule, rule) {
+					t.Errorf("%s: counts %v under %+v, want %v under the key's rule", k, u.Counts, u.Rule, want)
+				}
+				switch {
+				case throttled(at) && (len(ls.Limits) != 1 || ls.Limits[0].Key != k || ls.Limits[0].Window != rule.Windows[0]):
+					t.Errorf("%s (throttled) learned %+v, want one learned limit on its minute window", k, ls.Limits)
+				case !throttled(at) && len(ls.Limits) != 0:
+					t.Errorf("%s (never throttled) learned %+v, want none", k, ls.Limits)
+				}
+			}
+		})
+	}
+}
+
+// TestUsageOfAfterItsContextEnded: keys read after the context ended
+// carry its error, not a count.
+func TestUsageOfAfterItsContextEnded(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{k: {Windows: []ratelimit.Window{{Limit: 5, Size: time.Second}}}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i, u := range l.UsageOf(ctx, []ratelimit.Key{k}) {
+		if u.Err == nil || u.Counts != nil {
+			t.Errorf("key %d read after the context ended: %+v, want its error", i, u)
+		}
+	}
+	for i, ls := range l.LearnedOf(ctx, []ratelimit.Key{k}) {
+		if ls.Err == nil {
+			t.Errorf("learned limits of key %d read after the context ended: %+v, want its error", i, ls)
+		}
+	}
+}
