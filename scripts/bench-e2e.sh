@@ -34,7 +34,7 @@
 #      mysqlslap on the non-durable MariaDB, at E2E_NONDURABLE_CONCURRENCY (64);
 #   6. prints a summary table (req/s, p50/p99, CPU ms per request of
 #      payserver, mariadbd and redis-server) and the RATIO lines, the
-#      issue-16 targets first; then limiter checks/s at 64 callers, plain
+#      end-to-end targets first; then limiter checks/s at 64 callers, plain
 #      client vs the coalescer as shipped (bench/e2e batching).
 # The report starts and ends with the conditions (bench/benchenv: commit,
 # machine, load average, what else ran) and is also written to E2E_OUT
@@ -597,7 +597,7 @@ summary_header() {
   fi
   echo
   per() { awk -v n="$(field "$1" "$2")" -v s="$(field "$1" secs)" 'BEGIN { print (s > 0) ? n / s : 0 }'; }
-  echo "== ratios, DURABLE (issue 16 targets first)"
+  echo "== ratios, DURABLE (the end-to-end targets first)"
   for c in $CONCURRENCY; do
     hl_ratio "durable admitted/mysqlslap c=$c" 0.5 "roomy-c$c-R" ok_rps "mysqlslap-c$c-R" rps
     # The full-nearcache runs answered only 429s (expect_only): rps is 429/s.
