@@ -22,6 +22,13 @@ type Hold struct {
 	// read only for other bizTypes' reservations (TrackOther) are skipped
 	// when releasing. Shared with the check's plan, never changed.
 	windows []KeyWindow
+	// inProcess: the admission was decided in process during an outage
+	// (SourceLocal, an outcome known): the shared store never recorded
+	// it, so releasing it gives back the in-process windows only. A record
+	// of the same member in the shared store is another admission's (a
+	// duplicate another instance admitted there), which this hold must
+	// not take away.
+	inProcess bool
 }
 
 // HoldOf is the hold of member on key with unknown windows: see Hold.

@@ -230,6 +230,7 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 		// lost call would have recorded the member in.
 		d.Hold.windows = p.windows
 	}
+	d.Hold.inProcess = d.Allowed && d.Source == SourceLocal && !d.Unknown
 	if end.IsZero() {
 		end = l.opts.Now()
 	}
@@ -315,6 +316,9 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
 		defer l.near.forgetChannel(key.Channel)
 	}
 	l.opts.Observer.Released(key)
+	if h.inProcess {
+		return nil // the shared store never recorded this admission
+	}
 	if !l.breaker.allow() {
 		return ErrUnavailable
 	}
