@@ -30,7 +30,9 @@ import (
 // that a call uses. Releasing is idempotent, and a member Redis lost meanwhile
 // is simply not there.
 //
-// Run is the one worker; Main starts it and stops it with its context.
+// The releases an earlier run kept are read by NewOwedReleases, before
+// any payment is served. Run is the one worker; Main starts it and stops
+// it with its context.
 type OwedReleases struct {
 	Limiter
 	opts OwedReleasesOptions
@@ -86,7 +88,9 @@ func NewOwedReleases(limiter Limiter, opts OwedReleasesOptions) (*OwedReleases, 
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &OwedReleases{Limiter: limiter, opts: opts, owed: map[string]owedRelease{}, wake: make(chan struct{}, 1)}, nil
+	r := &OwedReleases{Limiter: limiter, opts: opts, owed: map[string]owedRelease{}, wake: make(chan struct{}, 1)}
+	r.recover()
+	return r, nil
 }
 
 // Release implements Limiter: nil once the slot is released or owed.
@@ -127,16 +131,23 @@ func (r *OwedReleases) apply(ctx context.Context, o owedRelease) error {
 	return r.Limiter.Release(ctx, o.hold)
 }
 
-// id names an owed release: one per slot, the whole release superseding
-// the amounts-only one.
-func owedID(h ratelimit.Hold) string {
-	sum := sha256.Sum256([]byte(h.Key.String() + "\x00" + h.Member))
+// owedID names an owed release: one per slot and kind. A whole release
+// and an amounts-only one of the same slot are kept apart and each made:
+// made in either order they leave what they would have left made at once.
+func owedID(h ratelimit.Hold, amountsOnly bool) string {
+	kind := "all"
+	if amountsOnly {
+		kind = "amounts"
+	}
+	sum := sha256.Sum256([]byte(h.Key.String() + "\x00" + h.Member + "\x00" + kind))
 	return hex.EncodeToString(sum[:16])
 }
 
-// keep records o unless Max are owed; it reports whether o is owed.
+// keep records o unless Max are owed; it reports whether o is owed. Its
+// file is written under the lock, so that the file and the map agree
+// whatever keeps and forgets run at once (an outage makes few).
 func (r *OwedReleases) keep(o owedRelease) bool {
-	id := owedID(o.hold)
+	id := owedID(o.hold, o.amountsOnly)
 	r.mu.Lock()
 	prev, had := r.owed[id]
 	if !had && len(r.owed) >= r.opts.Max {
@@ -146,17 +157,16 @@ func (r *OwedReleases) keep(o owedRelease) bool {
 		return false
 	}
 	if had {
-		o.amountsOnly = o.amountsOnly && prev.amountsOnly
 		o.at = prev.at
 	}
 	r.owed[id] = o
-	r.mu.Unlock()
-	if r.opts.Dir != "" {
+	if r.opts.Dir != "" && !had {
 		j := journaledRelease{Hold: journalHold(o.hold), AmountsOnly: o.amountsOnly, AtUs: o.at.UnixMicro()}
 		if err := writeFileAtomic(filepath.Join(r.opts.Dir, id+".json"), j); err != nil {
 			r.opts.Logger.Warn("an owed limiter release could not be kept on disk; a restart forgets it", "requestId", o.hold.Member, "err", err)
 		}
 	}
+	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -164,15 +174,11 @@ func (r *OwedReleases) keep(o owedRelease) bool {
 	return true
 }
 
-// forget removes o, made or given up, unless a newer one replaced it.
+// forget removes o, made or given up, and its file, under the lock.
 func (r *OwedReleases) forget(id string, o owedRelease) {
 	r.mu.Lock()
-	if cur, ok := r.owed[id]; !ok || cur.amountsOnly != o.amountsOnly {
-		r.mu.Unlock()
-		return
-	}
+	defer r.mu.Unlock()
 	delete(r.owed, id)
-	r.mu.Unlock()
 	if r.opts.Dir != "" {
 		if err := os.Remove(filepath.Join(r.opts.Dir, id+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
 			r.opts.Logger.Warn("a made release's file could not be removed", "requestId", o.hold.Member, "err", err)
@@ -184,7 +190,6 @@ func (r *OwedReleases) forget(id string, o owedRelease) {
 // ends: at once when one is owed, then backing off while the limiter
 // still fails.
 func (r *OwedReleases) Run(ctx context.Context) {
-	r.recover()
 	wait := 100 * time.Millisecond
 	for {
 		if r.round(ctx) {
@@ -232,8 +237,9 @@ func (r *OwedReleases) round(ctx context.Context) bool {
 	return r.Owed() == 0
 }
 
-// recover owes again the releases an earlier run kept; a file that does
-// not read is logged and left for a person to look at.
+// recover owes again the releases an earlier run kept (before any new one
+// is owed: NewOwedReleases); a file that does not read is logged and left
+// for a person to look at.
 func (r *OwedReleases) recover() {
 	if r.opts.Dir == "" {
 		return
@@ -256,7 +262,7 @@ func (r *OwedReleases) recover() {
 			continue
 		}
 		r.mu.Lock()
-		r.owed[owedID(h)] = owedRelease{hold: h, amountsOnly: j.AmountsOnly, at: time.UnixMicro(j.AtUs)}
+		r.owed[owedID(h, j.AmountsOnly)] = owedRelease{hold: h, amountsOnly: j.AmountsOnly, at: time.UnixMicro(j.AtUs)}
 		r.mu.Unlock()
 		n++
 	}

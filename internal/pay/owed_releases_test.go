@@ -108,8 +108,8 @@ func TestOwedReleaseSurvivesARestart(t *testing.T) {
 	if err := first.Release(context.Background(), d.Hold); err != nil {
 		t.Fatal(err)
 	}
-	if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) != 1 || first.Owed() != 1 {
-		t.Fatalf("%d files, %d owed; want one (the whole release supersedes the amounts)", len(files), first.Owed())
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) != 2 || first.Owed() != 2 {
+		t.Fatalf("%d files, %d owed; want two (the amounts and the whole release, each made)", len(files), first.Owed())
 	}
 	// The first process dies; the next starts with Redis back.
 	second, _ := pay.NewOwedReleases(lim, pay.OwedReleasesOptions{Dir: dir})
