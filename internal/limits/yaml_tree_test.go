@@ -2,8 +2,11 @@ package limits
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // TestRepeatedKeyNamesBothLines: a key written twice is refused with both
@@ -32,7 +35,7 @@ func TestAliasesRepeatARule(t *testing.T) {
 		fmt.Fprintf(&b, "x%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
 	}
 	b.WriteString("limits:\n  PAY:ALIPAY: 1\n")
-	if _, err := Parse([]byte(b.String())); err == nil || !strings.Contains(err.Error(), "expand to more than") {
+	if _, err := Parse([]byte(b.String())); err == nil || !strings.Contains(err.Error(), "aliases expand to more") {
 		t.Fatalf("err = %v, want the expansion refused", err)
 	}
 }
@@ -61,5 +64,48 @@ func BenchmarkParse(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
 		})
+	}
+}
+
+// TestYAMLTreeAgreesWithYAMLUnmarshal: the linear reader gives what
+// yaml.v3's own Unmarshal into a map gave, on documents with every kind of
+// value the parsers meet, merge keys, aliases and non-string keys.
+func TestYAMLTreeAgreesWithYAMLUnmarshal(t *testing.T) {
+	docs := []string{
+		"limits:\n  PAY:ALIPAY: 1\n  PAY:WECHAT: -1\n",
+		"window: 1s\nzone: Asia/Shanghai\nshadow: true\nlimits:\n  PAY:ALIPAY: [{limit: 5, window: 1s}, {amount: 1.5e3, calendar: day, cutoff: \"23:00\"}]\n",
+		"limits:\n  PAY:ALIPAY: [&w {limit: 5, window: 1s}]\n  PAY:WECHAT: [{<<: *w, limit: 10}]\n",
+		"base: &b {window: 1m}\nmore: &m {currency: CNY}\nlimits:\n  P:C: [{<<: [*b, *m], amount: 100}]\n",
+		"limits:\n  P:C: {limit: 3, reserve: {1: 5, true: 2, ~: 1}}\n",
+		"schedules:\n  - {key: \"P:C\", from: 2026-01-01T00:00:00Z, to: 2026-01-02, limits: 0}\nlimits:\n  P:C: 9223372036854775807\n",
+		"limits:\n  P:C: {limit: 0x10, window: .5}\n  Q:C: null\n  R:C: ~\n",
+		"# only a comment\nlimits: {\"P:C\": 1}\n",
+		"limits:\n  P:C: 1\n---\nlimits:\n  Q:C: 2\n",
+		"1: a\nlimits:\n  P:C: !!str 5\n",
+	}
+	for _, doc := range docs {
+		want := map[string]any{}
+		if err := yaml.Unmarshal([]byte(doc), &want); err != nil {
+			t.Fatalf("yaml.Unmarshal(%q): %v", doc, err)
+		}
+		got, err := yamlRoot([]byte(doc))
+		if err != nil {
+			t.Fatalf("yamlRoot(%q): %v", doc, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("document %q:\n got %#v\nwant %#v (yaml.Unmarshal)", doc, got, want)
+		}
+	}
+}
+
+// TestMergeKeysStillParse: a document written with a merge key reads as
+// it did (refused by the first linear reader).
+func TestMergeKeysStillParse(t *testing.T) {
+	doc, err := Parse([]byte("limits:\n  PAY:ALIPAY: [&w {limit: 5, window: 1s}]\n  PAY:WECHAT: [{<<: *w, limit: 10}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Config.Rules) != 2 {
+		t.Fatalf("%d rules, want 2", len(doc.Config.Rules))
 	}
 }
