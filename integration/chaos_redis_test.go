@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -13,12 +14,14 @@ import (
 )
 
 // The campaign's Redis topology: standalone, Sentinel or Cluster, drawn
-// per campaign (Sentinel and Cluster one campaign in six each) unless
-// CHAOS_REDIS names it.
+// per campaign (Sentinel and Cluster one campaign in six each) from a
+// generator of its own (the seed's stream 3), so that neither CHAOS_REDIS
+// nor whether r-nacos runs changes the other draws of a seed.
 
-// chaosTopology draws the campaign's Redis topology, or reads CHAOS_REDIS.
-func chaosTopology(r *rand.Rand) string {
-	draw := r.IntN(6)
+// chaosTopology draws the campaign's Redis topology from the seed, or
+// reads CHAOS_REDIS.
+func chaosTopology(seed uint64) string {
+	draw := rand.New(rand.NewPCG(seed, 3)).IntN(6)
 	switch v := os.Getenv("CHAOS_REDIS"); v {
 	case "standalone", "sentinel", "cluster":
 		return v
@@ -34,8 +37,8 @@ func chaosTopology(r *rand.Rand) string {
 
 // startRedis starts the campaign's Redis in its topology, and the client
 // that reads its windows at the end.
-func (c *campaign) startRedis(r *rand.Rand) {
-	c.topology = chaosTopology(r)
+func (c *campaign) startRedis() {
+	c.topology = chaosTopology(c.run.seed)
 	switch c.topology {
 	case "sentinel":
 		c.sentinel = testenv.StartSentinel(c.t, testenv.SentinelOptions{})
@@ -72,15 +75,15 @@ func (c *campaign) redisEnv(in *chaosInstance, env map[string]string) {
 }
 
 // redisOf is a client of the node holding channel ch's windows.
-func (c *campaign) redisOf(ctx context.Context, ch string) *redis.Client {
+func (c *campaign) redisOf(ctx context.Context, ch string) (*redis.Client, error) {
 	if c.topology != "cluster" {
-		return c.rdb
+		return c.rdb, nil
 	}
 	cl, err := c.rcl.MasterForKey(ctx, "{"+ch+"}")
 	if err != nil {
-		c.t.Fatalf("chaos: the cluster node of {%s}: %v", ch, err)
+		return nil, fmt.Errorf("chaos: the cluster node of {%s}: %w", ch, err)
 	}
-	return cl
+	return cl, nil
 }
 
 // redisLost loses windows: standalone, Redis killed and started again
@@ -119,7 +122,12 @@ func (c *campaign) redisLost(r *rand.Rand, hold time.Duration) {
 		if r.IntN(2) == 0 {
 			ch = c.chB
 		}
-		victim = c.cluster.Node(c.redisOf(ctx, ch).Options().Addr)
+		cl, err := c.redisOf(ctx, ch)
+		if err != nil {
+			c.t.Errorf("%v", err)
+			return
+		}
+		victim = c.cluster.Node(cl.Options().Addr)
 	default:
 		victim = c.redisSrv
 	}

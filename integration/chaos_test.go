@@ -210,7 +210,7 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 		c.nacos, c.nacosID = addr, "payserver-chaos-"+strings.ToLower(tag)
 		nacosPublish(t, c.nacos, c.nacosID, first)
 	}
-	c.startRedis(docs)
+	c.startRedis()
 	c.limits = []witness.LimitsDoc{{Raw: first, FromUs: time.Now().UnixMicro()}}
 	c.emu = startEmulatorWith(t, "http://"+addrs[0], c.chA+","+c.chB)
 	for i, addr := range addrs {
@@ -679,13 +679,20 @@ func (c *campaign) collect(quietFrom int64) witness.History {
 	}
 	resp.Body.Close()
 	ctx := context.Background()
-	now, err := c.redisOf(ctx, c.chA).Time(ctx).Result()
+	first, err := c.redisOf(ctx, c.chA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := first.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.Config.DumpedAtUs = now.UnixMicro()
 	for _, ch := range []string{c.chA, c.chB} {
-		rdb := c.redisOf(ctx, ch)
+		rdb, err := c.redisOf(ctx, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
 		iter := rdb.Scan(ctx, 0, "payserver:rl:{"+ch+"}:*", 1000).Iterator()
 		for iter.Next(ctx) {
 			key := iter.Val()
