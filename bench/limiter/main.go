@@ -380,7 +380,7 @@ func requireLoopback(host string) error {
 	return nil
 }
 
-// loadScript loads checkScript into Redis with redis-cli SCRIPT LOAD, as the
+// loadScript loads benchScript into Redis with redis-cli SCRIPT LOAD, as the
 // redis-benchmark contender will call it by SHA, and checks that the SHA is
 // the one go-redis computes for the same text.
 func (b *bench) loadScript() error {
@@ -388,7 +388,7 @@ func (b *bench) loadScript() error {
 	if err != nil {
 		return err
 	}
-	src, err := checkScriptSource(luaGo)
+	src, err := checkScriptSource(luaGo, benchScript)
 	if err != nil {
 		return err
 	}
@@ -402,7 +402,7 @@ func (b *bench) loadScript() error {
 	}
 	b.sha = sha
 	// The store should now run by EVALSHA of this SHA without a NOSCRIPT
-	// fallback to EVAL. (The text comes from the very source of checkScript,
+	// fallback to EVAL. (The text comes from the very source of the script,
 	// so this is a sanity check of the plumbing, not the proof.)
 	if err := b.client.ConfigResetStat(b.ctx).Err(); err != nil {
 		return err
@@ -440,7 +440,7 @@ func (b *bench) header() *benchenv.Run {
 	fmt.Printf("settings: %d concurrent callers, %s measured + %s warm-up per contender, one key per contender, "+
 		"window %s, open limit %d, saturated limit %d; go-redis PoolSize %s\n",
 		b.o.conc, b.o.duration, b.o.warmup, window, openLimit, fullLimit, pool)
-	fmt.Printf("script: checkScript from internal/ratelimit/lua.go, SHA %s (loaded with redis-cli SCRIPT LOAD)\n", b.sha)
+	fmt.Printf("script: %s from internal/ratelimit/lua.go (what RedisStore.Check runs for these one-window keys), SHA %s (loaded with redis-cli SCRIPT LOAD)\n", benchScript, b.sha)
 	return env
 }
 
@@ -736,7 +736,7 @@ func (b *bench) drive(c contender, d time.Duration) (result, error) {
 	}, nil
 }
 
-// rbRun returns a run of redis-benchmark calling EVALSHA of checkScript on
+// rbRun returns a run of redis-benchmark calling EVALSHA of benchScript on
 // its own key of the same shape as the store's, unpipelined, with random
 // members. A short calibration run (which also warms up) sizes -n so that
 // the measured run lasts about o.duration.
@@ -754,7 +754,7 @@ func (b *bench) rbRun(id, name, channel string, rule ratelimit.Rule) func() (res
 		args := func(n int) []string {
 			return []string{"-h", b.host, "-p", b.port, "-c", strconv.Itoa(b.o.conc), "-n", strconv.Itoa(n),
 				"-r", strconv.Itoa(rbRandRange), "-P", "1", "--csv",
-				// checkScript's KEYS and ARGV for one sliding count window
+				// the check scripts' KEYS and ARGV for one sliding count window
 				// (oneCountWindowArgs); redis-benchmark draws each
 				// __rand_int__ apart, so the identity key names another
 				// member than the one checked: the same Redis work.

@@ -97,7 +97,7 @@ func (b *bench) allocs() error {
 		keys []string
 		fn   func(ctx context.Context, m string) error
 	}{
-		{"go-redis floor: client.EvalSha(sha, keys, checkScript's ARGV for one count window) + Int64Slice", []string{redisKey}, func(ctx context.Context, m string) error {
+		{"go-redis floor: client.EvalSha(sha, keys, the check scripts' ARGV for one count window) + Int64Slice", []string{redisKey}, func(ctx context.Context, m string) error {
 			return b.client.EvalSha(ctx, b.sha, []string{redisKey, redisKey + ":#" + m}, oneCountWindowArgs(openLimit, time.Second, m)...).Err()
 		}},
 		{"payserver RedisStore.Check unbatched", []string{redisKey}, func(ctx context.Context, m string) error {

@@ -14,12 +14,16 @@ import (
 	"time"
 )
 
-// checkScriptSource returns the Lua source of ratelimit's checkScript, read
-// from internal/ratelimit/lua.go with the Go parser. The variable is
-// unexported, so this is how redis-benchmark gets byte for byte the script
-// that RedisStore.Check runs; the SHA1 of the text is the one go-redis sends
-// with EVALSHA.
-func checkScriptSource(luaGo string) (string, error) {
+// benchScript is the script RedisStore.Check runs for the benchmark's keys
+// (one sliding count window: a plain key, plainCheckScript).
+const benchScript = "plainCheckScript"
+
+// checkScriptSource returns the Lua source of ratelimit's script variable
+// name, read from internal/ratelimit/lua.go with the Go parser. The
+// variable is unexported, so this is how redis-benchmark gets byte for byte
+// the script that RedisStore.Check runs; the SHA1 of the text is the one
+// go-redis sends with EVALSHA.
+func checkScriptSource(luaGo, name string) (string, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, luaGo, nil, 0)
 	if err != nil {
@@ -31,8 +35,8 @@ func checkScriptSource(luaGo string) (string, error) {
 		if !ok || src != "" {
 			return src == ""
 		}
-		for i, name := range vs.Names {
-			if name.Name != "checkScript" || i >= len(vs.Values) {
+		for i, n := range vs.Names {
+			if n.Name != name || i >= len(vs.Values) {
 				continue
 			}
 			call, ok := vs.Values[i].(*ast.CallExpr)
@@ -50,7 +54,7 @@ func checkScriptSource(luaGo string) (string, error) {
 		return false
 	})
 	if src == "" {
-		return "", errors.New("no `var checkScript = redis.NewScript(\"...\")` in " + luaGo)
+		return "", errors.New("no `var " + name + " = redis.NewScript(\"...\")` in " + luaGo)
 	}
 	return src, nil
 }
@@ -85,7 +89,7 @@ func findLuaGo(flagValue string) (string, error) {
 	}
 }
 
-// oneCountWindowArgs is checkScript's ARGV for one member (amount 0) against
+// oneCountWindowArgs is the check scripts' ARGV for one member (amount 0) against
 // one sliding count window of limit and size, with the time read from Redis:
 // TTL margin (ms), now (0: Redis TIME), the number of windows, the window's
 // kind (0), limit, size (µs), four unused period boundaries and its track
