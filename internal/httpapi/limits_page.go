@@ -40,7 +40,8 @@ func parseLimitsPage(v url.Values) (limitsPage, error) {
 	if s := first(v["limit"]); s != "" {
 		p.paged = true
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxLimitsPage {
+		if err != nil || n < 1 || n > MaxLimitsPage || strconv.Itoa(n) != s {
+			// Digits only, no sign or leading zero: the spec's pattern.
 			bad = append(bad, apperr.FieldError{Field: "limit", Reason: "must be a whole number from 1 to " + strconv.Itoa(MaxLimitsPage)})
 		} else {
 			p.limit = n

@@ -139,6 +139,8 @@ func TestLimitsPageRefusesBadParameters(t *testing.T) {
 		{"?limit=-5", []string{"limit"}},
 		{"?limit=ten", []string{"limit"}},
 		{"?limit=1.5", []string{"limit"}},
+		{"?limit=%2B5", []string{"limit"}},
+		{"?limit=007", []string{"limit"}},
 		{"?after=ALIPAY", []string{"after"}},
 		{"?after=online_pay:ALIPAY", []string{"after"}},
 		{"?after=A:ALIPAY:X", []string{"after"}},
