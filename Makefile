@@ -82,7 +82,10 @@ bench: install-services
 
 ## bench-nacos: publish-to-enforcement latency over 50 Nacos publishes, 2 instances (r-nacos)
 bench-nacos: install-services
+	@mkdir -p bench/out
+	@$(GO) run ./bench/benchenv/cmd/benchenv begin -state bench/out/nacos-benchenv.json -title "Nacos publish to enforcement (TestNacosPropagation)"
 	set -o pipefail; PAYSERVER_IT_PUBLISHES=50 $(GO) test -count=1 -v -run TestNacosPropagation ./integration/ | grep -E 'PROPAGATION|^(ok|FAIL|---)'
+	@$(GO) run ./bench/benchenv/cmd/benchenv end -state bench/out/nacos-benchenv.json
 
 ## fuzz: every go test -fuzz target for FUZZTIME each (default 30s); failing inputs go to testdata/fuzz
 fuzz:
@@ -132,7 +135,10 @@ bench-codec:
 ## bench-adaptive: learned limits against adaptive: off, side by side in one run: a channel at 60% of its configured limit, 3 instances at
 ## twice the limit for 60 s (throttles and goodput from the emulator's ledger), recovery once the capacity is back, and routed goodput (about 2 minutes)
 bench-adaptive: install-services
+	@mkdir -p bench/out
+	@$(GO) run ./bench/benchenv/cmd/benchenv begin -state bench/out/adaptive-benchenv.json -title "learned limits against adaptive: off (TestAdaptiveLimits, TestAdaptiveRoutedGoodput)"
 	set -o pipefail; PAYSERVER_IT_ADAPTIVE_LOAD=60s $(GO) test -count=1 -v -timeout 15m -run 'TestAdaptiveLimits|TestAdaptiveRoutedGoodput' ./integration/ | grep -E '^ADAPTIVE|^(ok|FAIL|---)'
+	@$(GO) run ./bench/benchenv/cmd/benchenv end -state bench/out/adaptive-benchenv.json
 
 ## chaos: one seeded chaos campaign (CHAOS_SEED, default the clock; CHAOS_DURATION, default 10m; CHAOS_REDIS, default drawn): 3 payserver instances on MariaDB,
 ## Redis (standalone, Sentinel or Cluster) and the channel emulator under faults, its history checked by the independent witness (docs/RELIABILITY.md, "The chaos campaign")
