@@ -18,8 +18,8 @@ var errNotAMap = errors.New("limits document is not valid: its top level must be
 // document: decoding into a map, yaml.v3 checks each mapping key against
 // every key before it, 0.7 s of CPU for a document of 10,000 keys (make
 // bench-scale, "keys"). A key repeated in a mapping is an error that names
-// both lines; aliases may expand the document to at most one value per
-// byte of it. An empty document gives a nil map.
+// both lines; aliases may expand the document to at most a million values,
+// or 64 per byte of a larger one. An empty document gives a nil map.
 func yamlRoot(data []byte) (map[string]any, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -38,7 +38,7 @@ func yamlRoot(data []byte) (map[string]any, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, errNotAMap
 	}
-	budget := len(data) + 1024
+	budget := max(1_000_000, 64*len(data))
 	v, err := plainValue(n, 0, &budget)
 	if err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func plainValue(n *yaml.Node, depth int, budget *int) (any, error) {
 		return nil, fmt.Errorf("limits document is not valid: line %d: nested more than %d deep", n.Line, maxDepth)
 	}
 	if *budget--; *budget < 0 {
-		return nil, errors.New("limits document is not valid: its aliases expand to more values than it has bytes")
+		return nil, errors.New("limits document is not valid: its aliases expand to too many values (a million, or 64 per byte of the document)")
 	}
 	switch n.Kind {
 	case yaml.AliasNode:

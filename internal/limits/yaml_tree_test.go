@@ -29,13 +29,23 @@ func TestAliasesRepeatARule(t *testing.T) {
 	if len(doc.Config.Rules) != 2 {
 		t.Fatalf("%d rules, want 2", len(doc.Config.Rules))
 	}
+	// 10,000 keys sharing one anchored rule of four windows (a review
+	// found a budget of one value per byte refusing it).
+	var many strings.Builder
+	many.WriteString("limits:\n  P0:C: &w [{limit: 5, window: 1s}, {limit: 50, window: 1m}, {amount: 100, window: 1h}, {limit: 900, calendar: day}]\n")
+	for i := 1; i < 10000; i++ {
+		fmt.Fprintf(&many, "  P%d:C: *w\n", i)
+	}
+	if doc, err := Parse([]byte(many.String())); err != nil || len(doc.Config.Rules) != 10000 {
+		t.Fatalf("10,000 aliased keys: %v", err)
+	}
 	var b strings.Builder
 	b.WriteString("x0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n")
 	for i := 1; i < 9; i++ {
 		fmt.Fprintf(&b, "x%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
 	}
 	b.WriteString("limits:\n  PAY:ALIPAY: 1\n")
-	if _, err := Parse([]byte(b.String())); err == nil || !strings.Contains(err.Error(), "aliases expand to more") {
+	if _, err := Parse([]byte(b.String())); err == nil || !strings.Contains(err.Error(), "aliases expand to too many") {
 		t.Fatalf("err = %v, want the expansion refused", err)
 	}
 }

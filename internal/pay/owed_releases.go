@@ -257,12 +257,13 @@ func (r *OwedReleases) recover() {
 			continue
 		}
 		j, h, err := readRelease(filepath.Join(r.opts.Dir, e.Name()))
+		id := strings.TrimSuffix(e.Name(), ".json") // forget removes this very file
 		if err != nil {
 			r.opts.Logger.Warn("an owed limiter release does not read; left in place", "file", e.Name(), "err", err)
 			continue
 		}
 		r.mu.Lock()
-		r.owed[owedID(h, j.AmountsOnly)] = owedRelease{hold: h, amountsOnly: j.AmountsOnly, at: time.UnixMicro(j.AtUs)}
+		r.owed[id] = owedRelease{hold: h, amountsOnly: j.AmountsOnly, at: time.UnixMicro(j.AtUs)}
 		r.mu.Unlock()
 		n++
 	}

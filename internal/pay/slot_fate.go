@@ -90,6 +90,9 @@ func settleSlot(ctx context.Context, limiter Limiter, hold ratelimit.Hold, o *Or
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
+	// No call can follow under the key for this requestId: every record
+	// of it there goes, in process and shared.
+	hold = hold.Everywhere()
 	var err error
 	if fate == FateRelease {
 		err = limiter.Release(sctx, hold)

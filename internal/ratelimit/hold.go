@@ -23,12 +23,23 @@ type Hold struct {
 	// when releasing. Shared with the check's plan, never changed.
 	windows []KeyWindow
 	// inProcess: the admission was decided in process during an outage
-	// (SourceLocal, an outcome known): the shared store never recorded
-	// it, so releasing it gives back the in-process windows only. A record
-	// of the same member in the shared store is another admission's (a
-	// duplicate another instance admitted there), which this hold must
-	// not take away.
+	// (SourceLocal, an outcome known, the member new to the in-process
+	// windows): this admission is not in the shared store, so releasing
+	// the hold gives back the in-process windows only, and a record of
+	// the same member there, which may be another instance's admission
+	// (for another amount, of a payment it made), is left alone.
+	// Everywhere clears it, for a release that no record of the member on
+	// the key may outlive.
 	inProcess bool
+}
+
+// Everywhere is h released from every store: for a slot whose payment can
+// never call the channel under the key (its order ended elsewhere, or
+// NOT_SENT there), so that any record of the member on the key, this
+// admission's or another instance's of the same payment, is given back.
+func (h Hold) Everywhere() Hold {
+	h.inProcess = false
+	return h
 }
 
 // HoldOf is the hold of member on key with unknown windows: see Hold.

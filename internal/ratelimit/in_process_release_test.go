@@ -58,3 +58,50 @@ func TestInProcessAdmissionReleasesOnlyInProcess(t *testing.T) {
 		t.Fatalf("the shared window holds %d, want 2: the winner's R and other (the loser's in-process admission was released from the shared store)", counts[0])
 	}
 }
+
+// TestInProcessDuplicateReleasesEverywhere: a member the shared store
+// admitted, checked again in process while the store is down, is a
+// duplicate of that admission (the in-process windows hold its copy), not
+// an admission of its own: releasing it gives the shared record back too.
+// And a hold released Everywhere (a payment that can never call the
+// channel under the key) leaves no record of the member anywhere.
+func TestInProcessDuplicateReleasesEverywhere(t *testing.T) {
+	const doc = "limits:\n  A:B: [{limit: 10, window: 1m}]\n"
+	clock := testutil.NewClock(time.Unix(1_800_000_000, 0))
+	cut := &switchStore{LocalStore: ratelimit.NewLocalStore(clock.Now)}
+	l, err := ratelimit.New(cut, ratelimit.Options{Now: clock.Now, DisableNearCache: true, Policy: ratelimit.PolicyLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(mustConfig(t, doc))
+	ctx := context.Background()
+	if d, err := l.Check(ctx, ratelimit.Request{Key: keyAB, Member: "R", Amount: 1, Currency: "CNY"}); err != nil || !d.Allowed || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("admitted by the shared store: %+v, %v", d, err)
+	}
+	cut.failing.Store(true)
+	dup, err := l.Check(ctx, ratelimit.Request{Key: keyAB, Member: "R", Amount: 1, Currency: "CNY"})
+	if err != nil || !dup.Allowed || dup.Source != ratelimit.SourceLocal || !dup.Duplicate {
+		t.Fatalf("checked again in process: %+v, %v; want an in-process duplicate", dup, err)
+	}
+	fresh, err := l.Check(ctx, ratelimit.Request{Key: keyAB, Member: "S", Amount: 1, Currency: "CNY"})
+	if err != nil || !fresh.Allowed || fresh.Source != ratelimit.SourceLocal || fresh.Duplicate {
+		t.Fatalf("a new member in process: %+v, %v", fresh, err)
+	}
+	cut.failing.Store(false)
+	clock.Advance(time.Minute / 2)
+	// S's slot as a routed payment's left candidate would be: released
+	// everywhere. Put a record of S in the shared store first, as another
+	// instance's duplicate of the same payment would have.
+	if _, err := cut.LocalStore.Check(ctx, ratelimit.KeyWindows(keyAB, mustConfig(t, doc).Rules[keyAB].Windows), "S", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, dup.Hold); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, fresh.Hold.Everywhere()); err != nil {
+		t.Fatal(err)
+	}
+	if _, counts, err := l.Usage(ctx, keyAB); err != nil || counts[0] != 0 {
+		t.Fatalf("the shared window holds %v (%v), want 0: R's duplicate and S released everywhere", counts, err)
+	}
+}
