@@ -27,6 +27,12 @@ type Cluster struct {
 	Nodes []*Redis
 }
 
+// clusterBusOffset is where a cluster node's bus listens, relative to its
+// port (Redis's default). A bus port taken by another process aborts the
+// node's start ("Failed listening on port … (cluster)"), so both are
+// checked free.
+const clusterBusOffset = 10000
+
 // StartCluster starts the nodes on free loopback ports, each under a
 // tb.TempDir() of its own, forms the cluster and returns once every node
 // sees all slots served and every replica linked.
@@ -35,7 +41,7 @@ func StartCluster(tb TB, opts ClusterOptions) *Cluster {
 	n := 3 * (1 + opts.Replicas)
 	c := &Cluster{}
 	for range n {
-		r := newRedis(tb, RedisOptions{}, "cluster node")
+		r := newRedis(tb, RedisOptions{}, "cluster node", clusterBusOffset)
 		r.p.args = append(r.p.args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(r.Dir, "nodes.conf"),
 			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "yes")
 		c.Nodes = append(c.Nodes, r)

@@ -49,11 +49,13 @@ func StartRedis(tb TB, opts RedisOptions) *Redis {
 	return r
 }
 
-// newRedis prepares a redis-server on a free port without starting it.
-func newRedis(tb TB, opts RedisOptions, name string) *Redis {
+// newRedis prepares a redis-server on a free port without starting it;
+// offsets are other ports it opens, relative to its own, that must be free
+// too (a cluster node's bus, +10000).
+func newRedis(tb TB, opts RedisOptions, name string, offsets ...int) *Redis {
 	tb.Helper()
 	bin := Binary(tb, "redis-server")
-	port := FreePort(tb)
+	port := FreePort(tb, offsets...)
 	dir := tb.TempDir()
 	r := &Redis{Addr: addr(port), Dir: dir, tb: tb, opts: opts}
 	if opts.TLS != nil {
