@@ -133,6 +133,11 @@ type Decision struct {
 	// Config made in code without one, a short hash of its content,
 	// computed when it is set. Empty before any limits were loaded.
 	LimitsVersion string
+
+	// localOnly: a degraded admission whose in-process record is one
+	// decided in process (LocalStore.CheckLocalOnly), not a copy of a Redis
+	// admission: it sets Hold's inProcess.
+	localOnly bool
 }
 
 // WindowUsage is one window of a rule and what it holds: admissions, or

@@ -72,12 +72,15 @@ func (l *Limiter) decideDegraded(lim *limits, p plan, r Request) (Decision, erro
 	}
 	scaled := plan{windows: l.scaled(p), shadow: p.shadow}
 	var res StoreResult
+	var localOnly bool
 	if p.shadow {
 		res, _ = l.local.Check(context.Background(), scaled.windows, r.Member, r.Amount)
+		localOnly = !res.Duplicate
 	} else {
-		res = l.local.CheckLocalOnly(scaled.windows, r.Member, r.Amount, l.opts.Now())
+		res, localOnly = l.local.CheckLocalOnly(scaled.windows, r.Member, r.Amount, l.opts.Now())
 	}
 	d := scaled.decision(r.Key, res, SourceLocal)
+	d.localOnly = localOnly
 	if d.Allowed {
 		d.WindowKeys = p.windowKeys(lim.localKeys, WindowKey)
 	}

@@ -196,3 +196,36 @@ func TestPeekKeepsReservations(t *testing.T) {
 		t.Fatalf("check o2: allowed %v remaining %d (%v); want refused with nothing left", c.Allowed, c.Remaining, err)
 	}
 }
+
+// TestIdentityKeptInProcessForEveryWindowKind: a member the shared store
+// admitted for one amount, checked in process during an outage for
+// another, is a conflict on every kind of window, not only on the sliding
+// count windows whose admissions the in-process windows copy. An amount
+// window or a calendar window alone keeps the member's amount too; with
+// only the use Redis reported, the in-process check admitted the member
+// again for another amount.
+func TestIdentityKeptInProcessForEveryWindowKind(t *testing.T) {
+	for _, tc := range []struct{ name, doc string }{
+		{"count", "limits:\n  A:B: [{limit: 10, window: 1m}]\n"},
+		{"amount", "limits:\n  A:B: [{amount: 100000, window: 1m}]\n"},
+		{"calendar count", "limits:\n  A:B: [{limit: 10, calendar: day}]\n"},
+		{"calendar amount", "limits:\n  A:B: [{amount: 100000, calendar: day}]\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, f := flakyLimiter(t, tc.doc)
+			key := ratelimit.Key{BizType: "A", Channel: "B"}
+			if d, err := l.Check(context.Background(), ratelimit.Request{Key: key, Member: "m", Amount: 100, Currency: "CNY"}); err != nil || !d.Allowed || d.Source != ratelimit.SourceRedis {
+				t.Fatalf("100 on the store: %+v, %v", d, err)
+			}
+			f.down.Store(true)
+			d, err := l.Check(context.Background(), ratelimit.Request{Key: key, Member: "m", Amount: 200, Currency: "CNY"})
+			if err != nil || d.Allowed || !d.Conflict {
+				t.Fatalf("200 in process: allowed %v conflict %v source %s (%v); want a conflict", d.Allowed, d.Conflict, d.Source, err)
+			}
+			d, err = l.Check(context.Background(), ratelimit.Request{Key: key, Member: "m", Amount: 100, Currency: "CNY"})
+			if err != nil || !d.Allowed || !d.Duplicate {
+				t.Fatalf("100 again in process: allowed %v duplicate %v source %s (%v); want the same member", d.Allowed, d.Duplicate, d.Source, err)
+			}
+		})
+	}
+}

@@ -105,3 +105,56 @@ func TestInProcessDuplicateReleasesEverywhere(t *testing.T) {
 		t.Fatalf("the shared window holds %v (%v), want 0: R's duplicate and S released everywhere", counts, err)
 	}
 }
+
+// TestInProcessRetryReleasesOnlyInProcess: a retry of this instance's own
+// in-process admission (a duplicate of a member the in-process windows
+// hold as decided there, not as a copy of a shared admission) is released
+// from the in-process windows only, as the first admission would be. The
+// shared store's record of the same member is another instance's
+// admission, which may be a paid payment's slot. Released from the shared
+// store, a retry that lost its claim to another amount took the paid
+// winner's slot away.
+func TestInProcessRetryReleasesOnlyInProcess(t *testing.T) {
+	const doc = "limits:\n  A:B: [{limit: 10, window: 1m}]\n"
+	clock := testutil.NewClock(time.Unix(1_800_000_000, 0))
+	shared := ratelimit.NewLocalStore(clock.Now)
+	up, err := ratelimit.New(shared, ratelimit.Options{Now: clock.Now, DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.SetConfig(mustConfig(t, doc))
+	cut := &switchStore{LocalStore: shared}
+	cutOff, err := ratelimit.New(cut, ratelimit.Options{Now: clock.Now, DisableNearCache: true, Policy: ratelimit.PolicyLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutOff.SetConfig(mustConfig(t, doc))
+	ctx := context.Background()
+	if w, err := up.Check(ctx, ratelimit.Request{Key: keyAB, Member: "dup", Amount: 4604, Currency: "CNY"}); err != nil || !w.Allowed || w.Source != ratelimit.SourceRedis {
+		t.Fatalf("the winner through the shared store: %+v, %v", w, err)
+	}
+	cut.failing.Store(true)
+	first, err := cutOff.Check(ctx, ratelimit.Request{Key: keyAB, Member: "dup", Amount: 4607, Currency: "CNY"})
+	if err != nil || !first.Allowed || first.Source != ratelimit.SourceLocal || first.Duplicate {
+		t.Fatalf("the loser's first attempt in process: %+v, %v", first, err)
+	}
+	retry, err := cutOff.Check(ctx, ratelimit.Request{Key: keyAB, Member: "dup", Amount: 4607, Currency: "CNY"})
+	if err != nil || !retry.Allowed || retry.Source != ratelimit.SourceLocal || !retry.Duplicate {
+		t.Fatalf("the loser's retry in process: %+v, %v; want an in-process duplicate", retry, err)
+	}
+	cut.failing.Store(false)
+	clock.Advance(time.Minute / 2) // past the breaker's cool-down
+	if d, err := cutOff.Check(ctx, ratelimit.Request{Key: keyAB, Member: "other", Amount: 1, Currency: "CNY"}); err != nil || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("the cut-off instance back on the shared store: %+v, %v", d, err)
+	}
+	if err := cutOff.Release(ctx, retry.Hold); err != nil {
+		t.Fatal(err)
+	}
+	_, counts, err := up.Usage(ctx, keyAB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[0] != 2 {
+		t.Fatalf("the shared window holds %d, want 2: the winner's dup and other (the retry of an in-process admission was released from the shared store)", counts[0])
+	}
+}

@@ -230,7 +230,7 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 		// lost call would have recorded the member in.
 		d.Hold.windows = p.windows
 	}
-	d.Hold.inProcess = d.Allowed && d.Source == SourceLocal && !d.Unknown && !d.Duplicate
+	d.Hold.inProcess = d.Allowed && d.Source == SourceLocal && !d.Unknown && d.localOnly
 	if end.IsZero() {
 		end = l.opts.Now()
 	}

@@ -19,9 +19,12 @@ import (
 //     so that when Redis fails those windows start from what this instance
 //     already admitted;
 //   - for amount and calendar windows, whose admissions can be too many to
-//     copy (a day's payments), the use Redis last reported (FollowRedis):
-//     while it can still be in the window, the in-process limit is the
-//     instance's share of what was left (Baseline);
+//     copy as weighted entries (a day's payments), the use Redis last
+//     reported (FollowRedis): while it can still be in the window, the
+//     in-process limit is the instance's share of what was left
+//     (Baseline); and each admission's identity, its member and amount
+//     with no weight, so that a retry in process is a duplicate or a
+//     conflict as on Redis (noteIdentity);
 //   - the admissions decided in process (CheckLocalOnly), which Redis does
 //     not hold, until they leave their windows (LocalOnly), so that back on
 //     Redis the limiter can lower the limits it asks by them;
@@ -41,6 +44,10 @@ type LocalStore struct {
 	windows   *Model // every admission: decided here, and copies of Redis's
 	localOnly *Model // the admissions decided here while Redis failed
 	seen      map[windowID]redisUse
+	// lossy holds, for an amount or calendar window that kept identityCap
+	// identities of Redis admissions and had to forget more, until when
+	// (µs, the store's clock) one of them may still be in it.
+	lossy map[windowID]int64
 	// learned holds the learned limits Redis last reported, each as a
 	// state thrown at the time it was seen; nLearned is its size, read
 	// without the lock.
@@ -109,14 +116,18 @@ func (s *LocalStore) WindowKey(w KeyWindow) string { return WindowKey(w) }
 
 // CheckLocalOnly is Check for a decision the limiter takes in process while
 // Redis fails: an admission is also remembered as one Redis does not hold,
-// in each window that did not hold the member yet.
-func (s *LocalStore) CheckLocalOnly(windows []KeyWindow, member string, amount int64, t time.Time) StoreResult {
-	res := s.checkLocalOnly(windows, member, amount, t)
+// in each window that did not hold the member yet. localOnly reports, for
+// an admission, whether the member's record here is an admission decided
+// in process (this one, or an earlier one it duplicates) rather than a copy
+// of a Redis admission (FollowRedis): the shared store never recorded it,
+// so what the shared store holds of the member is another admission.
+func (s *LocalStore) CheckLocalOnly(windows []KeyWindow, member string, amount int64, t time.Time) (res StoreResult, localOnly bool) {
+	res, localOnly = s.checkLocalOnly(windows, member, amount, t)
 	s.wallAt(&res)
-	return res
+	return res, localOnly
 }
 
-func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount int64, t time.Time) StoreResult {
+func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount int64, t time.Time) (StoreResult, bool) {
 	now := s.at(t)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -124,24 +135,40 @@ func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount i
 	for i, w := range windows {
 		held[i] = s.windows.holds(w, member, now)
 	}
+	for i, w := range windows {
+		if until := s.lossy[idOf(w)]; w.Track != TrackOther && !held[i] && until > micros(now) {
+			// w may hold member from Redis at another amount, forgotten
+			// past identityCap: what cannot be decided is refused.
+			use := s.windows.Usage(windows, now)
+			return StoreResult{Window: i, Count: use[i], Counts: use, RetryAfter: min(time.Duration(until-micros(now))*time.Microsecond, time.Second)}, false
+		}
+	}
 	res := s.windows.Check(windows, member, amount, now)
 	if !res.Allowed {
-		return res
+		return res, false
 	}
 	fresh := windows[:0:0]
+	localOnly := false
 	for i, w := range windows {
-		if w.Track != TrackOther && !held[i] && !s.localOnly.holds(w, member, now) {
+		if w.Track == TrackOther {
+			continue
+		}
+		switch {
+		case s.localOnly.holds(w, member, now):
+			localOnly = true // an earlier in-process admission: this is its retry
+		case !held[i]:
 			w.Reserved = nil // its indexes are of windows, not of fresh
 			fresh = append(fresh, w)
 		}
 	}
 	if len(fresh) > 0 {
+		localOnly = true
 		s.localOnly.Check(fresh, member, amount, now)
 		for _, w := range fresh {
 			s.localOnlyAt(micros(now) + w.stay(s.wall(now)))
 		}
 	}
-	return res
+	return res, localOnly
 }
 
 // localOnlyAt raises localOnlyUntil to until.
@@ -179,6 +206,9 @@ func (s *LocalStore) FollowRedis(windows []KeyWindow, share float64, member stri
 			if i < len(uses) {
 				s.noteUse(w, uses[i], at)
 			}
+			if admitted {
+				s.noteIdentity(w, member, amount, at)
+			}
 			continue
 		}
 		limit := scaleLimit(w.Limit, share)
@@ -194,6 +224,53 @@ func (s *LocalStore) FollowRedis(windows []KeyWindow, share float64, member stri
 		}
 		q.push(localEntry{member: member, at: at, weight: 1, amount: amount})
 	}
+}
+
+// identityCap bounds the identities (member and amount) an amount or
+// calendar window keeps of Redis admissions (noteIdentity): a day's
+// payments can be many, and each costs memory for the whole period.
+const identityCap = 1 << 16
+
+// noteIdentity keeps member and its amount in the amount or calendar window
+// w, with no weight (the use Redis reported is its baseline), so that an
+// in-process check knows it is held: the same amount again is a duplicate,
+// another amount a conflict, as on Redis. Past identityCap the window is
+// lossy until member would have left it: an in-process check of a member
+// it does not hold cannot tell a retry at another amount from a new
+// payment, and is refused (checkLocalOnly). s.mu must be held.
+func (s *LocalStore) noteIdentity(w KeyWindow, member string, amount, at int64) {
+	now := time.UnixMicro(at)
+	if w.IsCalendar() {
+		p := s.windows.periodAt(w, now)
+		if p.has(member) {
+			return
+		}
+		if len(p.held) >= identityCap {
+			s.lossyUntil(w, at+w.stay(s.wall(now)))
+			return
+		}
+		p.held[member] = heldWeight{weight: 0, amount: amount}
+		return
+	}
+	q := s.windows.slidingAt(w, at)
+	if q.has(member) {
+		return
+	}
+	if q.len() >= identityCap {
+		s.lossyUntil(w, at+w.Size.Microseconds())
+		return
+	}
+	q.push(localEntry{member: member, at: at, weight: 0, amount: amount})
+}
+
+// lossyUntil marks w as not knowing every member Redis admitted in it
+// until until (µs, the store's clock). s.mu must be held.
+func (s *LocalStore) lossyUntil(w KeyWindow, until int64) {
+	if s.lossy == nil {
+		s.lossy = map[windowID]int64{}
+	}
+	id := idOf(w)
+	s.lossy[id] = max(s.lossy[id], until)
 }
 
 // noteUse remembers use, reported by Redis at at (the store's clock), of an
@@ -267,6 +344,11 @@ func (s *LocalStore) Retain(keep func(id windowID) bool) {
 	for id := range s.seen {
 		if !keep(id) {
 			delete(s.seen, id)
+		}
+	}
+	for id := range s.lossy {
+		if !keep(id) {
+			delete(s.lossy, id)
 		}
 	}
 	for id := range s.learned {
