@@ -316,7 +316,7 @@ func (m *Main) buildResolver(ctx context.Context, orders *repo.Orders, limiter p
 		Backoff:     m.cfg.Resolver.Backoff,
 		MaxBackoff:  m.cfg.Resolver.MaxBackoff,
 		CallTimeout: m.cfg.ChannelTimeout,
-		Observer:    m.metrics.NewResolver(),
+		Observer:    m.metrics.NewResolver(m.channelCodes()),
 		Logger:      m.log.With("component", "resolver"),
 	})
 	if err != nil {

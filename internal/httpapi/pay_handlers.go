@@ -42,6 +42,17 @@ type orderJSON struct {
 	// Admission is the limiter's record of the payment's slot, when one
 	// was recorded.
 	Admission *admissionJSON `json:"admission,omitempty"`
+	// Discrepancy is present when a channel's word contradicted the order
+	// once it was final.
+	Discrepancy *discrepancyJSON `json:"discrepancy,omitempty"`
+}
+
+// discrepancyJSON is pay.Discrepancy as the API shows it.
+type discrepancyJSON struct {
+	Channel  string `json:"channel"`
+	Reported string `json:"reported"`
+	TradeNo  string `json:"tradeNo,omitempty"`
+	At       string `json:"at"`
 }
 
 // admissionJSON is pay.Admission as the API shows it.
@@ -71,8 +82,16 @@ func toJSON(o *pay.Order) orderJSON {
 		CreatedAt:  o.CreatedAt.UTC().Format(time.RFC3339Nano),
 		UpdatedAt:  o.UpdatedAt.UTC().Format(time.RFC3339Nano),
 		ResolvedBy: o.ResolvedBy, ResolvedAt: formatTime(o.ResolvedAt),
-		Admission: admissionOf(o.Admission),
+		Admission:   admissionOf(o.Admission),
+		Discrepancy: discrepancyOf(o.Discrepancy),
 	}
+}
+
+func discrepancyOf(d *pay.Discrepancy) *discrepancyJSON {
+	if d == nil {
+		return nil
+	}
+	return &discrepancyJSON{Channel: d.Channel, Reported: d.Reported, TradeNo: d.TradeNo, At: formatTime(d.At)}
 }
 
 func formatTime(t time.Time) string {

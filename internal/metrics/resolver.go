@@ -14,6 +14,7 @@ type Resolver struct {
 	calls      *prometheus.CounterVec
 	unresolved prometheus.Gauge
 	oldest     prometheus.Gauge
+	discrepant *prometheus.CounterVec
 }
 
 var _ pay.ResolveObserver = (*Resolver)(nil)
@@ -21,9 +22,12 @@ var _ pay.ResolveObserver = (*Resolver)(nil)
 // NewResolver registers the resolver's metrics on m's registry:
 // payserver_order_resolutions_total{channel,by,state},
 // payserver_resolver_calls_total{channel,op,result},
-// payserver_orders_unresolved and
-// payserver_orders_unresolved_oldest_seconds.
-func (m *Metrics) NewResolver() *Resolver {
+// payserver_orders_unresolved,
+// payserver_orders_unresolved_oldest_seconds and
+// payserver_channel_discrepancies_total{channel}, with a series at 0 for
+// each of channels (so that the first discrepancy is an increase an alert
+// sees).
+func (m *Metrics) NewResolver(channels []string) *Resolver {
 	r := &Resolver{
 		resolved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "payserver_order_resolutions_total",
@@ -42,7 +46,14 @@ func (m *Metrics) NewResolver() *Resolver {
 			Help: "Age of the oldest UNKNOWN order since its last update; 0 when none.",
 		}),
 	}
-	m.Registry.MustRegister(r.resolved, r.calls, r.unresolved, r.oldest)
+	r.discrepant = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payserver_channel_discrepancies_total",
+		Help: "Channel notifications that contradicted a final order (a payment closed NOT_SENT or declined reported paid, a paid one reported declined, a channel the payment was routed away from reporting an outcome): each one is a payment to reconcile with the channel.",
+	}, []string{"channel"})
+	for _, c := range channels {
+		r.discrepant.WithLabelValues(c)
+	}
+	m.Registry.MustRegister(r.resolved, r.calls, r.unresolved, r.oldest, r.discrepant)
 	return r
 }
 
@@ -60,4 +71,9 @@ func (r *Resolver) Queried(channel, op, result string) {
 func (r *Resolver) Unresolved(count int64, oldest time.Duration) {
 	r.unresolved.Set(float64(count))
 	r.oldest.Set(oldest.Seconds())
+}
+
+// Discrepancy implements pay.ResolveObserver.
+func (r *Resolver) Discrepancy(channel string) {
+	r.discrepant.WithLabelValues(channel).Inc()
 }

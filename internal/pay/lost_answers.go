@@ -134,6 +134,10 @@ func (l *LostAnswers) Run(ctx context.Context) {
 	}
 }
 
+// errFateNotKnown is a lost answer's settle waiting for the order that
+// owns its requestId to end.
+var errFateNotKnown = errors.New("pay: the order owning the requestId is still in flight")
+
 // giveUpAfter bounds how long one lost answer is retried.
 const giveUpAfter = 5 * time.Minute
 
@@ -170,7 +174,15 @@ func (l *LostAnswers) settle(ctx context.Context, a lostAnswer) error {
 		if got.Status != StatusFailed || got.FailureCode != FailureNotSent || got.FailureMessage != notSentLost {
 			// Another request's order owns the requestId: each slot the
 			// lost check may have taken meets that order's fate (released
-			// on a channel it did not end on, kept while it is in flight).
+			// on a channel it did not end on). While that order is in
+			// flight the fate is not known yet: the lost answer waits for
+			// it, or the slot of a call that can no longer happen would be
+			// held by nobody.
+			for _, h := range a.holds {
+				if SlotFate(h.Key.Channel, got) == FateWait {
+					return errFateNotKnown
+				}
+			}
 			for _, h := range a.holds {
 				settleSlot(ctx, l.limiter, h, got, l.opts.Logger)
 			}

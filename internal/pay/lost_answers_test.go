@@ -245,3 +245,51 @@ func loseAnAnswer(t *testing.T, lim *ratelimit.Limiter, store pay.OrderStore, di
 	}
 	return lost
 }
+
+// TestLostAnswerWaitsForAWinnerInFlightElsewhere: a lost answer on one
+// channel whose requestId is claimed by a duplicate pinned to another
+// channel, still in flight when the grace ends, waits for that order's
+// fate: once it ends on the other channel, the lost call's slot is
+// released. Settled while the winner was in flight, the slot was kept
+// (its fate was "wait") and forgotten: a day cap lost it until midnight.
+func TestLostAnswerWaitsForAWinnerInFlightElsewhere(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  B:CA: [{limit: 5, calendar: day}]\n  B:CB: [{limit: 5, calendar: day}]\n")
+	store := paytest.NewMemStore()
+	lost, err := pay.NewLostAnswers(store, lim, pay.LostAnswersOptions{Grace: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ca := ratelimit.Key{BizType: "B", Channel: "CA"}
+	d, err := lim.Check(ctx, ratelimit.Request{Key: ca, Member: "dup", Amount: 7, Currency: "CNY"})
+	if err != nil || !d.Allowed {
+		t.Fatalf("the lost call's slot: %+v, %v", d, err)
+	}
+	now := time.Now().UTC()
+	winner := &pay.Order{OrderNo: "W1", RequestID: "dup", RequestHash: "w", BizType: "B", Channel: "CB", MerchantID: "M",
+		Amount: 7, Currency: "CNY", Status: pay.StatusProcessing, CreatedAt: now, UpdatedAt: now}
+	if err := store.Create(ctx, winner); err != nil {
+		t.Fatal(err)
+	}
+	lost.Add(pay.PayRequest{RequestID: "dup", BizType: "B", Channel: "CA", MerchantID: "M", Amount: 7, Currency: "CNY"}, d.Hold)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { lost.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(200 * time.Millisecond) // past the grace, the winner still in flight
+	winner.Status, winner.ChannelTradeNo = pay.StatusSucceeded, "T1"
+	if err := store.Finish(ctx, winner); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, counts, err := lim.Usage(ctx, ca)
+		if err == nil && counts[0] == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CA's day window holds %v (%v), want 0: the winner ended on CB, no call can follow on CA", counts, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

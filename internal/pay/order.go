@@ -131,6 +131,11 @@ type Order struct {
 	// order its own request ended. ResolvedAt is when.
 	ResolvedBy string
 	ResolvedAt time.Time
+	// Discrepancy, when not nil, is a channel's word that contradicted the
+	// order once it was final (Resolver.Notify): the channel broke its
+	// close guarantee, or answered otherwise than it had. The order keeps
+	// its state; the discrepancy is for a person to reconcile.
+	Discrepancy *Discrepancy
 
 	// hold is the limiter slot this process took for the payment on
 	// Channel, while its flow runs (zero in an order read from the store:
@@ -146,6 +151,16 @@ type Admission struct {
 	At            time.Time
 	Keys          []string
 	LimitsVersion string
+}
+
+// Discrepancy is a channel's word contradicting a final order: which
+// channel said it, what it reported (SUCCEEDED or DECLINED), its trade
+// number, and when payserver heard it first.
+type Discrepancy struct {
+	Channel  string
+	Reported string
+	TradeNo  string
+	At       time.Time
 }
 
 // Who resolved an unknown outcome (Order.ResolvedBy).

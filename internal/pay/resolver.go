@@ -39,6 +39,10 @@ type ResolveStore interface {
 	// UnresolvedStats returns how many orders are UNKNOWN, and the last
 	// update of the oldest of them (zero when none).
 	UnresolvedStats(ctx context.Context) (int64, time.Time, error)
+	// RecordDiscrepancy records d on the order with orderNo unless one is
+	// recorded already (the first word is kept); recorded says whether d
+	// was.
+	RecordDiscrepancy(ctx context.Context, orderNo string, d Discrepancy) (recorded bool, err error)
 }
 
 // Unresolved is an UNKNOWN order, how many attempts to resolve it were
@@ -63,6 +67,9 @@ type ResolveObserver interface {
 	Queried(channel, op, result string)
 	// Unresolved reports the UNKNOWN orders and the age of the oldest.
 	Unresolved(count int64, oldest time.Duration)
+	// Discrepancy counts one word of channel that contradicted a final
+	// order (Order.Discrepancy).
+	Discrepancy(channel string)
 }
 
 type nopResolveObserver struct{}
@@ -70,6 +77,7 @@ type nopResolveObserver struct{}
 func (nopResolveObserver) Resolved(string, string, State)  {}
 func (nopResolveObserver) Queried(string, string, string)  {}
 func (nopResolveObserver) Unresolved(int64, time.Duration) {}
+func (nopResolveObserver) Discrepancy(string)              {}
 
 // MaxOwnerLen is the longest owner name a lease records.
 const MaxOwnerLen = 128
@@ -434,38 +442,94 @@ type Notification struct {
 
 // Notify ends the order a channel's notification names, as a query
 // answering the same would: idempotent and safe out of order (a final
-// order never changes). It returns NOT_FOUND (apperr) for an order this
-// payserver does not have on that channel, and INVALID_REQUEST for a
+// order never changes). A final word that contradicts a final order, or
+// comes from a channel the routed payment left, is a discrepancy
+// (discrepancy): recorded on the order, logged, counted, and taken (the
+// channel stops repeating it). It returns NOT_FOUND (apperr) for an order
+// this payserver does not have on that channel, and INVALID_REQUEST for a
 // notification that is not final.
 func (r *Resolver) Notify(ctx context.Context, n Notification) (*Order, error) {
+	if n.Result.Status != channel.Succeeded && n.Result.Status != channel.Declined {
+		return nil, apperr.New(apperr.InvalidRequest, "a notification must be SUCCEEDED or DECLINED, not %s", n.Result.Status).
+			WithDetails(map[string]any{"field": "outcome"})
+	}
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	o, err := r.store.GetByOrderNo(gctx, n.OrderNo)
 	cancel()
-	if err == nil && o.Channel != n.Channel && routedFrom(o, n.Channel) {
-		// The payment left that channel because its call provably never
-		// reached it; a final word from it says otherwise.
-		r.log.Error("a channel a routed payment moved away from notified an outcome: it may have been paid twice; reconcile with both channels",
-			"requestId", o.RequestID, "orderNo", o.OrderNo, "notifiedBy", n.Channel, "channel", o.Channel,
-			"outcome", string(n.Result.Status), "tradeNo", n.Result.TradeNo)
-	}
 	switch {
-	case errors.Is(err, ErrOrderNotFound), err == nil && o.Channel != n.Channel:
+	case errors.Is(err, ErrOrderNotFound), err == nil && o.Channel != n.Channel && !routedFrom(o, n.Channel):
 		return nil, apperr.New(apperr.OrderNotFound, "no order %s on channel %s", n.OrderNo, n.Channel)
 	case err != nil:
 		return nil, apperr.Wrap(err, apperr.DependencyUnavailable, "the order could not be read").
 			WithDetails(map[string]any{"dependency": "database"})
+	case o.Channel != n.Channel:
+		// The payment left that channel because its call provably never
+		// reached it; a final word from it says otherwise.
+		return o, r.discrepancy(ctx, o, n)
 	}
 	if s := StateOf(o); s != StateProcessing && s != StateUnknown {
+		if contradicts(o, n.Result) {
+			return o, r.discrepancy(ctx, o, n)
+		}
 		return o, nil // already final: a notification never changes it
 	}
-	if !applyFinal(o, n.Result) {
-		return nil, apperr.New(apperr.InvalidRequest, "a notification must be SUCCEEDED or DECLINED, not %s", n.Result.Status).
-			WithDetails(map[string]any{"field": "outcome"})
-	}
+	applyFinal(o, n.Result)
 	if _, why := r.finish(ctx, o, ResolvedByNotify); why != "" {
 		return nil, apperr.New(apperr.DependencyUnavailable, "%s", why).WithDetails(map[string]any{"dependency": "database"})
 	}
 	return o, nil
+}
+
+// contradicts reports whether a channel's final word res about the final
+// order o says otherwise than o: paid where o is not SUCCEEDED, declined
+// where o is not FAILED (a NOT_SENT order was never sent, so no channel
+// can have declined it).
+func contradicts(o *Order, res channel.Result) bool {
+	switch res.Status {
+	case channel.Succeeded:
+		return StateOf(o) != StateSucceeded
+	case channel.Declined:
+		return StateOf(o) != StateFailed
+	}
+	return false
+}
+
+// discrepancy records a channel's final word n that contradicts the final
+// order o, or that came from a channel o's payment was routed away from:
+// the channel broke its close guarantee, or answered otherwise than it had.
+// The order keeps its state, for a person to reconcile with the channel.
+// When the channel says it paid, the slot on that channel counts again:
+// money moved under it (the slot had been released or its amount given
+// back when the order ended). An error means the word was not recorded:
+// the channel is answered so, and repeats it.
+func (r *Resolver) discrepancy(ctx context.Context, o *Order, n Notification) error {
+	d := Discrepancy{Channel: n.Channel, Reported: outcomeName(n.Result.Status), TradeNo: n.Result.TradeNo, At: r.opts.Now().UTC()}
+	r.log.Error("a channel contradicted a final order: it may have moved money payserver did not expect; reconcile with the channel",
+		"requestId", o.RequestID, "orderNo", o.OrderNo, "channel", n.Channel, "orderChannel", o.Channel,
+		"orderState", string(StateOf(o)), "reported", d.Reported, "tradeNo", d.TradeNo)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	recorded, err := r.store.RecordDiscrepancy(wctx, o.OrderNo, d)
+	cancel()
+	if err != nil {
+		return apperr.Wrap(err, apperr.DependencyUnavailable, "the discrepancy could not be recorded").
+			WithDetails(map[string]any{"dependency": "database"})
+	}
+	if recorded {
+		r.obs.Discrepancy(n.Channel)
+		o.Discrepancy = &d
+	}
+	if n.Result.Status != channel.Succeeded {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	key := ratelimit.Key{BizType: o.BizType, Channel: n.Channel}
+	c, err := r.limiter.Check(cctx, ratelimit.Request{Key: key, Member: o.RequestID, Amount: o.Amount, Currency: o.Currency})
+	if err != nil || !c.Allowed {
+		r.log.Warn("the slot of a payment a channel reported paid against its order could not be counted again",
+			"requestId", o.RequestID, "key", key.String(), "allowed", c.Allowed, "unknown", c.Unknown, "err", err)
+	}
+	return nil
 }
 
 // routedFrom reports whether the routed payment o skipped channel.

@@ -66,11 +66,16 @@ func newResolverRig(t *testing.T, limits string) *resolverRig {
 
 func (r *resolverRig) resolver(owner string) *pay.Resolver {
 	r.t.Helper()
+	return r.resolverWith(owner, nil)
+}
+
+func (r *resolverRig) resolverWith(owner string, obs pay.ResolveObserver) *pay.Resolver {
+	r.t.Helper()
 	reg, err := channel.NewRegistry(r.sim)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: owner, Backoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: owner, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, Observer: obs})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -45,6 +45,11 @@ type orderRow struct {
 	LimitsVersion string
 	ResolvedBy    string
 	ResolvedAtUs  int64
+	// A channel's word contradicting the final order (migration 00009).
+	DiscrepancyChannel  string
+	DiscrepancyReported string
+	DiscrepancyTradeNo  string
+	DiscrepancyAtUs     int64
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -91,9 +96,10 @@ var _ pay.OrderStore = (*Orders)(nil)
 const (
 	orderColumns = "order_no, request_id, request_hash, biz_type, channel, merchant_id, amount, currency, subject, " +
 		"status, channel_trade_no, failure_code, failure_message, created_at, updated_at, routed_from, " +
-		"admitted_at_us, admitted_keys, limits_version, resolved_by, resolved_at_us"
+		"admitted_at_us, admitted_keys, limits_version, resolved_by, resolved_at_us, " +
+		"discrepancy_channel, discrepancy_reported, discrepancy_trade_no, discrepancy_at_us"
 	// orderRowValues is one row's placeholders for orderColumns.
-	orderRowValues = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	orderRowValues = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	getOrderSQL    = "SELECT " + orderColumns + " FROM orders WHERE request_id = ?"
 	createOrderSQL = "INSERT INTO orders (" + orderColumns + ") VALUES " + orderRowValues
 	finishOrderSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ? " +
@@ -180,14 +186,16 @@ func (r *orderRow) scan(rows *sql.Rows, more ...any) error {
 	return rows.Scan(append([]any{&r.OrderNo, &r.RequestID, &r.RequestHash,
 		&r.BizType, &r.Channel, &r.MerchantID, &r.Amount, &r.Currency, &r.Subject,
 		&r.Status, &r.ChannelTradeNo, &r.FailureCode, &r.FailureMessage, &r.CreatedAt, &r.UpdatedAt, &r.RoutedFrom,
-		&r.AdmittedAtUs, &r.AdmittedKeys, &r.LimitsVersion, &r.ResolvedBy, &r.ResolvedAtUs}, more...)...)
+		&r.AdmittedAtUs, &r.AdmittedKeys, &r.LimitsVersion, &r.ResolvedBy, &r.ResolvedAtUs,
+		&r.DiscrepancyChannel, &r.DiscrepancyReported, &r.DiscrepancyTradeNo, &r.DiscrepancyAtUs}, more...)...)
 }
 
 // values are r's values for orderColumns, in order.
 func (r *orderRow) values() []any {
 	return []any{r.OrderNo, r.RequestID, r.RequestHash, r.BizType, r.Channel, r.MerchantID, r.Amount,
 		r.Currency, r.Subject, r.Status, r.ChannelTradeNo, r.FailureCode, r.FailureMessage, r.CreatedAt, r.UpdatedAt, r.RoutedFrom,
-		r.AdmittedAtUs, r.AdmittedKeys, r.LimitsVersion, r.ResolvedBy, r.ResolvedAtUs}
+		r.AdmittedAtUs, r.AdmittedKeys, r.LimitsVersion, r.ResolvedBy, r.ResolvedAtUs,
+		r.DiscrepancyChannel, r.DiscrepancyReported, r.DiscrepancyTradeNo, r.DiscrepancyAtUs}
 }
 
 // storedPrecision is the precision of the orders table's times: MariaDB's
@@ -397,7 +405,7 @@ func markStaleSQL(dialect string, n int) string {
 func (s *Orders) Ping(ctx context.Context) error { return Ping(ctx, s.db) }
 
 func rowOf(o *pay.Order) orderRow {
-	return orderRow{
+	r := orderRow{
 		OrderNo: o.OrderNo, RequestID: o.RequestID, RequestHash: o.RequestHash,
 		BizType: o.BizType, Channel: o.Channel, MerchantID: o.MerchantID,
 		Amount: o.Amount, Currency: o.Currency, Subject: o.Subject,
@@ -409,6 +417,10 @@ func rowOf(o *pay.Order) orderRow {
 		LimitsVersion: o.Admission.LimitsVersion,
 		ResolvedBy:    o.ResolvedBy, ResolvedAtUs: unixMicro(o.ResolvedAt),
 	}
+	if d := o.Discrepancy; d != nil {
+		r.DiscrepancyChannel, r.DiscrepancyReported, r.DiscrepancyTradeNo, r.DiscrepancyAtUs = d.Channel, d.Reported, d.TradeNo, unixMicro(d.At)
+	}
+	return r
 }
 
 // admittedKeysMax is the admitted_keys column's size.
@@ -454,7 +466,16 @@ func (r orderRow) order() *pay.Order {
 		RoutedFrom: routedFromOf(r.RoutedFrom),
 		Admission:  admissionOf(r),
 		ResolvedBy: r.ResolvedBy, ResolvedAt: timeOfMicro(r.ResolvedAtUs),
+		Discrepancy: discrepancyOf(r),
 	}
+}
+
+func discrepancyOf(r orderRow) *pay.Discrepancy {
+	if r.DiscrepancyAtUs == 0 {
+		return nil
+	}
+	return &pay.Discrepancy{Channel: r.DiscrepancyChannel, Reported: r.DiscrepancyReported,
+		TradeNo: r.DiscrepancyTradeNo, At: timeOfMicro(r.DiscrepancyAtUs)}
 }
 
 func admissionOf(r orderRow) pay.Admission {

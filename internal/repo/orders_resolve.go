@@ -25,6 +25,8 @@ const (
 	resolveSQL = "UPDATE orders SET status = ?, channel_trade_no = ?, failure_code = ?, failure_message = ?, updated_at = ?, " +
 		"resolved_by = ?, resolved_at_us = ?, resolve_lease_us = 0 " +
 		"WHERE request_id = ? AND order_no = ? AND channel = ? AND status IN (?, ?)"
+	discrepancySQL = "UPDATE orders SET discrepancy_channel = ?, discrepancy_reported = ?, discrepancy_trade_no = ?, discrepancy_at_us = ? " +
+		"WHERE order_no = ? AND discrepancy_at_us = 0"
 	byOrderNoSQL        = "SELECT " + orderColumns + " FROM orders WHERE order_no = ?"
 	countUnresolvedSQL  = "SELECT COUNT(*) FROM orders WHERE status = ?"
 	oldestUnresolvedSQL = "SELECT updated_at FROM orders WHERE status = ? ORDER BY updated_at LIMIT 1"
@@ -178,4 +180,18 @@ func (s *Orders) scalar(ctx context.Context, query string, dst any) error {
 		return err
 	}
 	return rows.Close()
+}
+
+// RecordDiscrepancy implements pay.ResolveStore.
+func (s *Orders) RecordDiscrepancy(ctx context.Context, orderNo string, d pay.Discrepancy) (bool, error) {
+	d.At = stored(d.At)
+	res, err := s.db.ConnPool.ExecContext(ctx, discrepancySQL, d.Channel, d.Reported, d.TradeNo, unixMicro(d.At), orderNo)
+	if err != nil {
+		return false, fmt.Errorf("repo: record a discrepancy: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("repo: record a discrepancy: %w", err)
+	}
+	return n == 1, nil
 }
