@@ -175,6 +175,20 @@ func defaultDataDir() string {
 
 // Validate checks what the types cannot: settings that depend on each
 // other, and ranges.
+// staleMargin is how much longer than any channel call a PROCESSING order
+// must be before the sweeper may take it for stale.
+const staleMargin = time.Second
+
+// longestCallTimeout is the longest a channel call may take: the channel
+// timeout, or a gateway channel's own call timeout.
+func (c Config) longestCallTimeout() time.Duration {
+	longest := c.ChannelTimeout
+	for _, sc := range c.Channels {
+		longest = max(longest, sc.Gateway.CallTimeout)
+	}
+	return longest
+}
+
 func (c Config) Validate() error {
 	var errs []error
 	if c.HTTPAddr == "" {
@@ -216,6 +230,12 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateGateways())
+	if longest := c.longestCallTimeout(); c.OrderStaleAfter > 0 && c.OrderStaleAfter < longest+staleMargin {
+		// A PROCESSING order younger than its call timeout may be in
+		// flight: marked UNKNOWN, it would be queried, closed and its slot
+		// freed while the call can still reach the channel.
+		errs = append(errs, fmt.Errorf("PAYSERVER_ORDER_STALE_AFTER %v must be at least the longest channel call timeout (%v) plus %v", c.OrderStaleAfter, longest, staleMargin))
+	}
 	if c.Resolver.Backoff <= 0 || c.Resolver.MaxBackoff < c.Resolver.Backoff {
 		errs = append(errs, errors.New("PAYSERVER_RESOLVER_BACKOFF must be positive and PAYSERVER_RESOLVER_MAX_BACKOFF at least as long"))
 	}

@@ -375,3 +375,21 @@ func TestResolverOwnerFitsItsColumn(t *testing.T) {
 		t.Fatalf("long names %q and %q: want at most %d bytes and apart", a, b, pay.MaxOwnerLen)
 	}
 }
+
+// TestStaleAfterBelowTheCallTimeoutIsRefused: a PROCESSING order younger
+// than a channel call may be in flight; a sweep after less than the call
+// timeout would mark it UNKNOWN, and the resolver could close it and free
+// its slot while the call still reaches the channel. Such a setting was
+// accepted.
+func TestStaleAfterBelowTheCallTimeoutIsRefused(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ChannelTimeout, cfg.OrderStaleAfter = 5*time.Second, 3*time.Second
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "PAYSERVER_ORDER_STALE_AFTER") {
+		t.Fatalf("stale after 3s with a 5s channel timeout: %v, want a refusal naming PAYSERVER_ORDER_STALE_AFTER", err)
+	}
+	cfg.OrderStaleAfter = 6 * time.Second
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("stale after 6s with a 5s channel timeout: %v", err)
+	}
+}

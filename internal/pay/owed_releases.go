@@ -38,6 +38,7 @@ type OwedReleases struct {
 	opts OwedReleasesOptions
 	mu   sync.Mutex
 	owed map[string]owedRelease
+	seq  uint64 // the last keep's number (owedRelease.seq)
 	wake chan struct{}
 }
 
@@ -62,6 +63,9 @@ type owedRelease struct {
 	hold        ratelimit.Hold
 	amountsOnly bool
 	at          time.Time
+	// seq numbers each keep, so that a release owed again while the
+	// worker makes the earlier one is not forgotten with it.
+	seq uint64
 }
 
 // journaledRelease is an owed release as its file holds it.
@@ -159,6 +163,8 @@ func (r *OwedReleases) keep(o owedRelease) bool {
 	if had {
 		o.at = prev.at
 	}
+	r.seq++
+	o.seq = r.seq
 	r.owed[id] = o
 	if r.opts.Dir != "" && !had {
 		j := journaledRelease{Hold: journalHold(o.hold), AmountsOnly: o.amountsOnly, AtUs: o.at.UnixMicro()}
@@ -174,10 +180,14 @@ func (r *OwedReleases) keep(o owedRelease) bool {
 	return true
 }
 
-// forget removes o, made or given up, and its file, under the lock.
+// forget removes o, made or given up, and its file, under the lock, unless
+// the same release was owed again since o was read (it is made in turn).
 func (r *OwedReleases) forget(id string, o owedRelease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if now, ok := r.owed[id]; ok && now.seq != o.seq {
+		return
+	}
 	delete(r.owed, id)
 	if r.opts.Dir != "" {
 		if err := os.Remove(filepath.Join(r.opts.Dir, id+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -129,3 +129,62 @@ func TestOwedReleaseSurvivesARestart(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// gatedLimiter fails releases while down is set, and holds each release
+// that reaches the limiter until gate is closed.
+type gatedLimiter struct {
+	outageLimiter
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (l *gatedLimiter) Release(ctx context.Context, h ratelimit.Hold) error {
+	if l.down.Load() {
+		return errOutage
+	}
+	l.entered <- struct{}{}
+	<-l.gate
+	return l.Limiter.Release(ctx, h)
+}
+
+// TestOwedReleaseKeptDuringItsMakingStaysOwed: a release of a slot owed
+// again while the worker is making the earlier one (the same slot, the
+// limiter failing for the second caller) is not forgotten with the
+// earlier one: it is made in its turn. Forgotten, a release that failed
+// after the earlier one was made was never made.
+func TestOwedReleaseKeptDuringItsMakingStaysOwed(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 5, calendar: day}]\n")
+	key := ratelimit.Key{BizType: "B", Channel: "ALIPAY"}
+	g := &gatedLimiter{outageLimiter: outageLimiter{Limiter: lim}, entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	g.down.Store(true)
+	owed, err := pay.NewOwedReleases(g, pay.OwedReleasesOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := ratelimit.HoldOf(key, "m")
+	if err := owed.Release(context.Background(), h); err != nil || owed.Owed() != 1 {
+		t.Fatalf("first release: %v, %d owed", err, owed.Owed())
+	}
+	g.down.Store(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { owed.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	<-g.entered // the worker is making the first
+	g.down.Store(true)
+	if err := owed.Release(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	g.down.Store(false)
+	close(g.gate)
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	<-done
+	done = make(chan struct{})
+	close(done)
+	// The second release is either made (the worker went round again) or
+	// still owed; it is never forgotten unmade.
+	if owed.Owed() == 0 && len(g.entered) == 0 {
+		t.Fatal("the release owed during the making of the first was forgotten without being made")
+	}
+}

@@ -16,14 +16,18 @@ import (
 // took on a channel whose order was still PROCESSING elsewhere (released
 // once that order is final there). It is the pay flow's only background
 // work for a request: a bounded queue, a fixed number of workers
-// (startWorkers), the injected clock, started and stopped by Run. When the queue is full a job is dropped, counted
-// (SettlerObserver.Dropped) and logged: its slots then free themselves when
-// their windows pass, the documented fallback.
+// (startWorkers), the injected clock, started and stopped by Run. The bound
+// is on the jobs alive (queued or in a worker's hands), so a job a worker
+// puts back for its next look always fits: only a new job is refused when
+// Queue are alive. A refused job is counted (SettlerObserver.Dropped) and
+// logged: its slots then free themselves when their windows pass, the
+// documented fallback.
 type Settler struct {
 	orders  OrderStore
 	limiter Limiter
 	opts    SettlerOptions
 	queue   chan settleJob
+	alive   atomic.Int64 // jobs queued or being worked on, at most Queue
 	dropped atomic.Int64
 }
 
@@ -131,21 +135,21 @@ func (s *Settler) releaseWhenFinal(requestID string, hold ratelimit.Hold) {
 	s.add(settleJob{requestID: requestID, holds: []ratelimit.Hold{hold}})
 }
 
+// add queues a new job, unless Queue jobs are alive.
 func (s *Settler) add(j settleJob) {
-	now := s.opts.Now()
-	if j.deadline.IsZero() {
-		j.deadline = now.Add(s.opts.Patience)
-		j.wait = 50 * time.Millisecond
-		j.due = now.Add(j.wait)
-	}
-	select {
-	case s.queue <- j:
-	default:
+	if s.alive.Add(1) > int64(cap(s.queue)) {
+		s.alive.Add(-1)
 		s.dropped.Add(1)
 		s.opts.Observer.SettleDropped()
 		s.opts.Logger.Warn("settler queue full; a slot is left to free itself when its window passes",
 			"requestId", j.requestID, "queue", cap(s.queue))
+		return
 	}
+	now := s.opts.Now()
+	j.deadline = now.Add(s.opts.Patience)
+	j.wait = 50 * time.Millisecond
+	j.due = now.Add(j.wait)
+	s.queue <- j // alive ≤ cap: there is room
 }
 
 func (s *Settler) work(ctx context.Context) {
@@ -165,19 +169,21 @@ func (s *Settler) work(ctx context.Context) {
 		}
 		done, missing := s.attempt(ctx, j)
 		if done {
+			s.alive.Add(-1)
 			continue
 		}
 		now := s.opts.Now()
 		if now.After(j.deadline) && (j.abandoned == nil || missing) {
 			// Past its patience, and no row of ours can still appear
 			// (the store answered that there is none), or only watching.
+			s.alive.Add(-1)
 			s.opts.Logger.Warn("a slot's order did not settle in time; it frees itself when its window passes",
 				"requestId", j.requestID, "abandonedClaim", j.abandoned != nil)
 			continue
 		}
 		j.wait = min(j.wait*2, 2*time.Second)
 		j.due = now.Add(j.wait)
-		s.add(j)
+		s.queue <- j // still alive, so it fits
 	}
 }
 

@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -156,5 +157,25 @@ func TestInProcessRetryReleasesOnlyInProcess(t *testing.T) {
 	}
 	if counts[0] != 2 {
 		t.Fatalf("the shared window holds %d, want 2: the winner's dup and other (the retry of an in-process admission was released from the shared store)", counts[0])
+	}
+}
+
+// TestReleaseBeforeTheLimitsIsNotMade: a hold whose windows are unknown
+// (an owed release read back at start) released before the first limits
+// document is loaded has no windows to leave: that is an error, so that the
+// release stays owed, not a release made. Answered nil, the owed release
+// was forgotten as made, and the member stayed in its day window.
+func TestReleaseBeforeTheLimitsIsNotMade(t *testing.T) {
+	store := ratelimit.NewLocalStore(nil)
+	l, err := ratelimit.New(store, ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ratelimit.Key{BizType: "B", Channel: "ALIPAY"}
+	if err := l.Release(context.Background(), ratelimit.HoldOf(key, "m")); !errors.Is(err, ratelimit.ErrNotLoaded) {
+		t.Fatalf("release before the limits: %v, want ErrNotLoaded", err)
+	}
+	if err := l.ReleaseAmount(context.Background(), ratelimit.HoldOf(key, "m")); !errors.Is(err, ratelimit.ErrNotLoaded) {
+		t.Fatalf("amount release before the limits: %v, want ErrNotLoaded", err)
 	}
 }

@@ -23,6 +23,12 @@ import (
 // PolicyDeny.
 var ErrUnavailable = errors.New("ratelimit: limiter store unavailable")
 
+// ErrNotLoaded is returned by Release and ReleaseAmount for a hold whose
+// windows are unknown before the first limits document is loaded: there
+// is nothing yet to tell which windows hold its member, so the release is
+// not made (a caller that owes it keeps it).
+var ErrNotLoaded = errors.New("ratelimit: no limits loaded yet to find a hold's windows")
+
 // Options configures a Limiter. The zero value of each field selects the
 // documented default.
 type Options struct {
@@ -299,6 +305,9 @@ func (l *Limiter) ReleaseAmount(ctx context.Context, h Hold) error {
 
 func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
 	key, member := h.Key, h.Member
+	if !h.Known() && !l.Loaded() {
+		return ErrNotLoaded
+	}
 	windows := releaseWindows(l.Config(), key, l.opts.Now(), amountsOnly)
 	if h.Known() {
 		windows = unionWindows(h.held(amountsOnly), windows)
