@@ -178,13 +178,14 @@ func (l *LostAnswers) settle(ctx context.Context, a lostAnswer) error {
 			// flight the fate is not known yet: the lost answer waits for
 			// it, or the slot of a call that can no longer happen would be
 			// held by nobody.
+			mine := &Order{Amount: r.Amount, Currency: r.Currency} // claimed no order
 			for _, h := range a.holds {
-				if SlotFate(h.Key.Channel, got) == FateWait {
+				if DecideSlot(slotOf(h, mine, got), got).Fate == FateWait {
 					return errFateNotKnown
 				}
 			}
 			for _, h := range a.holds {
-				settleSlot(ctx, l.limiter, h, got, l.opts.Logger)
+				settleSlot(ctx, l.limiter, h, mine, got, l.opts.Logger)
 			}
 			return nil
 		}

@@ -25,7 +25,7 @@ import (
 // closed two orders NOT_SENT during a Redis outage of 0.6 s).
 //
 // Making a release later is safe because the pay flow releases only on a
-// final fate (SlotFate): no channel call can follow for that requestId on
+// final fate (DecideSlot): no channel call can follow for that requestId on
 // that key, now or later, so no later admission of the member can be one
 // that a call uses. Releasing is idempotent, and a member Redis lost meanwhile
 // is simply not there.

@@ -400,7 +400,7 @@ func (r *Resolver) finish(ctx context.Context, o *Order, by string) (time.Durati
 	case err != nil:
 		return r.opts.Backoff, "the resolution could not be stored: " + err.Error()
 	}
-	settleSlot(ctx, r.limiter, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), o, r.log)
+	settleSlot(ctx, r.limiter, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), nil, o, r.log)
 	r.obs.Resolved(o.Channel, by, StateOf(o))
 	r.log.Info("an unknown outcome was resolved", "requestId", o.RequestID, "orderNo", o.OrderNo,
 		"channel", o.Channel, "by", by, "status", string(o.Status), "failureCode", o.FailureCode)

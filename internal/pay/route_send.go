@@ -92,7 +92,7 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	}
 	fromHold := holdFor(from, o)
 	*o = n
-	settleSlot(ctx, s.limiter, fromHold, o, s.log) // o left from: released
+	settleSlot(ctx, s.limiter, fromHold, nil, o, s.log) // o left from: released
 	return true, left, nil
 }
 
@@ -118,66 +118,36 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, holds ...ratelimi
 	// channel's own word ended first (adopted by finish) keeps its slot
 	// on the channel that processed it, and the others were never called.
 	for _, h := range holds {
-		settleSlot(ctx, s.limiter, h, o, s.log)
+		settleSlot(ctx, s.limiter, h, nil, o, s.log)
 	}
 	return nil
 }
 
 // lostClaim answers a request (routed or pinned) whose claim a concurrent
 // duplicate won: it waits for that order's outcome, as any duplicate does.
-// The slot it took (hold) is released once the order is final on another
-// channel: the order row is unique by requestId and only its owner calls a
-// channel, so no call under that slot can happen. While the order is still
-// PROCESSING (its owner may yet move it to hold's channel) the slot is
-// kept, and the settler releases it once the order is final elsewhere.
-//
-// The slot is the winner's own only when the winner's order pays what mine
-// would have: the limiter refuses a member held for another amount, so an
-// admission of mine for another amount on the winner's channel is mine
-// alone (the winner's was decided in process, during a Redis outage), no
-// call can happen under it, and it is released at once. Kept, it counted
-// mine's amount for the winner's payment (the chaos campaign, seed 14).
+// The slot it took (hold) meets the fate DecideSlot gives it against the
+// winner's order: released at once when it is another payment's attempt
+// (another amount, another bizType on the channel) or the order ended
+// elsewhere, kept with the winner's own slot otherwise. While the fate
+// waits on the winner (PROCESSING, or not readable), the settler watches
+// it.
 func (s *Service) lostClaim(ctx context.Context, mine *Order, hold ratelimit.Hold) (*Order, error) {
 	requestID := mine.RequestID
 	o, err := s.awaitExisting(ctx, requestID, mine.RequestHash)
-	if err == nil && s.releaseIfNotTheirs(ctx, mine, hold, o) {
-		return o, nil
+	holder := o
+	if err != nil || o.Status == StatusProcessing {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		got, gerr := s.orders.Get(gctx, requestID)
+		cancel()
+		holder = got
+		if gerr != nil {
+			holder = nil
+		}
 	}
-	if err == nil && o.Status != StatusProcessing {
-		// The winner's order as just read, final: no second read. On
-		// hold's channel the slot is the winner's own (one member per
-		// requestId).
-		settleSlot(ctx, s.limiter, hold, o, s.log)
-		return o, nil
-	}
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	got, gerr := s.orders.Get(gctx, requestID)
-	cancel()
-	if gerr == nil && s.releaseIfNotTheirs(ctx, mine, hold, got) {
-		return o, err
-	}
-	if gerr == nil && SlotFate(hold.Key.Channel, got) != FateWait {
-		settleSlot(ctx, s.limiter, hold, got, s.log)
-	} else {
-		s.settler.releaseWhenFinal(requestID, hold)
+	if d := settleSlot(ctx, s.limiter, hold, mine, holder, s.log); d.Fate == FateWait {
+		s.settler.releaseWhenFinal(mine, hold)
 	}
 	return o, err
-}
-
-// releaseIfNotTheirs releases hold, mine's slot, when the winner's order
-// is on hold's channel for another amount or currency (see lostClaim), and
-// says whether it did.
-func (s *Service) releaseIfNotTheirs(ctx context.Context, mine *Order, hold ratelimit.Hold, winner *Order) bool {
-	if winner == nil || winner.Channel != hold.Key.Channel || (winner.Amount == mine.Amount && winner.Currency == mine.Currency) {
-		return false
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	if err := s.limiter.Release(rctx, hold); err != nil {
-		s.log.Warn("could not release the slot of a claim lost to another amount; it frees itself when its window passes",
-			"key", hold.Key.String(), "requestId", mine.RequestID, "err", err)
-	}
-	return true
 }
 
 func channelRequest(o *Order) channel.Request {

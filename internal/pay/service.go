@@ -238,7 +238,7 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 	}
 	// Settled by the outcome as stored (an order the channel's own word
 	// ended first is adopted by finish).
-	settleSlot(base, s.limiter, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), o, s.log)
+	settleSlot(base, s.limiter, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), nil, o, s.log)
 	if throttled != nil && o.FailureMessage == throttledMessage {
 		return nil, channelThrottledError(o, throttled.RetryAfter, true)
 	}

@@ -67,10 +67,13 @@ type settleJob struct {
 	// (or UNKNOWN: the sweeper may have marked it).
 	abandoned *Order
 	why       string
-	holds     []ratelimit.Hold
-	deadline  time.Time
-	due       time.Time
-	wait      time.Duration
+	// mine, when watching, is the payment whose slots holds are: an
+	// attempt that lost its claim to the order it watches.
+	mine     *Order
+	holds    []ratelimit.Hold
+	deadline time.Time
+	due      time.Time
+	wait     time.Duration
 }
 
 // NewSettler returns a Settler of orders' slots on limiter; Run starts it.
@@ -126,13 +129,13 @@ func (s *Settler) settleClaimLater(o *Order, why string, holds ...ratelimit.Hold
 	s.add(settleJob{requestID: o.RequestID, abandoned: o, why: why, holds: holds})
 }
 
-// releaseWhenFinal watches requestID's order and settles hold's slot when
-// its fate is known (SlotFate is no longer FateWait).
-func (s *Settler) releaseWhenFinal(requestID string, hold ratelimit.Hold) {
+// releaseWhenFinal watches the order holding mine's requestId and settles
+// hold, mine's slot, when its fate is known (DecideSlot no longer waits).
+func (s *Settler) releaseWhenFinal(mine *Order, hold ratelimit.Hold) {
 	if s == nil {
 		return
 	}
-	s.add(settleJob{requestID: requestID, holds: []ratelimit.Hold{hold}})
+	s.add(settleJob{requestID: mine.RequestID, mine: mine, holds: []ratelimit.Hold{hold}})
 }
 
 // add queues a new job, unless Queue jobs are alive.
@@ -201,10 +204,10 @@ func (s *Settler) attempt(ctx context.Context, j settleJob) (done, missing bool)
 		// Watching, another request's claim, or ours already final (a
 		// write that answered an error was committed after all): the
 		// slots meet that order's fate.
-		if o == nil && SlotFate(j.holds[0].Key.Channel, got) == FateWait {
+		if o == nil && DecideSlot(slotOf(j.holds[0], j.mine, got), got).Fate == FateWait {
 			return false, false
 		}
-		s.settle(gctx, got, j.holds)
+		s.settle(gctx, j.mine, got, j.holds)
 		return true, false
 	}
 	n := *got
@@ -214,13 +217,13 @@ func (s *Settler) attempt(ctx context.Context, j settleJob) (done, missing bool)
 		return false, false
 	}
 	s.opts.Logger.Warn("an abandoned claim was settled as NOT_SENT", "requestId", o.RequestID, "orderNo", o.OrderNo)
-	s.settle(gctx, &n, j.holds)
+	s.settle(gctx, nil, &n, j.holds)
 	return true, false
 }
 
-func (s *Settler) settle(ctx context.Context, o *Order, holds []ratelimit.Hold) {
+func (s *Settler) settle(ctx context.Context, mine, o *Order, holds []ratelimit.Hold) {
 	for _, h := range holds {
-		settleSlot(ctx, s.limiter, h, o, s.opts.Logger)
+		settleSlot(ctx, s.limiter, h, mine, o, s.opts.Logger)
 	}
 }
 

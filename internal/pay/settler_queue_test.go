@@ -67,9 +67,9 @@ func TestSettlerKeepsItsOwnRetriesWhenFull(t *testing.T) {
 	go func() { s.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	ca := ratelimit.Key{BizType: "B", Channel: "CA"}
-	s.releaseWhenFinal("a", ratelimit.HoldOf(ca, "a"))
+	s.releaseWhenFinal(&Order{RequestID: "a", OrderNo: "LA", BizType: "B", Channel: "CA"}, ratelimit.HoldOf(ca, "a"))
 	<-store.in // the worker looks at a's order
-	s.releaseWhenFinal("b", ratelimit.HoldOf(ca, "b"))
+	s.releaseWhenFinal(&Order{RequestID: "b", OrderNo: "LB", BizType: "B", Channel: "CA"}, ratelimit.HoldOf(ca, "b"))
 	store.mu.Lock()
 	close(store.gate) // a's first look: still in flight
 	store.gate = nil

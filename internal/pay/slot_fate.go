@@ -8,25 +8,24 @@ import (
 	"payserver/internal/ratelimit"
 )
 
-// Fate is what becomes of the limiter slot a payment holds on one channel,
-// once its order's state is known.
+// Fate is what becomes of the limiter slot a payment holds on one key,
+// once the order holding its requestId is known.
 type Fate int
 
 // The fates of a slot.
 const (
-	// FateWait: a call on the channel may still happen (the order is
-	// PROCESSING, or not known yet); keep the slot and decide later, or
-	// let it free itself when its window passes.
+	// FateWait: a call under the slot may still happen (the order is
+	// PROCESSING, or not known yet); keep the slot and decide later.
 	FateWait Fate = iota
 	// FateKeep: the channel may have been paid under the slot (SUCCEEDED,
-	// or UNKNOWN, on that channel): it stays counted.
+	// or UNKNOWN, on that key): it stays counted.
 	FateKeep
 	// FateGiveBackAmount: the channel refused the payment (FAILED on that
-	// channel): the call counts, its amount goes back to the amount caps.
+	// key): the call counts, its amount goes back to the amount caps.
 	FateGiveBackAmount
 	// FateRelease: no call can happen under the slot (NOT_SENT on that
-	// channel, or the order ended on another channel, where an UNKNOWN
-	// order stays too: only a PROCESSING one moves).
+	// key, the order ended elsewhere, or the slot is another payment's
+	// attempt at the requestId than the one holding it).
 	FateRelease
 )
 
@@ -34,33 +33,121 @@ func (f Fate) String() string {
 	return [...]string{"wait", "keep", "give back the amount", "release"}[f]
 }
 
-// SlotFate decides the fate of the slot a payment holds on channel from
-// its order as stored: every place that ends a payment, or learns how it
-// ended, settles its slots through it. A nil order (not known yet) waits.
-func SlotFate(channel string, o *Order) Fate {
+// Where says which records of a slot's member a release or a give-back
+// takes away. A member's records are its entries in the windows of the
+// slot's key and of the key's channel-wide key, in the shared store and in
+// each instance's in-process windows; one requestId may have several
+// admissions there (retries, duplicates, instances cut off from Redis).
+type Where int
+
+// The places a settled slot is given back from.
+const (
+	// Everywhere: every record of the member under the slot's key and its
+	// channel-wide key, in process and shared. For a slot no call can
+	// follow under for the requestId, whoever recorded it.
+	Everywhere Where = iota
+	// OwnRecord: this admission's own record only. An admission decided
+	// in process during an outage (Slot.InProcess) was never in the shared
+	// store: the shared store's record of the member there is another
+	// admission's, possibly the paid one's, and stays.
+	OwnRecord
+	// OwnKey: the windows of the slot's own key only (and its own use of
+	// reservations), in every store; not the channel-wide windows, where
+	// the order holding the requestId (another bizType on the same
+	// channel) counts the same member.
+	OwnKey
+)
+
+func (w Where) String() string {
+	return [...]string{"everywhere", "own record", "own key"}[w]
+}
+
+// Decision is a slot's fate and where it is carried out.
+type Decision struct {
+	Fate  Fate
+	Where Where
+}
+
+// Slot is what a payment's flow knows of one slot it took: its key, the
+// amount and currency its check counted, the order it claimed the
+// requestId with (its OrderNo; empty when it claimed none, as a check
+// whose answer was lost), and whether its record was decided in process
+// and kept there only (ratelimit.Hold.InProcess).
+type Slot struct {
+	Key       ratelimit.Key
+	Amount    int64
+	Currency  string
+	OrderNo   string
+	InProcess bool
+}
+
+// DecideSlot decides the fate of slot s from o, the order holding its
+// requestId as stored (nil: not known yet). Every place that ends a
+// payment, or learns how it ended, settles its slots through it. The
+// rules, in order:
+//
+//   - No order known: wait.
+//   - o on another channel: wait while it is PROCESSING and its owner may
+//     yet move it to s's channel (a routed payment never goes back to a
+//     candidate it left); otherwise no call can follow under s's key for
+//     the requestId: release everywhere.
+//   - o on s's channel for another amount or currency: s is an attempt of
+//     another payment with the same requestId, which lost the claim. The
+//     limiter refuses a member held for another amount, so s's record is
+//     s's alone (the winner's admission, if under the same windows, was
+//     decided elsewhere, in process): release it, and only it. An
+//     admission decided in process releases its in-process record only;
+//     the shared record of the member is the winner's.
+//   - o on s's channel for another bizType, same amount: its call is made
+//     under its own key, never s's, and it counts the same member in the
+//     channel-wide windows. Release s's own key's windows, at once.
+//   - o on s's key, and s is o's own slot or another attempt of the same
+//     payment (same amount and currency: the limiter counts one member
+//     with one identity once): the order's state decides, everywhere:
+//     PROCESSING waits, SUCCEEDED and UNKNOWN keep, FAILED gives the
+//     amount back, NOT_SENT releases.
+func DecideSlot(s Slot, o *Order) Decision {
 	if o == nil {
-		return FateWait
+		return Decision{Fate: FateWait}
 	}
 	state := StateOf(o)
 	switch {
-	case state == StateProcessing && o.Channel != channel && routedFrom(o, channel):
-		// A routed payment never goes back to a candidate it left.
-		return FateRelease
-	case state == StateProcessing:
-		// Its owner calls o.Channel, or may yet move it to channel.
-		return FateWait
-	case o.Channel != channel:
-		return FateRelease
+	case o.Channel != s.Key.Channel:
+		if state == StateProcessing && !routedFrom(o, s.Key.Channel) {
+			return Decision{Fate: FateWait}
+		}
+		return Decision{Fate: FateRelease, Where: Everywhere}
+	case o.OrderNo != s.OrderNo && (o.Amount != s.Amount || o.Currency != s.Currency):
+		where := Everywhere
+		if s.InProcess {
+			where = OwnRecord
+		}
+		return Decision{Fate: FateRelease, Where: where}
+	case o.BizType != s.Key.BizType:
+		return Decision{Fate: FateRelease, Where: OwnKey}
 	}
 	switch state {
 	case StateSucceeded, StateUnknown:
-		return FateKeep
+		return Decision{Fate: FateKeep}
 	case StateFailed:
-		return FateGiveBackAmount
+		return Decision{Fate: FateGiveBackAmount, Where: Everywhere}
 	case StateNotSent:
-		return FateRelease
+		return Decision{Fate: FateRelease, Where: Everywhere}
 	}
-	return FateWait
+	return Decision{Fate: FateWait}
+}
+
+// slotOf is what mine's flow knows of the slot hold keeps for it. A nil
+// mine is a slot of the order it is settled against (o's own).
+func slotOf(hold ratelimit.Hold, mine, o *Order) Slot {
+	if mine == nil {
+		mine = o
+	}
+	s := Slot{Key: hold.Key, InProcess: hold.InProcess()}
+	if mine != nil {
+		s.Amount, s.Currency, s.OrderNo = mine.Amount, mine.Currency, mine.OrderNo
+	}
+	return s
 }
 
 // holdFor is the slot o's payment holds on key: the one its flow took,
@@ -79,28 +166,40 @@ func holdFor(key ratelimit.Key, o *Order) ratelimit.Hold {
 	return ratelimit.HoldOf(key, o.RequestID)
 }
 
-// settleSlot gives the slot hold keeps for o's payment its fate (SlotFate
-// on hold's channel). Releasing and giving back are idempotent, so settling
-// twice (the owner and a notification) changes nothing more.
-func settleSlot(ctx context.Context, limiter Limiter, hold ratelimit.Hold, o *Order, log *slog.Logger) {
-	key := hold.Key
-	fate := SlotFate(key.Channel, o)
-	if fate != FateRelease && fate != FateGiveBackAmount {
-		return
+// where is hold narrowed to the records w names.
+func where(hold ratelimit.Hold, w Where) ratelimit.Hold {
+	switch w {
+	case Everywhere:
+		return hold.Everywhere()
+	case OwnKey:
+		return hold.Everywhere().OwnKey()
+	}
+	return hold
+}
+
+// settleSlot gives the slot hold keeps for mine's payment the fate
+// DecideSlot gives it against o, the order holding the requestId (mine nil:
+// the slot is o's own). Releasing and giving back are idempotent, so
+// settling twice (the owner and a notification) changes nothing more. It
+// returns the decision, so that a caller can keep watching a slot that
+// waits.
+func settleSlot(ctx context.Context, limiter Limiter, hold ratelimit.Hold, mine, o *Order, log *slog.Logger) Decision {
+	d := DecideSlot(slotOf(hold, mine, o), o)
+	if d.Fate != FateRelease && d.Fate != FateGiveBackAmount {
+		return d
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	// No call can follow under the key for this requestId: every record
-	// of it there goes, in process and shared.
-	hold = hold.Everywhere()
+	h := where(hold, d.Where)
 	var err error
-	if fate == FateRelease {
-		err = limiter.Release(sctx, hold)
+	if d.Fate == FateRelease {
+		err = limiter.Release(sctx, h)
 	} else {
-		err = limiter.ReleaseAmount(sctx, hold)
+		err = limiter.ReleaseAmount(sctx, h)
 	}
 	if err != nil {
 		log.Warn("could not settle a payment's limiter slot; it frees itself when its window passes",
-			"key", key.String(), "requestId", o.RequestID, "fate", fate.String(), "err", err)
+			"key", hold.Key.String(), "requestId", hold.Member, "fate", d.Fate.String(), "where", d.Where.String(), "err", err)
 	}
+	return d
 }

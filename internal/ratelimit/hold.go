@@ -31,6 +31,36 @@ type Hold struct {
 	// Everywhere clears it, for a release that no record of the member on
 	// the key may outlive.
 	inProcess bool
+	// ownKey keeps the release to the windows of Key itself and its own
+	// use of reservations (TrackOwn), leaving the channel-wide windows:
+	// OwnKey.
+	ownKey bool
+}
+
+// InProcess reports whether h's admission was decided in process during
+// an outage and recorded there only (SourceLocal, its member new to the
+// in-process windows or a retry of such an admission): releasing h leaves
+// the shared store's record of the member, which is another admission's.
+func (h Hold) InProcess() bool { return h.inProcess }
+
+// OwnKey is h released from the windows of its own key only (and its own
+// use of reservations), not from its channel-wide key's windows: for a slot
+// whose requestId is held by a payment of another bizType on the same
+// channel, which counts the same member in those windows.
+func (h Hold) OwnKey() Hold {
+	h.ownKey = true
+	return h
+}
+
+// ownKeyWindows keeps the windows of ws that OwnKey releases.
+func (h Hold) ownKeyWindows(ws []KeyWindow) []KeyWindow {
+	out := ws[:0:0]
+	for _, w := range ws {
+		if w.Key == h.Key || w.Track == TrackOwn {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // Everywhere is h released from every store: for a slot whose payment can

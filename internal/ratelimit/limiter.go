@@ -312,6 +312,9 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
 	if h.Known() {
 		windows = unionWindows(h.held(amountsOnly), windows)
 	}
+	if h.ownKey {
+		windows = h.ownKeyWindows(windows)
+	}
 	if len(windows) == 0 {
 		return nil
 	}

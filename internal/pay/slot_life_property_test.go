@@ -1,0 +1,250 @@
+package pay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
+
+	"payserver/internal/limits"
+	"payserver/internal/ratelimit"
+	"payserver/internal/testutil"
+)
+
+// The slot-life property: two instances share one store (Redis), each
+// cut off from it now and then (deciding in process, policy local). One
+// requestId is attempted several times, from either instance, under two
+// bizTypes of a channel with a channel-wide key, or on another channel,
+// for two amounts: retries, duplicates, in-process admissions and their
+// retries. The first admitted attempt wins the claim (its order), the
+// others lose it; the order ends in a random state. Every admitted
+// attempt's slot is then settled through DecideSlot and its instance's
+// limiter. The oracle is a model of who holds what in the shared store,
+// written from the rules alone: a window's record of the member was
+// created by the first attempt the shared store admitted there, with that
+// attempt's amount; it stays counted exactly when the order is on that
+// window's key (or, for the channel-wide window, on its channel) for that
+// amount and its state keeps the slot, and its amount stays when that
+// state is SUCCEEDED or UNKNOWN.
+
+const slotLifeDoc = `limits:
+  P:C1: [{limit: 100, calendar: day}, {amount: 1000000, calendar: day, currency: CNY}]
+  Q:C1: [{limit: 100, calendar: day}, {amount: 1000000, calendar: day, currency: CNY}]
+  P:C2: [{limit: 100, calendar: day}, {amount: 1000000, calendar: day, currency: CNY}]
+  "*:C1": [{limit: 100, calendar: day}]
+`
+
+// cutStore is one instance's way to the shared store: while cut, a call
+// fails as a refused connection does (provably never run).
+type cutStore struct {
+	ratelimit.Store
+	cut atomic.Bool
+}
+
+var errCut = &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+
+func (s *cutStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
+	if s.cut.Load() {
+		return ratelimit.StoreResult{}, errCut
+	}
+	return s.Store.Check(ctx, ws, m, amount)
+}
+
+func (s *cutStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) error {
+	if s.cut.Load() {
+		return errCut
+	}
+	return s.Store.Release(ctx, ws, m)
+}
+
+// slotLifeTarget makes, for each history, a fresh shared store.
+type slotLifeTarget struct {
+	name string
+	make func(t *testing.T) func(run string) ratelimit.Store
+}
+
+func slotLifeTargets() []slotLifeTarget {
+	redisOn := func(t *testing.T, c redis.UniversalClient) func(string) ratelimit.Store {
+		return func(run string) ratelimit.Store {
+			s, err := ratelimit.NewRedisStore(c, "test:slotlife:"+run+":")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	}
+	return []slotLifeTarget{
+		{"local", func(t *testing.T) func(string) ratelimit.Store {
+			return func(string) ratelimit.Store { return ratelimit.NewLocalStore(nil) }
+		}},
+		{"embedded", func(t *testing.T) func(string) ratelimit.Store {
+			_, c := testutil.MustMiniredis(t)
+			return redisOn(t, c)
+		}},
+		{"redis", func(t *testing.T) func(string) ratelimit.Store { return redisOn(t, testutil.MustRedis(t)) }},
+	}
+}
+
+type slotAttempt struct {
+	inst     int
+	key      ratelimit.Key
+	amount   int64
+	admitted bool
+	shared   bool // the shared store admitted it (SourceRedis)
+	hold     ratelimit.Hold
+}
+
+func TestSlotLifeAgreesWithWhoHoldsWhat(t *testing.T) {
+	testutil.PropertyChecks(t, 300)
+	parsed, err := limits.Parse([]byte(slotLifeDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range slotLifeTargets() {
+		t.Run(target.name, func(t *testing.T) {
+			stores := target.make(t)
+			var run atomic.Int64
+			rapid.Check(t, func(rt *rapid.T) {
+				id := fmt.Sprintf("%d-%d", time.Now().UnixNano(), run.Add(1))
+				slotLifeHistory(rt, stores(id), parsed.Config, "r"+id)
+			})
+		})
+	}
+}
+
+func slotLifeHistory(rt *rapid.T, store ratelimit.Store, cfg *ratelimit.Config, member string) {
+	ctx := context.Background()
+	clock := testutil.NewClock(time.Now())
+	var ways [2]*cutStore
+	var lims [2]*ratelimit.Limiter
+	for i := range lims {
+		ways[i] = &cutStore{Store: store}
+		// A second per store call: a loaded machine must not turn a slow
+		// answer into a lost one (another history).
+		l, err := ratelimit.New(ways[i], ratelimit.Options{Now: clock.Now, DisableNearCache: true, Policy: ratelimit.PolicyLocal, Timeout: time.Second})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		l.SetConfig(cfg)
+		lims[i] = l
+	}
+	keys := []ratelimit.Key{{BizType: "P", Channel: "C1"}, {BizType: "Q", Channel: "C1"}, {BizType: "P", Channel: "C2"}}
+	var attempts []*slotAttempt
+	n := rapid.IntRange(2, 6).Draw(rt, "attempts")
+	for i := 0; i < n; i++ {
+		a := &slotAttempt{
+			inst:   rapid.IntRange(0, 1).Draw(rt, "instance"),
+			key:    rapid.SampledFrom(keys).Draw(rt, "key"),
+			amount: rapid.SampledFrom([]int64{100, 200}).Draw(rt, "amount"),
+		}
+		if cut := rapid.Bool().Draw(rt, "cut"); cut != ways[a.inst].cut.Load() {
+			ways[a.inst].cut.Store(cut)
+			clock.Advance(time.Minute) // past the breaker's cool-down either way
+		}
+		d, err := lims[a.inst].Check(ctx, ratelimit.Request{Key: a.key, Member: member, Amount: a.amount, Currency: "CNY"})
+		if err != nil {
+			rt.Fatalf("check: %v", err)
+		}
+		a.admitted, a.shared, a.hold = d.Allowed, d.Allowed && d.Source == ratelimit.SourceRedis, d.Hold
+		attempts = append(attempts, a)
+	}
+	// The first admitted attempt wins the claim.
+	var winner *Order
+	var winnerAt = -1
+	for i, a := range attempts {
+		if a.admitted {
+			winner = &Order{OrderNo: fmt.Sprintf("O%d", i), RequestID: member, BizType: a.key.BizType, Channel: a.key.Channel, Amount: a.amount, Currency: "CNY"}
+			winnerAt = i
+			break
+		}
+	}
+	if winner == nil {
+		return
+	}
+	switch rapid.IntRange(0, 3).Draw(rt, "state") {
+	case 0:
+		winner.Status = StatusSucceeded
+	case 1:
+		winner.Status = StatusUnknown
+	case 2:
+		winner.Status, winner.FailureCode = StatusFailed, "DECLINED"
+	default:
+		winner.Status, winner.FailureCode = StatusFailed, FailureNotSent
+	}
+	for i := range ways {
+		ways[i].cut.Store(false)
+	}
+	clock.Advance(time.Minute)
+	for i, a := range attempts {
+		if !a.admitted {
+			continue
+		}
+		mine := &Order{OrderNo: fmt.Sprintf("O%d", i), RequestID: member, BizType: a.key.BizType, Channel: a.key.Channel, Amount: a.amount, Currency: "CNY"}
+		if i == winnerAt {
+			mine = nil
+		}
+		d := DecideSlot(slotOf(a.hold, mine, winner), winner)
+		if d.Fate == FateWait {
+			rt.Fatalf("attempt %d waits on a final order", i)
+		}
+		h := where(a.hold, d.Where)
+		var err error
+		switch d.Fate {
+		case FateRelease:
+			err = lims[a.inst].Release(ctx, h)
+		case FateGiveBackAmount:
+			err = lims[a.inst].ReleaseAmount(ctx, h)
+		}
+		if err != nil {
+			rt.Fatalf("settling attempt %d (%s %s): %v", i, d.Fate, d.Where, err)
+		}
+	}
+	// The oracle: who holds what in the shared store.
+	state := StateOf(winner)
+	keeps := state == StateSucceeded || state == StateUnknown || state == StateFailed
+	keepsAmount := state == StateSucceeded || state == StateUnknown
+	first := func(match func(*slotAttempt) bool) (int64, bool) {
+		for _, a := range attempts {
+			if a.shared && match(a) {
+				return a.amount, true
+			}
+		}
+		return 0, false
+	}
+	var log []string
+	for i, a := range attempts {
+		log = append(log, fmt.Sprintf("%d: instance %d %s %d admitted %v shared %v inProcess %v", i, a.inst, a.key, a.amount, a.admitted, a.shared, a.hold.InProcess()))
+	}
+	wantCount := map[ratelimit.Key]int64{}
+	wantAmount := map[ratelimit.Key]int64{}
+	for _, k := range keys {
+		x, ok := first(func(a *slotAttempt) bool { return a.key == k })
+		if ok && keeps && winner.BizType == k.BizType && winner.Channel == k.Channel && winner.Amount == x {
+			wantCount[k] = 1
+			if keepsAmount {
+				wantAmount[k] = x
+			}
+		}
+	}
+	wide := ratelimit.ChannelWide("C1")
+	if x, ok := first(func(a *slotAttempt) bool { return a.key.Channel == "C1" }); ok && keeps && winner.Channel == "C1" && winner.Amount == x {
+		wantCount[wide] = 1
+	}
+	for _, k := range append(keys, wide) {
+		ws := ratelimit.KeyWindows(k, cfg.Rules[k].Windows)
+		use, err := store.Usage(ctx, ws)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if use[0] != wantCount[k] || len(use) > 1 && use[1] != wantAmount[k] {
+			rt.Fatalf("shared %s holds %v, want count %d amount %d\nwinner %s on %s:%s for %d, %s\n%v",
+				k, use, wantCount[k], wantAmount[k], winner.OrderNo, winner.BizType, winner.Channel, winner.Amount, state, log)
+		}
+	}
+}
