@@ -150,14 +150,12 @@ func (c *call) describe() {
 	}
 	_ = json.Unmarshal(c.body, &probe) // best effort: fields of the wrong type stay empty
 	c.line.OrderNo, c.line.RequestID = probe.OrderNo, probe.RequestID
-	if c.line.Op == OpPay {
-		c.line.Amount, c.line.Currency = probe.Amount, probe.Currency
-	}
+	c.line.Amount, c.line.Currency = probe.Amount, probe.Currency
 }
 
 // fillFromOrder completes a line from the order's records: its requestId
 // when the call did not carry one, and a query's or close's amount and
-// currency.
+// currency (the order's, when the gateway has them).
 func (c *call) fillFromOrder(o Order, found bool) {
 	if !found {
 		return
@@ -165,7 +163,7 @@ func (c *call) fillFromOrder(o Order, found bool) {
 	if c.line.RequestID == "" {
 		c.line.RequestID = o.RequestID
 	}
-	if c.line.Op != OpPay {
+	if c.line.Op != OpPay && o.Amount != 0 {
 		c.line.Amount, c.line.Currency = o.Amount, o.Currency
 	}
 }
@@ -289,7 +287,7 @@ func (c *call) close(req gateway.OrderRequest) (gateway.Answer, error) {
 	defer unlock()
 	o, found := c.e.store.Order(c.ch.code, req.OrderNo)
 	if !found {
-		o = Order{Channel: c.ch.code, OrderNo: req.OrderNo, RequestID: req.RequestID}
+		o = Order{Channel: c.ch.code, OrderNo: req.OrderNo, RequestID: req.RequestID, Amount: req.Amount, Currency: req.Currency}
 	}
 	next := o.closedAt(time.Now())
 	c.line.Outcome, c.line.TradeNo = gateway.Closed, o.TradeNo

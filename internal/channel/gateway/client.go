@@ -71,14 +71,19 @@ type Channel struct {
 //
 // Requests are HTTP/1.1 on pooled keep-alive connections (at most
 // cfg.MaxConns; idle ones close after 30s), never through a proxy (whose
-// connection would say nothing about the gateway's), and marked with an
-// Idempotency-Key header. That header lets the transport send a request
-// again, within the same call's time and on a new connection, when a
-// reused connection failed before any answer (most often the gateway
-// closing it as idle just as the request left): the gateway answers a
-// repeated pay, query or close of one order with its first outcome, so a
-// repeat is safe, and it turns what would be an unknown outcome into an
-// answer. Because of such repeats, a connect error counts as "not sent"
+// connection would say nothing about the gateway's).
+//
+// A pay goes on the wire at most once. It carries no Idempotency-Key, so
+// net/http does not take it for replayable: once any byte of it was
+// written, a connection that dies before the answer ends the call, an
+// unknown outcome for the resolver (query, close, notification). The
+// transport may still move it to a new connection when not one byte of
+// it was written on a reused one. A query or a close is marked with an
+// Idempotency-Key header, which lets the transport send it again, within
+// the same call's time and on a new connection, when a reused connection
+// failed before any answer (most often the gateway closing it as idle
+// just as the request left): neither changes anything a repeat could
+// double. Because of such repeats, a connect error counts as "not sent"
 // only when no earlier attempt of the call had a connection.
 func NewChannel(cfg Config, logger *slog.Logger, now func() time.Time) (*Channel, error) {
 	if err := cfg.Validate(); err != nil {
@@ -162,7 +167,7 @@ func (c *Channel) Pay(ctx context.Context, req channel.Request) (channel.Result,
 // Processing), channel.ErrNotFound when the gateway has no such order, or
 // another error, which teaches nothing.
 func (c *Channel) Query(ctx context.Context, req channel.Request) (channel.Result, error) {
-	a, err := c.call(ctx, opQuery, PathQuery, req.OrderNo, OrderRequest{OrderNo: req.OrderNo, RequestID: req.RequestID})
+	a, err := c.call(ctx, opQuery, PathQuery, req.OrderNo, orderRequest(req))
 	if err != nil {
 		return channel.Result{}, err
 	}
@@ -179,7 +184,7 @@ func (c *Channel) Query(ctx context.Context, req channel.Request) (channel.Resul
 // it, and the CloseResult says whether it had (and then its outcome). Any
 // other answer or failure is an error, which teaches nothing.
 func (c *Channel) Close(ctx context.Context, req channel.Request) (channel.CloseResult, error) {
-	a, err := c.call(ctx, opClose, PathClose, req.OrderNo, OrderRequest{OrderNo: req.OrderNo, RequestID: req.RequestID})
+	a, err := c.call(ctx, opClose, PathClose, req.OrderNo, orderRequest(req))
 	if err != nil {
 		return channel.CloseResult{}, err
 	}
@@ -199,6 +204,11 @@ func (c *Channel) Close(ctx context.Context, req channel.Request) (channel.Close
 			fmt.Errorf("%w: CLOSED processed with result %q", ErrBadAnswer, a.Result))
 	}
 	return channel.CloseResult{Processed: true, Result: res}, nil
+}
+
+// orderRequest is the body of a query or close of req's order.
+func orderRequest(req channel.Request) OrderRequest {
+	return OrderRequest{OrderNo: req.OrderNo, RequestID: req.RequestID, Amount: req.Amount, Currency: req.Currency}
 }
 
 // paymentResult is the Result of a payment outcome (SUCCEEDED, DECLINED,
@@ -251,7 +261,10 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Idempotency-Key", op+":"+orderNo) // see NewChannel
+	if op != opPay {
+		// Replayable by the transport: see NewChannel. A pay is never.
+		req.Header.Set("Idempotency-Key", op+":"+orderNo)
+	}
 	Sign(req.Header, c.secret, body, c.now())
 
 	resp, err := c.client.Do(req)

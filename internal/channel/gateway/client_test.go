@@ -149,7 +149,7 @@ func checkGot(t *testing.T, g *testGateway, path string, signed bool) {
 		if r.Pay != want {
 			t.Errorf("the gateway got %+v, want %+v", r.Pay, want)
 		}
-	} else if want := (OrderRequest{OrderNo: testOrder.OrderNo, RequestID: testOrder.RequestID}); r.Order != want {
+	} else if want := (OrderRequest{OrderNo: testOrder.OrderNo, RequestID: testOrder.RequestID, Amount: testOrder.Amount, Currency: testOrder.Currency}); r.Order != want {
 		t.Errorf("the gateway got %+v, want %+v", r.Order, want)
 	}
 }
@@ -418,21 +418,24 @@ func TestPayWaitingForConnection(t *testing.T) {
 	}
 }
 
-// TestKeepAliveRepeat: a pay on a reused connection that the gateway drops
-// after reading is sent again on a new connection (the Idempotency-Key
-// makes it replayable; the gateway answers a repeat with the first
-// outcome). When the repeat cannot even connect, the outcome is still
-// unknown: the first attempt reached the gateway, so the connect error
-// must not make it ErrNotSent.
+// TestKeepAliveRepeat: a query on a reused connection that the gateway
+// drops after reading is sent again on a new connection (the
+// Idempotency-Key makes it replayable; a query changes nothing). When the
+// repeat cannot even connect, the outcome is still unknown: the first
+// attempt reached the gateway, so the connect error must not make it
+// ErrNotSent. A pay is never sent again: it carries no Idempotency-Key,
+// and its dropped connection leaves an unknown outcome.
 func TestKeepAliveRepeat(t *testing.T) {
 	cases := []struct {
 		name        string
+		pay         bool // a pay instead of a query
 		closeListen bool // the gateway stops listening as it drops the connection
 		// repeatAnswer, when set, answers the repeat (the first attempt may
 		// have been processed, whatever the repeat is told).
 		repeatAnswer behaviour
 		want         class
 	}{
+		{name: "pay not repeated", pay: true, want: unknown},
 		{name: "repeat answered", want: answered},
 		{name: "repeat cannot connect", closeListen: true, want: unknown},
 		{name: "repeat refused 401", repeatAnswer: status(http.StatusUnauthorized), want: unknown},
@@ -468,7 +471,11 @@ func TestKeepAliveRepeat(t *testing.T) {
 				t.Fatalf("warm-up pay: %v", err)
 			}
 
-			res, err := ch.Pay(context.Background(), testOrder)
+			call := query
+			if tc.pay {
+				call = pay
+			}
+			res, err := call(ch, context.Background(), testOrder)
 			if got := classOf(err); got != tc.want {
 				t.Fatalf("class %s (err %v), want %s", got, err, tc.want)
 			}
@@ -486,7 +493,7 @@ func TestKeepAliveRepeat(t *testing.T) {
 				}
 			}
 			want := []int32{2, 1} // dropped on the reused connection, then a new one
-			if tc.closeListen {
+			if tc.closeListen || tc.pay {
 				want = want[:1]
 			}
 			if fmt.Sprint(onConns) != fmt.Sprint(want) {

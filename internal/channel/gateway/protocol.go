@@ -44,12 +44,14 @@ type PayRequest struct {
 	Subject    string `json:"subject,omitempty"`
 }
 
-// OrderRequest is the body of POST /query and POST /close. RequestID is
-// the order's requestId, for the gateway's books; the order is named by
-// OrderNo alone.
+// OrderRequest is the body of POST /query and POST /close. RequestID,
+// Amount and Currency are the order's, for the gateway's books; the order
+// is named by OrderNo alone.
 type OrderRequest struct {
 	OrderNo   string `json:"orderNo"`
 	RequestID string `json:"requestId,omitempty"`
+	Amount    int64  `json:"amount,omitempty"`
+	Currency  string `json:"currency,omitempty"`
 }
 
 // PathNotify is payserver's endpoint for a gateway's asynchronous
