@@ -23,6 +23,9 @@ import (
 	"payserver/internal/testutil"
 )
 
+// testSecret is the emulator's -secret in these tests.
+const testSecret = "channel-emulator-test-secret-0123456789"
+
 func TestRunRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -30,11 +33,13 @@ func TestRunRefuses(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no secret", []string{"-addr", "127.0.0.1:0"}, 2, "-secret is required"},
-		{"not loopback", []string{"-secret", "s", "-addr", "0.0.0.0:0", "-ledger", filepath.Join(t.TempDir(), "l.db")}, 1, "not a loopback address"},
-		{"bad behaviour", []string{"-secret", "s", "-behaviour", `ALIPAY={"dropRate":7}`}, 2, "dropRate"},
-		{"bad level", []string{"-secret", "s", "-log-level", "loud"}, 2, "-log-level"},
-		{"unknown channel behaviour", []string{"-secret", "s", "-addr", "127.0.0.1:0", "-ledger", filepath.Join(t.TempDir(), "l.db"), "-channels", "ALIPAY", "-behaviour", `WECHAT={}`}, 1, "WECHAT"},
+		{"no secret", []string{"-addr", "127.0.0.1:0"}, 2, "-secret or -key is required"},
+		{"bad key", []string{"-key", "ALIPAY=nosecret"}, 2, "want CODE=ID:SECRET"},
+		{"short key", []string{"-key", "ALIPAY=k1:short", "-secret", testSecret, "-addr", "127.0.0.1:0", "-ledger", filepath.Join(t.TempDir(), "l.db")}, 1, "shorter than 32"},
+		{"not loopback", []string{"-secret", testSecret, "-addr", "0.0.0.0:0", "-ledger", filepath.Join(t.TempDir(), "l.db")}, 1, "not a loopback address"},
+		{"bad behaviour", []string{"-secret", testSecret, "-behaviour", `ALIPAY={"dropRate":7}`}, 2, "dropRate"},
+		{"bad level", []string{"-secret", testSecret, "-log-level", "loud"}, 2, "-log-level"},
+		{"unknown channel behaviour", []string{"-secret", testSecret, "-addr", "127.0.0.1:0", "-ledger", filepath.Join(t.TempDir(), "l.db"), "-channels", "ALIPAY", "-behaviour", `WECHAT={}`}, 1, "WECHAT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -129,14 +134,15 @@ func (p *process) pay(t *testing.T, client *http.Client, secret, channel string,
 	t.Helper()
 	body, _ := json.Marshal(req)
 	hreq, _ := http.NewRequest(http.MethodPost, p.base+"/"+channel+gateway.PathPay, bytes.NewReader(body))
-	gateway.Sign(hreq.Header, []byte(secret), body, time.Now())
+	key := gateway.Key{ID: emulator.DefaultKeyID, Secret: []byte(secret)}
+	gateway.Sign(hreq.Header, key, gateway.Message{Method: http.MethodPost, Path: hreq.URL.Path, Body: body}, time.Now())
 	resp, err := client.Do(hreq)
 	if err != nil {
 		return gateway.Answer{}, err
 	}
 	defer resp.Body.Close()
 	answerBody, _ := io.ReadAll(resp.Body)
-	if err := gateway.Verify(resp.Header, []byte(secret), answerBody, time.Now()); err != nil {
+	if _, err := gateway.Verify(resp.Header, gateway.Keys{key}, gateway.Message{Method: http.MethodPost, Path: hreq.URL.Path, Body: answerBody, Answer: true}, time.Now()); err != nil {
 		t.Errorf("answer's signature: %v", err)
 	}
 	var a gateway.Answer
@@ -174,7 +180,7 @@ func (p *process) ledger(t *testing.T) []emulator.Line {
 func TestBinary(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger.db")
-	const secret = "binary-test-secret"
+	const secret = testSecret
 	p := start(t, "-secret", secret, "-ledger", ledger, "-channels", "ALIPAY, WECHAT", "-behaviour", `WECHAT={"declineRate":1}`)
 	client := &http.Client{Timeout: 5 * time.Second}
 	answer, err := p.pay(t, client, secret, "ALIPAY", gateway.PayRequest{OrderNo: "o-1", RequestID: "r-1", MerchantID: "M", Amount: 990, Currency: "CNY"})
@@ -227,7 +233,7 @@ func TestBinary(t *testing.T) {
 // the books, and the restarted emulator replays it.
 func TestBinaryKilledMidCall(t *testing.T) {
 	ledger := filepath.Join(t.TempDir(), "ledger.db")
-	const secret = "kill-test-secret"
+	const secret = testSecret
 	p := start(t, "-secret", secret, "-ledger", ledger, "-behaviour", `ALIPAY={"lostAnswerRate":1,"holdMs":60000}`)
 	req := gateway.PayRequest{OrderNo: "o-1", RequestID: "r-1", MerchantID: "M", Amount: 5, Currency: "USD"}
 	called := make(chan error, 1)

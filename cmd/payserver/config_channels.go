@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"sort"
 	"strings"
 	"time"
 
@@ -22,7 +23,13 @@ type GatewayConfig struct {
 	// URL is the gateway's base URL for this channel (the protocol's /pay,
 	// /query and /close are appended).
 	URL string `yaml:"url"`
-	// Secret signs every request and answer. Never logged.
+	// Keys are the channel's signing keys: the first signs payserver's
+	// requests, a message signed under any of them is accepted. Rolling a
+	// key: add the new one second, move it first, remove the old one, each
+	// step done on both sides before the next. Secrets are never logged;
+	// one shorter than 32 bytes refuses the start.
+	Keys []GatewayKey `yaml:"keys"`
+	// Secret is the one key, id "default", of a channel without Keys.
 	Secret string `yaml:"secret"`
 	// ConnectTimeout bounds a connect and TLS handshake; 0 means 1s.
 	ConnectTimeout time.Duration `yaml:"connectTimeout"`
@@ -44,19 +51,46 @@ type GatewayConfig struct {
 	ThrottleCodes []string `yaml:"throttleCodes"`
 }
 
+// GatewayKey is one signing key of a channel (gateway.Key).
+type GatewayKey struct {
+	ID     string `yaml:"id"`
+	Secret string `yaml:"secret"`
+}
+
+// defaultKeyID is the id of a key given as a bare secret
+// (gateway.secret, PAYSERVER_CHANNEL_GATEWAY_SECRET).
+const defaultKeyID = "default"
+
+// keysOf returns code's signing keys, and whether they are the fleet-wide
+// PAYSERVER_CHANNEL_GATEWAY_SECRET, which every channel without keys of
+// its own shares.
+func (c Config) keysOf(code string) (keys gateway.Keys, shared bool) {
+	g := c.Channels[code].Gateway
+	switch {
+	case len(g.Keys) > 0:
+		for _, k := range g.Keys {
+			keys = append(keys, gateway.Key{ID: k.ID, Secret: []byte(k.Secret)})
+		}
+		return keys, false
+	case g.Secret != "":
+		return gateway.Keys{{ID: defaultKeyID, Secret: []byte(g.Secret)}}, false
+	case c.ChannelGatewaySecret != "":
+		return gateway.Keys{{ID: defaultKeyID, Secret: []byte(c.ChannelGatewaySecret)}}, true
+	}
+	return nil, false
+}
+
 // gatewayOf returns code's gateway connection, and false for a channel
-// served by an in-process simulator. A channel's own URL and secret win
+// served by an in-process simulator. A channel's own URL and keys win
 // over the fleet-wide ones (PAYSERVER_CHANNEL_GATEWAY_URL and _SECRET),
 // which serve the channel at URL/CODE.
 func (c Config) gatewayOf(code string) (gateway.Config, bool) {
 	g := c.Channels[code].Gateway
-	url, secret := g.URL, g.Secret
+	url := g.URL
 	if url == "" && c.ChannelGatewayURL != "" {
 		url = strings.TrimSuffix(c.ChannelGatewayURL, "/") + "/" + code
 	}
-	if secret == "" {
-		secret = c.ChannelGatewaySecret
-	}
+	keys, _ := c.keysOf(code)
 	if url == "" {
 		return gateway.Config{}, false
 	}
@@ -65,11 +99,27 @@ func (c Config) gatewayOf(code string) (gateway.Config, bool) {
 		call = c.ChannelTimeout
 	}
 	return gateway.Config{
-		Code: code, BaseURL: url, Secret: []byte(secret),
+		Code: code, BaseURL: url, Keys: keys,
 		ConnectTimeout: g.ConnectTimeout, CallTimeout: call, MaxConns: g.MaxConns,
 		CAFile: g.CAFile, CertFile: g.CertFile, KeyFile: g.KeyFile, ServerName: g.ServerName,
 		ThrottleCodes: g.ThrottleCodes,
 	}, true
+}
+
+// sharedKeyChannels returns the gateway-served channels that sign with
+// the fleet-wide PAYSERVER_CHANNEL_GATEWAY_SECRET, sorted.
+func (c Config) sharedKeyChannels() []string {
+	var codes []string
+	for code := range c.Channels {
+		if _, ok := c.gatewayOf(code); !ok {
+			continue
+		}
+		if _, shared := c.keysOf(code); shared {
+			codes = append(codes, code)
+		}
+	}
+	sort.Strings(codes)
+	return codes
 }
 
 // validateGateways checks every gateway-served channel's connection.
@@ -80,8 +130,12 @@ func (c Config) validateGateways() error {
 		if !ok {
 			continue
 		}
-		if len(g.Secret) == 0 {
-			errs = append(errs, errors.New("channel "+code+": a gateway needs a secret (channels."+code+".gateway.secret or PAYSERVER_CHANNEL_GATEWAY_SECRET)"))
+		if len(g.Keys) == 0 {
+			errs = append(errs, errors.New("channel "+code+": a gateway needs keys (channels."+code+".gateway.keys, or PAYSERVER_CHANNEL_GATEWAY_SECRET)"))
+			continue
+		}
+		if own := c.Channels[code].Gateway; len(own.Keys) > 0 && own.Secret != "" {
+			errs = append(errs, errors.New("channel "+code+": gateway.keys and gateway.secret are both set; keep keys"))
 			continue
 		}
 		if err := g.Validate(); err != nil {

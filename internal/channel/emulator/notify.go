@@ -23,8 +23,10 @@ import (
 type NotifierConfig struct {
 	// URL is payserver's base URL; a notification goes to
 	// URL + gateway.PathNotify with the channel's code.
-	URL    string
-	Secret []byte
+	URL string
+	// Key returns the key that signs a channel's notifications; false
+	// drops them.
+	Key func(channel string) (gateway.Key, bool)
 	// Client sends the notifications; nil is a client with a 3 s timeout.
 	Client *http.Client
 	Logger *slog.Logger
@@ -60,7 +62,7 @@ type NotifierStats struct {
 // attempts per copy with exponential backoff. Close stops it.
 type Notifier struct {
 	base     string
-	secret   []byte
+	key      func(string) (gateway.Key, bool)
 	client   *http.Client
 	log      *slog.Logger
 	limit    int
@@ -95,15 +97,15 @@ func NewNotifier(cfg NotifierConfig, rand *roller) (*Notifier, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("emulator: notify URL %q is not an http(s) URL", cfg.URL)
 	}
-	if len(cfg.Secret) == 0 {
-		return nil, errors.New("emulator: notifier without a secret")
+	if cfg.Key == nil {
+		return nil, errors.New("emulator: notifier without keys")
 	}
 	if rand == nil {
 		return nil, errors.New("emulator: notifier without a random source")
 	}
 	n := &Notifier{
 		base:     strings.TrimRight(cfg.URL, "/"),
-		secret:   cfg.Secret,
+		key:      cfg.Key,
 		client:   cfg.Client,
 		log:      cfg.Logger,
 		limit:    cfg.QueueLimit,
@@ -292,7 +294,11 @@ func (n *Notifier) post(ctx context.Context, j *job) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	gateway.Sign(req.Header, n.secret, body, time.Now())
+	key, ok := n.key(j.channel)
+	if !ok {
+		return 0, fmt.Errorf("no key for channel %s", j.channel)
+	}
+	gateway.Sign(req.Header, key, gateway.Message{Method: req.Method, Path: req.URL.EscapedPath(), Body: body}, time.Now())
 	resp, err := n.client.Do(req)
 	if err != nil {
 		return 0, err

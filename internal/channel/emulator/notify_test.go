@@ -38,7 +38,7 @@ func newPayserverStub(t *testing.T) *payserverStub {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.calls++
-		if err := gateway.Verify(r.Header, []byte(testSecret), body, time.Now()); err != nil {
+		if _, err := gateway.Verify(r.Header, gateway.Keys{testKey}, gateway.Message{Method: r.Method, Path: r.URL.Path, Body: body}, time.Now()); err != nil {
 			t.Errorf("notification with a bad signature: %v", err)
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -200,7 +200,7 @@ func TestNotifierQueueBoundAndClose(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
 	defer srv.Close()
 	defer close(block)
-	n, err := NewNotifier(NotifierConfig{URL: srv.URL, Secret: []byte(testSecret), QueueLimit: 2}, newRoller(1))
+	n, err := NewNotifier(NotifierConfig{URL: srv.URL, Key: func(string) (gateway.Key, bool) { return testKey, true }, QueueLimit: 2}, newRoller(1))
 	if err != nil {
 		t.Fatal(err)
 	}

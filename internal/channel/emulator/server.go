@@ -95,9 +95,8 @@ func (c *call) serve() {
 		c.fail(http.StatusBadRequest, codeInvalidRequest, "reading the body: "+readErr.Error())
 		return
 	}
-	if err := gateway.Verify(c.r.Header, c.e.secret, c.body, time.Now()); err != nil {
-		c.e.log.Warn("gateway call refused", "channel", c.ch.code, "op", c.line.Op, "orderNo", c.line.OrderNo, "remote", c.r.RemoteAddr, "err", err)
-		c.fail(http.StatusUnauthorized, codeBadSignature, "bad or stale signature")
+	if status, message := c.verify(); status != 0 {
+		c.fail(status, codeBadSignature, message)
 		return
 	}
 	decide, err := c.parse()
@@ -136,6 +135,30 @@ func (c *call) serve() {
 		return
 	}
 	c.writeSigned(http.StatusOK, answer)
+}
+
+// verify checks the call's signature under the channel's keys, then its
+// nonce against the ones seen within the window. It returns 0 for a call
+// to take, or the status and message of its refusal: 401 for a bad,
+// stale or replayed signature or an unknown key, 503 when the nonce cache
+// is full (nothing is forgotten early; the caller may try again later).
+func (c *call) verify() (int, string) {
+	now := time.Now()
+	msg := gateway.Message{Method: c.r.Method, Path: c.r.URL.EscapedPath(), Body: c.body}
+	signed, err := gateway.Verify(c.r.Header, *c.ch.keys.Load(), msg, now)
+	if err == nil {
+		err = c.e.nonces.Add(c.ch.code, signed.KeyID, signed.Nonce, now)
+	}
+	if err == nil {
+		return 0, ""
+	}
+	reason, _ := gateway.ReasonOf(err)
+	c.e.log.Warn("gateway call refused: bad or stale signature", "channel", c.ch.code, "op", c.line.Op, "orderNo", c.line.OrderNo,
+		"remote", c.r.RemoteAddr, "reason", reason, "err", err)
+	if errors.Is(err, gateway.ErrNonceCacheFull) {
+		return http.StatusServiceUnavailable, "the nonce cache is full; try again later"
+	}
+	return http.StatusUnauthorized, "bad or stale signature (" + string(reason) + ")"
 }
 
 // describe fills the line from the body as far as it can be read, before
@@ -333,7 +356,8 @@ func (c *call) writeSigned(status int, v any) {
 	}
 	h := c.w.Header()
 	h.Set("Content-Type", "application/json")
-	gateway.Sign(h, c.e.secret, body, time.Now())
+	key := (*c.ch.keys.Load())[0]
+	gateway.Sign(h, key, gateway.Message{Method: c.r.Method, Path: c.r.URL.EscapedPath(), Body: body, Answer: true}, time.Now())
 	c.w.WriteHeader(status)
 	_, _ = c.w.Write(body)
 }

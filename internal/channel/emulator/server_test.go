@@ -606,7 +606,7 @@ func TestBehaviourAtStart(t *testing.T) {
 			t.Errorf("ParseChannelPatch(%q) took it", bad)
 		}
 	}
-	_, err = New(Config{Channels: []string{"ALIPAY"}, Secret: []byte("s"), Store: h.store, Patches: []ChannelPatch{p}})
+	_, err = New(Config{Channels: []string{"ALIPAY"}, Secret: []byte(testSecret), Store: h.store, Patches: []ChannelPatch{p}})
 	if err == nil || !strings.Contains(err.Error(), "WECHAT") {
 		t.Errorf("a behaviour for a channel not served: %v, want an error naming it", err)
 	}
@@ -615,12 +615,15 @@ func TestBehaviourAtStart(t *testing.T) {
 func TestNewRefuses(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	for name, cfg := range map[string]Config{
-		"no store":     {Channels: []string{"A"}, Secret: []byte("s")},
+		"no store":     {Channels: []string{"A"}, Secret: []byte(testSecret)},
 		"no secret":    {Channels: []string{"A"}, Store: h.store},
-		"no channels":  {Secret: []byte("s"), Store: h.store},
-		"bad code":     {Channels: []string{"ali pay"}, Secret: []byte("s"), Store: h.store},
-		"twice":        {Channels: []string{"A", "A"}, Secret: []byte("s"), Store: h.store},
-		"bad notifier": {Channels: []string{"A"}, Secret: []byte("s"), Store: h.store, NotifyURL: "ftp://x"},
+		"short secret": {Channels: []string{"A"}, Secret: []byte("s"), Store: h.store},
+		"keys of a channel not served": {Channels: []string{"A"}, Secret: []byte(testSecret), Store: h.store,
+			Keys: map[string]gateway.Keys{"B": {testKey}}},
+		"no channels":  {Secret: []byte(testSecret), Store: h.store},
+		"bad code":     {Channels: []string{"ali pay"}, Secret: []byte(testSecret), Store: h.store},
+		"twice":        {Channels: []string{"A", "A"}, Secret: []byte(testSecret), Store: h.store},
+		"bad notifier": {Channels: []string{"A"}, Secret: []byte(testSecret), Store: h.store, NotifyURL: "ftp://x"},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: New took it", name)

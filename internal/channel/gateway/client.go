@@ -55,7 +55,8 @@ const (
 type Channel struct {
 	code        string
 	base        string
-	secret      []byte
+	keys        Keys
+	refused     func(Reason)
 	callTimeout time.Duration
 	transport   *http.Transport
 	client      *http.Client
@@ -73,18 +74,16 @@ type Channel struct {
 // cfg.MaxConns; idle ones close after 30s), never through a proxy (whose
 // connection would say nothing about the gateway's).
 //
-// A pay goes on the wire at most once. It carries no Idempotency-Key, so
-// net/http does not take it for replayable: once any byte of it was
-// written, a connection that dies before the answer ends the call, an
-// unknown outcome for the resolver (query, close, notification). The
-// transport may still move it to a new connection when not one byte of
-// it was written on a reused one. A query or a close is marked with an
-// Idempotency-Key header, which lets the transport send it again, within
-// the same call's time and on a new connection, when a reused connection
-// failed before any answer (most often the gateway closing it as idle
-// just as the request left): neither changes anything a repeat could
-// double. Because of such repeats, a connect error counts as "not sent"
-// only when no earlier attempt of the call had a connection.
+// A request goes on the wire at most once. None carries an
+// Idempotency-Key, so net/http does not take a POST for replayable: once
+// any byte of it was written, a connection that dies before the answer
+// ends the call. For a pay that is an unknown outcome for the resolver
+// (query, close, notification); a query or close is asked again at the
+// resolver's next attempt, signed afresh (a repeat of its signed bytes
+// would be refused by the gateway's nonce cache). The transport may still
+// move a request to a new connection when not one byte of it was written
+// on a reused one; because of such moves, a connect error counts as "not
+// sent" only when no earlier attempt of the call had a connection.
 func NewChannel(cfg Config, logger *slog.Logger, now func() time.Time) (*Channel, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -124,7 +123,8 @@ func NewChannel(cfg Config, logger *slog.Logger, now func() time.Time) (*Channel
 	return &Channel{
 		code:        cfg.Code,
 		base:        cfg.BaseURL,
-		secret:      bytes.Clone(cfg.Secret),
+		keys:        cfg.Keys.Clone(),
+		refused:     cfg.Refused,
 		callTimeout: cfg.CallTimeout,
 		transport:   tr,
 		client: &http.Client{
@@ -261,11 +261,8 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	if op != opPay {
-		// Replayable by the transport: see NewChannel. A pay is never.
-		req.Header.Set("Idempotency-Key", op+":"+orderNo)
-	}
-	Sign(req.Header, c.secret, body, c.now())
+	signed := Message{Method: http.MethodPost, Path: req.URL.EscapedPath(), Body: body}
+	Sign(req.Header, c.keys[0], signed, c.now())
 
 	resp, err := c.client.Do(req)
 	if err != nil {
@@ -273,9 +270,9 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 	}
 	defer resp.Body.Close()
 	// A 401 or a THROTTLED answer proves that nothing was processed only
-	// for the attempt it answers: after the transport repeated the
-	// request on a new connection (the first one died before any
-	// answer), the first attempt may have been processed.
+	// for the attempt it answers: after the transport moved the request
+	// to a new connection, taken as if the first attempt may have been
+	// processed.
 	repeated := conns.Load() > 1
 	if resp.StatusCode == http.StatusUnauthorized && repeated {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, MaxAnswerBytes))
@@ -294,7 +291,8 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 	if err != nil {
 		return Answer{}, c.failed(ctx, op, orderNo, true, err)
 	}
-	a, err := c.believe(resp, raw, orderNo)
+	signed.Body, signed.Answer = raw, true
+	a, err := c.believe(resp, signed, orderNo)
 	if err != nil {
 		return Answer{}, c.unknown(op, orderNo, err)
 	}
@@ -310,14 +308,18 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 
 // believe checks an answer: status 200, a body within MaxAnswerBytes
 // signed by the gateway within MaxSkew of now, an Answer about orderNo.
-func (c *Channel) believe(resp *http.Response, raw []byte, orderNo string) (Answer, error) {
+func (c *Channel) believe(resp *http.Response, msg Message, orderNo string) (Answer, error) {
+	raw := msg.Body
 	if resp.StatusCode != http.StatusOK {
 		return Answer{}, fmt.Errorf("%w: status %d", ErrBadAnswer, resp.StatusCode)
 	}
 	if len(raw) > MaxAnswerBytes {
 		return Answer{}, fmt.Errorf("%w: longer than %d bytes", ErrBadAnswer, MaxAnswerBytes)
 	}
-	if err := Verify(resp.Header, c.secret, raw, c.now()); err != nil {
+	if _, err := Verify(resp.Header, c.keys, msg, c.now()); err != nil {
+		if reason, ok := ReasonOf(err); ok && c.refused != nil {
+			c.refused(reason)
+		}
 		return Answer{}, fmt.Errorf("%w: %w", ErrBadAnswer, err)
 	}
 	var a Answer

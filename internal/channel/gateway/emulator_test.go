@@ -2,13 +2,16 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,11 +22,78 @@ import (
 
 const emuSecret = "gateway-emulator-test-secret-0123456789"
 
-// emu is the channel emulator served over real HTTP on a loopback port.
+// emu is the channel emulator served over real HTTP on a loopback port,
+// behind a recorder of the requests it gets and the answers it sends.
 type emu struct {
 	t   testing.TB
 	em  *emulator.Emulator
 	srv *httptest.Server
+
+	mu      sync.Mutex
+	wire    []exchange
+	answers []exchange
+}
+
+// exchange is one message as it went over the wire.
+type exchange struct {
+	path   string
+	header http.Header
+	body   []byte
+}
+
+// ServeHTTP records the request and the emulator's answer.
+func (e *emu) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	if strings.HasPrefix(r.URL.Path, "/admin/") || r.URL.Path == "/ledger" {
+		e.em.ServeHTTP(w, r)
+		return
+	}
+	e.em.ServeHTTP(rec, r)
+	e.mu.Lock()
+	e.wire = append(e.wire, exchange{path: r.URL.Path, header: r.Header.Clone(), body: body})
+	e.answers = append(e.answers, exchange{path: r.URL.Path, header: rec.Header().Clone(), body: rec.Body.Bytes()})
+	e.mu.Unlock()
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// last returns the last request the emulator got on path, and its answer.
+func (e *emu) last(path string) (exchange, exchange) {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.wire) - 1; i >= 0; i-- {
+		if e.wire[i].path == path {
+			return e.wire[i], e.answers[i]
+		}
+	}
+	e.t.Fatalf("no request on %s", path)
+	return exchange{}, exchange{}
+}
+
+// send posts x's headers and body to path as they are, and returns the
+// status.
+func (e *emu) send(x exchange, path string) int {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+path, bytes.NewReader(x.body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, h := range []string{"Content-Type", gateway.HeaderTimestamp, gateway.HeaderNonce, gateway.HeaderKeyID, gateway.HeaderSignature} {
+		req.Header.Set(h, x.header.Get(h))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
 }
 
 func newEmu(t testing.TB) *emu {
@@ -36,7 +106,8 @@ func newEmu(t testing.TB) *emu {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &emu{t: t, em: em, srv: httptest.NewServer(em)}
+	e := &emu{t: t, em: em}
+	e.srv = httptest.NewServer(e)
 	t.Cleanup(func() {
 		_ = em.Close()
 		e.srv.CloseClientConnections()
@@ -92,8 +163,15 @@ func (e *emu) lines(op emulator.Op, orderNo string) []emulator.Line {
 
 func (e *emu) channel(code string) *gateway.Channel {
 	e.t.Helper()
+	return e.channelWith(code, gateway.Keys{{ID: emulator.DefaultKeyID, Secret: []byte(emuSecret)}}, nil)
+}
+
+// channelWith is payserver's Channel to code with keys, its refused
+// answers told to refused (nil: not told).
+func (e *emu) channelWith(code string, keys gateway.Keys, refused func(gateway.Reason)) *gateway.Channel {
+	e.t.Helper()
 	ch, err := gateway.NewChannel(gateway.Config{
-		Code: code, BaseURL: e.srv.URL + "/" + code, Secret: []byte(emuSecret), CallTimeout: 10 * time.Second,
+		Code: code, BaseURL: e.srv.URL + "/" + code, CallTimeout: 10 * time.Second, Keys: keys, Refused: refused,
 	}, nil, nil)
 	if err != nil {
 		e.t.Fatal(err)
