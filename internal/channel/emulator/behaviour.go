@@ -67,6 +67,12 @@ type Behaviour struct {
 	NotifyDelay      time.Duration
 	NotifyDuplicates int
 	NotifyReorder    bool
+	// CloseAfter is the earliest close of an order after the channel first
+	// received a pay of it (WeChat Pay's is 5 minutes: an order cannot be
+	// closed sooner). An earlier close is refused with 409 and
+	// CloseTooSoonCode, and changes nothing. 0 allows a close at once.
+	CloseAfter       time.Duration
+	CloseTooSoonCode string
 }
 
 // Unlimited is the ThrottleCapacity of a channel without a throttle.
@@ -85,12 +91,14 @@ const (
 // DefaultBehaviour is a well-behaved channel: no latency, no faults, no
 // throttle; PROCESSING (once a ProcessingRate is set) lasts one second,
 // holds last 30 seconds, a throttle's window is one second, no
-// notifications.
+// notifications, a close allowed at once (refused as CLOSE_TOO_SOON once
+// a CloseAfter is set).
 func DefaultBehaviour() Behaviour {
 	return Behaviour{
-		Processing:     time.Second,
-		Hold:           30 * time.Second,
-		ThrottleWindow: time.Second,
+		Processing:       time.Second,
+		Hold:             30 * time.Second,
+		ThrottleWindow:   time.Second,
+		CloseTooSoonCode: "CLOSE_TOO_SOON",
 	}
 }
 
@@ -129,6 +137,8 @@ type Patch struct {
 	NotifyDelay      *time.Duration
 	NotifyDuplicates *int
 	NotifyReorder    *bool
+	CloseAfter       *time.Duration
+	CloseTooSoonCode *string
 }
 
 // FieldError is a Patch field that is unknown or has a bad value.
@@ -205,6 +215,10 @@ func (p *Patch) set(name string, raw json.RawMessage) error {
 		p.NotifyDuplicates, err = parseCount(raw, maxDuplicates)
 	case "notifyReorder":
 		p.NotifyReorder, err = parseBool(raw)
+	case "closeAfterMs":
+		p.CloseAfter, err = parseMs(raw, 0)
+	case "closeTooSoonCode":
+		p.CloseTooSoonCode, err = parseErrorCode(raw)
 	default:
 		return errors.New("unknown field")
 	}
@@ -243,6 +257,31 @@ func parseCount(raw json.RawMessage, highest int) (*int, error) {
 		return nil, fmt.Errorf("%d outside [0, %d]", n, highest)
 	}
 	return &n, nil
+}
+
+// parseErrorCode takes a channel error code: 1 to 64 upper-case letters,
+// digits, '_' or '.'.
+func parseErrorCode(raw json.RawMessage) (*string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, errors.New("not a string")
+	}
+	if !validErrorCode(s) {
+		return nil, fmt.Errorf("%q: want 1 to 64 upper-case letters, digits, '_' or '.'", s)
+	}
+	return &s, nil
+}
+
+func validErrorCode(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 func parseBool(raw json.RawMessage) (*bool, error) {
@@ -313,6 +352,7 @@ func (b Behaviour) With(p Patch) (Behaviour, error) {
 		{"holdMs", 0, p.Hold, &b.Hold},
 		{"throttleWindowMs", time.Millisecond, p.ThrottleWindow, &b.ThrottleWindow},
 		{"notifyDelayMs", 0, p.NotifyDelay, &b.NotifyDelay},
+		{"closeAfterMs", 0, p.CloseAfter, &b.CloseAfter},
 	}
 	for _, d := range durations {
 		if d.from == nil {
@@ -347,6 +387,12 @@ func (b Behaviour) With(p Patch) (Behaviour, error) {
 	if p.NotifyReorder != nil {
 		b.NotifyReorder = *p.NotifyReorder
 	}
+	if c := p.CloseTooSoonCode; c != nil {
+		if !validErrorCode(*c) {
+			return b, &FieldError{Field: "closeTooSoonCode", Err: fmt.Errorf("%q: want 1 to 64 upper-case letters, digits, '_' or '.'", *c)}
+		}
+		b.CloseTooSoonCode = *c
+	}
 	return b, nil
 }
 
@@ -369,6 +415,8 @@ type behaviourJSON struct {
 	NotifyDelayMs    int64   `json:"notifyDelayMs"`
 	NotifyDuplicates int     `json:"notifyDuplicates"`
 	NotifyReorder    bool    `json:"notifyReorder"`
+	CloseAfterMs     int64   `json:"closeAfterMs"`
+	CloseTooSoonCode string  `json:"closeTooSoonCode"`
 }
 
 // view is b as the admin endpoint shows it, with the pause left.
@@ -394,6 +442,8 @@ func (b Behaviour) view(pauseLeft time.Duration) behaviourJSON {
 		NotifyDelayMs:    b.NotifyDelay.Milliseconds(),
 		NotifyDuplicates: b.NotifyDuplicates,
 		NotifyReorder:    b.NotifyReorder,
+		CloseAfterMs:     b.CloseAfter.Milliseconds(),
+		CloseTooSoonCode: b.CloseTooSoonCode,
 	}
 }
 

@@ -124,6 +124,11 @@ func (c *call) serve() {
 		c.line.Fault = FaultLostAnswer
 	}
 	answer, err := decide(b)
+	if rf := (*refusal)(nil); errors.As(err, &rf) {
+		c.line.Fault = ""
+		c.fail(rf.status, rf.code, rf.message)
+		return
+	}
 	if err != nil {
 		c.e.log.Error("gateway call not recorded", "channel", c.ch.code, "op", c.line.Op, "orderNo", c.line.OrderNo, "err", err)
 		c.writeSigned(http.StatusInternalServerError, newError(codeInternal, "the ledger could not be written; nothing was processed"))
@@ -221,7 +226,7 @@ func (c *call) parse() (func(Behaviour) (gateway.Answer, error), error) {
 	if c.line.Op == OpQuery {
 		return func(Behaviour) (gateway.Answer, error) { return c.query(req) }, nil
 	}
-	return func(Behaviour) (gateway.Answer, error) { return c.close(req) }, nil
+	return func(b Behaviour) (gateway.Answer, error) { return c.close(req, b) }, nil
 }
 
 func decodeStrict(body []byte, v any) error {
@@ -303,11 +308,31 @@ func (c *call) query(req gateway.OrderRequest) (gateway.Answer, error) {
 	return a, c.record(nil)
 }
 
+// refusal is a call the channel's rules refuse, answered with status and
+// code; nothing is processed.
+type refusal struct {
+	status        int
+	code, message string
+}
+
+func (r *refusal) Error() string { return r.code + ": " + r.message }
+
 // close closes an order (remembering it when it was unknown) and says
-// whether it had been processed.
-func (c *call) close(req gateway.OrderRequest) (gateway.Answer, error) {
+// whether it had been processed. Within b.CloseAfter of the first pay of
+// the order it received, the close is refused (*refusal).
+func (c *call) close(req gateway.OrderRequest, b Behaviour) (gateway.Answer, error) {
 	unlock := c.e.lockOrder(c.ch.code, req.OrderNo)
 	defer unlock()
+	if b.CloseAfter > 0 {
+		first, seen, err := c.e.store.FirstPay(context.WithoutCancel(c.r.Context()), c.ch.code, req.OrderNo)
+		if err != nil {
+			return gateway.Answer{}, err
+		}
+		if left := b.CloseAfter - time.Since(first); seen && left > 0 {
+			return gateway.Answer{}, &refusal{status: http.StatusConflict, code: b.CloseTooSoonCode,
+				message: fmt.Sprintf("an order can be closed %v after its pay; %v left", b.CloseAfter, left.Round(time.Millisecond))}
+		}
+	}
 	o, found := c.e.store.Order(c.ch.code, req.OrderNo)
 	if !found {
 		o = Order{Channel: c.ch.code, OrderNo: req.OrderNo, RequestID: req.RequestID, Amount: req.Amount, Currency: req.Currency}

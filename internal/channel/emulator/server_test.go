@@ -700,3 +700,32 @@ func TestConcurrentPaysOfOneOrder(t *testing.T) {
 		t.Errorf("%d pay lines moved money, want 1", moved)
 	}
 }
+
+// TestCloseBeforeCloseAfter: with closeAfterMs set, a close within that
+// time of the order's first pay is refused (409, the channel's code) and
+// changes nothing; a close after it, or of an order never paid, closes.
+func TestCloseBeforeCloseAfter(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.mustAdmin("WECHAT", `{"closeAfterMs":300,"closeTooSoonCode":"ORDER_TOO_RECENT","dropRate":1,"holdMs":0}`)
+	if r := h.pay("WECHAT", "o-1", 100); r.err == nil {
+		t.Fatalf("a dropped pay was answered: %d %s", r.status, r.body)
+	}
+	h.mustAdmin("WECHAT", `{"dropRate":0}`)
+	r := h.closeOrder("WECHAT", "o-1")
+	if r.status != http.StatusConflict || !strings.Contains(string(r.body), `"ORDER_TOO_RECENT"`) {
+		t.Fatalf("an early close: %d %s, want 409 ORDER_TOO_RECENT", r.status, r.body)
+	}
+	if got := h.lastLine(); got.Op != OpClose || got.Outcome != OutcomeError || got.Code != "ORDER_TOO_RECENT" {
+		t.Errorf("early close line %+v, want an ERROR ORDER_TOO_RECENT", got)
+	}
+	if _, found := h.store.Order("WECHAT", "o-1"); found {
+		t.Error("the refused close was remembered")
+	}
+	if r := h.closeOrder("WECHAT", "o-never-paid"); r.answer.Outcome != gateway.Closed {
+		t.Errorf("close of an order never paid: %d %s, want CLOSED", r.status, r.body)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if r := h.closeOrder("WECHAT", "o-1"); r.answer.Outcome != gateway.Closed || r.answer.Processed {
+		t.Errorf("a close after closeAfter: %d %s, want CLOSED unprocessed", r.status, r.body)
+	}
+}
