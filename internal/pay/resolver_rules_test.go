@@ -1,0 +1,110 @@
+package pay_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"payserver/internal/channel"
+	"payserver/internal/channel/emulator"
+	"payserver/internal/channel/gateway"
+	"payserver/internal/pay"
+)
+
+// TestACloseBeforeCloseAfterWaits: the emulator refuses a close within
+// 1.5 s of the order's first pay (closeAfterMs). The resolver, told the
+// channel's closeAfter, queries (NOT_FOUND), does not close yet, and
+// closes once the time has passed: the emulator never refuses a close.
+func TestACloseBeforeCloseAfterWaits(t *testing.T) {
+	const closeAfter = 1500 * time.Millisecond
+	const callTimeout = 500 * time.Millisecond
+	r := newResolverRig(t, resolverLimits)
+	secret := []byte("resolver-rules-test-secret-0123456789ab")
+	store, err := emulator.OpenStore(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	patch, err := emulator.ParseChannelPatch(`ALIPAY={"closeAfterMs":1500,"closeTooSoonCode":"ORDER_TOO_RECENT","dropRate":1,"holdMs":0}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em, err := emulator.New(emulator.Config{Channels: []string{"ALIPAY"}, Secret: secret, Store: store, Patches: []emulator.ChannelPatch{patch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(em)
+	defer func() { _ = em.Close(); srv.CloseClientConnections(); srv.Close() }()
+	gw, err := gateway.NewChannel(gateway.Config{Code: "ALIPAY", BaseURL: srv.URL + "/ALIPAY", CallTimeout: callTimeout,
+		Keys: gateway.Keys{{ID: emulator.DefaultKeyID, Secret: secret}}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.CloseIdle()
+
+	o := r.unknownOrder("early", 100, false)
+	if _, err := gw.Pay(context.Background(), channel.Request{OrderNo: o.OrderNo, RequestID: o.RequestID, MerchantID: "m", Amount: 100, Currency: "CNY"}); err == nil {
+		t.Fatal("the dropped pay was answered")
+	}
+	resp, err := http.Post(srv.URL+"/admin/channels/ALIPAY", "application/json", strings.NewReader(`{"dropRate":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	reg, err := channel.NewRegistry(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: "a", Backoff: 10 * time.Millisecond,
+		MaxBackoff: 10 * time.Millisecond, CallTimeout: callTimeout,
+		Rules: func(code string) pay.UnknownRules {
+			if code == "ALIPAY" {
+				return pay.UnknownRules{CloseAfter: closeAfter}
+			}
+			return pay.UnknownRules{}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.ResolveOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get("early"); got.Status != pay.StatusUnknown {
+		t.Fatalf("right after the query: %s, want still UNKNOWN (waiting for closeAfter)", got.Status)
+	}
+	deadline := time.Now().Add(closeAfter + callTimeout + 5*time.Second)
+	for r.get("early").Status == pay.StatusUnknown && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		if err := res.ResolveOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.get("early"); got.Status != pay.StatusFailed || got.FailureCode != pay.FailureNotSent || got.ResolvedBy != pay.ResolvedByClose {
+		t.Fatalf("%s %s by %s, want FAILED NOT_SENT by close", got.Status, got.FailureCode, got.ResolvedBy)
+	}
+	var firstPay time.Time
+	var closes []emulator.Line
+	err = store.Lines(context.Background(), 0, func(l emulator.Line) error {
+		switch {
+		case l.Op == emulator.OpPay && firstPay.IsZero():
+			firstPay = time.UnixMicro(l.ReceivedAtUs)
+		case l.Op == emulator.OpClose:
+			closes = append(closes, l)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(closes) != 1 || closes[0].Outcome != gateway.Closed {
+		t.Fatalf("close lines %+v, want one CLOSED (none refused)", closes)
+	}
+	if at := time.UnixMicro(closes[0].ReceivedAtUs); at.Sub(firstPay) < closeAfter {
+		t.Errorf("closed %v after the pay, want at least %v", at.Sub(firstPay), closeAfter)
+	}
+}
