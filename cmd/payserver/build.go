@@ -324,6 +324,7 @@ func (m *Main) buildResolver(ctx context.Context, orders *repo.Orders, limiter p
 		CallTimeout: m.cfg.ChannelTimeout,
 		Observer:    m.metrics.NewResolver(),
 		Logger:      m.log.With("component", "resolver"),
+		Rules:       func(code string) pay.UnknownRules { return m.cfg.Channels[code].UnknownOutcome.rules() },
 	})
 	if err != nil {
 		return err

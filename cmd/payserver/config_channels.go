@@ -8,6 +8,7 @@ import (
 
 	"payserver/internal/channel"
 	"payserver/internal/channel/gateway"
+	"payserver/internal/pay"
 )
 
 // ChannelConfig is one channel: an in-process simulator (the embedded
@@ -16,6 +17,32 @@ import (
 type ChannelConfig struct {
 	channel.SimulatorConfig `yaml:",squash"`
 	Gateway                 GatewayConfig `yaml:"gateway"`
+	// UnknownOutcome is the channel's own timing for resolving its
+	// unknown outcomes.
+	UnknownOutcome UnknownOutcomeConfig `yaml:"unknownOutcome"`
+}
+
+// UnknownOutcomeConfig is a channel's own timing for resolving an unknown
+// outcome (pay.UnknownRules), each measured from the order's creation; a
+// zero field keeps the resolver's (a first query at once, queries every
+// resolver.backoff, a close at once).
+type UnknownOutcomeConfig struct {
+	// QueryAfter is the earliest first query: a channel that needs time
+	// to book an order (and answers "no such order" meanwhile) is not
+	// asked before.
+	QueryAfter time.Duration `yaml:"queryAfter"`
+	// QueryEvery is the wait after an unanswered query, doubling up to
+	// resolver.maxBackoff: the interval at which the acquirer asks its
+	// merchants to poll.
+	QueryEvery time.Duration `yaml:"queryEvery"`
+	// CloseAfter is the earliest close: WeChat Pay refuses to close an
+	// order within 5 minutes of its creation.
+	CloseAfter time.Duration `yaml:"closeAfter"`
+}
+
+// rules is u as the resolver takes it.
+func (u UnknownOutcomeConfig) rules() pay.UnknownRules {
+	return pay.UnknownRules{QueryAfter: u.QueryAfter, QueryEvery: u.QueryEvery, CloseAfter: u.CloseAfter}
 }
 
 // GatewayConfig is a channel's gateway (gateway.Config).
@@ -122,9 +149,15 @@ func (c Config) sharedKeyChannels() []string {
 	return codes
 }
 
-// validateGateways checks every gateway-served channel's connection.
+// validateGateways checks every gateway-served channel's connection, and
+// every channel's unknown-outcome timing.
 func (c Config) validateGateways() error {
 	var errs []error
+	for code, ch := range c.Channels {
+		if u := ch.UnknownOutcome; u.QueryAfter < 0 || u.QueryEvery < 0 || u.CloseAfter < 0 {
+			errs = append(errs, errors.New("channel "+code+": unknownOutcome.queryAfter, queryEvery and closeAfter must not be negative"))
+		}
+	}
 	for code := range c.Channels {
 		g, ok := c.gatewayOf(code)
 		if !ok {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"payserver/internal/pay"
 )
 
 const (
@@ -59,5 +62,28 @@ func TestGatewayKeys(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnknownOutcomeRules: a channel's unknownOutcome timing reaches the
+// resolver's rules; zero fields keep the resolver's; negative ones refuse
+// the start.
+func TestUnknownOutcomeRules(t *testing.T) {
+	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, `channels:
+  WECHAT:
+    unknownOutcome: {queryAfter: 5s, queryEvery: 5s, closeAfter: 5m}
+  ALIPAY: {}
+`)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Channels["WECHAT"].UnknownOutcome.rules(); got.QueryAfter != 5*time.Second || got.QueryEvery != 5*time.Second || got.CloseAfter != 5*time.Minute {
+		t.Errorf("WECHAT rules %+v, want 5s, 5s, 5m", got)
+	}
+	if got := cfg.Channels["ALIPAY"].UnknownOutcome.rules(); got != (pay.UnknownRules{}) {
+		t.Errorf("ALIPAY rules %+v, want none of its own", got)
+	}
+	if _, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, "channels:\n  WECHAT:\n    unknownOutcome: {closeAfter: -1s}\n")})); err == nil {
+		t.Error("a negative closeAfter was taken")
 	}
 }
