@@ -108,3 +108,70 @@ func TestACloseBeforeCloseAfterWaits(t *testing.T) {
 		t.Errorf("closed %v after the pay, want at least %v", at.Sub(firstPay), closeAfter)
 	}
 }
+
+// TestNoQueryBeforeQueryAfter: with a channel's queryAfter of 1 s the
+// resolver does not ask the emulator sooner, then resolves the order by
+// query; the emulator saw no query before that time.
+func TestNoQueryBeforeQueryAfter(t *testing.T) {
+	const queryAfter = time.Second
+	r := newResolverRig(t, resolverLimits)
+	secret := []byte("resolver-rules-test-secret-0123456789ab")
+	store, err := emulator.OpenStore(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	em, err := emulator.New(emulator.Config{Channels: []string{"ALIPAY"}, Secret: secret, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(em)
+	defer func() { _ = em.Close(); srv.CloseClientConnections(); srv.Close() }()
+	gw, err := gateway.NewChannel(gateway.Config{Code: "ALIPAY", BaseURL: srv.URL + "/ALIPAY",
+		Keys: gateway.Keys{{ID: emulator.DefaultKeyID, Secret: secret}}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.CloseIdle()
+	o := r.unknownOrder("later", 100, false)
+	if _, err := gw.Pay(context.Background(), channel.Request{OrderNo: o.OrderNo, RequestID: o.RequestID, MerchantID: "m", Amount: 100, Currency: "CNY"}); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := channel.NewRegistry(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: "a", Backoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond,
+		Rules: func(string) pay.UnknownRules { return pay.UnknownRules{QueryAfter: queryAfter} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(queryAfter + 5*time.Second)
+	for r.get("later").Status == pay.StatusUnknown && time.Now().Before(deadline) {
+		if err := res.ResolveOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := r.get("later"); got.Status != pay.StatusSucceeded || got.ResolvedBy != pay.ResolvedByQuery {
+		t.Fatalf("%s by %s, want SUCCEEDED by query", got.Status, got.ResolvedBy)
+	}
+	var queries []time.Time
+	_ = store.Lines(context.Background(), 0, func(l emulator.Line) error {
+		if l.Op == emulator.OpQuery {
+			queries = append(queries, time.UnixMicro(l.ReceivedAtUs))
+		}
+		return nil
+	})
+	if len(queries) != 1 || queries[0].Sub(o.CreatedAt) < queryAfter {
+		t.Errorf("queries at %v after the order's creation, want one, at least %v after", sinceAll(queries, o.CreatedAt), queryAfter)
+	}
+}
+
+func sinceAll(ts []time.Time, from time.Time) []time.Duration {
+	out := make([]time.Duration, len(ts))
+	for i, t := range ts {
+		out[i] = t.Sub(from)
+	}
+	return out
+}
