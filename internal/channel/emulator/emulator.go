@@ -307,6 +307,7 @@ func (e *Emulator) notify(channel string, b Behaviour, o Order) {
 		Delay:      b.NotifyDelay,
 		Duplicates: b.NotifyDuplicates,
 		Reorder:    b.NotifyReorder,
+		Retries:    b.NotifyRetries,
 	})
 }
 

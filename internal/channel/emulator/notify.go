@@ -48,6 +48,9 @@ type NotifyOptions struct {
 	Delay      time.Duration
 	Duplicates int
 	Reorder    bool
+	// Retries is the wait before each retry of a copy not acknowledged,
+	// in order; nil uses the Notifier's Attempts and Backoff.
+	Retries []time.Duration
 }
 
 // NotifierStats counts a Notifier's copies.
@@ -88,7 +91,8 @@ type job struct {
 	answer  gateway.Answer
 	due     time.Time
 	tries   int
-	seq     uint64 // keeps copies due at once in the order they were queued
+	retries []time.Duration // nil: the Notifier's attempts and backoff
+	seq     uint64          // keeps copies due at once in the order they were queued
 }
 
 // NewNotifier checks cfg and starts the sender.
@@ -164,7 +168,7 @@ func (n *Notifier) Send(channel string, a gateway.Answer, opts NotifyOptions) {
 			wait = Latency{Max: spread}.draw(n.rand.float())
 		}
 		n.seq++
-		heap.Push(&n.queue, &job{channel: channel, answer: a, due: due.Add(wait), seq: n.seq})
+		heap.Push(&n.queue, &job{channel: channel, answer: a, due: due.Add(wait), retries: opts.Retries, seq: n.seq})
 	}
 	n.mu.Unlock()
 	n.poke()
@@ -270,13 +274,17 @@ func (n *Notifier) deliver(ctx context.Context, j *job) {
 		n.failed.Add(1)
 		n.log.Warn("notification refused", "channel", j.channel, "orderNo", j.answer.OrderNo, "status", status)
 		return
-	case j.tries >= n.attempts:
+	case j.retries == nil && j.tries >= n.attempts, j.retries != nil && j.tries > len(j.retries):
 		n.failed.Add(1)
 		n.log.Warn("notification given up", "channel", j.channel, "orderNo", j.answer.OrderNo, "tries", j.tries, "status", status, "err", err)
 		return
 	}
 	n.log.Debug("notification failed; will retry", "channel", j.channel, "orderNo", j.answer.OrderNo, "tries", j.tries, "status", status, "err", err)
-	j.due = time.Now().Add(n.backoff << (j.tries - 1))
+	wait := n.backoff << (j.tries - 1)
+	if j.retries != nil {
+		wait = j.retries[j.tries-1]
+	}
+	j.due = time.Now().Add(wait)
 	n.mu.Lock()
 	heap.Push(&n.queue, j)
 	n.mu.Unlock()

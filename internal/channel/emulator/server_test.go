@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -564,7 +565,7 @@ func TestAdmin(t *testing.T) {
 			}
 		})
 	}
-	if b, _ := h.em.Behaviour("ALIPAY"); b != DefaultBehaviour() {
+	if b, _ := h.em.Behaviour("ALIPAY"); !reflect.DeepEqual(b, DefaultBehaviour()) {
 		t.Errorf("refused changes changed the behaviour: %+v", b)
 	}
 	status, out := h.admin("ALIPAY", `{"latencyMs":{"min":5,"max":20},"declineRate":0.25,"throttleCapacity":10,"notify":true,"notifyDuplicates":2}`)
@@ -577,14 +578,14 @@ func TestAdmin(t *testing.T) {
 	want := DefaultBehaviour()
 	want.Latency = Latency{Min: 5 * time.Millisecond, Max: 20 * time.Millisecond}
 	want.DeclineRate, want.ThrottleCapacity, want.Notify, want.NotifyDuplicates = 0.25, 10, true, 2
-	if b, _ := h.em.Behaviour("ALIPAY"); b != want {
+	if b, _ := h.em.Behaviour("ALIPAY"); !reflect.DeepEqual(b, want) {
 		t.Errorf("behaviour %+v, want %+v", b, want)
 	}
 	// A GET's answer can be posted back as it is.
 	if status, out2 := h.admin("ALIPAY", string(out)); status != http.StatusOK {
 		t.Errorf("posting the GET answer back: %d %s", status, out2)
 	}
-	if b, _ := h.em.Behaviour("WECHAT"); b != DefaultBehaviour() {
+	if b, _ := h.em.Behaviour("WECHAT"); !reflect.DeepEqual(b, DefaultBehaviour()) {
 		t.Errorf("WECHAT changed with ALIPAY: %+v", b)
 	}
 }
