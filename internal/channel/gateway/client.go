@@ -282,9 +282,9 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 		// By the protocol a 401 means the gateway refused our signature
 		// and processed nothing.
 		io.Copy(io.Discard, io.LimitReader(resp.Body, MaxAnswerBytes))
-		c.log.Error("gateway refused our signature (401); nothing was processed: check the channel's secret and this host's clock",
+		c.log.Error("gateway refused our signature (401); nothing was processed: check the channel's keys and this host's clock",
 			"channel", c.code, "op", op, "orderNo", orderNo)
-		return Answer{}, fmt.Errorf("gateway %s: %s %s was refused (401, bad or stale signature; check the secret): %w",
+		return Answer{}, fmt.Errorf("gateway %s: %s %s was refused (401, bad or stale signature; check the keys): %w",
 			c.code, op, orderNo, channel.ErrNotSent)
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))

@@ -172,8 +172,8 @@ func checkLogs(t *testing.T, logs *testutil.LogBuffer, c class, err error, path 
 		if len(errs) != 1 || len(warns) != 0 {
 			t.Fatalf("%d Error and %d Warn records, want 1 and 0: %s", len(errs), len(warns), logs)
 		}
-		if e := errs[0]; !strings.Contains(e["msg"].(string), "secret") || e["channel"] != testCode || e["orderNo"] != testOrder.OrderNo {
-			t.Errorf("Error record %v, want one naming the channel and order and saying to check the secret", e)
+		if e := errs[0]; !strings.Contains(e["msg"].(string), "keys") || e["channel"] != testCode || e["orderNo"] != testOrder.OrderNo {
+			t.Errorf("Error record %v, want one naming the channel and order and saying to check the keys", e)
 		}
 		if !strings.Contains(err.Error(), "401") {
 			t.Errorf("err %v, want it to say 401", err)

@@ -95,11 +95,12 @@ func TestNewChannelTLSFiles(t *testing.T) {
 func TestConfigHidesSecret(t *testing.T) {
 	cfg := testConfig("http://127.0.0.1:1")
 	logger, logs := testLogger()
-	logger.Info("config", "cfg", cfg)
+	logger.Info("config", "cfg", cfg, "key", cfg.Keys[0])
 	text := &testutil.LogBuffer{}
-	slog.New(slog.NewTextHandler(text, nil)).Info("config", "cfg", cfg)
+	slog.New(slog.NewTextHandler(text, nil)).Info("config", "cfg", cfg, "key", cfg.Keys[0])
 	for name, out := range map[string]string{
 		"%v": fmt.Sprintf("%v", cfg), "%+v": fmt.Sprintf("%+v", cfg), "JSON log": logs.String(), "text log": text.String(),
+		"keys %+v": fmt.Sprintf("%+v %s", cfg.Keys, testCode),
 	} {
 		if !strings.Contains(out, testCode) {
 			t.Errorf("%s: %s, want the code in it", name, out)

@@ -1,7 +1,8 @@
 // Package gateway is payserver's side of the channel gateway protocol
 // (api/channel-gateway.yaml): the messages a channel gateway takes and
-// answers, and their signatures. Every request and answer is signed with
-// HMAC-SHA256 over its timestamp and body, one secret per channel.
+// answers, and their signatures. Every request, answer and notification
+// is signed with HMAC-SHA256 over its timestamp, nonce, method, path and
+// body (sign.go), under one of the channel's own keys.
 package gateway
 
 // Paths of the protocol, relative to a gateway's base URL.

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -97,6 +98,9 @@ type Key struct {
 
 // String describes k by its id alone.
 func (k Key) String() string { return "gateway.Key{ID:" + k.ID + " Secret:[redacted]}" }
+
+// LogValue logs k by its id alone.
+func (k Key) LogValue() slog.Value { return slog.GroupValue(slog.String("id", k.ID)) }
 
 // Keys is a channel's key list: the first signs, a message signed under
 // any of them is accepted. Rolling a key takes three steps, each done on
