@@ -132,9 +132,14 @@ func start(t *testing.T, args ...string) *process {
 // or why there is none. It may run outside the test's goroutine.
 func (p *process) pay(t *testing.T, client *http.Client, secret, channel string, req gateway.PayRequest) (gateway.Answer, error) {
 	t.Helper()
+	return p.payWith(t, client, gateway.Key{ID: emulator.DefaultKeyID, Secret: []byte(secret)}, channel, req)
+}
+
+// payWith is pay signed with key, the answer checked under it.
+func (p *process) payWith(t *testing.T, client *http.Client, key gateway.Key, channel string, req gateway.PayRequest) (gateway.Answer, error) {
+	t.Helper()
 	body, _ := json.Marshal(req)
 	hreq, _ := http.NewRequest(http.MethodPost, p.base+"/"+channel+gateway.PathPay, bytes.NewReader(body))
-	key := gateway.Key{ID: emulator.DefaultKeyID, Secret: []byte(secret)}
 	gateway.Sign(hreq.Header, key, gateway.Message{Method: http.MethodPost, Path: hreq.URL.Path, Body: body}, time.Now())
 	resp, err := client.Do(hreq)
 	if err != nil {
@@ -142,7 +147,7 @@ func (p *process) pay(t *testing.T, client *http.Client, secret, channel string,
 	}
 	defer resp.Body.Close()
 	answerBody, _ := io.ReadAll(resp.Body)
-	if _, err := gateway.Verify(resp.Header, gateway.Keys{key}, gateway.Message{Method: http.MethodPost, Path: hreq.URL.Path, Body: answerBody, Answer: true}, time.Now()); err != nil {
+	if _, err := gateway.Verify(resp.Header, gateway.Keys{key}, gateway.Message{Method: http.MethodPost, Path: hreq.URL.Path, Body: answerBody, Answer: true}, time.Now()); err != nil && resp.StatusCode == http.StatusOK {
 		t.Errorf("answer's signature: %v", err)
 	}
 	var a gateway.Answer
@@ -181,14 +186,23 @@ func TestBinary(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger.db")
 	const secret = testSecret
-	p := start(t, "-secret", secret, "-ledger", ledger, "-channels", "ALIPAY, WECHAT", "-behaviour", `WECHAT={"declineRate":1}`)
+	wechatKey := gateway.Key{ID: "wk-2026", Secret: []byte("wechat-own-key-0123456789abcdefghijkl")}
+	p := start(t, "-secret", secret, "-ledger", ledger, "-channels", "ALIPAY, WECHAT", "-behaviour", `WECHAT={"declineRate":1}`,
+		"-key", "WECHAT="+wechatKey.ID+":"+string(wechatKey.Secret))
 	client := &http.Client{Timeout: 5 * time.Second}
+	// WECHAT has its own key (-key): the shared -secret is refused there.
+	if _, err := p.pay(t, client, secret, "WECHAT", gateway.PayRequest{OrderNo: "w-1", RequestID: "w-1", MerchantID: "M", Amount: 1, Currency: "CNY"}); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("WECHAT paid under the shared secret: %v, want 401", err)
+	}
+	if a, err := p.payWith(t, client, wechatKey, "WECHAT", gateway.PayRequest{OrderNo: "w-2", RequestID: "w-2", MerchantID: "M", Amount: 1, Currency: "CNY"}); err != nil || a.Outcome != gateway.Declined {
+		t.Errorf("WECHAT under its own key: %+v %v, want DECLINED (its behaviour)", a, err)
+	}
 	answer, err := p.pay(t, client, secret, "ALIPAY", gateway.PayRequest{OrderNo: "o-1", RequestID: "r-1", MerchantID: "M", Amount: 990, Currency: "CNY"})
 	if err != nil || answer.Outcome != gateway.Succeeded {
 		t.Fatalf("pay: %+v %v", answer, err)
 	}
-	lines := p.ledger(t)
-	want := emulator.Line{Seq: 1, Op: emulator.OpPay, Channel: "ALIPAY", OrderNo: "o-1", RequestID: "r-1", Amount: 990, Currency: "CNY", Outcome: gateway.Succeeded, MoneyMoved: true, TradeNo: answer.TradeNo}
+	lines := p.ledger(t)[2:] // after WECHAT's two
+	want := emulator.Line{Seq: 3, Op: emulator.OpPay, Channel: "ALIPAY", OrderNo: "o-1", RequestID: "r-1", Amount: 990, Currency: "CNY", Outcome: gateway.Succeeded, MoneyMoved: true, TradeNo: answer.TradeNo}
 	if len(lines) == 1 {
 		want.ReceivedAtUs = lines[0].ReceivedAtUs
 	}
@@ -216,8 +230,8 @@ func TestBinary(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the emulator did not stop on SIGTERM")
 	}
-	if strings.Contains(p.logs.String(), secret) {
-		t.Error("the log carries the secret")
+	if strings.Contains(p.logs.String(), secret) || strings.Contains(p.logs.String(), string(wechatKey.Secret)) {
+		t.Error("the log carries a secret")
 	}
 	store, err := emulator.OpenStore(context.Background(), ledger)
 	if err != nil {
