@@ -369,7 +369,7 @@ const whyLimited = "the RESOLVE key is at its limit"
 func (r *Resolver) close(ctx context.Context, look channel.Lookup, o *Order, req channel.Request, attempt int) (time.Duration, string, step) {
 	closing := step{asked: true, closeNext: true}
 	if wait := r.closeWait(o); wait > 0 {
-		return wait, "the channel's closeAfter has not passed", step{asked: true, closeNext: true}
+		return wait, "the channel's closeAfter has not passed", closing
 	}
 	if wait, admitted := r.admit(ctx, o, "c"+strconv.Itoa(attempt)); !admitted {
 		r.obs.Queried(o.Channel, "close", "LIMITED")
