@@ -61,7 +61,7 @@ func (h *handler) postNotify(c *gin.Context) {
 	msg := gateway.Message{Method: c.Request.Method, Path: c.Request.URL.EscapedPath(), Body: body}
 	signed, err := gateway.Verify(c.Request.Header, keys, msg, now)
 	if err == nil {
-		err = h.opts.Notify.Nonces.Add(code, signed.KeyID, signed.Nonce, now)
+		err = h.opts.Notify.Nonces.Add(code, signed.Nonce, now)
 	}
 	if errors.Is(err, gateway.ErrNonceCacheFull) {
 		h.log.Warn("a channel notification was refused: the nonce cache is full", "channel", code,

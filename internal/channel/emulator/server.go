@@ -152,7 +152,7 @@ func (c *call) verify() (int, string) {
 	msg := gateway.Message{Method: c.r.Method, Path: c.r.URL.EscapedPath(), Body: c.body}
 	signed, err := gateway.Verify(c.r.Header, *c.ch.keys.Load(), msg, now)
 	if err == nil {
-		err = c.e.nonces.Add(c.ch.code, signed.KeyID, signed.Nonce, now)
+		err = c.e.nonces.Add(c.ch.code, signed.Nonce, now)
 	}
 	if err == nil {
 		return 0, ""

@@ -51,13 +51,13 @@ func NewNonceCache(size int) *NonceCache {
 // Size returns the most nonces the cache holds.
 func (c *NonceCache) Size() int { return c.size }
 
-// Add records the nonce of a message on channel signed under keyID,
-// arrived at now. A nonce already recorded is a *RefusedError
-// (ReasonReplayed); a full cache is ErrNonceCacheFull. Call it only for
-// a message Verify accepted, so that forged ones cannot fill the cache.
-func (c *NonceCache) Add(channel, keyID, nonce string, now time.Time) error {
+// Add records the nonce of a message on channel, arrived at now. A nonce
+// already recorded on channel (under whichever key) is a *RefusedError
+// (ReasonReplayed); a full cache is ErrNonceCacheFull. Call it only for a
+// message Verify accepted, so that forged ones cannot fill the cache.
+func (c *NonceCache) Add(channel, nonce string, now time.Time) error {
 	h := sha256.New()
-	for _, s := range []string{channel, keyID, nonce} {
+	for _, s := range []string{channel, nonce} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

@@ -98,19 +98,19 @@ func TestVerify(t *testing.T) {
 func TestNonceCache(t *testing.T) {
 	now := time.Unix(1764200000, 0)
 	c := NewNonceCache(2)
-	if err := c.Add("ALIPAY", "k1", "n1", now); err != nil {
+	if err := c.Add("ALIPAY", "n1", now); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := ReasonOf(c.Add("ALIPAY", "k1", "n1", now.Add(2*MaxSkew-time.Second))); r != ReasonReplayed {
+	if r, _ := ReasonOf(c.Add("ALIPAY", "n1", now.Add(2*MaxSkew-time.Second))); r != ReasonReplayed {
 		t.Errorf("a nonce seen again: reason %q, want replayed", r)
 	}
-	if err := c.Add("WECHAT", "k1", "n1", now); err != nil {
+	if err := c.Add("WECHAT", "n1", now); err != nil {
 		t.Errorf("the nonce on another channel: %v", err)
 	}
-	if err := c.Add("ALIPAY", "k1", "n3", now); !errors.Is(err, ErrNonceCacheFull) {
+	if err := c.Add("ALIPAY", "n3", now); !errors.Is(err, ErrNonceCacheFull) {
 		t.Errorf("a third nonce in a cache of 2: %v, want ErrNonceCacheFull", err)
 	}
-	if err := c.Add("ALIPAY", "k1", "n1", now.Add(2*MaxSkew)); err != nil {
+	if err := c.Add("ALIPAY", "n1", now.Add(2*MaxSkew)); err != nil {
 		t.Errorf("the nonce after the window: %v", err)
 	}
 	if got := c.Len(); got != 1 {
