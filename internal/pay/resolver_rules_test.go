@@ -15,21 +15,17 @@ import (
 	"payserver/internal/pay"
 )
 
-// TestACloseBeforeCloseAfterWaits: the emulator refuses a close within
-// 1.5 s of the order's first pay (closeAfterMs). The resolver, told the
-// channel's closeAfter, queries (NOT_FOUND), does not close yet, and
-// closes once the time has passed: the emulator never refuses a close.
-func TestACloseBeforeCloseAfterWaits(t *testing.T) {
-	const closeAfter = 1500 * time.Millisecond
-	const callTimeout = 500 * time.Millisecond
-	r := newResolverRig(t, resolverLimits)
+// alipayEmulator serves the emulator's ALIPAY, behaving as behaviour, over
+// real HTTP, and returns its ledger, its server and payserver's Channel to
+// it (callTimeout 0: the default); all are closed at the test's end.
+func alipayEmulator(t *testing.T, callTimeout time.Duration, behaviour string) (*emulator.Store, *httptest.Server, *gateway.Channel) {
+	t.Helper()
 	secret := []byte("resolver-rules-test-secret-0123456789ab")
 	store, err := emulator.OpenStore(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	patch, err := emulator.ParseChannelPatch(`ALIPAY={"closeAfterMs":1500,"closeTooSoonCode":"ORDER_TOO_RECENT","dropRate":1,"holdMs":0}`)
+	patch, err := emulator.ParseChannelPatch("ALIPAY=" + behaviour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,13 +34,30 @@ func TestACloseBeforeCloseAfterWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(em)
-	defer func() { _ = em.Close(); srv.CloseClientConnections(); srv.Close() }()
 	gw, err := gateway.NewChannel(gateway.Config{Code: "ALIPAY", BaseURL: srv.URL + "/ALIPAY", CallTimeout: callTimeout,
 		Keys: gateway.Keys{{ID: emulator.DefaultKeyID, Secret: secret}}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gw.CloseIdle()
+	t.Cleanup(func() {
+		gw.CloseIdle()
+		_ = em.Close()
+		srv.CloseClientConnections()
+		srv.Close()
+		_ = store.Close()
+	})
+	return store, srv, gw
+}
+
+// TestACloseBeforeCloseAfterWaits: the emulator refuses a close within
+// 1.5 s of the order's first pay (closeAfterMs). The resolver, told the
+// channel's closeAfter, queries (NOT_FOUND), does not close yet, and
+// closes once the time has passed: the emulator never refuses a close.
+func TestACloseBeforeCloseAfterWaits(t *testing.T) {
+	const closeAfter = 1500 * time.Millisecond
+	const callTimeout = 500 * time.Millisecond
+	r := newResolverRig(t, resolverLimits)
+	store, srv, gw := alipayEmulator(t, callTimeout, `{"closeAfterMs":1500,"closeTooSoonCode":"ORDER_TOO_RECENT","dropRate":1,"holdMs":0}`)
 
 	o := r.unknownOrder("early", 100, false)
 	if _, err := gw.Pay(context.Background(), channel.Request{OrderNo: o.OrderNo, RequestID: o.RequestID, MerchantID: "m", Amount: 100, Currency: "CNY"}); err == nil {
@@ -115,24 +128,7 @@ func TestACloseBeforeCloseAfterWaits(t *testing.T) {
 func TestNoQueryBeforeQueryAfter(t *testing.T) {
 	const queryAfter = time.Second
 	r := newResolverRig(t, resolverLimits)
-	secret := []byte("resolver-rules-test-secret-0123456789ab")
-	store, err := emulator.OpenStore(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	em, err := emulator.New(emulator.Config{Channels: []string{"ALIPAY"}, Secret: secret, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(em)
-	defer func() { _ = em.Close(); srv.CloseClientConnections(); srv.Close() }()
-	gw, err := gateway.NewChannel(gateway.Config{Code: "ALIPAY", BaseURL: srv.URL + "/ALIPAY",
-		Keys: gateway.Keys{{ID: emulator.DefaultKeyID, Secret: secret}}}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.CloseIdle()
+	store, _, gw := alipayEmulator(t, 0, `{}`)
 	o := r.unknownOrder("later", 100, false)
 	if _, err := gw.Pay(context.Background(), channel.Request{OrderNo: o.OrderNo, RequestID: o.RequestID, MerchantID: "m", Amount: 100, Currency: "CNY"}); err != nil {
 		t.Fatal(err)
