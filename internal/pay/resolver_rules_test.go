@@ -171,3 +171,45 @@ func sinceAll(ts []time.Time, from time.Time) []time.Duration {
 	}
 	return out
 }
+
+// TestQueriesEveryQueryEvery: while the emulator answers PROCESSING, the
+// resolver asks again no sooner than the channel's queryEvery (not its
+// own 10 ms backoff).
+func TestQueriesEveryQueryEvery(t *testing.T) {
+	const every = 300 * time.Millisecond
+	r := newResolverRig(t, resolverLimits)
+	store, _, gw := alipayEmulator(t, 0, `{"processingRate":1,"processingMs":60000}`)
+	o := r.unknownOrder("slow", 100, false)
+	if res, err := gw.Pay(context.Background(), channel.Request{OrderNo: o.OrderNo, RequestID: o.RequestID, MerchantID: "m", Amount: 100, Currency: "CNY"}); err != nil || res.Status != channel.Processing {
+		t.Fatalf("pay: %+v %v, want PROCESSING", res, err)
+	}
+	reg, err := channel.NewRegistry(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: "a", Backoff: 10 * time.Millisecond, MaxBackoff: every,
+		Rules: func(string) pay.UnknownRules { return pay.UnknownRules{QueryEvery: every} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(1100 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if err := res.ResolveOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var queries []time.Time
+	_ = store.Lines(context.Background(), 0, func(l emulator.Line) error {
+		if l.Op == emulator.OpQuery {
+			queries = append(queries, time.UnixMicro(l.ReceivedAtUs))
+		}
+		return nil
+	})
+	if len(queries) < 2 || len(queries) > 5 {
+		t.Fatalf("%d queries in 1.1 s, want 2 to 5 (one every %v)", len(queries), every)
+	}
+	for i := 1; i < len(queries); i++ {
+		if gap := queries[i].Sub(queries[i-1]); gap < every-10*time.Millisecond {
+			t.Errorf("queries %v apart, want at least %v", gap, every)
+		}
+	}
+}
