@@ -20,7 +20,7 @@ import (
 var emulatorBinary string
 
 // gatewaySecret signs every message between payserver and the emulator.
-const gatewaySecret = "it-gateway-secret"
+const gatewaySecret = "it-gateway-secret-0123456789abcdefghij"
 
 // emulator is one channel-emulator process.
 type emulator struct {
@@ -251,13 +251,15 @@ func waitResolved(t testing.TB, s *server, id string, within time.Duration) map[
 	return o
 }
 
-// signedNotify posts a notification to payserver, signed with secret.
+// signedNotify posts a notification to payserver, signed with secret
+// (key id "default").
 func signedNotify(t testing.TB, s *server, code string, a gateway.Answer, secret string) reply {
 	t.Helper()
 	body, _ := json.Marshal(a)
 	h := http.Header{}
-	gateway.Sign(h, []byte(secret), body, time.Now())
-	return s.do(t, http.MethodPost, "/channels/"+code+"/notify", body, h)
+	path := "/channels/" + code + "/notify"
+	gateway.Sign(h, gateway.Key{ID: "default", Secret: []byte(secret)}, gateway.Message{Method: http.MethodPost, Path: path, Body: body}, time.Now())
+	return s.do(t, http.MethodPost, path, body, h)
 }
 
 // maxInAnyWindow is the most times in any window of length w.

@@ -220,7 +220,7 @@ func TestGatewayFailureClassesEndAsTheChannelSaw(t *testing.T) {
 		if o = waitResolved(t, s, "forged-1-"+tag, 15*time.Second); o["status"] != "SUCCEEDED" {
 			t.Fatalf("resolved as %v", o)
 		}
-		if !strings.Contains(s.logs(), "bad or stale signature") || strings.Contains(s.logs(), gatewaySecret) {
+		if !strings.Contains(s.logs(), "a channel notification was refused") || strings.Contains(s.logs(), gatewaySecret) {
 			t.Fatal("the refusal is not logged, or the log shows the secret")
 		}
 	})

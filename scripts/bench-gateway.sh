@@ -45,7 +45,7 @@ MYSQL_PORT="${PAYSERVER_TEST_MYSQL_DURABLE_ADDR##*:}"
 REDIS_PORT="${PAYSERVER_TEST_REDIS_ADDR##*:}"
 DB=payserver_bench_gateway
 OUT=bench/out/gateway.txt
-SECRET=bench-gateway-secret
+SECRET=bench-gateway-secret-0123456789abcdef  # 32 bytes or more
 
 log() { echo "bench-gateway: $*" >&2; }
 die() { echo "bench-gateway: FAIL: $*" >&2; exit 1; }

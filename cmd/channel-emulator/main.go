@@ -3,8 +3,8 @@
 // misbehaves on demand (POST /admin/channels/{code}) and keeps a durable
 // ledger of every call (GET /ledger). See package emulator and README.md.
 //
-//	channel-emulator -secret S [-addr 127.0.0.1:8090] [-ledger FILE]
-//	    [-channels ALIPAY,WECHAT,UNIONPAY] [-notify-url URL]
+//	channel-emulator [-secret S] [-key CODE=ID:SECRET]... [-addr 127.0.0.1:8090]
+//	    [-ledger FILE] [-channels ALIPAY,WECHAT,UNIONPAY] [-notify-url URL]
 //	    [-behaviour 'CODE={json}']... [-log-level info]
 package main
 
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"payserver/internal/channel/emulator"
+	"payserver/internal/channel/gateway"
 )
 
 func main() {
@@ -41,6 +42,7 @@ type options struct {
 	notifyURL string
 	logLevel  string
 	patches   []emulator.ChannelPatch
+	keys      map[string]gateway.Keys
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -48,7 +50,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("channel-emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8090", "loopback `host:port` to serve on (port 0 picks one; the log says which)")
-	fs.StringVar(&o.secret, "secret", "", "the gateway `secret` signing every message (required)")
+	fs.StringVar(&o.secret, "secret", "", "the one key (id default) of every channel without -key of its own: the `secret`, 32 bytes or more")
+	fs.Func("key", "a channel's signing key, `CODE=ID:SECRET` (repeatable; a channel's first key signs, any verifies; the secret 32 bytes or more)", func(s string) error {
+		code, k, err := parseKey(s)
+		if err != nil {
+			return err
+		}
+		if o.keys == nil {
+			o.keys = map[string]gateway.Keys{}
+		}
+		o.keys[code] = append(o.keys[code], k)
+		return nil
+	})
 	fs.StringVar(&o.ledger, "ledger", "channel-emulator.db", "the ledger's SQLite `file` (created, or continued)")
 	fs.StringVar(&o.channels, "channels", "ALIPAY,WECHAT,UNIONPAY", "comma-separated channel `codes` to serve")
 	fs.StringVar(&o.notifyURL, "notify-url", "", "payserver's base `URL` for asynchronous notifications (empty: none)")
@@ -67,10 +80,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.secret == "" {
-		return o, errors.New("-secret is required")
+	if o.secret == "" && len(o.keys) == 0 {
+		return o, errors.New("-secret or -key is required")
 	}
 	return o, nil
+}
+
+// parseKey reads a -key flag, CODE=ID:SECRET. Its errors never show the
+// secret.
+func parseKey(s string) (string, gateway.Key, error) {
+	code, rest, ok := strings.Cut(s, "=")
+	id, secret, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 || code == "" || id == "" || secret == "" {
+		return "", gateway.Key{}, errors.New("-key: want CODE=ID:SECRET")
+	}
+	return code, gateway.Key{ID: id, Secret: []byte(secret)}, nil
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {
@@ -116,6 +140,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) (err error) {
 	em, err := emulator.New(emulator.Config{
 		Channels:  channelCodes(o.channels),
 		Secret:    []byte(o.secret),
+		Keys:      o.keys,
 		Store:     store,
 		Patches:   o.patches,
 		NotifyURL: o.notifyURL,

@@ -23,6 +23,9 @@ import (
 	"payserver/internal/testutil"
 )
 
+// testSecret is the emulator's -secret in these tests.
+const testSecret = "channel-emulator-test-secret-0123456789"
+
 func TestRunRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -30,11 +33,13 @@ func TestRunRefuses(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no secret", []string{"-addr", "127.0.0.1:0"}, 2, "-secret is required"},
-		{"not loopback", []string{"-secret", "s", "-addr", "0.0.0.0:0", "-ledger", filepath.Join(t.TempDir(), "l.db")}, 1, "not a loopback address"},
-		{"bad behaviour", []string{"-secret", "s", "-behaviour", `ALIPAY={"dropRate":7}`}, 2, "dropRate"},
-		{"bad level", []string{"-secret", "s", "-log-level", "loud"}, 2, "-log-level"},
-		{"unknown channel behaviour", []string{"-secret", "s", "-addr", "127.0.0.1:0", "-ledger", filepath.Join(t.TempDir(), "l.db"), "-channels", "ALIPAY", "-behaviour", `WECHAT={}`}, 1, "WECHAT"},
+		{"no secret", []string{"-addr", "127.0.0.1:0"}, 2, "-secret or -key is required"},
+		{"bad key", []string{"-key", "ALIPAY=nosecret"}, 2, "want CODE=ID:SECRET"},
+		{"short key", []string{"-key", "ALIPAY=k1:short", "-secret", testSecret, "-addr", "127.0.0.1:0", "-ledger", filepath.Join(t.TempDir(), "l.db")}, 1, "shorter than 32"},
+		{"not loopback", []string{"-secret", testSecret, "-addr", "0.0.0.0:0", "-ledger", filepath.Join(t.TempDir(), "l.db")}, 1, "not a loopback address"},
+		{"bad behaviour", []string{"-secret", testSecret, "-behaviour", `ALIPAY={"dropRate":7}`}, 2, "dropRate"},
+		{"bad level", []string{"-secret", testSecret, "-log-level", "loud"}, 2, "-log-level"},
+		{"unknown channel behaviour", []string{"-secret", testSecret, "-addr", "127.0.0.1:0", "-ledger", filepath.Join(t.TempDir(), "l.db"), "-channels", "ALIPAY", "-behaviour", `WECHAT={}`}, 1, "WECHAT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -127,16 +132,22 @@ func start(t *testing.T, args ...string) *process {
 // or why there is none. It may run outside the test's goroutine.
 func (p *process) pay(t *testing.T, client *http.Client, secret, channel string, req gateway.PayRequest) (gateway.Answer, error) {
 	t.Helper()
+	return p.payWith(t, client, gateway.Key{ID: emulator.DefaultKeyID, Secret: []byte(secret)}, channel, req)
+}
+
+// payWith is pay signed with key, the answer checked under it.
+func (p *process) payWith(t *testing.T, client *http.Client, key gateway.Key, channel string, req gateway.PayRequest) (gateway.Answer, error) {
+	t.Helper()
 	body, _ := json.Marshal(req)
 	hreq, _ := http.NewRequest(http.MethodPost, p.base+"/"+channel+gateway.PathPay, bytes.NewReader(body))
-	gateway.Sign(hreq.Header, []byte(secret), body, time.Now())
+	gateway.Sign(hreq.Header, key, gateway.Message{Method: http.MethodPost, Path: hreq.URL.Path, Body: body}, time.Now())
 	resp, err := client.Do(hreq)
 	if err != nil {
 		return gateway.Answer{}, err
 	}
 	defer resp.Body.Close()
 	answerBody, _ := io.ReadAll(resp.Body)
-	if err := gateway.Verify(resp.Header, []byte(secret), answerBody, time.Now()); err != nil {
+	if _, err := gateway.Verify(resp.Header, gateway.Keys{key}, gateway.Message{Method: http.MethodPost, Path: hreq.URL.Path, Body: answerBody, Answer: true}, time.Now()); err != nil && resp.StatusCode == http.StatusOK {
 		t.Errorf("answer's signature: %v", err)
 	}
 	var a gateway.Answer
@@ -174,15 +185,24 @@ func (p *process) ledger(t *testing.T) []emulator.Line {
 func TestBinary(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "ledger.db")
-	const secret = "binary-test-secret"
-	p := start(t, "-secret", secret, "-ledger", ledger, "-channels", "ALIPAY, WECHAT", "-behaviour", `WECHAT={"declineRate":1}`)
+	const secret = testSecret
+	wechatKey := gateway.Key{ID: "wk-2026", Secret: []byte("wechat-own-key-0123456789abcdefghijkl")}
+	p := start(t, "-secret", secret, "-ledger", ledger, "-channels", "ALIPAY, WECHAT", "-behaviour", `WECHAT={"declineRate":1}`,
+		"-key", "WECHAT="+wechatKey.ID+":"+string(wechatKey.Secret))
 	client := &http.Client{Timeout: 5 * time.Second}
+	// WECHAT has its own key (-key): the shared -secret is refused there.
+	if _, err := p.pay(t, client, secret, "WECHAT", gateway.PayRequest{OrderNo: "w-1", RequestID: "w-1", MerchantID: "M", Amount: 1, Currency: "CNY"}); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("WECHAT paid under the shared secret: %v, want 401", err)
+	}
+	if a, err := p.payWith(t, client, wechatKey, "WECHAT", gateway.PayRequest{OrderNo: "w-2", RequestID: "w-2", MerchantID: "M", Amount: 1, Currency: "CNY"}); err != nil || a.Outcome != gateway.Declined {
+		t.Errorf("WECHAT under its own key: %+v %v, want DECLINED (its behaviour)", a, err)
+	}
 	answer, err := p.pay(t, client, secret, "ALIPAY", gateway.PayRequest{OrderNo: "o-1", RequestID: "r-1", MerchantID: "M", Amount: 990, Currency: "CNY"})
 	if err != nil || answer.Outcome != gateway.Succeeded {
 		t.Fatalf("pay: %+v %v", answer, err)
 	}
-	lines := p.ledger(t)
-	want := emulator.Line{Seq: 1, Op: emulator.OpPay, Channel: "ALIPAY", OrderNo: "o-1", RequestID: "r-1", Amount: 990, Currency: "CNY", Outcome: gateway.Succeeded, MoneyMoved: true, TradeNo: answer.TradeNo}
+	lines := p.ledger(t)[2:] // after WECHAT's two
+	want := emulator.Line{Seq: 3, Op: emulator.OpPay, Channel: "ALIPAY", OrderNo: "o-1", RequestID: "r-1", Amount: 990, Currency: "CNY", Outcome: gateway.Succeeded, MoneyMoved: true, TradeNo: answer.TradeNo}
 	if len(lines) == 1 {
 		want.ReceivedAtUs = lines[0].ReceivedAtUs
 	}
@@ -210,8 +230,8 @@ func TestBinary(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the emulator did not stop on SIGTERM")
 	}
-	if strings.Contains(p.logs.String(), secret) {
-		t.Error("the log carries the secret")
+	if strings.Contains(p.logs.String(), secret) || strings.Contains(p.logs.String(), string(wechatKey.Secret)) {
+		t.Error("the log carries a secret")
 	}
 	store, err := emulator.OpenStore(context.Background(), ledger)
 	if err != nil {
@@ -227,7 +247,7 @@ func TestBinary(t *testing.T) {
 // the books, and the restarted emulator replays it.
 func TestBinaryKilledMidCall(t *testing.T) {
 	ledger := filepath.Join(t.TempDir(), "ledger.db")
-	const secret = "kill-test-secret"
+	const secret = testSecret
 	p := start(t, "-secret", secret, "-ledger", ledger, "-behaviour", `ALIPAY={"lostAnswerRate":1,"holdMs":60000}`)
 	req := gateway.PayRequest{OrderNo: "o-1", RequestID: "r-1", MerchantID: "M", Amount: 5, Currency: "USD"}
 	called := make(chan error, 1)

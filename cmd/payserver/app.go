@@ -43,6 +43,8 @@ type Main struct {
 	limitsIn *configcenter.WatchedSource // the manager's source, for ops gauges and shutdown order
 	channels *channel.Registry
 	gateways []*gateway.Channel // the channels served by gateways, closed last
+	// messages counts the gateway messages refused (answers, notifications).
+	messages *metrics.ChannelMessages
 	resolver *pay.Resolver
 	// orders is the order store, for the dashboard's unresolved payments
 	// and the admissions report.

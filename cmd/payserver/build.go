@@ -246,8 +246,10 @@ func (m *Main) openChannels() error {
 	codes := m.channelCodes()
 	chs := make([]channel.Channel, 0, len(codes))
 	var sims, gateways []string
+	m.messages = m.metrics.NewChannelMessages(codes)
 	for _, code := range codes {
 		if gc, ok := m.cfg.gatewayOf(code); ok {
+			gc.Refused = func(r gateway.Reason) { m.messages.Refused(code, r) }
 			gw, err := gateway.NewChannel(gc, m.log.With("component", "gateway", "channel", code), nil)
 			if err != nil {
 				return err
@@ -271,17 +273,21 @@ func (m *Main) openChannels() error {
 	}
 	m.channels = reg
 	m.log.Info("channels", "simulators", sims, "gateways", gateways)
+	if shared := m.cfg.sharedKeyChannels(); len(shared) > 1 {
+		m.log.Warn("channels share one signing key (PAYSERVER_CHANNEL_GATEWAY_SECRET): give each its own channels.CODE.gateway.keys",
+			"channels", shared)
+	}
 	return nil
 }
 
-// notifySecret returns the secret of a channel served by a gateway, which
-// signs its notifications; false for a simulator.
-func (m *Main) notifySecret(code string) ([]byte, bool) {
+// notifyKeys returns the keys of a channel served by a gateway, which
+// sign its notifications; false for a simulator.
+func (m *Main) notifyKeys(code string) (gateway.Keys, bool) {
 	if _, ok := m.cfg.Channels[code]; !ok {
 		return nil, false
 	}
 	gc, ok := m.cfg.gatewayOf(code)
-	return gc.Secret, ok
+	return gc.Keys, ok
 }
 
 // watchSimulator registers a simulator's call counters.
@@ -318,6 +324,7 @@ func (m *Main) buildResolver(ctx context.Context, orders *repo.Orders, limiter p
 		CallTimeout: m.cfg.ChannelTimeout,
 		Observer:    m.metrics.NewResolver(m.channelCodes()),
 		Logger:      m.log.With("component", "resolver"),
+		Rules:       func(code string) pay.UnknownRules { return m.cfg.Channels[code].UnknownOutcome.rules() },
 	})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"payserver/internal/channel/gateway"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
@@ -41,7 +42,8 @@ func (m *Main) serve(svc *pay.Service) error {
 		Limits:     limitsView{m.limiter, m.manager},
 		Learned:    m.limiter,
 		Admin:      admin,
-		Notify:     &httpapi.NotifyOptions{Notifier: m.resolver, Secret: m.notifySecret},
+		Notify: &httpapi.NotifyOptions{Notifier: m.resolver, Keys: m.notifyKeys,
+			Nonces: gateway.NewNonceCache(gateway.DefaultNonceCacheSize), Refused: m.messages.Refused},
 		Ready: []httpapi.Check{
 			{Name: "database", Check: httpapi.Required(func(ctx context.Context) error { return repo.Ping(ctx, m.db) })},
 			{Name: "schema", Check: m.schema.Check},

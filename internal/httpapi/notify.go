@@ -26,18 +26,28 @@ type Notifier interface {
 // signed word on an order's final outcome.
 type NotifyOptions struct {
 	Notifier Notifier
-	// Secret returns the signing secret of a channel served by a gateway;
+	// Keys returns the signing keys of a channel served by a gateway;
 	// false for a channel that does not notify (an in-process simulator).
-	Secret func(code string) ([]byte, bool)
+	Keys func(code string) (gateway.Keys, bool)
+	// Nonces remembers the nonces of the notifications taken, against
+	// replay; required.
+	Nonces *gateway.NonceCache
+	// Refused, when not nil, counts a notification refused for its
+	// signature, timestamp, nonce or key
+	// (payserver_channel_messages_refused_total).
+	Refused func(channel string, reason gateway.Reason)
 }
 
-// postNotify verifies a notification's signature before reading anything
-// from it: a forged one is refused (401) and changes nothing. A duplicate,
-// or a notification about an order already final, is taken (204) and
-// changes nothing either.
+// postNotify verifies a notification's signature, timestamp, key and
+// nonce before reading anything from it: a forged, stale or replayed one
+// is refused (401) and changes nothing. When the nonce cache is full of
+// nonces still inside the window it is refused with 503 (the gateway
+// sends it again later) rather than a nonce forgotten early. A duplicate
+// (sent again with its own nonce), or a notification about an order
+// already final, is taken (204) and changes nothing either.
 func (h *handler) postNotify(c *gin.Context) {
 	code := c.Param("code")
-	secret, ok := h.opts.Notify.Secret(code)
+	keys, ok := h.opts.Notify.Keys(code)
 	if !ok {
 		writeError(c, h.log, apperr.New(apperr.NotFound, "channel %s takes no notifications", code), "")
 		return
@@ -47,10 +57,25 @@ func (h *handler) postNotify(c *gin.Context) {
 		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: "could not be read in time or was cut short"}), "")
 		return
 	}
-	if err := gateway.Verify(c.Request.Header, secret, body, h.opts.Now()); err != nil {
-		h.log.Warn("a channel notification was refused: bad or stale signature", "channel", code,
+	now := h.opts.Now()
+	msg := gateway.Message{Method: c.Request.Method, Path: c.Request.URL.EscapedPath(), Body: body}
+	signed, err := gateway.Verify(c.Request.Header, keys, msg, now)
+	if err == nil {
+		err = h.opts.Notify.Nonces.Add(code, signed.Nonce, now)
+	}
+	if errors.Is(err, gateway.ErrNonceCacheFull) {
+		h.log.Warn("a channel notification was refused: the nonce cache is full", "channel", code,
+			"size", h.opts.Notify.Nonces.Size())
+		writeError(c, h.log, apperr.New(apperr.DependencyUnavailable, "too many notifications within the replay window; send it again later"), "")
+		return
+	}
+	if reason, refused := gateway.ReasonOf(err); refused {
+		h.log.Warn("a channel notification was refused", "channel", code, "reason", reason,
 			"remote", c.ClientIP(), "err", err)
-		writeError(c, h.log, apperr.New(apperr.Unauthorized, "the notification's signature is bad or stale"), "")
+		if h.opts.Notify.Refused != nil {
+			h.opts.Notify.Refused(code, reason)
+		}
+		writeError(c, h.log, apperr.New(apperr.Unauthorized, "the notification's signature is bad, stale or replayed (%s)", reason), "")
 		return
 	}
 	var a gateway.Answer

@@ -109,6 +109,9 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Notify != nil && (opts.Notify.Keys == nil || opts.Notify.Nonces == nil) {
+		return nil, errors.New("httpapi: notifications without keys or a nonce cache")
+	}
 	loginTmpl, err := parseLoginTemplate()
 	if err != nil {
 		return nil, err

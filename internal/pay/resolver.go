@@ -109,6 +109,23 @@ type ResolverOptions struct {
 	Logger     *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Rules returns a channel's own rules for its unknown outcomes; nil,
+	// or a zero field, keeps the Resolver's: a first query at once,
+	// queries every Backoff.
+	Rules func(channel string) UnknownRules
+}
+
+// UnknownRules are one channel's own timing for resolving its unknown
+// outcomes, measured from the order's creation.
+type UnknownRules struct {
+	// QueryAfter is the earliest first query.
+	QueryAfter time.Duration
+	// QueryEvery is the wait after an unanswered query, doubling with each
+	// attempt up to the Resolver's MaxBackoff; 0 is the Resolver's Backoff.
+	QueryEvery time.Duration
+	// CloseAfter is the earliest close (plus CallTimeout, the latest its
+	// pay can have reached the channel): a close due sooner waits for it.
+	CloseAfter time.Duration
 }
 
 // Resolver resolves UNKNOWN orders with their channels: it queries the
@@ -165,6 +182,9 @@ func NewResolver(store ResolveStore, limiter Limiter, channels Channels, opts Re
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopResolveObserver{}
+	}
+	if opts.Rules == nil {
+		opts.Rules = func(string) UnknownRules { return UnknownRules{} }
 	}
 	return &Resolver{store: store, limiter: limiter, channels: channels, opts: opts, log: opts.Logger, obs: opts.Observer}, nil
 }
@@ -248,9 +268,12 @@ func (r *Resolver) ResolveOnce(ctx context.Context) error {
 	return nil
 }
 
-// backoff is the wait after attempt n (1 the first).
-func (r *Resolver) backoff(n int) time.Duration {
+// backoff is the wait after attempt n (1 the first) on channel.
+func (r *Resolver) backoff(channel string, n int) time.Duration {
 	d := r.opts.Backoff
+	if every := r.opts.Rules(channel).QueryEvery; every > 0 {
+		d = every
+	}
 	for i := 1; i < n && d < r.opts.MaxBackoff; i++ {
 		d *= 2
 	}
@@ -306,6 +329,9 @@ func (r *Resolver) ask(ctx context.Context, o *Order, attempt int, closeNext boo
 	if closeNext {
 		return r.close(ctx, look, o, req, attempt)
 	}
+	if wait := o.CreatedAt.Add(r.opts.Rules(o.Channel).QueryAfter).Sub(r.opts.Now()); attempt == 1 && wait > 0 {
+		return wait, "the channel's queryAfter has not passed", step{}
+	}
 	if wait, admitted := r.admit(ctx, o, "q"+strconv.Itoa(attempt)); !admitted {
 		r.obs.Queried(o.Channel, "query", "LIMITED")
 		return wait, whyLimited, step{}
@@ -320,14 +346,25 @@ func (r *Resolver) ask(ctx context.Context, o *Order, attempt int, closeNext boo
 		return r.close(ctx, look, o, req, attempt)
 	case err != nil:
 		r.obs.Queried(o.Channel, "query", "ERROR")
-		return r.backoff(attempt), "query failed: " + err.Error(), asked
+		return r.backoff(o.Channel, attempt), "query failed: " + err.Error(), asked
 	case res.Status == channel.Processing:
 		r.obs.Queried(o.Channel, "query", string(channel.Processing))
-		return r.backoff(attempt), "the channel is still processing it", asked
+		return r.backoff(o.Channel, attempt), "the channel is still processing it", asked
 	}
 	r.obs.Queried(o.Channel, "query", outcomeName(res.Status))
 	next, why := r.end(ctx, o, res, ResolvedByQuery)
 	return next, why, asked
+}
+
+// closeWait is how long until o may be closed at its channel: CloseAfter
+// from its creation, plus CallTimeout, since its pay may have reached the
+// channel (whose clock starts then) that much later.
+func (r *Resolver) closeWait(o *Order) time.Duration {
+	after := r.opts.Rules(o.Channel).CloseAfter
+	if after <= 0 {
+		return 0
+	}
+	return o.CreatedAt.Add(after + r.opts.CallTimeout).Sub(r.opts.Now())
 }
 
 // whyLimited is why an attempt did not ask the channel: the RESOLVE key
@@ -339,6 +376,9 @@ const whyLimited = "the RESOLVE key is at its limit"
 // outcome.
 func (r *Resolver) close(ctx context.Context, look channel.Lookup, o *Order, req channel.Request, attempt int) (time.Duration, string, step) {
 	closing := step{asked: true, closeNext: true}
+	if wait := r.closeWait(o); wait > 0 {
+		return wait, "the channel's closeAfter has not passed", closing
+	}
 	if wait, admitted := r.admit(ctx, o, "c"+strconv.Itoa(attempt)); !admitted {
 		r.obs.Queried(o.Channel, "close", "LIMITED")
 		return wait, whyLimited, step{closeNext: true}
@@ -348,7 +388,7 @@ func (r *Resolver) close(ctx context.Context, look channel.Lookup, o *Order, req
 	cancel()
 	if err != nil {
 		r.obs.Queried(o.Channel, "close", "ERROR")
-		return r.backoff(attempt), "close failed: " + err.Error(), closing
+		return r.backoff(o.Channel, attempt), "close failed: " + err.Error(), closing
 	}
 	r.obs.Queried(o.Channel, "close", "CLOSED")
 	if !cr.Processed {

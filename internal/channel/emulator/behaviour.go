@@ -67,7 +67,31 @@ type Behaviour struct {
 	NotifyDelay      time.Duration
 	NotifyDuplicates int
 	NotifyReorder    bool
+	// NotifyRetries is the schedule on which a notification copy is sent
+	// again until payserver answers 2xx: the wait before each retry, in
+	// order; after the last the copy is given up. A 400, 401 or 403 is not
+	// retried. Default WeChatNotifyRetries. Never modified in place.
+	NotifyRetries []time.Duration
+	// CloseAfter is the earliest close of an order after the channel first
+	// received a pay of it (WeChat Pay's is 5 minutes: an order cannot be
+	// closed sooner). An earlier close is refused with 409 and
+	// CloseTooSoonCode, and changes nothing. 0 allows a close at once.
+	CloseAfter       time.Duration
+	CloseTooSoonCode string
 }
+
+// WeChatNotifyRetries is WeChat Pay's published schedule for repeating a
+// payment notification the merchant did not acknowledge: 15 s, 15 s,
+// 30 s, 3 m, 10 m, 20 m, 30 m, 30 m, 30 m, 60 m, 3 h, 3 h, 3 h, 6 h, 6 h.
+var WeChatNotifyRetries = []time.Duration{
+	15 * time.Second, 15 * time.Second, 30 * time.Second, 3 * time.Minute, 10 * time.Minute,
+	20 * time.Minute, 30 * time.Minute, 30 * time.Minute, 30 * time.Minute, time.Hour,
+	3 * time.Hour, 3 * time.Hour, 3 * time.Hour, 6 * time.Hour, 6 * time.Hour,
+}
+
+// maxNotifyRetries bounds a notifyRetriesMs schedule's length; each wait
+// is at most a day.
+const maxNotifyRetries = 30
 
 // Unlimited is the ThrottleCapacity of a channel without a throttle.
 const Unlimited = 0
@@ -85,12 +109,15 @@ const (
 // DefaultBehaviour is a well-behaved channel: no latency, no faults, no
 // throttle; PROCESSING (once a ProcessingRate is set) lasts one second,
 // holds last 30 seconds, a throttle's window is one second, no
-// notifications.
+// notifications (retried on WeChat Pay's schedule), a close allowed at once (refused as CLOSE_TOO_SOON once
+// a CloseAfter is set).
 func DefaultBehaviour() Behaviour {
 	return Behaviour{
-		Processing:     time.Second,
-		Hold:           30 * time.Second,
-		ThrottleWindow: time.Second,
+		Processing:       time.Second,
+		Hold:             30 * time.Second,
+		ThrottleWindow:   time.Second,
+		NotifyRetries:    WeChatNotifyRetries,
+		CloseTooSoonCode: "CLOSE_TOO_SOON",
 	}
 }
 
@@ -129,6 +156,9 @@ type Patch struct {
 	NotifyDelay      *time.Duration
 	NotifyDuplicates *int
 	NotifyReorder    *bool
+	NotifyRetries    *[]time.Duration
+	CloseAfter       *time.Duration
+	CloseTooSoonCode *string
 }
 
 // FieldError is a Patch field that is unknown or has a bad value.
@@ -205,6 +235,12 @@ func (p *Patch) set(name string, raw json.RawMessage) error {
 		p.NotifyDuplicates, err = parseCount(raw, maxDuplicates)
 	case "notifyReorder":
 		p.NotifyReorder, err = parseBool(raw)
+	case "notifyRetriesMs":
+		p.NotifyRetries, err = parseSchedule(raw)
+	case "closeAfterMs":
+		p.CloseAfter, err = parseMs(raw, 0)
+	case "closeTooSoonCode":
+		p.CloseTooSoonCode, err = parseErrorCode(raw)
 	default:
 		return errors.New("unknown field")
 	}
@@ -243,6 +279,60 @@ func parseCount(raw json.RawMessage, highest int) (*int, error) {
 		return nil, fmt.Errorf("%d outside [0, %d]", n, highest)
 	}
 	return &n, nil
+}
+
+// parseSchedule takes a list of waits in ms, each in [1 ms, 24 h], at
+// most maxNotifyRetries of them.
+func parseSchedule(raw json.RawMessage) (*[]time.Duration, error) {
+	var ms []int64
+	if err := json.Unmarshal(raw, &ms); err != nil {
+		return nil, errors.New("not a list of whole numbers of milliseconds")
+	}
+	s := make([]time.Duration, len(ms))
+	for i, m := range ms {
+		s[i] = time.Duration(m) * time.Millisecond
+	}
+	if err := checkSchedule(s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func checkSchedule(s []time.Duration) error {
+	if len(s) > maxNotifyRetries {
+		return fmt.Errorf("%d retries, at most %d", len(s), maxNotifyRetries)
+	}
+	for _, d := range s {
+		if d < time.Millisecond || d > 24*time.Hour {
+			return fmt.Errorf("%v outside [1ms, 24h]", d)
+		}
+	}
+	return nil
+}
+
+// parseErrorCode takes a channel error code: 1 to 64 upper-case letters,
+// digits, '_' or '.'.
+func parseErrorCode(raw json.RawMessage) (*string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, errors.New("not a string")
+	}
+	if !validErrorCode(s) {
+		return nil, fmt.Errorf("%q: want 1 to 64 upper-case letters, digits, '_' or '.'", s)
+	}
+	return &s, nil
+}
+
+func validErrorCode(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 func parseBool(raw json.RawMessage) (*bool, error) {
@@ -313,6 +403,7 @@ func (b Behaviour) With(p Patch) (Behaviour, error) {
 		{"holdMs", 0, p.Hold, &b.Hold},
 		{"throttleWindowMs", time.Millisecond, p.ThrottleWindow, &b.ThrottleWindow},
 		{"notifyDelayMs", 0, p.NotifyDelay, &b.NotifyDelay},
+		{"closeAfterMs", 0, p.CloseAfter, &b.CloseAfter},
 	}
 	for _, d := range durations {
 		if d.from == nil {
@@ -347,6 +438,18 @@ func (b Behaviour) With(p Patch) (Behaviour, error) {
 	if p.NotifyReorder != nil {
 		b.NotifyReorder = *p.NotifyReorder
 	}
+	if s := p.NotifyRetries; s != nil {
+		if err := checkSchedule(*s); err != nil {
+			return b, &FieldError{Field: "notifyRetriesMs", Err: err}
+		}
+		b.NotifyRetries = slices.Clone(*s)
+	}
+	if c := p.CloseTooSoonCode; c != nil {
+		if !validErrorCode(*c) {
+			return b, &FieldError{Field: "closeTooSoonCode", Err: fmt.Errorf("%q: want 1 to 64 upper-case letters, digits, '_' or '.'", *c)}
+		}
+		b.CloseTooSoonCode = *c
+	}
 	return b, nil
 }
 
@@ -369,6 +472,9 @@ type behaviourJSON struct {
 	NotifyDelayMs    int64   `json:"notifyDelayMs"`
 	NotifyDuplicates int     `json:"notifyDuplicates"`
 	NotifyReorder    bool    `json:"notifyReorder"`
+	NotifyRetriesMs  []int64 `json:"notifyRetriesMs"`
+	CloseAfterMs     int64   `json:"closeAfterMs"`
+	CloseTooSoonCode string  `json:"closeTooSoonCode"`
 }
 
 // view is b as the admin endpoint shows it, with the pause left.
@@ -376,6 +482,10 @@ func (b Behaviour) view(pauseLeft time.Duration) behaviourJSON {
 	var latency any = b.Latency.Min.Milliseconds()
 	if b.Latency.Max != b.Latency.Min {
 		latency = map[string]int64{"min": b.Latency.Min.Milliseconds(), "max": b.Latency.Max.Milliseconds()}
+	}
+	retriesMs := make([]int64, len(b.NotifyRetries))
+	for i, d := range b.NotifyRetries {
+		retriesMs[i] = d.Milliseconds()
 	}
 	return behaviourJSON{
 		LatencyMs:        latency,
@@ -394,6 +504,9 @@ func (b Behaviour) view(pauseLeft time.Duration) behaviourJSON {
 		NotifyDelayMs:    b.NotifyDelay.Milliseconds(),
 		NotifyDuplicates: b.NotifyDuplicates,
 		NotifyReorder:    b.NotifyReorder,
+		NotifyRetriesMs:  retriesMs,
+		CloseAfterMs:     b.CloseAfter.Milliseconds(),
+		CloseTooSoonCode: b.CloseTooSoonCode,
 	}
 }
 

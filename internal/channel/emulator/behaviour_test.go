@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -22,6 +23,13 @@ func TestParsePatch(t *testing.T) {
 		{in: `{"declineRate":0,"errorRate":1,"throttleCapacity":3,"throttleWindowMs":250,"notify":true}`, want: with(func(b *Behaviour) {
 			b.ErrorRate, b.ThrottleCapacity, b.ThrottleWindow, b.Notify = 1, 3, 250*time.Millisecond, true
 		})},
+		{in: `{"notifyRetriesMs":[50,100],"closeAfterMs":300000,"closeTooSoonCode":"ORDER_TOO_RECENT"}`, want: with(func(b *Behaviour) {
+			b.NotifyRetries, b.CloseAfter, b.CloseTooSoonCode = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, 5*time.Minute, "ORDER_TOO_RECENT"
+		})},
+		{in: `{"notifyRetriesMs":[]}`, want: with(func(b *Behaviour) { b.NotifyRetries = []time.Duration{} })},
+		{in: `{"notifyRetriesMs":[0]}`, wantErr: "notifyRetriesMs"},
+		{in: `{"notifyRetriesMs":50}`, wantErr: "notifyRetriesMs"},
+		{in: `{"closeTooSoonCode":"too soon"}`, wantErr: "closeTooSoonCode"},
 		{in: `{"declineRate":1.01}`, wantErr: "declineRate"},
 		{in: `{"processingMs":-5}`, wantErr: "processingMs"},
 		{in: `{"holdMs":3600001}`, wantErr: "holdMs"},
@@ -50,7 +58,7 @@ func TestParsePatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := DefaultBehaviour().With(p)
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v (%v), want %+v", got, err, tc.want)
 			}
 		})

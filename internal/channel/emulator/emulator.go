@@ -33,6 +33,7 @@
 package emulator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -43,6 +44,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"payserver/internal/channel/gateway"
 )
 
 // Config is what New needs.
@@ -50,8 +53,16 @@ type Config struct {
 	// Channels are the codes served (ALIPAY, WECHAT, …): upper-case
 	// letters, digits and underscores, each once.
 	Channels []string
-	// Secret signs and verifies every gateway message (all channels).
+	// Keys are channels' own signing keys (gateway.Keys: the first signs
+	// the channel's answers and notifications, a request signed under any
+	// is accepted).
+	Keys map[string]gateway.Keys
+	// Secret is the one key, id DefaultKeyID, of every channel without
+	// keys of its own.
 	Secret []byte
+	// NonceCacheSize bounds the nonces remembered against replay; 0 is
+	// DefaultNonceCacheSize.
+	NonceCacheSize int
 	// Store is the ledger; the emulator does not close it.
 	Store *Store
 	// Patches change channels' DefaultBehaviour at start, in order.
@@ -66,11 +77,19 @@ type Config struct {
 	Seed uint64
 }
 
+// DefaultKeyID is the id of Config.Secret's key.
+const DefaultKeyID = "default"
+
+// DefaultNonceCacheSize is the emulator's nonce cache size when
+// Config.NonceCacheSize is 0: about 150 MB when full, room for 1,666
+// requests a second over the 10 minutes a nonce is held.
+const DefaultNonceCacheSize = 1_000_000
+
 // Emulator serves the gateway protocol, the admin endpoint and the ledger
 // (it is an http.Handler). Close stops its background work and releases
 // calls that are waiting or held.
 type Emulator struct {
-	secret   []byte
+	nonces   *gateway.NonceCache
 	store    *Store
 	log      *slog.Logger
 	notifier *Notifier // nil: no notifications
@@ -88,6 +107,7 @@ type Emulator struct {
 // channelState is one channel's behaviour and its live state.
 type channelState struct {
 	code      string
+	keys      atomic.Pointer[gateway.Keys]
 	behaviour atomic.Pointer[Behaviour]
 	adminMu   sync.Mutex // serialises admin changes (load, patch, store)
 	pause     pause
@@ -102,14 +122,11 @@ func New(cfg Config) (*Emulator, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("emulator: nil store")
 	}
-	if len(cfg.Secret) == 0 {
-		return nil, errors.New("emulator: empty secret")
-	}
 	if len(cfg.Channels) == 0 {
 		return nil, errors.New("emulator: no channels")
 	}
 	e := &Emulator{
-		secret:   cfg.Secret,
+		nonces:   gateway.NewNonceCache(cmp.Or(cfg.NonceCacheSize, DefaultNonceCacheSize)),
 		store:    cfg.Store,
 		log:      cfg.Logger,
 		rand:     newRoller(cfg.Seed),
@@ -140,8 +157,25 @@ func New(cfg Config) (*Emulator, error) {
 			return nil, fmt.Errorf("emulator: behaviour of %s: %w", p.Channel, err)
 		}
 	}
+	for code := range cfg.Keys {
+		if _, ok := e.channels[code]; !ok {
+			return nil, fmt.Errorf("emulator: keys for %s, which is not served", code)
+		}
+	}
+	for code := range e.channels {
+		keys, own := cfg.Keys[code]
+		if !own {
+			if len(cfg.Secret) == 0 {
+				return nil, fmt.Errorf("emulator: channel %s has no keys and there is no secret", code)
+			}
+			keys = gateway.Keys{{ID: DefaultKeyID, Secret: cfg.Secret}}
+		}
+		if err := e.SetKeys(code, keys); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.NotifyURL != "" {
-		n, err := NewNotifier(NotifierConfig{URL: cfg.NotifyURL, Secret: cfg.Secret, Client: cfg.NotifyClient, Logger: e.log}, e.rand)
+		n, err := NewNotifier(NotifierConfig{URL: cfg.NotifyURL, Key: e.signingKey, Client: cfg.NotifyClient, Logger: e.log}, e.rand)
 		if err != nil {
 			return nil, err
 		}
@@ -169,6 +203,31 @@ func (e *Emulator) Behaviour(channel string) (Behaviour, bool) {
 		return Behaviour{}, false
 	}
 	return *ch.behaviour.Load(), true
+}
+
+// SetKeys replaces channel's keys (gateway.Keys: the first signs, any
+// verifies), as one step of a key's rotation: add the new key second, move
+// it first, remove the old one.
+func (e *Emulator) SetKeys(channel string, keys gateway.Keys) error {
+	ch, ok := e.channels[channel]
+	if !ok {
+		return fmt.Errorf("emulator: no channel %s", channel)
+	}
+	if err := keys.Validate(); err != nil {
+		return fmt.Errorf("emulator: keys of %s: %w", channel, err)
+	}
+	keys = keys.Clone()
+	ch.keys.Store(&keys)
+	return nil
+}
+
+// signingKey returns channel's first key; false for a channel not served.
+func (e *Emulator) signingKey(channel string) (gateway.Key, bool) {
+	ch, ok := e.channels[channel]
+	if !ok {
+		return gateway.Key{}, false
+	}
+	return (*ch.keys.Load())[0], true
 }
 
 // Notifier returns the notifier, nil when there is none.
@@ -248,6 +307,7 @@ func (e *Emulator) notify(channel string, b Behaviour, o Order) {
 		Delay:      b.NotifyDelay,
 		Duplicates: b.NotifyDuplicates,
 		Reorder:    b.NotifyReorder,
+		Retries:    b.NotifyRetries,
 	})
 }
 

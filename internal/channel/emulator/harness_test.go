@@ -19,7 +19,10 @@ import (
 	"payserver/internal/testutil"
 )
 
-const testSecret = "emulator-test-secret-5f1c"
+const testSecret = "emulator-test-secret-5f1c-0123456789abcdef"
+
+// testKey is the key of testSecret, as the emulator names it.
+var testKey = gateway.Key{ID: DefaultKeyID, Secret: []byte(testSecret)}
 
 // harness is an emulator served on a loopback port with its ledger in a
 // temporary file.
@@ -113,7 +116,7 @@ func (h *harness) callWith(c *http.Client, channel string, op Op, body any, secr
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if secret != nil {
-		gateway.Sign(req.Header, secret, raw, signedAt)
+		gateway.Sign(req.Header, gateway.Key{ID: DefaultKeyID, Secret: secret}, gateway.Message{Method: http.MethodPost, Path: req.URL.Path, Body: raw}, signedAt)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -127,7 +130,7 @@ func (h *harness) callWith(c *http.Client, channel string, op Op, body any, secr
 	if got := resp.Header.Get("Content-Type"); got != "application/json" {
 		h.t.Errorf("%s %s: Content-Type %q, want application/json", channel, op, got)
 	}
-	if err := gateway.Verify(resp.Header, []byte(testSecret), out, time.Now()); err != nil {
+	if _, err := gateway.Verify(resp.Header, gateway.Keys{testKey}, gateway.Message{Method: http.MethodPost, Path: req.URL.Path, Body: out, Answer: true}, time.Now()); err != nil {
 		h.t.Errorf("%s %s: answer's signature: %v", channel, op, err)
 	}
 	r := reply{status: resp.StatusCode, body: out}

@@ -95,6 +95,7 @@ CREATE TABLE IF NOT EXISTS ledger (
 	fault          TEXT    NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ledger_received ON ledger (received_at_us, seq);
+CREATE INDEX IF NOT EXISTS ledger_order ON ledger (channel, order_no, op);
 CREATE TABLE IF NOT EXISTS orders (
 	channel      TEXT    NOT NULL,
 	order_no     TEXT    NOT NULL,
@@ -184,6 +185,21 @@ func (s *Store) Order(channel, orderNo string) (Order, bool) {
 	defer s.mu.Unlock()
 	o, ok := s.orders[orderKey{channel, orderNo}]
 	return o, ok
+}
+
+// FirstPay returns when the first pay of orderNo on channel was received,
+// whatever became of it; false when none was.
+func (s *Store) FirstPay(ctx context.Context, channel, orderNo string) (time.Time, bool, error) {
+	var us sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT MIN(received_at_us) FROM ledger WHERE channel = ? AND order_no = ? AND op = ?`,
+		channel, orderNo, OpPay).Scan(&us)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("emulator: read ledger: %w", err)
+	}
+	if !us.Valid {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMicro(us.Int64), true, nil
 }
 
 // Orders returns every remembered order, in no particular order.

@@ -23,8 +23,10 @@ import (
 type NotifierConfig struct {
 	// URL is payserver's base URL; a notification goes to
 	// URL + gateway.PathNotify with the channel's code.
-	URL    string
-	Secret []byte
+	URL string
+	// Key returns the key that signs a channel's notifications; false
+	// drops them.
+	Key func(channel string) (gateway.Key, bool)
 	// Client sends the notifications; nil is a client with a 3 s timeout.
 	Client *http.Client
 	Logger *slog.Logger
@@ -46,6 +48,9 @@ type NotifyOptions struct {
 	Delay      time.Duration
 	Duplicates int
 	Reorder    bool
+	// Retries is the wait before each retry of a copy not acknowledged,
+	// in order; nil uses the Notifier's Attempts and Backoff.
+	Retries []time.Duration
 }
 
 // NotifierStats counts a Notifier's copies.
@@ -60,7 +65,7 @@ type NotifierStats struct {
 // attempts per copy with exponential backoff. Close stops it.
 type Notifier struct {
 	base     string
-	secret   []byte
+	key      func(string) (gateway.Key, bool)
 	client   *http.Client
 	log      *slog.Logger
 	limit    int
@@ -86,7 +91,8 @@ type job struct {
 	answer  gateway.Answer
 	due     time.Time
 	tries   int
-	seq     uint64 // keeps copies due at once in the order they were queued
+	retries []time.Duration // nil: the Notifier's attempts and backoff
+	seq     uint64          // keeps copies due at once in the order they were queued
 }
 
 // NewNotifier checks cfg and starts the sender.
@@ -95,15 +101,15 @@ func NewNotifier(cfg NotifierConfig, rand *roller) (*Notifier, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("emulator: notify URL %q is not an http(s) URL", cfg.URL)
 	}
-	if len(cfg.Secret) == 0 {
-		return nil, errors.New("emulator: notifier without a secret")
+	if cfg.Key == nil {
+		return nil, errors.New("emulator: notifier without keys")
 	}
 	if rand == nil {
 		return nil, errors.New("emulator: notifier without a random source")
 	}
 	n := &Notifier{
 		base:     strings.TrimRight(cfg.URL, "/"),
-		secret:   cfg.Secret,
+		key:      cfg.Key,
 		client:   cfg.Client,
 		log:      cfg.Logger,
 		limit:    cfg.QueueLimit,
@@ -162,7 +168,7 @@ func (n *Notifier) Send(channel string, a gateway.Answer, opts NotifyOptions) {
 			wait = Latency{Max: spread}.draw(n.rand.float())
 		}
 		n.seq++
-		heap.Push(&n.queue, &job{channel: channel, answer: a, due: due.Add(wait), seq: n.seq})
+		heap.Push(&n.queue, &job{channel: channel, answer: a, due: due.Add(wait), retries: opts.Retries, seq: n.seq})
 	}
 	n.mu.Unlock()
 	n.poke()
@@ -268,13 +274,17 @@ func (n *Notifier) deliver(ctx context.Context, j *job) {
 		n.failed.Add(1)
 		n.log.Warn("notification refused", "channel", j.channel, "orderNo", j.answer.OrderNo, "status", status)
 		return
-	case j.tries >= n.attempts:
+	case j.retries == nil && j.tries >= n.attempts, j.retries != nil && j.tries > len(j.retries):
 		n.failed.Add(1)
 		n.log.Warn("notification given up", "channel", j.channel, "orderNo", j.answer.OrderNo, "tries", j.tries, "status", status, "err", err)
 		return
 	}
 	n.log.Debug("notification failed; will retry", "channel", j.channel, "orderNo", j.answer.OrderNo, "tries", j.tries, "status", status, "err", err)
-	j.due = time.Now().Add(n.backoff << (j.tries - 1))
+	wait := n.backoff << (j.tries - 1)
+	if j.retries != nil {
+		wait = j.retries[j.tries-1]
+	}
+	j.due = time.Now().Add(wait)
 	n.mu.Lock()
 	heap.Push(&n.queue, j)
 	n.mu.Unlock()
@@ -292,7 +302,11 @@ func (n *Notifier) post(ctx context.Context, j *job) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	gateway.Sign(req.Header, n.secret, body, time.Now())
+	key, ok := n.key(j.channel)
+	if !ok {
+		return 0, fmt.Errorf("no key for channel %s", j.channel)
+	}
+	gateway.Sign(req.Header, key, gateway.Message{Method: req.Method, Path: req.URL.EscapedPath(), Body: body}, time.Now())
 	resp, err := n.client.Do(req)
 	if err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,7 @@ type payserverStub struct {
 	got      []notification
 	failNext int // answer 503 to that many calls first
 	calls    int
+	callAt   []time.Time
 }
 
 type notification struct {
@@ -38,7 +40,8 @@ func newPayserverStub(t *testing.T) *payserverStub {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.calls++
-		if err := gateway.Verify(r.Header, []byte(testSecret), body, time.Now()); err != nil {
+		s.callAt = append(s.callAt, time.Now())
+		if _, err := gateway.Verify(r.Header, gateway.Keys{testKey}, gateway.Message{Method: r.Method, Path: r.URL.Path, Body: body}, time.Now()); err != nil {
 			t.Errorf("notification with a bad signature: %v", err)
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -159,7 +162,7 @@ func TestNotificationRetried(t *testing.T) {
 	stub := newPayserverStub(t)
 	stub.failNext = 2
 	h := newHarness(t, harnessOptions{notifyURL: stub.srv.URL})
-	h.mustAdmin("ALIPAY", `{"notify":true}`)
+	h.mustAdmin("ALIPAY", `{"notify":true,"notifyRetriesMs":[50,100,100]}`)
 	h.pay("ALIPAY", "o-1", 1)
 	stub.wait(1)
 	if s := waitDelivered(h.em.Notifier(), 1); s.Delivered != 1 || s.Failed != 0 {
@@ -169,6 +172,44 @@ func TestNotificationRetried(t *testing.T) {
 	defer stub.mu.Unlock()
 	if stub.calls != 3 {
 		t.Errorf("%d attempts, want 3", stub.calls)
+	}
+}
+
+// TestNotificationRetriesFollowTheSchedule: a copy payserver does not
+// acknowledge is sent again after each wait of the channel's
+// notifyRetriesMs, in order, and given up after the last.
+func TestNotificationRetriesFollowTheSchedule(t *testing.T) {
+	stub := newPayserverStub(t)
+	stub.failNext = 10
+	h := newHarness(t, harnessOptions{notifyURL: stub.srv.URL})
+	h.mustAdmin("ALIPAY", `{"notify":true,"notifyRetriesMs":[400,50]}`)
+	h.pay("ALIPAY", "o-1", 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for h.em.Notifier().Stats().Failed < 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // no further attempt comes
+	stub.mu.Lock()
+	defer stub.mu.Unlock()
+	if len(stub.callAt) != 3 {
+		t.Fatalf("%d attempts, want 3 (the first and two retries)", len(stub.callAt))
+	}
+	first, second := stub.callAt[1].Sub(stub.callAt[0]), stub.callAt[2].Sub(stub.callAt[1])
+	if first < 400*time.Millisecond || second < 50*time.Millisecond || second > 300*time.Millisecond {
+		t.Errorf("retries after %v and %v, want 400 ms then 50 ms", first, second)
+	}
+	if s := h.em.Notifier().Stats(); s.Failed != 1 || s.Delivered != 0 {
+		t.Errorf("stats %+v, want the copy given up", s)
+	}
+}
+
+// TestNotifyRetriesDefault: a channel retries on WeChat Pay's published
+// schedule unless told otherwise.
+func TestNotifyRetriesDefault(t *testing.T) {
+	b := DefaultBehaviour()
+	want := "[15s 15s 30s 3m0s 10m0s 20m0s 30m0s 30m0s 30m0s 1h0m0s 3h0m0s 3h0m0s 3h0m0s 6h0m0s 6h0m0s]"
+	if got := fmt.Sprint(b.NotifyRetries); got != want {
+		t.Errorf("default notifyRetries %s, want %s", got, want)
 	}
 }
 
@@ -200,7 +241,7 @@ func TestNotifierQueueBoundAndClose(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
 	defer srv.Close()
 	defer close(block)
-	n, err := NewNotifier(NotifierConfig{URL: srv.URL, Secret: []byte(testSecret), QueueLimit: 2}, newRoller(1))
+	n, err := NewNotifier(NotifierConfig{URL: srv.URL, Key: func(string) (gateway.Key, bool) { return testKey, true }, QueueLimit: 2}, newRoller(1))
 	if err != nil {
 		t.Fatal(err)
 	}

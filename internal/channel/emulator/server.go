@@ -95,9 +95,8 @@ func (c *call) serve() {
 		c.fail(http.StatusBadRequest, codeInvalidRequest, "reading the body: "+readErr.Error())
 		return
 	}
-	if err := gateway.Verify(c.r.Header, c.e.secret, c.body, time.Now()); err != nil {
-		c.e.log.Warn("gateway call refused", "channel", c.ch.code, "op", c.line.Op, "orderNo", c.line.OrderNo, "remote", c.r.RemoteAddr, "err", err)
-		c.fail(http.StatusUnauthorized, codeBadSignature, "bad or stale signature")
+	if status, message := c.verify(); status != 0 {
+		c.fail(status, codeBadSignature, message)
 		return
 	}
 	decide, err := c.parse()
@@ -125,6 +124,11 @@ func (c *call) serve() {
 		c.line.Fault = FaultLostAnswer
 	}
 	answer, err := decide(b)
+	if rf := (*refusal)(nil); errors.As(err, &rf) {
+		c.line.Fault = ""
+		c.fail(rf.status, rf.code, rf.message)
+		return
+	}
 	if err != nil {
 		c.e.log.Error("gateway call not recorded", "channel", c.ch.code, "op", c.line.Op, "orderNo", c.line.OrderNo, "err", err)
 		c.writeSigned(http.StatusInternalServerError, newError(codeInternal, "the ledger could not be written; nothing was processed"))
@@ -136,6 +140,30 @@ func (c *call) serve() {
 		return
 	}
 	c.writeSigned(http.StatusOK, answer)
+}
+
+// verify checks the call's signature under the channel's keys, then its
+// nonce against the ones seen within the window. It returns 0 for a call
+// to take, or the status and message of its refusal: 401 for a bad,
+// stale or replayed signature or an unknown key, 503 when the nonce cache
+// is full (nothing is forgotten early; the caller may try again later).
+func (c *call) verify() (int, string) {
+	now := time.Now()
+	msg := gateway.Message{Method: c.r.Method, Path: c.r.URL.EscapedPath(), Body: c.body}
+	signed, err := gateway.Verify(c.r.Header, *c.ch.keys.Load(), msg, now)
+	if err == nil {
+		err = c.e.nonces.Add(c.ch.code, signed.Nonce, now)
+	}
+	if err == nil {
+		return 0, ""
+	}
+	reason, _ := gateway.ReasonOf(err)
+	c.e.log.Warn("gateway call refused: bad or stale signature", "channel", c.ch.code, "op", c.line.Op, "orderNo", c.line.OrderNo,
+		"remote", c.r.RemoteAddr, "reason", reason, "err", err)
+	if errors.Is(err, gateway.ErrNonceCacheFull) {
+		return http.StatusServiceUnavailable, "the nonce cache is full; try again later"
+	}
+	return http.StatusUnauthorized, "bad or stale signature (" + string(reason) + ")"
 }
 
 // describe fills the line from the body as far as it can be read, before
@@ -150,14 +178,12 @@ func (c *call) describe() {
 	}
 	_ = json.Unmarshal(c.body, &probe) // best effort: fields of the wrong type stay empty
 	c.line.OrderNo, c.line.RequestID = probe.OrderNo, probe.RequestID
-	if c.line.Op == OpPay {
-		c.line.Amount, c.line.Currency = probe.Amount, probe.Currency
-	}
+	c.line.Amount, c.line.Currency = probe.Amount, probe.Currency
 }
 
 // fillFromOrder completes a line from the order's records: its requestId
 // when the call did not carry one, and a query's or close's amount and
-// currency.
+// currency (the order's, when the gateway has them).
 func (c *call) fillFromOrder(o Order, found bool) {
 	if !found {
 		return
@@ -165,7 +191,7 @@ func (c *call) fillFromOrder(o Order, found bool) {
 	if c.line.RequestID == "" {
 		c.line.RequestID = o.RequestID
 	}
-	if c.line.Op != OpPay {
+	if c.line.Op != OpPay && o.Amount != 0 {
 		c.line.Amount, c.line.Currency = o.Amount, o.Currency
 	}
 }
@@ -200,7 +226,7 @@ func (c *call) parse() (func(Behaviour) (gateway.Answer, error), error) {
 	if c.line.Op == OpQuery {
 		return func(Behaviour) (gateway.Answer, error) { return c.query(req) }, nil
 	}
-	return func(Behaviour) (gateway.Answer, error) { return c.close(req) }, nil
+	return func(b Behaviour) (gateway.Answer, error) { return c.close(req, b) }, nil
 }
 
 func decodeStrict(body []byte, v any) error {
@@ -282,14 +308,34 @@ func (c *call) query(req gateway.OrderRequest) (gateway.Answer, error) {
 	return a, c.record(nil)
 }
 
+// refusal is a call the channel's rules refuse, answered with status and
+// code; nothing is processed.
+type refusal struct {
+	status        int
+	code, message string
+}
+
+func (r *refusal) Error() string { return r.code + ": " + r.message }
+
 // close closes an order (remembering it when it was unknown) and says
-// whether it had been processed.
-func (c *call) close(req gateway.OrderRequest) (gateway.Answer, error) {
+// whether it had been processed. Within b.CloseAfter of the first pay of
+// the order it received, the close is refused (*refusal).
+func (c *call) close(req gateway.OrderRequest, b Behaviour) (gateway.Answer, error) {
 	unlock := c.e.lockOrder(c.ch.code, req.OrderNo)
 	defer unlock()
+	if b.CloseAfter > 0 {
+		first, seen, err := c.e.store.FirstPay(context.WithoutCancel(c.r.Context()), c.ch.code, req.OrderNo)
+		if err != nil {
+			return gateway.Answer{}, err
+		}
+		if left := b.CloseAfter - time.Since(first); seen && left > 0 {
+			return gateway.Answer{}, &refusal{status: http.StatusConflict, code: b.CloseTooSoonCode,
+				message: fmt.Sprintf("an order can be closed %v after its pay; %v left", b.CloseAfter, left.Round(time.Millisecond))}
+		}
+	}
 	o, found := c.e.store.Order(c.ch.code, req.OrderNo)
 	if !found {
-		o = Order{Channel: c.ch.code, OrderNo: req.OrderNo, RequestID: req.RequestID}
+		o = Order{Channel: c.ch.code, OrderNo: req.OrderNo, RequestID: req.RequestID, Amount: req.Amount, Currency: req.Currency}
 	}
 	next := o.closedAt(time.Now())
 	c.line.Outcome, c.line.TradeNo = gateway.Closed, o.TradeNo
@@ -335,7 +381,8 @@ func (c *call) writeSigned(status int, v any) {
 	}
 	h := c.w.Header()
 	h.Set("Content-Type", "application/json")
-	gateway.Sign(h, c.e.secret, body, time.Now())
+	key := (*c.ch.keys.Load())[0]
+	gateway.Sign(h, key, gateway.Message{Method: c.r.Method, Path: c.r.URL.EscapedPath(), Body: body, Answer: true}, time.Now())
 	c.w.WriteHeader(status)
 	_, _ = c.w.Write(body)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -564,7 +565,7 @@ func TestAdmin(t *testing.T) {
 			}
 		})
 	}
-	if b, _ := h.em.Behaviour("ALIPAY"); b != DefaultBehaviour() {
+	if b, _ := h.em.Behaviour("ALIPAY"); !reflect.DeepEqual(b, DefaultBehaviour()) {
 		t.Errorf("refused changes changed the behaviour: %+v", b)
 	}
 	status, out := h.admin("ALIPAY", `{"latencyMs":{"min":5,"max":20},"declineRate":0.25,"throttleCapacity":10,"notify":true,"notifyDuplicates":2}`)
@@ -577,14 +578,14 @@ func TestAdmin(t *testing.T) {
 	want := DefaultBehaviour()
 	want.Latency = Latency{Min: 5 * time.Millisecond, Max: 20 * time.Millisecond}
 	want.DeclineRate, want.ThrottleCapacity, want.Notify, want.NotifyDuplicates = 0.25, 10, true, 2
-	if b, _ := h.em.Behaviour("ALIPAY"); b != want {
+	if b, _ := h.em.Behaviour("ALIPAY"); !reflect.DeepEqual(b, want) {
 		t.Errorf("behaviour %+v, want %+v", b, want)
 	}
 	// A GET's answer can be posted back as it is.
 	if status, out2 := h.admin("ALIPAY", string(out)); status != http.StatusOK {
 		t.Errorf("posting the GET answer back: %d %s", status, out2)
 	}
-	if b, _ := h.em.Behaviour("WECHAT"); b != DefaultBehaviour() {
+	if b, _ := h.em.Behaviour("WECHAT"); !reflect.DeepEqual(b, DefaultBehaviour()) {
 		t.Errorf("WECHAT changed with ALIPAY: %+v", b)
 	}
 }
@@ -606,7 +607,7 @@ func TestBehaviourAtStart(t *testing.T) {
 			t.Errorf("ParseChannelPatch(%q) took it", bad)
 		}
 	}
-	_, err = New(Config{Channels: []string{"ALIPAY"}, Secret: []byte("s"), Store: h.store, Patches: []ChannelPatch{p}})
+	_, err = New(Config{Channels: []string{"ALIPAY"}, Secret: []byte(testSecret), Store: h.store, Patches: []ChannelPatch{p}})
 	if err == nil || !strings.Contains(err.Error(), "WECHAT") {
 		t.Errorf("a behaviour for a channel not served: %v, want an error naming it", err)
 	}
@@ -615,12 +616,15 @@ func TestBehaviourAtStart(t *testing.T) {
 func TestNewRefuses(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	for name, cfg := range map[string]Config{
-		"no store":     {Channels: []string{"A"}, Secret: []byte("s")},
+		"no store":     {Channels: []string{"A"}, Secret: []byte(testSecret)},
 		"no secret":    {Channels: []string{"A"}, Store: h.store},
-		"no channels":  {Secret: []byte("s"), Store: h.store},
-		"bad code":     {Channels: []string{"ali pay"}, Secret: []byte("s"), Store: h.store},
-		"twice":        {Channels: []string{"A", "A"}, Secret: []byte("s"), Store: h.store},
-		"bad notifier": {Channels: []string{"A"}, Secret: []byte("s"), Store: h.store, NotifyURL: "ftp://x"},
+		"short secret": {Channels: []string{"A"}, Secret: []byte("s"), Store: h.store},
+		"keys of a channel not served": {Channels: []string{"A"}, Secret: []byte(testSecret), Store: h.store,
+			Keys: map[string]gateway.Keys{"B": {testKey}}},
+		"no channels":  {Secret: []byte(testSecret), Store: h.store},
+		"bad code":     {Channels: []string{"ali pay"}, Secret: []byte(testSecret), Store: h.store},
+		"twice":        {Channels: []string{"A", "A"}, Secret: []byte(testSecret), Store: h.store},
+		"bad notifier": {Channels: []string{"A"}, Secret: []byte(testSecret), Store: h.store, NotifyURL: "ftp://x"},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: New took it", name)
@@ -695,5 +699,34 @@ func TestConcurrentPaysOfOneOrder(t *testing.T) {
 	}
 	if moved != 1 {
 		t.Errorf("%d pay lines moved money, want 1", moved)
+	}
+}
+
+// TestCloseBeforeCloseAfter: with closeAfterMs set, a close within that
+// time of the order's first pay is refused (409, the channel's code) and
+// changes nothing; a close after it, or of an order never paid, closes.
+func TestCloseBeforeCloseAfter(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.mustAdmin("WECHAT", `{"closeAfterMs":300,"closeTooSoonCode":"ORDER_TOO_RECENT","dropRate":1,"holdMs":0}`)
+	if r := h.pay("WECHAT", "o-1", 100); r.err == nil {
+		t.Fatalf("a dropped pay was answered: %d %s", r.status, r.body)
+	}
+	h.mustAdmin("WECHAT", `{"dropRate":0}`)
+	r := h.closeOrder("WECHAT", "o-1")
+	if r.status != http.StatusConflict || !strings.Contains(string(r.body), `"ORDER_TOO_RECENT"`) {
+		t.Fatalf("an early close: %d %s, want 409 ORDER_TOO_RECENT", r.status, r.body)
+	}
+	if got := h.lastLine(); got.Op != OpClose || got.Outcome != OutcomeError || got.Code != "ORDER_TOO_RECENT" {
+		t.Errorf("early close line %+v, want an ERROR ORDER_TOO_RECENT", got)
+	}
+	if _, found := h.store.Order("WECHAT", "o-1"); found {
+		t.Error("the refused close was remembered")
+	}
+	if r := h.closeOrder("WECHAT", "o-never-paid"); r.answer.Outcome != gateway.Closed {
+		t.Errorf("close of an order never paid: %d %s, want CLOSED", r.status, r.body)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if r := h.closeOrder("WECHAT", "o-1"); r.answer.Outcome != gateway.Closed || r.answer.Processed {
+		t.Errorf("a close after closeAfter: %d %s, want CLOSED unprocessed", r.status, r.body)
 	}
 }

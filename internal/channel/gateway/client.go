@@ -55,7 +55,8 @@ const (
 type Channel struct {
 	code        string
 	base        string
-	secret      []byte
+	keys        Keys
+	refused     func(Reason)
 	callTimeout time.Duration
 	transport   *http.Transport
 	client      *http.Client
@@ -71,15 +72,18 @@ type Channel struct {
 //
 // Requests are HTTP/1.1 on pooled keep-alive connections (at most
 // cfg.MaxConns; idle ones close after 30s), never through a proxy (whose
-// connection would say nothing about the gateway's), and marked with an
-// Idempotency-Key header. That header lets the transport send a request
-// again, within the same call's time and on a new connection, when a
-// reused connection failed before any answer (most often the gateway
-// closing it as idle just as the request left): the gateway answers a
-// repeated pay, query or close of one order with its first outcome, so a
-// repeat is safe, and it turns what would be an unknown outcome into an
-// answer. Because of such repeats, a connect error counts as "not sent"
-// only when no earlier attempt of the call had a connection.
+// connection would say nothing about the gateway's).
+//
+// A request goes on the wire at most once. None carries an
+// Idempotency-Key, so net/http does not take a POST for replayable: once
+// any byte of it was written, a connection that dies before the answer
+// ends the call. For a pay that is an unknown outcome for the resolver
+// (query, close, notification); a query or close is asked again at the
+// resolver's next attempt, signed afresh (a repeat of its signed bytes
+// would be refused by the gateway's nonce cache). The transport may still
+// move a request to a new connection when not one byte of it was written
+// on a reused one; because of such moves, a connect error counts as "not
+// sent" only when no earlier attempt of the call had a connection.
 func NewChannel(cfg Config, logger *slog.Logger, now func() time.Time) (*Channel, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -119,7 +123,8 @@ func NewChannel(cfg Config, logger *slog.Logger, now func() time.Time) (*Channel
 	return &Channel{
 		code:        cfg.Code,
 		base:        cfg.BaseURL,
-		secret:      bytes.Clone(cfg.Secret),
+		keys:        cfg.Keys.Clone(),
+		refused:     cfg.Refused,
 		callTimeout: cfg.CallTimeout,
 		transport:   tr,
 		client: &http.Client{
@@ -162,7 +167,7 @@ func (c *Channel) Pay(ctx context.Context, req channel.Request) (channel.Result,
 // Processing), channel.ErrNotFound when the gateway has no such order, or
 // another error, which teaches nothing.
 func (c *Channel) Query(ctx context.Context, req channel.Request) (channel.Result, error) {
-	a, err := c.call(ctx, opQuery, PathQuery, req.OrderNo, OrderRequest{OrderNo: req.OrderNo, RequestID: req.RequestID})
+	a, err := c.call(ctx, opQuery, PathQuery, req.OrderNo, orderRequest(req))
 	if err != nil {
 		return channel.Result{}, err
 	}
@@ -179,7 +184,7 @@ func (c *Channel) Query(ctx context.Context, req channel.Request) (channel.Resul
 // it, and the CloseResult says whether it had (and then its outcome). Any
 // other answer or failure is an error, which teaches nothing.
 func (c *Channel) Close(ctx context.Context, req channel.Request) (channel.CloseResult, error) {
-	a, err := c.call(ctx, opClose, PathClose, req.OrderNo, OrderRequest{OrderNo: req.OrderNo, RequestID: req.RequestID})
+	a, err := c.call(ctx, opClose, PathClose, req.OrderNo, orderRequest(req))
 	if err != nil {
 		return channel.CloseResult{}, err
 	}
@@ -199,6 +204,11 @@ func (c *Channel) Close(ctx context.Context, req channel.Request) (channel.Close
 			fmt.Errorf("%w: CLOSED processed with result %q", ErrBadAnswer, a.Result))
 	}
 	return channel.CloseResult{Processed: true, Result: res}, nil
+}
+
+// orderRequest is the body of a query or close of req's order.
+func orderRequest(req channel.Request) OrderRequest {
+	return OrderRequest{OrderNo: req.OrderNo, RequestID: req.RequestID, Amount: req.Amount, Currency: req.Currency}
 }
 
 // paymentResult is the Result of a payment outcome (SUCCEEDED, DECLINED,
@@ -251,8 +261,8 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Idempotency-Key", op+":"+orderNo) // see NewChannel
-	Sign(req.Header, c.secret, body, c.now())
+	signed := Message{Method: http.MethodPost, Path: req.URL.EscapedPath(), Body: body}
+	Sign(req.Header, c.keys[0], signed, c.now())
 
 	resp, err := c.client.Do(req)
 	if err != nil {
@@ -260,9 +270,9 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 	}
 	defer resp.Body.Close()
 	// A 401 or a THROTTLED answer proves that nothing was processed only
-	// for the attempt it answers: after the transport repeated the
-	// request on a new connection (the first one died before any
-	// answer), the first attempt may have been processed.
+	// for the attempt it answers: after the transport moved the request
+	// to a new connection, taken as if the first attempt may have been
+	// processed.
 	repeated := conns.Load() > 1
 	if resp.StatusCode == http.StatusUnauthorized && repeated {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, MaxAnswerBytes))
@@ -272,16 +282,17 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 		// By the protocol a 401 means the gateway refused our signature
 		// and processed nothing.
 		io.Copy(io.Discard, io.LimitReader(resp.Body, MaxAnswerBytes))
-		c.log.Error("gateway refused our signature (401); nothing was processed: check the channel's secret and this host's clock",
+		c.log.Error("gateway refused our signature (401); nothing was processed: check the channel's keys and this host's clock",
 			"channel", c.code, "op", op, "orderNo", orderNo)
-		return Answer{}, fmt.Errorf("gateway %s: %s %s was refused (401, bad or stale signature; check the secret): %w",
+		return Answer{}, fmt.Errorf("gateway %s: %s %s was refused (401, bad or stale signature; check the keys): %w",
 			c.code, op, orderNo, channel.ErrNotSent)
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 	if err != nil {
 		return Answer{}, c.failed(ctx, op, orderNo, true, err)
 	}
-	a, err := c.believe(resp, raw, orderNo)
+	signed.Body, signed.Answer = raw, true
+	a, err := c.believe(resp, signed, orderNo)
 	if err != nil {
 		return Answer{}, c.unknown(op, orderNo, err)
 	}
@@ -297,14 +308,18 @@ func (c *Channel) call(ctx context.Context, op, path, orderNo string, msg any) (
 
 // believe checks an answer: status 200, a body within MaxAnswerBytes
 // signed by the gateway within MaxSkew of now, an Answer about orderNo.
-func (c *Channel) believe(resp *http.Response, raw []byte, orderNo string) (Answer, error) {
+func (c *Channel) believe(resp *http.Response, msg Message, orderNo string) (Answer, error) {
+	raw := msg.Body
 	if resp.StatusCode != http.StatusOK {
 		return Answer{}, fmt.Errorf("%w: status %d", ErrBadAnswer, resp.StatusCode)
 	}
 	if len(raw) > MaxAnswerBytes {
 		return Answer{}, fmt.Errorf("%w: longer than %d bytes", ErrBadAnswer, MaxAnswerBytes)
 	}
-	if err := Verify(resp.Header, c.secret, raw, c.now()); err != nil {
+	if _, err := Verify(resp.Header, c.keys, msg, c.now()); err != nil {
+		if reason, ok := ReasonOf(err); ok && c.refused != nil {
+			c.refused(reason)
+		}
 		return Answer{}, fmt.Errorf("%w: %w", ErrBadAnswer, err)
 	}
 	var a Answer

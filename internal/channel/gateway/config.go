@@ -28,9 +28,13 @@ type Config struct {
 	// BaseURL is the gateway's http:// or https:// URL; the protocol's
 	// paths (PathPay, …) are appended to it.
 	BaseURL string
-	// Secret is the channel's HMAC secret. It is never logged; Config's
-	// String and LogValue leave it out.
-	Secret []byte
+	// Keys are the channel's signing keys: the first signs requests, an
+	// answer signed under any of them is believed. Secrets are never
+	// logged; Config's String and LogValue name the keys by id.
+	Keys Keys
+	// Refused, when not nil, is told why an answer was refused (its
+	// signature, timestamp or key), for payserver_channel_messages_refused_total.
+	Refused func(Reason)
 	// ConnectTimeout bounds establishing one connection: the TCP connect
 	// and, for https, the TLS handshake. Default 1s.
 	ConnectTimeout time.Duration
@@ -93,8 +97,8 @@ func (c Config) Validate() error {
 	case u.RawQuery != "" || u.ForceQuery || strings.Contains(c.BaseURL, "#"):
 		return fail("BaseURL %q: no query or fragment (the protocol's paths are appended to it)", c.BaseURL)
 	}
-	if len(c.Secret) == 0 {
-		return fail("Secret is empty")
+	if err := c.Keys.Validate(); err != nil {
+		return fail("Keys: %v", err)
 	}
 	switch {
 	case c.ConnectTimeout < 0:
@@ -142,16 +146,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// String describes c without its secret.
+// String describes c without its secrets.
 func (c Config) String() string {
-	return fmt.Sprintf("gateway.Config{Code:%s BaseURL:%s Secret:[redacted] ConnectTimeout:%v CallTimeout:%v MaxConns:%d CAFile:%q CertFile:%q KeyFile:%q ServerName:%q}",
-		c.Code, c.BaseURL, c.ConnectTimeout, c.CallTimeout, c.MaxConns, c.CAFile, c.CertFile, c.KeyFile, c.ServerName)
+	return fmt.Sprintf("gateway.Config{Code:%s BaseURL:%s Keys:%v ConnectTimeout:%v CallTimeout:%v MaxConns:%d CAFile:%q CertFile:%q KeyFile:%q ServerName:%q}",
+		c.Code, c.BaseURL, c.Keys.IDs(), c.ConnectTimeout, c.CallTimeout, c.MaxConns, c.CAFile, c.CertFile, c.KeyFile, c.ServerName)
 }
 
-// LogValue logs c without its secret.
+// LogValue logs c without its secrets.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("code", c.Code), slog.String("baseURL", c.BaseURL),
+		slog.String("code", c.Code), slog.String("baseURL", c.BaseURL), slog.Any("keys", c.Keys.IDs()),
 		slog.Duration("connectTimeout", c.ConnectTimeout), slog.Duration("callTimeout", c.CallTimeout),
 		slog.Int("maxConns", c.MaxConns), slog.String("caFile", c.CAFile),
 		slog.String("certFile", c.CertFile), slog.String("keyFile", c.KeyFile), slog.String("serverName", c.ServerName),

@@ -12,7 +12,7 @@ import (
 
 // TestValidate: each wrong field is refused by name; good configs pass.
 func TestValidate(t *testing.T) {
-	good := Config{Code: testCode, BaseURL: "https://gw.internal:8443/alipay", Secret: testSecret,
+	good := Config{Code: testCode, BaseURL: "https://gw.internal:8443/alipay", Keys: keysOf(testSecret),
 		CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "c.key", ServerName: "gw"}
 	cases := []struct {
 		name   string
@@ -20,7 +20,7 @@ func TestValidate(t *testing.T) {
 		field  string // "" for a valid config
 	}{
 		{name: "good https", change: func(*Config) {}},
-		{name: "good http", change: func(c *Config) { *c = Config{Code: "X", BaseURL: "http://127.0.0.1:9000", Secret: []byte("s")} }},
+		{name: "good http", change: func(c *Config) { *c = Config{Code: "X", BaseURL: "http://127.0.0.1:9000", Keys: keysOf(testSecret)} }},
 		{name: "no code", change: func(c *Config) { c.Code = "" }, field: "Code"},
 		{name: "a throttle code", change: func(c *Config) { c.ThrottleCodes = []string{"FREQUENCY_LIMITED"} }},
 		{name: "an empty throttle code", change: func(c *Config) { c.ThrottleCodes = []string{" "} }, field: "ThrottleCodes"},
@@ -32,7 +32,8 @@ func TestValidate(t *testing.T) {
 		{name: "credentials", change: func(c *Config) { c.BaseURL = "https://u:p@gw" }, field: "BaseURL"},
 		{name: "query", change: func(c *Config) { c.BaseURL = "https://gw/?a=1" }, field: "BaseURL"},
 		{name: "fragment", change: func(c *Config) { c.BaseURL = "https://gw/#x" }, field: "BaseURL"},
-		{name: "no secret", change: func(c *Config) { c.Secret = nil }, field: "Secret"},
+		{name: "no keys", change: func(c *Config) { c.Keys = nil }, field: "Keys"},
+		{name: "short key", change: func(c *Config) { c.Keys = keysOf([]byte("short")) }, field: "Keys"},
 		{name: "negative connect timeout", change: func(c *Config) { c.ConnectTimeout = -1 }, field: "ConnectTimeout"},
 		{name: "negative call timeout", change: func(c *Config) { c.CallTimeout = -1 }, field: "CallTimeout"},
 		{name: "negative max conns", change: func(c *Config) { c.MaxConns = -1 }, field: "MaxConns"},
@@ -94,11 +95,12 @@ func TestNewChannelTLSFiles(t *testing.T) {
 func TestConfigHidesSecret(t *testing.T) {
 	cfg := testConfig("http://127.0.0.1:1")
 	logger, logs := testLogger()
-	logger.Info("config", "cfg", cfg)
+	logger.Info("config", "cfg", cfg, "key", cfg.Keys[0])
 	text := &testutil.LogBuffer{}
-	slog.New(slog.NewTextHandler(text, nil)).Info("config", "cfg", cfg)
+	slog.New(slog.NewTextHandler(text, nil)).Info("config", "cfg", cfg, "key", cfg.Keys[0])
 	for name, out := range map[string]string{
 		"%v": fmt.Sprintf("%v", cfg), "%+v": fmt.Sprintf("%+v", cfg), "JSON log": logs.String(), "text log": text.String(),
+		"keys %+v": fmt.Sprintf("%+v %s", cfg.Keys, testCode),
 	} {
 		if !strings.Contains(out, testCode) {
 			t.Errorf("%s: %s, want the code in it", name, out)

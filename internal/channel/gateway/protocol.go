@@ -1,7 +1,8 @@
 // Package gateway is payserver's side of the channel gateway protocol
 // (api/channel-gateway.yaml): the messages a channel gateway takes and
-// answers, and their signatures. Every request and answer is signed with
-// HMAC-SHA256 over its timestamp and body, one secret per channel.
+// answers, and their signatures. Every request, answer and notification
+// is signed with HMAC-SHA256 over its timestamp, nonce, method, path and
+// body (sign.go), under one of the channel's own keys.
 package gateway
 
 // Paths of the protocol, relative to a gateway's base URL.
@@ -44,12 +45,14 @@ type PayRequest struct {
 	Subject    string `json:"subject,omitempty"`
 }
 
-// OrderRequest is the body of POST /query and POST /close. RequestID is
-// the order's requestId, for the gateway's books; the order is named by
-// OrderNo alone.
+// OrderRequest is the body of POST /query and POST /close. RequestID,
+// Amount and Currency are the order's, for the gateway's books; the order
+// is named by OrderNo alone.
 type OrderRequest struct {
 	OrderNo   string `json:"orderNo"`
 	RequestID string `json:"requestId,omitempty"`
+	Amount    int64  `json:"amount,omitempty"`
+	Currency  string `json:"currency,omitempty"`
 }
 
 // PathNotify is payserver's endpoint for a gateway's asynchronous

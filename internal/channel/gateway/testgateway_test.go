@@ -23,7 +23,10 @@ import (
 // testCode and testSecret are the channel the tests talk to.
 const testCode = "TESTPAY"
 
-var testSecret = []byte("gateway-test-secret-3f9a1c")
+var testSecret = []byte("gateway-test-secret-3f9a1c-0123456789")
+
+// keysOf is the one key (id "default") of secret.
+func keysOf(secret []byte) Keys { return Keys{{ID: "default", Secret: secret}} }
 
 // testGateway speaks the gateway protocol on a loopback socket: it checks
 // every request's signature with Verify (401 when bad, as the protocol
@@ -101,7 +104,7 @@ func (g *testGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	g.sigs = append(g.sigs, r.Header.Get(HeaderSignature))
 	g.mu.Unlock()
-	if err := Verify(r.Header, g.secret, body, g.now()); err != nil {
+	if _, err := Verify(r.Header, keysOf(g.secret), Message{Method: r.Method, Path: r.URL.EscapedPath(), Body: body}, g.now()); err != nil {
 		g.record(req)
 		w.WriteHeader(http.StatusUnauthorized)
 		return
@@ -148,14 +151,19 @@ func (g *testGateway) signatures() []string {
 	return append([]string(nil), g.sigs...)
 }
 
-// reply writes body as a 200 answer signed with secret at time at.
-func (g *testGateway) reply(w http.ResponseWriter, body []byte, secret []byte, at time.Time) {
-	Sign(w.Header(), secret, body, at)
+// reply writes body as a 200 answer to r signed with secret at time at.
+func (g *testGateway) reply(w http.ResponseWriter, r *http.Request, body []byte, secret []byte, at time.Time) {
+	Sign(w.Header(), keysOf(secret)[0], answerTo(r, body), at)
 	g.mu.Lock()
 	g.sigs = append(g.sigs, w.Header().Get(HeaderSignature))
 	g.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body)
+}
+
+// answerTo is the signed message of an answer body to r.
+func answerTo(r *http.Request, body []byte) Message {
+	return Message{Method: r.Method, Path: r.URL.EscapedPath(), Body: body, Answer: true}
 }
 
 // mustJSON is a's JSON.
@@ -176,7 +184,7 @@ func answer(a Answer) behaviour {
 // answerSigned answers a signed with secret (nil: the gateway's) by a
 // clock skew off the gateway's.
 func answerSigned(a Answer, secret []byte, skew time.Duration) behaviour {
-	return func(g *testGateway, w http.ResponseWriter, _ *http.Request, req gotRequest) {
+	return func(g *testGateway, w http.ResponseWriter, r *http.Request, req gotRequest) {
 		a := a
 		if a.OrderNo == "" {
 			a.OrderNo = req.OrderNo
@@ -185,14 +193,14 @@ func answerSigned(a Answer, secret []byte, skew time.Duration) behaviour {
 		if s == nil {
 			s = g.secret
 		}
-		g.reply(w, mustJSON(g.t, a), s, g.now().Add(skew))
+		g.reply(w, r, mustJSON(g.t, a), s, g.now().Add(skew))
 	}
 }
 
 // rawAnswer answers body, correctly signed.
 func rawAnswer(body []byte) behaviour {
-	return func(g *testGateway, w http.ResponseWriter, _ *http.Request, _ gotRequest) {
-		g.reply(w, body, g.secret, g.now())
+	return func(g *testGateway, w http.ResponseWriter, r *http.Request, _ gotRequest) {
+		g.reply(w, r, body, g.secret, g.now())
 	}
 }
 
@@ -207,9 +215,9 @@ func unsigned(a Answer) behaviour {
 
 // status answers code with a short body, correctly signed.
 func status(code int) behaviour {
-	return func(g *testGateway, w http.ResponseWriter, _ *http.Request, _ gotRequest) {
+	return func(g *testGateway, w http.ResponseWriter, r *http.Request, _ gotRequest) {
 		body := []byte(http.StatusText(code))
-		Sign(w.Header(), g.secret, body, g.now())
+		Sign(w.Header(), keysOf(g.secret)[0], answerTo(r, body), g.now())
 		if code/100 == 3 {
 			w.Header().Set("Location", PathPay)
 		}
