@@ -73,6 +73,16 @@ func (c *checker) checkSlots() {
 				Message: fmt.Sprintf("the window counts %d for the member, its order pays %d", m.Amount, o.Amount),
 				Excerpt: []string{excerpt(Record{Member: m}), excerpt(Record{Order: o})}})
 		}
+		if !strings.HasPrefix(m.Member, "#") && c.refusedOnly(m.Member) {
+			rid := strings.TrimPrefix(m.Member, "api:")
+			ex := []string{excerpt(Record{Member: m})}
+			for _, op := range c.opsByReq[rid] {
+				ex = append(ex, excerpt(Record{Op: op}))
+			}
+			c.report(Violation{Property: RefusalTookNothing, Key: m.Key, Window: rw.id.String(), RequestID: m.Member,
+				Message: "every request of this requestId was answered 429, yet its member is in the window after the quiet period", Excerpt: ex})
+			continue
+		}
 		if why := c.slotOwner(m, rw); why != "" {
 			ex := []string{excerpt(Record{Member: m})}
 			rid := strings.TrimPrefix(m.Member, "api:")
@@ -137,19 +147,37 @@ func (c *checker) slotOwner(m *Member, rw redisWindow) string {
 	return ""
 }
 
+// acquisitionOwner reads an acquisition's owner from the answers to its
+// acquires and releases on the key, in the order they were sent: a 200
+// owns the slot; a 503 or no answer may own it (the limiter's answer was
+// lost: released within a minute unless the requestId is acquired again);
+// a 429 owns nothing; a release answered 200 ends what came before it.
 func (c *checker) acquisitionOwner(rid string, rw redisWindow, wide bool, bizOK func(string) bool) string {
-	var last *Op
+	var owns, mayOwn, sent, released bool
 	for _, op := range c.opsByReq[rid] {
 		if (op.Kind != "acquire" && op.Kind != "release") || op.Channel != rw.channel || !bizOK(op.BizType) || (!wide && op.BizType != rw.bizType) {
 			continue
 		}
-		last = op
+		sent = true
+		switch {
+		case op.Kind == "acquire" && op.Status == 200:
+			owns = true
+		case op.Kind == "acquire" && (op.Status == 0 || op.Status == 503):
+			mayOwn = true
+		case op.Kind == "release" && op.Status == 200:
+			owns, mayOwn, released = false, false, true
+		case op.Kind == "release":
+			// A release whose answer was lost, or refused, may not have
+			// been made: what came before it stands.
+		}
 	}
 	switch {
-	case last == nil:
+	case !sent:
 		return "no acquire of this requestId on this key"
-	case last.Kind == "release" && last.Status == 200:
-		return "released (200) after its last acquire"
+	case owns || mayOwn:
+		return ""
+	case released:
+		return "released (200) after its last acquire that may have taken it (a 429 takes nothing)"
 	}
-	return ""
+	return "every acquire of it was refused (a 429 takes nothing)"
 }
