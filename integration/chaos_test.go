@@ -820,8 +820,8 @@ func (c *campaign) collect(quietFrom int64) witness.History {
 			case "hash":
 				fields, _ := rdb.HGetAll(ctx, key).Result()
 				for f, v := range fields {
-					if strings.HasPrefix(f, "#") {
-						continue
+					if strings.HasPrefix(f, "#") && !strings.HasPrefix(f, "#api:") && !strings.HasPrefix(f, "#resolve:") {
+						continue // the hash's own fields (its period, its sum)
 					}
 					a, _ := strconv.ParseInt(v, 10, 64)
 					h.Members = append(h.Members, witness.Member{Key: key, Member: f, Amount: a})

@@ -113,8 +113,8 @@ func (c *checker) redisMayHaveLost(a *admission, channel string) bool {
 // was.
 func (c *checker) refusedOnly(member string) bool {
 	kind, rid := "pay", member
-	if strings.HasPrefix(member, "api:") {
-		kind, rid = "acquire", strings.TrimPrefix(member, "api:")
+	if strings.HasPrefix(member, acquisitionPrefix) {
+		kind, rid = "acquire", strings.TrimPrefix(member, acquisitionPrefix)
 	} else if c.ordersByReq[rid] != nil {
 		return false
 	}

@@ -50,13 +50,19 @@ func parseRedisKey(key string) (redisWindow, bool) {
 	return rw, false
 }
 
+// acquisitionPrefix starts the member of every requestId acquired through
+// the limits API (docs/OPERATIONS.md: "acquisitions are kept under their
+// own prefix"; '#' is never in a requestId, so no payment's member starts
+// with it).
+const acquisitionPrefix = "#api:"
+
 // checkSlots checks property 4 on the window members Redis held at the
 // end: each belongs to an order or an acquisition that can still use it.
 func (c *checker) checkSlots() {
 	dump := c.h.Config.DumpedAtUs
 	for i := range c.h.Members {
 		m := &c.h.Members[i]
-		if strings.HasPrefix(m.Member, "#") && !strings.HasPrefix(m.Member, "#resolve:") {
+		if strings.HasPrefix(m.Member, "#") && !strings.HasPrefix(m.Member, "#resolve:") && !strings.HasPrefix(m.Member, acquisitionPrefix) {
 			continue // a calendar hash's own fields (#s, #p)
 		}
 		rw, ok := parseRedisKey(m.Key)
@@ -73,8 +79,8 @@ func (c *checker) checkSlots() {
 				Message: fmt.Sprintf("the window counts %d for the member, its order pays %d", m.Amount, o.Amount),
 				Excerpt: []string{excerpt(Record{Member: m}), excerpt(Record{Order: o})}})
 		}
-		if !strings.HasPrefix(m.Member, "#") && c.refusedOnly(m.Member) {
-			rid := strings.TrimPrefix(m.Member, "api:")
+		if (!strings.HasPrefix(m.Member, "#") || strings.HasPrefix(m.Member, acquisitionPrefix)) && c.refusedOnly(m.Member) {
+			rid := strings.TrimPrefix(m.Member, acquisitionPrefix)
 			ex := []string{excerpt(Record{Member: m})}
 			for _, op := range c.opsByReq[rid] {
 				ex = append(ex, excerpt(Record{Op: op}))
@@ -85,7 +91,7 @@ func (c *checker) checkSlots() {
 		}
 		if why := c.slotOwner(m, rw); why != "" {
 			ex := []string{excerpt(Record{Member: m})}
-			rid := strings.TrimPrefix(m.Member, "api:")
+			rid := strings.TrimPrefix(m.Member, acquisitionPrefix)
 			if o := c.ordersByReq[rid]; o != nil {
 				ex = append(ex, excerpt(Record{Order: o}))
 			}
@@ -112,8 +118,8 @@ func (c *checker) slotOwner(m *Member, rw redisWindow) string {
 			return "a resolver's call for an order of another channel, or of none"
 		}
 		return ""
-	case strings.HasPrefix(m.Member, "api:"):
-		return c.acquisitionOwner(strings.TrimPrefix(m.Member, "api:"), rw, wide, bizOK)
+	case strings.HasPrefix(m.Member, acquisitionPrefix):
+		return c.acquisitionOwner(strings.TrimPrefix(m.Member, acquisitionPrefix), rw, wide, bizOK)
 	}
 	o := c.ordersByReq[m.Member]
 	if o == nil {
