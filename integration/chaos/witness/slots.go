@@ -159,7 +159,8 @@ func (c *checker) slotOwner(m *Member, rw redisWindow) string {
 // lost: released within a minute unless the requestId is acquired again);
 // a 429 owns nothing; a release answered 200 ends what came before it.
 func (c *checker) acquisitionOwner(rid string, rw redisWindow, wide bool, bizOK func(string) bool) string {
-	var owns, mayOwn, sent, released bool
+	var owns, mayOwn, sent bool
+	var released *Op
 	for _, op := range c.opsByReq[rid] {
 		if (op.Kind != "acquire" && op.Kind != "release") || op.Channel != rw.channel || !bizOK(op.BizType) || (!wide && op.BizType != rw.bizType) {
 			continue
@@ -171,7 +172,7 @@ func (c *checker) acquisitionOwner(rid string, rw redisWindow, wide bool, bizOK 
 		case op.Kind == "acquire" && (op.Status == 0 || op.Status == 503):
 			mayOwn = true
 		case op.Kind == "release" && op.Status == 200:
-			owns, mayOwn, released = false, false, true
+			owns, mayOwn, released = false, false, op
 		case op.Kind == "release":
 			// A release whose answer was lost, or refused, may not have
 			// been made: what came before it stands.
@@ -182,8 +183,25 @@ func (c *checker) acquisitionOwner(rid string, rw redisWindow, wide bool, bizOK 
 		return "no acquire of this requestId on this key"
 	case owns || mayOwn:
 		return ""
-	case released:
+	case released != nil && !c.windowLiveSince(rw, released.InvokeUs):
+		// The limits API releases from the windows the limits in force
+		// give the key; a window no document has had since counts the
+		// member nowhere (the within-limits rule for a dropped window id).
+		return ""
+	case released != nil:
 		return "released (200) after its last acquire that may have taken it (a 429 takes nothing)"
 	}
 	return "every acquire of it was refused (a 429 takes nothing)"
+}
+
+// windowLiveSince says whether some document in force from t to the dump
+// has the member's window for its key.
+func (c *checker) windowLiveSince(rw redisWindow, t int64) bool {
+	key := rw.bizType + ":" + rw.channel
+	for _, d := range c.docsIn(t, c.h.Config.DumpedAtUs) {
+		if d.hasWindow(key, rw.id) {
+			return true
+		}
+	}
+	return false
 }
