@@ -194,12 +194,13 @@ func (c *checker) acquisitionOwner(rid string, rw redisWindow, wide bool, bizOK 
 	return "every acquire of it was refused (a 429 takes nothing)"
 }
 
-// windowLiveSince says whether some document in force from t to the dump
-// has the member's window for its key.
+// windowLiveSince says whether some document in force on some instance
+// from t to the dump has the member's window for its key: one not yet
+// replaced on every instance at t (its toUs, less the clock uncertainty).
 func (c *checker) windowLiveSince(rw redisWindow, t int64) bool {
 	key := rw.bizType + ":" + rw.channel
-	for _, d := range c.docsIn(t, c.h.Config.DumpedAtUs) {
-		if d.hasWindow(key, rw.id) {
+	for _, s := range c.spans {
+		if (s.toUs == forever || s.toUs+c.skew > t) && s.fromUs <= c.h.Config.DumpedAtUs && s.doc.hasWindow(key, rw.id) {
 			return true
 		}
 	}
