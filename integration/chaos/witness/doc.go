@@ -138,8 +138,9 @@
 // windows still live at the dump (admitted before the dump, and after it
 // less the size or in the dump's period): a SUCCEEDED or UNKNOWN order's
 // in every window, a FAILED order's (the channel declined the call) in
-// its count windows, an acquisition's when no release of it was sent.
-// Only the windows of every rule set that may have decided it are
+// its count windows, an acquisition's when no release of it was sent and
+// no later acquire of it lost its answer (503 or none: the limits API
+// releases that slot within a minute). Only the windows of every rule set that may have decided it are
 // checked. Not when a Redis fault (lengthened by FaultSlack) overlaps the
 // admission, which may then have been made in process only, or one after
 // it may have lost writes (lostWrites ≠ 0).

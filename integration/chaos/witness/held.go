@@ -30,7 +30,8 @@ func (c *checker) memberIndex() map[heldKey]*Member {
 // whose fate keeps it counted has its member in each of its windows that is
 // still live at the dump. Kept: a SUCCEEDED or UNKNOWN order's slot in
 // every window, a FAILED order's (the channel declined the call) in its
-// count windows, an acquisition's when no release of it was sent. Only the
+// count windows, an acquisition's when no release of it was sent and no
+// later acquire of it lost its answer. Only the
 // windows it was admitted into under every rule set that may have decided
 // it are checked (a group's recorded admissions), and not when a Redis
 // fault may have kept the write from Redis or lost it afterwards.
@@ -68,11 +69,25 @@ func (c *checker) keptBecause(a *admission, id WindowID) string {
 			return "the channel declined the call (FAILED " + o.FailureCode + "), which stays counted"
 		}
 	case a.rec.Op != nil && a.rec.Op.Kind == "acquire":
-		if a.countUntil == forever {
+		if a.countUntil == forever && !c.laterLostAcquire(a.rec.Op) {
 			return "acquired (200) and no release of it was sent"
 		}
 	}
 	return ""
+}
+
+// laterLostAcquire says whether op's requestId was acquired again on its
+// key after it with the answer lost (503 or none): the limits API releases
+// a lost answer's slot within a minute unless the requestId is acquired
+// again, and that slot is op's own.
+func (c *checker) laterLostAcquire(op *Op) bool {
+	for _, later := range c.opsByReq[op.RequestID] {
+		if later != op && later.Kind == "acquire" && later.InvokeUs >= op.InvokeUs && later.Channel == op.Channel &&
+			later.BizType == op.BizType && (later.Status == 0 || later.Status == 503) {
+			return true
+		}
+	}
+	return false
 }
 
 // liveAt says whether the admission is certainly in a window of id at

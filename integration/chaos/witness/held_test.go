@@ -46,6 +46,12 @@ func TestSlotHeld(t *testing.T) {
 			dropMember(b, refund1s, "#api:a3")
 			b.op("release", "a3", "REFUND", "ALIPAY", 0, t0+19*sec+600*ms, 0, nil).CompleteUs = 0
 		}, "", ""},
+		{"acquired again, that answer lost: released within a minute", func(b *builder) {
+			dropMember(b, refund1s, "#api:a3")
+			b.fault("mariadb", t0+19*sec+500*ms, t0+19*sec+700*ms, 0)
+			b.op("acquire", "a3", "REFUND", "ALIPAY", 0, t0+19*sec+600*ms, 503,
+				map[string]any{"code": "DEPENDENCY_UNAVAILABLE", "details": map[string]any{"outcome": "unknown"}}).Currency = ""
+		}, "", ""},
 		{"lost by a Redis restart after it", func(b *builder) {
 			dropMember(b, alipayDay, "p3")
 			b.fault("redis", t0+15*sec, t0+16*sec, -1)
