@@ -31,10 +31,10 @@ func (c *checker) memberIndex() map[heldKey]*Member {
 // still live at the dump. Kept: a SUCCEEDED or UNKNOWN order's slot in
 // every window, a FAILED order's (the channel declined the call) in its
 // count windows, an acquisition's when no release of it was sent and no
-// later acquire of it lost its answer. Only the
-// windows it was admitted into under every rule set that may have decided
-// it are checked (a group's recorded admissions), and not when a Redis
-// fault may have kept the write from Redis or lost it afterwards.
+// later acquire of it lost its answer. Only the windows it was admitted
+// into under every rule set that may have decided it are checked (a
+// group's recorded admissions), and not when a Redis fault may have kept
+// the write from Redis or lost it afterwards.
 func (c *checker) checkHeld() {
 	dump := c.h.Config.DumpedAtUs
 	members := c.memberIndex()
