@@ -140,7 +140,7 @@ bench-adaptive: install-services
 	set -o pipefail; PAYSERVER_IT_ADAPTIVE_LOAD=60s $(GO) test -count=1 -v -timeout 15m -run 'TestAdaptiveLimits|TestAdaptiveRoutedGoodput' ./integration/ | grep -E '^ADAPTIVE|^(ok|FAIL|---)'
 	@$(GO) run ./bench/benchenv/cmd/benchenv end -state bench/out/adaptive-benchenv.json
 
-## chaos: one seeded chaos campaign (CHAOS_SEED, default the clock; CHAOS_DURATION, default 10m; CHAOS_REDIS, default drawn): 3 payserver instances on MariaDB,
+## chaos: one seeded chaos campaign (CHAOS_SEED, default the clock; CHAOS_DURATION, default 10m; CHAOS_REDIS and CHAOS_POLICY, default drawn): 3 payserver instances on MariaDB,
 ## Redis (standalone, Sentinel or Cluster) and the channel emulator under faults, its history checked by the independent witness (docs/RELIABILITY.md, "The chaos campaign")
 chaos: install-services
 	CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -timeout 6h -run 'TestChaosCampaign|TestChaosCalendar' ./integration/

@@ -43,11 +43,29 @@ import (
 //	                 make chaos: 10m)
 //	CHAOS_HISTORY    a file to write the history to (default: kept under
 //	                 the test's temp dir, copied to /tmp when it fails)
+//	CHAOS_POLICY     the limiter policy, local or deny (default: drawn
+//	                 from the seed, deny one campaign in three)
 
 // chaosRun is one campaign's settings.
 type chaosRun struct {
 	seed     uint64
 	duration time.Duration
+}
+
+// chaosPolicy draws the campaign's limiter policy from a generator of its
+// own (the seed's stream 4), so that the other draws of a seed do not
+// shift: deny (no admission without Redis, so no excess at all) one
+// campaign in three, local otherwise. CHAOS_POLICY sets it.
+func chaosPolicy(seed uint64) string {
+	draw := rand.New(rand.NewPCG(seed, 4)).IntN(3)
+	switch v := os.Getenv("CHAOS_POLICY"); v {
+	case "local", "deny":
+		return v
+	}
+	if draw == 0 {
+		return "deny"
+	}
+	return "local"
 }
 
 func chaosSettings(t *testing.T) chaosRun {
@@ -77,8 +95,14 @@ type campaign struct {
 	chA, chB string // the channels, unique to the run
 	pay, rf  string // bizTypes: payments (pinned and routed), limit-API calls
 	dup      string // bizType of duplicates pinned to both channels, with room on both
-	token    string // the limit-API client token
-	admin    string // the admin token
+	// Keys of one shape each on chB, driven past their limits by bursts
+	// with duplicates and retries at other amounts: plain (one sliding
+	// count window, no learning: the plain script) for 1 s and for 5 min
+	// (still live at the dump), and calendar only.
+	plain, plainLong, cal string
+	policy                string // the limiter policy, chaosPolicy
+	token                 string // the limit-API client token
+	admin                 string // the admin token
 
 	limitsPath string
 	// nacos, when set, is the r-nacos the limits are published to (dataId
@@ -106,7 +130,7 @@ type campaign struct {
 	ops     []witness.Op
 	faults  []witness.Fault
 	limits  []witness.LimitsDoc
-	acquire []string // requestIds acquired through the limits API, for releases
+	acquire []acquired // acquired through the limits API, for releases
 }
 
 // chaosInstance is one payserver process and the proxies in front of its
@@ -128,7 +152,7 @@ func TestChaosCampaign(t *testing.T) {
 	if c.nacos != "" {
 		source = "r-nacos " + c.nacosID
 	}
-	fmt.Printf("chaos: channels %s and %s, limits from %s, Redis %s\n", c.chA, c.chB, source, c.topology)
+	fmt.Printf("chaos: channels %s and %s, limits from %s, Redis %s, policy %s\n", c.chA, c.chB, source, c.topology, c.policy)
 	ctx, stop := context.WithTimeout(context.Background(), run.duration)
 	defer stop()
 	var wg sync.WaitGroup
@@ -153,6 +177,7 @@ func TestChaosCampaign(t *testing.T) {
 	path := c.writeHistory(h)
 	rep := witness.Check(h, witness.Options{LostAnswerGrace: 30 * time.Second})
 	fmt.Printf("chaos: seed %d: %s\n", run.seed, rep.Summary())
+	fmt.Printf("chaos: limiter checks by path (refused): %s\n", pathSummary(rep.Paths))
 	// A run that admitted nothing, or refused nothing, checked nothing.
 	var paid, limited int
 	for _, op := range h.Ops {
@@ -166,6 +191,10 @@ func TestChaosCampaign(t *testing.T) {
 	if paid == 0 || limited == 0 || len(h.Orders) == 0 || len(h.Ledger) == 0 {
 		t.Errorf("chaos: seed %d exercised too little to check: %d payments answered 200, %d answers 429, %d orders, %d ledger lines",
 			run.seed, paid, limited, len(h.Orders), len(h.Ledger))
+	}
+	if missing := pathsNotLimited(rep.Paths); len(missing) > 0 {
+		t.Errorf("chaos: seed %d drove no check of %s to its limit (no 429): the campaign no longer reaches every limiter path at its limit",
+			run.seed, strings.Join(missing, ", "))
 	}
 	if len(rep.Violations) > 0 {
 		var b strings.Builder
@@ -188,7 +217,8 @@ func TestChaosCampaign(t *testing.T) {
 func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 	tag := runTag()
 	c := &campaign{t: t, run: run, tag: tag, chA: "CA" + tag, chB: "CB" + tag, pay: "CPAY_" + tag, rf: "CRF_" + tag, dup: "CDUP_" + tag,
-		token: "chaos-client-" + tag, admin: "chaos-admin-" + tag}
+		plain: "CPLN_" + tag, plainLong: "CPLM_" + tag, cal: "CCAL_" + tag,
+		token: "chaos-client-" + tag, admin: "chaos-admin-" + tag, policy: chaosPolicy(run.seed)}
 	dir := t.TempDir()
 	c.limitsPath = filepath.Join(dir, "limits.yaml")
 	c.mariadb = testenv.StartMariaDB(t, testenv.MariaDBOptions{Durable: true})
@@ -229,6 +259,7 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 			"PAYSERVER_CLIENT_TOKENS":          "chaos=" + c.token,
 			"PAYSERVER_ADMIN_TOKEN":            c.admin,
 			"PAYSERVER_LOG_LEVEL":              "warn",
+			"PAYSERVER_LIMITER_POLICY":         c.policy,
 		}
 		c.redisEnv(in, env)
 		if c.nacos != "" {
@@ -243,7 +274,8 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 // document draws a limits document: small sliding windows that fill, a
 // money cap per minute, a calendar day in a zone, a channel-wide window
 // with a reservation for the limit-API bizType, a route over both
-// channels and, in later documents, a schedule.
+// channels, a key of each shape the limiter checks differently (plain,
+// calendar only) and, in later documents, a schedule.
 func (c *campaign) document(r *rand.Rand, n int) string {
 	zones := []string{"UTC", "Asia/Shanghai", "America/Santiago", "America/New_York"}
 	var b strings.Builder
@@ -261,6 +293,12 @@ func (c *campaign) document(r *rand.Rand, n int) string {
 		// Room on both channels, and a day that keeps a slot left behind.
 		fmt.Fprintf(&b, "  %s:%s:\n    - {limit: 50, window: 1s}\n    - {limit: 100000, calendar: day}\n", c.dup, ch)
 	}
+	// chB has no channel-wide rule, so these keys are checked alone.
+	fmt.Fprintf(&b, "  %s:%s:\n    - {limit: %d, window: 1s}\n", c.plain, c.chB, 3+r.IntN(4))
+	fmt.Fprintf(&b, "  %s:%s:\n    - {limit: %d, window: 5m}\n", c.plainLong, c.chB, 20+r.IntN(20))
+	fmt.Fprintf(&b, "  %s:%s:\n    - {limit: %d, calendar: day, cutoff: \"%02d:00\"}\n    - {amount: %d, calendar: day, currency: CNY}\n",
+		c.cal, c.chB, 40+r.IntN(40), r.IntN(24), 60000+r.IntN(60000))
+	fmt.Fprintf(&b, "adaptive:\n  \"%s:%s\": off\n  \"%s:%s\": off\n", c.plain, c.chB, c.plainLong, c.chB)
 	if n > 0 && r.IntN(3) == 0 {
 		from := time.Now().Add(time.Duration(1+r.IntN(3)) * time.Second).UTC().Format(time.RFC3339)
 		to := time.Now().Add(time.Duration(5+r.IntN(5)) * time.Second).UTC().Format(time.RFC3339)
@@ -345,7 +383,9 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 	var sent []map[string]any // payments sent, for duplicates and retries
 	for n := 0; ctx.Err() == nil; n++ {
 		in := c.instances[r.IntN(len(c.instances))]
-		switch p := r.IntN(100); {
+		switch p := r.IntN(115); {
+		case p >= 100:
+			c.atTheLimit(hc, id, n, r)
 		case p < 50 || len(sent) == 0:
 			body := map[string]any{"requestId": fmt.Sprintf("c%d-%d-%s", id, n, c.tag), "bizType": c.pay,
 				"merchantId": "M1", "amount": 100 + r.IntN(5000), "currency": []string{"CNY", "CNY", "CNY", "USD"}[r.IntN(4)]}
@@ -419,26 +459,93 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			if a, ok := body["amount"].(int); ok {
 				op.Amount, op.Currency = int64(a), body["currency"].(string)
 			}
-			if c.call(hc, in, id, op, http.MethodPost, "/v1/limits/acquire", body, c.token) == 200 {
-				c.mu.Lock()
-				c.acquire = append(c.acquire, rid)
-				c.mu.Unlock()
-			}
+			c.acquireOp(hc, in, id, op)
 		case p < 96:
 			c.mu.Lock()
-			var rid string
+			var a acquired
 			if len(c.acquire) > 0 {
-				rid = c.acquire[r.IntN(len(c.acquire))]
+				a = c.acquire[r.IntN(len(c.acquire))]
 			}
 			c.mu.Unlock()
-			if rid != "" {
-				c.call(hc, in, id, witness.Op{Kind: "release", RequestID: rid, BizType: c.rf, Channel: c.chA}, http.MethodPost, "/v1/limits/release",
-					map[string]any{"bizType": c.rf, "channel": c.chA, "requestId": rid}, c.token)
+			if a.rid != "" {
+				c.call(hc, in, id, witness.Op{Kind: "release", RequestID: a.rid, BizType: a.bizType, Channel: a.channel}, http.MethodPost, "/v1/limits/release",
+					map[string]any{"bizType": a.bizType, "channel": a.channel, "requestId": a.rid}, c.token)
 			}
 		default:
 			c.call(hc, in, id, witness.Op{Kind: "peek"}, http.MethodGet, "/v1/limits/peek?bizType="+c.rf+"&channel="+c.chA, nil, c.token)
 		}
 		time.Sleep(time.Duration(r.IntN(40)) * time.Millisecond)
+	}
+}
+
+// acquired is an acquisition answered 200, for a later release.
+type acquired struct{ rid, bizType, channel string }
+
+// acquireOp sends one POST /v1/limits/acquire for op and logs it; an
+// admission is remembered for a release.
+func (c *campaign) acquireOp(hc *http.Client, in *chaosInstance, client int, op witness.Op) int {
+	body := map[string]any{"bizType": op.BizType, "channel": op.Channel, "requestId": op.RequestID}
+	if op.Amount != 0 {
+		body["amount"], body["currency"] = op.Amount, op.Currency
+	}
+	st := c.call(hc, in, client, op, http.MethodPost, "/v1/limits/acquire", body, c.token)
+	if st == 200 {
+		c.mu.Lock()
+		c.acquire = append(c.acquire, acquired{op.RequestID, op.BizType, op.Channel})
+		c.mu.Unlock()
+	}
+	return st
+}
+
+// atTheLimit drives one of chB's single-shape keys (plain for 1 s, plain
+// for 5 min, calendar only) past its limit: a burst of 2 to 5 payments or
+// acquisitions sent at once to random instances, some with a concurrent
+// duplicate at another amount (the limiter's identity check: a member held
+// for another amount is a conflict, never a duplicate), and, after the
+// burst, retries of some at the same amount and at another.
+func (c *campaign) atTheLimit(hc *http.Client, id, n int, r *rand.Rand) {
+	biz := []string{c.plain, c.plain, c.plainLong, c.cal}[r.IntN(4)]
+	acquire := r.IntN(3) == 0
+	type req struct {
+		in *chaosInstance
+		op witness.Op
+	}
+	var burst []req
+	for i := range 2 + r.IntN(4) {
+		op := witness.Op{Kind: "pay", RequestID: fmt.Sprintf("l%d-%d-%d-%s", id, n, i, c.tag), BizType: biz, Channel: c.chB,
+			Amount: int64(100 + r.IntN(3000)), Currency: "CNY"}
+		if acquire {
+			op.Kind, op.RequestID = "acquire", "q"+op.RequestID[1:]
+		}
+		burst = append(burst, req{c.instances[r.IntN(len(c.instances))], op})
+		if r.IntN(3) == 0 {
+			dup := op
+			dup.Amount += int64(1 + r.IntN(100))
+			burst = append(burst, req{c.instances[r.IntN(len(c.instances))], dup})
+		}
+	}
+	send := func(q req) int {
+		if q.op.Kind == "acquire" {
+			return c.acquireOp(hc, q.in, id, q.op)
+		}
+		return c.payOp(hc, q.in, id, map[string]any{"requestId": q.op.RequestID, "bizType": q.op.BizType, "channel": q.op.Channel,
+			"merchantId": "M1", "amount": int(q.op.Amount), "currency": q.op.Currency})
+	}
+	var wg sync.WaitGroup
+	for _, q := range burst {
+		wg.Add(1)
+		go func() { defer wg.Done(); send(q) }()
+	}
+	wg.Wait()
+	for _, q := range burst {
+		if r.IntN(3) != 0 {
+			continue
+		}
+		q.in = c.instances[r.IntN(len(c.instances))]
+		if r.IntN(2) == 0 {
+			q.op.Amount += int64(1 + r.IntN(100))
+		}
+		send(q)
 	}
 }
 
@@ -647,7 +754,7 @@ func (c *campaign) awaitQuiet(within time.Duration) {
 // members, and gathers the history.
 func (c *campaign) collect(quietFrom int64) witness.History {
 	t := c.t
-	h := witness.History{Config: witness.Config{Instances: 3, Policy: "local", QuietFromUs: quietFrom}}
+	h := witness.History{Config: witness.Config{Instances: 3, Policy: c.policy, QuietFromUs: quietFrom}}
 	rows, err := c.db.Query(`SELECT order_no, request_id, biz_type, channel, amount, currency, status, COALESCE(channel_trade_no,''),
 		COALESCE(failure_code,''), created_at, updated_at, COALESCE(routed_from,''), admitted_at_us, COALESCE(admitted_keys,''),
 		COALESCE(limits_version,''), COALESCE(resolved_by,''), resolved_at_us FROM orders`)
@@ -713,8 +820,8 @@ func (c *campaign) collect(quietFrom int64) witness.History {
 			case "hash":
 				fields, _ := rdb.HGetAll(ctx, key).Result()
 				for f, v := range fields {
-					if strings.HasPrefix(f, "#") {
-						continue
+					if strings.HasPrefix(f, "#") && !strings.HasPrefix(f, "#api:") && !strings.HasPrefix(f, "#resolve:") {
+						continue // the hash's own fields (its period, its sum)
 					}
 					a, _ := strconv.ParseInt(v, 10, 64)
 					h.Members = append(h.Members, witness.Member{Key: key, Member: f, Amount: a})
@@ -752,4 +859,30 @@ func (c *campaign) faultList() string {
 		fmt.Fprintf(&b, "  %s %s %s +%v\n", f.Kind, f.Target, time.UnixMicro(f.FromUs).UTC().Format("15:04:05.000"), time.Duration(f.ToUs-f.FromUs)*time.Microsecond)
 	}
 	return b.String()
+}
+
+// pathSummary is the witness's count of limiter checks by path, e.g.
+// "plain 812 (301), several windows 4100 (950), …".
+func pathSummary(paths []witness.PathCount) string {
+	var parts []string
+	for _, p := range paths {
+		parts = append(parts, fmt.Sprintf("%s %d (%d)", p.Path, p.Checks, p.Refused))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// pathsNotLimited lists the limiter paths the campaign drives to their
+// limit that no 429 of the run reached.
+func pathsNotLimited(paths []witness.PathCount) []string {
+	refused := map[string]int{}
+	for _, p := range paths {
+		refused[p.Path] = p.Refused
+	}
+	var out []string
+	for _, p := range []string{witness.PathPlain, witness.PathSeveral, witness.PathReserved, witness.PathCalendar, witness.PathAmount, witness.PathLearned} {
+		if refused[p] == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
 }

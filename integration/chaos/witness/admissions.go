@@ -73,7 +73,7 @@ func (c *checker) rulesFor(bizType, channel string, docs []*Document, lo, hi int
 }
 
 // admission is one slot taken in the windows: an order's, or an
-// acquisition's (member "api:<requestId>").
+// acquisition's (member "#api:<requestId>").
 type admission struct {
 	member   string
 	bizType  string
@@ -167,12 +167,12 @@ func (c *checker) addAcquisition(op *Op) {
 			return
 		}
 	case op.Status == 0 || op.Status == 503:
-		c.addGhost(op, op.BizType, op.Channel, "api:"+op.RequestID)
+		c.addGhost(op, op.BizType, op.Channel, acquisitionPrefix+op.RequestID)
 		return
 	default:
 		return
 	}
-	a := &admission{member: "api:" + op.RequestID, bizType: op.BizType, channel: op.Channel, amount: op.Amount, currency: op.Currency,
+	a := &admission{member: acquisitionPrefix + op.RequestID, bizType: op.BizType, channel: op.Channel, amount: op.Amount, currency: op.Currency,
 		lo: op.InvokeUs - c.skew, hi: op.CompleteUs + c.skew, countUntil: forever, amountUntil: forever, rec: Record{Op: op}}
 	if op.AdmittedAtUs != 0 {
 		a.lo, a.hi = op.AdmittedAtUs, op.AdmittedAtUs

@@ -26,7 +26,7 @@ type builder struct {
 func newHistory(tb testing.TB, doc string) *builder {
 	tb.Helper()
 	b := &builder{tb: tb}
-	b.h.Config = Config{Instances: 3, Policy: "local", QuietFromUs: t0 + 3600*sec, DumpedAtUs: t0 + 7200*sec}
+	b.h.Config = Config{Instances: 3, Policy: "local", QuietFromUs: t0 + 3600*sec, DumpedAtUs: t0 + 26*3600*sec} // the dump the next day: only a test about the members sets it inside a window
 	b.publish(doc, 0)
 	return b
 }

@@ -32,6 +32,18 @@ const (
 	// NoFalseRefusal (5): every 429 had a full window or the channel's
 	// THROTTLED; every 503 came during a fault.
 	NoFalseRefusal Property = "no-false-refusal"
+	// SlotHeld (4, the converse): a slot whose fate is to stay counted is
+	// in Redis while its window is live.
+	SlotHeld Property = "slot-held"
+	// RefusalTookNothing (5, the refusal side): no member of a request
+	// answered only 429 is in a window after the quiet period.
+	RefusalTookNothing Property = "refusal-took-nothing"
+	// Identity (3, the member's identity): an acquire answered as a
+	// duplicate repeats an acquisition of its own amount.
+	Identity Property = "identity"
+	// OnePayOnTheWire (1, the wire): the channel received at most one pay
+	// request per requestId.
+	OnePayOnTheWire Property = "one-pay-on-the-wire"
 	// HistoryError: the history cannot be checked as written (a limits
 	// document that does not parse, an order naming an unknown version).
 	HistoryError Property = "history"
@@ -76,6 +88,9 @@ type Report struct {
 	Operations int
 	Faults     int
 	Violations []Violation
+	// Paths counts the limiter checks of the history by the shape of what
+	// they checked (Path), in Paths' order.
+	Paths []PathCount
 }
 
 // Summary is one line: "1234 operations, 57 faults, 0 violations".
@@ -131,8 +146,10 @@ func Check(h History, opts Options) Report {
 	c.buildAdmissions()
 	c.checkLimits()
 	c.checkSlots()
+	c.checkHeld()
+	c.checkIdentity()
 	c.checkRefusals()
-	return Report{Operations: len(h.Ops), Faults: len(h.Faults), Violations: c.violations}
+	return Report{Operations: len(h.Ops), Faults: len(h.Faults), Violations: c.violations, Paths: c.paths()}
 }
 
 // docSpan is a parsed document and when it was in force.

@@ -73,7 +73,7 @@
 // Property 3, within-limits. Sources: docs/DESIGN.md "The rules",
 // docs/OPERATIONS.md "Channel quotas". An admission is an order with
 // admitted_at_us, or an acquire answered 200 that is not a duplicate
-// (member "api:<requestId>"). Its windows are those of the document whose
+// (member "#api:<requestId>"). Its windows are those of the document whose
 // version the order records (for an acquisition: every document in force
 // around it) for its key BIZTYPE:CHANNEL and, unless the bizType is
 // RESOLVE, the channel-wide key *:CHANNEL: the schedule in force for the
@@ -128,8 +128,51 @@
 // an order on that channel and key that is SUCCEEDED, UNKNOWN or
 // PROCESSING, or FAILED in a count window; a PROCESSING routed order on
 // another channel; a payment answered 503 or not at all within
-// LostAnswerGrace of the dump; an acquisition not released (200) since;
-// or, for "#resolve:<orderNo>:q<n>", an order of that channel.
+// LostAnswerGrace of the dump; an acquisition its answers say may own it
+// (refusal-took-nothing below); or, for "#resolve:<orderNo>:q<n>", an
+// order of that channel.
+//
+// Property slot-held, the converse (docs/DESIGN.md "A slot's fate": a
+// slot whose fate is to stay counted is never given back): each admission
+// whose fate keeps it counted has its member in Redis in each of its
+// windows still live at the dump (admitted before the dump, and after it
+// less the size or in the dump's period): a SUCCEEDED or UNKNOWN order's
+// in every window, a FAILED order's (the channel declined the call) in
+// its count windows, an acquisition's when no release of it was sent and
+// no later acquire of it lost its answer (503 or none: the limits API
+// releases that slot within a minute). Only the windows of every rule set that may have decided it are
+// checked. Not when a Redis fault (lengthened by FaultSlack) overlaps the
+// admission, which may then have been made in process only, or one after
+// it may have lost writes (lostWrites ≠ 0).
+//
+// Property refusal-took-nothing: no member of a request whose every
+// attempt was answered 429 (a payment with no order, or an acquisition)
+// is in a live window at the dump. An acquisition's owner is read from the
+// answers it got, in the order sent: a 200 owns the slot; a 503 or no
+// answer may own it (the limiter's answer was lost; the limits API
+// releases it within a minute unless the requestId is acquired again), so
+// it is neither required nor forbidden; a 429 owns nothing; a release
+// answered 200 ends what came before it.
+//
+// Property identity (docs/OPERATIONS.md, the limits API: "A requestId's
+// identity is its requestId and its amount: acquiring a requestId that
+// holds a slot for another amount is 409 IDEMPOTENCY_CONFLICT, never a
+// duplicate at the old amount"): an acquire answered 200 as a duplicate
+// repeats an acquisition of its own amount (the latest acquire of its
+// requestId on its key answered 200 as new, not released before it).
+//
+// Property one-pay-on-the-wire (docs/DESIGN.md "POST /pay": "the channel
+// is called at most once per requestId"): the ledger holds at most one pay
+// line per requestId and channel, whatever its outcome. Each line is a
+// request the channel received, so a repeat counts even where the
+// gateway's idempotency made it harmless (single-pay counts processings).
+//
+// Paths: the report counts the history's limiter checks (pinned payments
+// and acquisitions answered 200 or 429, under the rules in force when sent)
+// by the shape of the windows checked: plain (one sliding count window of
+// the key's own, no reservation, adaptive off: the limiter's plain
+// script), and otherwise each of several windows, channel-wide
+// reservations, calendar, amount and learned that the check meets.
 //
 // Property amount-counted (the brief's money rule "the amount the limiter
 // counted is the amount paid"): a member of a window that holds amounts (a

@@ -72,6 +72,7 @@ func (c *checker) checkMoney() {
 				Excerpt: append([]string{excerpt(Record{Order: order})}, ledgerExcerpt(firstCalls[:1])...)})
 		}
 	}
+	c.checkWire()
 	for i := range c.h.Orders {
 		c.checkOrderAgainstLedger(&c.h.Orders[i])
 	}
@@ -160,6 +161,34 @@ func (c *checker) checkAnswer(op *Op) {
 	}
 	if why != "" {
 		c.report(Violation{Property: DurableOutcome, RequestID: op.RequestID, Message: why, Excerpt: []string{rec(), excerpt(Record{Order: o})}})
+	}
+}
+
+// checkWire checks one-pay-on-the-wire (docs/DESIGN.md "POST /pay": "the
+// channel is called at most once per requestId"): the ledger
+// holds at most one pay line per requestId and channel, whatever its
+// outcome. A line is a request the channel received, so a second one is a
+// repeat on the wire, even when the gateway's idempotency made it harmless.
+func (c *checker) checkWire() {
+	for _, rid := range sortedKeys(c.ledgerByReq) {
+		byChannel := map[string][]*LedgerEntry{}
+		var channels []string
+		for _, e := range c.ledgerByReq[rid] {
+			if e.Op != "pay" {
+				continue
+			}
+			if byChannel[e.Channel] == nil {
+				channels = append(channels, e.Channel)
+			}
+			byChannel[e.Channel] = append(byChannel[e.Channel], e)
+		}
+		for _, ch := range channels {
+			if lines := byChannel[ch]; len(lines) > 1 {
+				c.report(Violation{Property: OnePayOnTheWire, Key: ch, RequestID: rid,
+					Message: fmt.Sprintf("the channel received %d pay requests for one requestId", len(lines)),
+					Excerpt: ledgerExcerpt(lines)})
+			}
+		}
 	}
 }
 

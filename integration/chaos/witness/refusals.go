@@ -154,7 +154,7 @@ func (c *checker) checkLimited(op *Op, index map[groupKey]*possibleIndex) {
 	}
 	member := op.RequestID
 	if op.Kind == "acquire" {
-		member = "api:" + op.RequestID
+		member = acquisitionPrefix + op.RequestID
 	}
 	channels := []string{op.Channel}
 	if op.Channel == "" && op.Kind == "pay" {

@@ -50,13 +50,19 @@ func parseRedisKey(key string) (redisWindow, bool) {
 	return rw, false
 }
 
+// acquisitionPrefix starts the member of every requestId acquired through
+// the limits API (docs/OPERATIONS.md: "acquisitions are kept under their
+// own prefix"; '#' is never in a requestId, so no payment's member starts
+// with it).
+const acquisitionPrefix = "#api:"
+
 // checkSlots checks property 4 on the window members Redis held at the
 // end: each belongs to an order or an acquisition that can still use it.
 func (c *checker) checkSlots() {
 	dump := c.h.Config.DumpedAtUs
 	for i := range c.h.Members {
 		m := &c.h.Members[i]
-		if strings.HasPrefix(m.Member, "#") && !strings.HasPrefix(m.Member, "#resolve:") {
+		if strings.HasPrefix(m.Member, "#") && !strings.HasPrefix(m.Member, "#resolve:") && !strings.HasPrefix(m.Member, acquisitionPrefix) {
 			continue // a calendar hash's own fields (#s, #p)
 		}
 		rw, ok := parseRedisKey(m.Key)
@@ -73,9 +79,19 @@ func (c *checker) checkSlots() {
 				Message: fmt.Sprintf("the window counts %d for the member, its order pays %d", m.Amount, o.Amount),
 				Excerpt: []string{excerpt(Record{Member: m}), excerpt(Record{Order: o})}})
 		}
+		if (!strings.HasPrefix(m.Member, "#") || strings.HasPrefix(m.Member, acquisitionPrefix)) && c.refusedOnly(m.Member) {
+			rid := strings.TrimPrefix(m.Member, acquisitionPrefix)
+			ex := []string{excerpt(Record{Member: m})}
+			for _, op := range c.opsByReq[rid] {
+				ex = append(ex, excerpt(Record{Op: op}))
+			}
+			c.report(Violation{Property: RefusalTookNothing, Key: m.Key, Window: rw.id.String(), RequestID: m.Member,
+				Message: "every request of this requestId was answered 429, yet its member is in the window after the quiet period", Excerpt: ex})
+			continue
+		}
 		if why := c.slotOwner(m, rw); why != "" {
 			ex := []string{excerpt(Record{Member: m})}
-			rid := strings.TrimPrefix(m.Member, "api:")
+			rid := strings.TrimPrefix(m.Member, acquisitionPrefix)
 			if o := c.ordersByReq[rid]; o != nil {
 				ex = append(ex, excerpt(Record{Order: o}))
 			}
@@ -102,8 +118,8 @@ func (c *checker) slotOwner(m *Member, rw redisWindow) string {
 			return "a resolver's call for an order of another channel, or of none"
 		}
 		return ""
-	case strings.HasPrefix(m.Member, "api:"):
-		return c.acquisitionOwner(strings.TrimPrefix(m.Member, "api:"), rw, wide, bizOK)
+	case strings.HasPrefix(m.Member, acquisitionPrefix):
+		return c.acquisitionOwner(strings.TrimPrefix(m.Member, acquisitionPrefix), rw, wide, bizOK)
 	}
 	o := c.ordersByReq[m.Member]
 	if o == nil {
@@ -137,19 +153,56 @@ func (c *checker) slotOwner(m *Member, rw redisWindow) string {
 	return ""
 }
 
+// acquisitionOwner reads an acquisition's owner from the answers to its
+// acquires and releases on the key, in the order they were sent: a 200
+// owns the slot; a 503 or no answer may own it (the limiter's answer was
+// lost: released within a minute unless the requestId is acquired again);
+// a 429 owns nothing; a release answered 200 ends what came before it.
 func (c *checker) acquisitionOwner(rid string, rw redisWindow, wide bool, bizOK func(string) bool) string {
-	var last *Op
+	var owns, mayOwn, sent bool
+	var released *Op
 	for _, op := range c.opsByReq[rid] {
 		if (op.Kind != "acquire" && op.Kind != "release") || op.Channel != rw.channel || !bizOK(op.BizType) || (!wide && op.BizType != rw.bizType) {
 			continue
 		}
-		last = op
+		sent = true
+		switch {
+		case op.Kind == "acquire" && op.Status == 200:
+			owns = true
+		case op.Kind == "acquire" && (op.Status == 0 || op.Status == 503):
+			mayOwn = true
+		case op.Kind == "release" && op.Status == 200:
+			owns, mayOwn, released = false, false, op
+		case op.Kind == "release":
+			// A release whose answer was lost, or refused, may not have
+			// been made: what came before it stands.
+		}
 	}
 	switch {
-	case last == nil:
+	case !sent:
 		return "no acquire of this requestId on this key"
-	case last.Kind == "release" && last.Status == 200:
-		return "released (200) after its last acquire"
+	case owns || mayOwn:
+		return ""
+	case released != nil && !c.windowLiveSince(rw, released.InvokeUs):
+		// The limits API releases from the windows the limits in force
+		// give the key; a window no document has had since counts the
+		// member nowhere (the within-limits rule for a dropped window id).
+		return ""
+	case released != nil:
+		return "released (200) after its last acquire that may have taken it (a 429 takes nothing)"
 	}
-	return ""
+	return "every acquire of it was refused (a 429 takes nothing)"
+}
+
+// windowLiveSince says whether some document in force on some instance
+// from t to the dump has the member's window for its key: one not yet
+// replaced on every instance at t (its toUs, less the clock uncertainty).
+func (c *checker) windowLiveSince(rw redisWindow, t int64) bool {
+	key := rw.bizType + ":" + rw.channel
+	for _, s := range c.spans {
+		if (s.toUs == forever || s.toUs+c.skew > t) && s.fromUs <= c.h.Config.DumpedAtUs && s.doc.hasWindow(key, rw.id) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,198 @@
+package witness
+
+import (
+	"strings"
+	"testing"
+)
+
+const refund1s = "payserver:rl:{ALIPAY}:REFUND:1000"
+
+// heldHistory is cleanHistory dumped 20 s in, with every member Redis
+// must hold then: the money window's and the day's (cleanHistory's), and
+// a3's acquisition of a second before.
+func heldHistory(tb testing.TB) *builder {
+	b := cleanHistory(tb)
+	b.h.Config.DumpedAtUs = t0 + 20*sec
+	heldInTheMinute(b)
+	b.acquired("a3", "REFUND", "ALIPAY", t0+19*sec+500*ms)
+	b.member(refund1s, "#api:a3", t0+19*sec+500*ms)
+	return b
+}
+
+// dropMember removes a member from the dump, as a lost release or a
+// release of the wrong member would.
+func dropMember(b *builder, key, member string) {
+	kept := b.h.Members[:0]
+	for _, m := range b.h.Members {
+		if m.Key != key || m.Member != member {
+			kept = append(kept, m)
+		}
+	}
+	b.h.Members = kept
+}
+
+func TestSlotHeld(t *testing.T) {
+	tests := []struct {
+		name        string
+		change      func(b *builder)
+		key, member string // the violation's, when one is wanted
+	}{
+		{"every kept slot held", func(*builder) {}, "", ""},
+		{"a SUCCEEDED order's day slot gone", func(b *builder) { dropMember(b, alipayDay, "p3") }, "ONLINE_PAY:ALIPAY", "p3"},
+		{"a SUCCEEDED order's amount gone", func(b *builder) { dropMember(b, alipayAm, "p2") }, "ONLINE_PAY:ALIPAY", "p2"},
+		{"a declined call's count gone", func(b *builder) { dropMember(b, alipayDay, "d1") }, "ONLINE_PAY:ALIPAY", "d1"},
+		{"an acquisition not released gone", func(b *builder) { dropMember(b, refund1s, "#api:a3") }, "REFUND:ALIPAY", "#api:a3"},
+		{"an acquisition whose release got no answer", func(b *builder) {
+			dropMember(b, refund1s, "#api:a3")
+			b.op("release", "a3", "REFUND", "ALIPAY", 0, t0+19*sec+600*ms, 0, nil).CompleteUs = 0
+		}, "", ""},
+		{"acquired again, that answer lost: released within a minute", func(b *builder) {
+			dropMember(b, refund1s, "#api:a3")
+			b.fault("mariadb", t0+19*sec+500*ms, t0+19*sec+700*ms, 0)
+			b.op("acquire", "a3", "REFUND", "ALIPAY", 0, t0+19*sec+600*ms, 503,
+				map[string]any{"code": "DEPENDENCY_UNAVAILABLE", "details": map[string]any{"outcome": "unknown"}}).Currency = ""
+		}, "", ""},
+		{"lost by a Redis restart after it", func(b *builder) {
+			dropMember(b, alipayDay, "p3")
+			b.fault("redis", t0+15*sec, t0+16*sec, -1)
+		}, "", ""},
+		{"a Redis outage before it: no lost writes", func(b *builder) {
+			dropMember(b, alipayDay, "p3")
+			b.fault("redis", t0+15*sec, t0+16*sec, 0)
+		}, "ONLINE_PAY:ALIPAY", "p3"},
+		{"the window passed", func(b *builder) {
+			dropMember(b, refund1s, "#api:a3")
+			b.h.Config.DumpedAtUs = t0 + 20*sec + 600*ms
+		}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := heldHistory(t)
+			tt.change(b)
+			r := b.check()
+			if tt.member == "" {
+				wantViolations(t, r)
+				return
+			}
+			wantViolations(t, r, SlotHeld)
+			if v := r.Violations[0]; v.RequestID != tt.member || v.Key != tt.key || !strings.Contains(v.Message, "Redis holds no member") {
+				t.Errorf("violation = %s, want it to name %s in %s", v, tt.member, tt.key)
+			}
+		})
+	}
+}
+
+func TestRefusalTookNothing(t *testing.T) {
+	tests := []struct {
+		name        string
+		change      func(b *builder)
+		key, member string
+		want        []Property
+	}{
+		{"a refused payment's member", func(b *builder) { b.member(alipayDay, "r1", 0) }, alipayDay, "r1", []Property{RefusalTookNothing}},
+		{"a refused acquisition's member", func(b *builder) {
+			b.fault("redis", t0+19*sec+400*ms, t0+19*sec+600*ms, 0) // any 429 then is justified
+			b.op("acquire", "z1", "REFUND", "ALIPAY", 0, t0+19*sec+500*ms, 429, limited(map[string]any{"bizType": "REFUND", "channel": "ALIPAY"}))
+			b.member(refund1s, "#api:z1", t0+19*sec+500*ms)
+		}, refund1s, "#api:z1", []Property{RefusalTookNothing}},
+		{"an acquire answered 503 may own a slot", func(b *builder) {
+			b.fault("redis", t0+19*sec+400*ms, t0+19*sec+600*ms, 0)
+			b.op("acquire", "z2", "REFUND", "ALIPAY", 0, t0+19*sec+500*ms, 503,
+				map[string]any{"code": "DEPENDENCY_UNAVAILABLE", "details": map[string]any{"outcome": "unknown"}})
+			b.member(refund1s, "#api:z2", t0+19*sec+500*ms)
+		}, "", "", nil},
+		{"refused, then admitted", func(b *builder) {
+			b.fault("redis", t0+18*sec, t0+18*sec+100*ms, 0)
+			b.op("acquire", "a3", "REFUND", "ALIPAY", 0, t0+18*sec, 429, limited(map[string]any{"bizType": "REFUND", "channel": "ALIPAY"}))
+		}, "", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := heldHistory(t)
+			tt.change(b)
+			r := b.check()
+			wantViolations(t, r, tt.want...)
+			if len(tt.want) > 0 {
+				if v := r.Violations[0]; v.RequestID != tt.member || v.Key != tt.key {
+					t.Errorf("violation = %s, want it to name %s in %s", v, tt.member, tt.key)
+				}
+			}
+		})
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		amount int64
+		want   []Property
+	}{
+		{"a duplicate at the same amount", 0, nil},
+		{"a duplicate at another amount", 150, []Property{Identity}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := heldHistory(t)
+			op := b.op("acquire", "a3", "REFUND", "ALIPAY", tt.amount, t0+19*sec+700*ms, 200, map[string]any{"allowed": true, "duplicate": true})
+			if tt.amount == 0 {
+				op.Currency = ""
+			}
+			r := b.check()
+			wantViolations(t, r, tt.want...)
+			if len(tt.want) > 0 {
+				if v := r.Violations[0]; v.RequestID != "a3" || len(v.Excerpt) != 2 {
+					t.Errorf("violation = %s, want a3 with both acquires", v)
+				}
+			}
+		})
+	}
+}
+
+func TestOnePayOnTheWire(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		channel string
+		outcome string
+		want    []Property
+	}{
+		// The gateway is idempotent per orderNo: a repeat of a processed pay
+		// processes nothing more, but it went on the wire twice.
+		{"the same pay repeated", "ALIPAY", "SUCCEEDED", []Property{OnePayOnTheWire}},
+		{"a repeat the channel throttled", "ALIPAY", "THROTTLED", []Property{OnePayOnTheWire}},
+		{"a routed payment's other channel", "WECHAT", "THROTTLED", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := cleanHistory(t)
+			b.ledger("p2", tt.channel, 1000, t0+200*ms+5*ms, tt.outcome, false)
+			r := b.check()
+			wantViolations(t, r, tt.want...)
+			if len(tt.want) > 0 {
+				if v := r.Violations[0]; v.RequestID != "p2" || v.Key != "ALIPAY" || len(v.Excerpt) != 2 {
+					t.Errorf("violation = %s, want p2 on ALIPAY with both ledger lines", v)
+				}
+			}
+		})
+	}
+}
+
+func TestPaths(t *testing.T) {
+	b := newHistory(t, baseDoc+`  PLAIN:WECHAT: [{limit: 2, window: 1s}]
+  LEARNS:WECHAT: [{limit: 2, window: 1s}]
+adaptive:
+  "PLAIN:WECHAT": off
+`)
+	b.paid("q1", "PLAIN", "WECHAT", 10, t0)
+	b.refused("q2", "PLAIN", "WECHAT", 10, t0+ms)
+	b.paid("q3", "LEARNS", "WECHAT", 10, t0)
+	b.paid("q4", "ONLINE_PAY", "ALIPAY", 10, t0)
+	b.acquired("q5", "REFUND", "UNIONPAY", t0)
+	var got []string
+	for _, p := range b.check().Paths {
+		got = append(got, p.Path+":"+string(rune('0'+p.Checks))+"/"+string(rune('0'+p.Refused)))
+	}
+	// ONLINE_PAY:ALIPAY has four windows and learns; REFUND on UNIONPAY
+	// meets the channel-wide window, which learns too.
+	want := "plain:2/1 several windows:1/0 channel-wide reservations:1/0 calendar:1/0 amount:1/0 learned:3/0"
+	if strings.Join(got, " ") != want {
+		t.Errorf("Paths = %s, want %s", strings.Join(got, " "), want)
+	}
+}
