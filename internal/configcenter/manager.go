@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"payserver/internal/atomicfile"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 )
@@ -187,15 +187,7 @@ func (m *Manager) keepLastGood(content []byte) {
 	if m.opts.LastGoodPath == "" {
 		return
 	}
-	tmp := m.opts.LastGoodPath + ".tmp"
-	err := os.MkdirAll(filepath.Dir(tmp), 0o750)
-	if err == nil {
-		err = os.WriteFile(tmp, content, 0o600)
-	}
-	if err == nil {
-		err = os.Rename(tmp, m.opts.LastGoodPath)
-	}
-	if err != nil {
+	if err := atomicfile.Write(m.opts.LastGoodPath, content, 0o600); err != nil {
 		m.log.Warn("could not keep the last good limits on disk", "path", m.opts.LastGoodPath, "err", err)
 	}
 }

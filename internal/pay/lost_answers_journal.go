@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"payserver/internal/atomicfile"
 	"payserver/internal/ratelimit"
 )
 
@@ -80,7 +81,7 @@ func (l *LostAnswers) keep(a lostAnswer) {
 // forget removes a's file once it is settled (or given up).
 func (l *LostAnswers) forget(a lostAnswer) {
 	if l.opts.Dir != "" {
-		if err := os.Remove(l.path(a.req.RequestID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := atomicfile.Remove(l.path(a.req.RequestID)); err != nil {
 			l.opts.Logger.Warn("a settled lost answer's file could not be removed", "requestId", a.req.RequestID, "err", err)
 		}
 	}
@@ -153,31 +154,12 @@ func sortedByTime(as []lostAnswer) []lostAnswer {
 	return as
 }
 
-// writeFileAtomic writes v as JSON to path through a temporary file and a
-// rename, synced, so that a crash leaves the old file or the new one.
+// writeFileAtomic writes v as JSON to path through atomicfile: the file
+// and its directory are fsynced before it returns.
 func writeFileAtomic(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, 0o600)
 }

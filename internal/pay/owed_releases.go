@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"payserver/internal/atomicfile"
 	"payserver/internal/ratelimit"
 )
 
@@ -190,7 +191,7 @@ func (r *OwedReleases) forget(id string, o owedRelease) {
 	}
 	delete(r.owed, id)
 	if r.opts.Dir != "" {
-		if err := os.Remove(filepath.Join(r.opts.Dir, id+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := atomicfile.Remove(filepath.Join(r.opts.Dir, id+".json")); err != nil {
 			r.opts.Logger.Warn("a made release's file could not be removed", "requestId", o.hold.Member, "err", err)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"payserver/internal/atomicfile"
 )
 
 // DurableStore is the Store of the embedded single-instance mode: the Model
@@ -237,7 +239,7 @@ func (s *DurableStore) compact() error {
 		werr = os.Rename(tmp, s.path)
 	}
 	if werr == nil {
-		werr = syncDir(filepath.Dir(s.path))
+		werr = atomicfile.SyncDir(filepath.Dir(s.path))
 	}
 	if werr != nil {
 		return fmt.Errorf("ratelimit: compact the limiter journal: %w", werr)
@@ -248,16 +250,6 @@ func (s *DurableStore) compact() error {
 	}
 	s.w, s.records = bufio.NewWriterSize(s.f, 1<<12), 0
 	return nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // wallNow is the store's clock in whole microseconds.
