@@ -186,8 +186,7 @@ func (m *Main) startLimitsAPI(orders limitapi.OrderFinder) error {
 	if err != nil {
 		return fmt.Errorf("grpc listen %s: %w", m.cfg.API.GRPCAddr, err)
 	}
-	g := grpc.NewServer()
-	srv.Register(g)
+	g := srv.NewGRPCServer()
 	m.api.grpc, m.api.grpcLn = g, ln
 	m.goBackground(func() {
 		if err := g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

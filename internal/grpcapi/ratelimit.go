@@ -31,7 +31,10 @@
 //     admitted.
 //
 // Callers authenticate with a client token (PAYSERVER_CLIENT_TOKENS) in
-// the "authorization" metadata, "Bearer <token>", as on /v1/limits.
+// the "authorization" metadata, "Bearer <token>", as on /v1/limits. The
+// token is checked from the call's headers, before its message is read;
+// a message is at most MaxMessageBytes and MaxDescriptors descriptors, and
+// a connection carries at most MaxStreams calls at once (NewGRPCServer).
 package grpcapi
 
 import (
@@ -50,6 +53,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -65,6 +69,15 @@ const MaxHits = 1000
 
 // MaxDescriptors bounds the descriptors of one request.
 const MaxDescriptors = 16
+
+// MaxMessageBytes bounds one request message: 16 descriptors of the
+// longest entries fit many times over. A larger one is RESOURCE_EXHAUSTED,
+// never decoded.
+const MaxMessageBytes = 64 << 10
+
+// MaxStreams bounds the concurrent calls of one connection; more wait for
+// a free stream (HTTP/2 flow control), taking no memory of the server's.
+const MaxStreams = 32
 
 // Service is what the server needs. *limitapi.Service implements it.
 type Service interface {
@@ -102,8 +115,38 @@ func NewServer(svc Service, auth Authenticator, log *slog.Logger) (*Server, erro
 	return &Server{svc: svc, auth: auth, log: log, authLog: ratelog.New(authLogEvery, authLogBurst)}, nil
 }
 
-// Register adds the service to g.
+// Register adds the service to g. A server of its own with the limits
+// that keep a hostile caller from exhausting memory is NewGRPCServer's.
 func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(g, s) }
+
+// NewGRPCServer returns a gRPC server serving s, which:
+//   - checks the client token from the call's headers, before its message
+//     is read: a call without a valid one is UNAUTHENTICATED having cost
+//     the server no more than its headers;
+//   - refuses a message over MaxMessageBytes (RESOURCE_EXHAUSTED);
+//   - runs at most MaxStreams calls at once on one connection.
+func (s *Server) NewGRPCServer() *grpc.Server {
+	g := grpc.NewServer(
+		grpc.InTapHandle(s.tap),
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxConcurrentStreams(MaxStreams),
+	)
+	s.Register(g)
+	return g
+}
+
+// clientCtxKey is the context key of the client the tap authenticated.
+type clientCtxKey struct{}
+
+// tap authenticates a call from its headers, before its message is read,
+// and hands the client's name to the handler in the context.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	name, err := s.authenticate(info.Header)
+	if err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, clientCtxKey{}, name), nil
+}
 
 // hit is one descriptor, validated.
 type hit struct {
@@ -206,9 +249,18 @@ func (s *Server) undo(client string, took []taken) {
 	}
 }
 
-// client authenticates the call from its "authorization" metadata.
+// client is the call's client: the one the tap authenticated, else (a
+// server without the tap) the one its "authorization" metadata names.
 func (s *Server) client(ctx context.Context) (string, error) {
+	if name, ok := ctx.Value(clientCtxKey{}).(string); ok {
+		return name, nil
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	return s.authenticate(md)
+}
+
+// authenticate names the client of the "authorization" metadata.
+func (s *Server) authenticate(md metadata.MD) (string, error) {
 	for _, v := range md.Get("authorization") {
 		const scheme = "bearer "
 		if len(v) > len(scheme) && strings.EqualFold(v[:len(scheme)], scheme) {
