@@ -26,8 +26,11 @@ import (
 // client sends, and a release here only ever frees a member under it.
 const MemberPrefix = "#api:"
 
-// member is the limiter member of a caller's requestId.
-func member(requestID string) string { return MemberPrefix + requestID }
+// member is the limiter member of a caller's requestId:
+// "#api:<client>:<requestId>". Client names hold no ':', so each client's
+// requestIds are its own: another client can neither share nor release
+// them.
+func member(client, requestID string) string { return MemberPrefix + client + ":" + requestID }
 
 // Admitter decides admissions, waiting when the context carries a maximum
 // wait. *limitwait.Waiter implements it.
@@ -147,7 +150,7 @@ func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) 
 // their own terms (gRPC).
 func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
 	d, err := s.opts.Admit.Check(ctx, ratelimit.Request{MaxWait: r.MaxWait,
-		Key: r.Key, Member: member(r.RequestID), Amount: r.Amount, Currency: r.Currency,
+		Key: r.Key, Member: member(client, r.RequestID), Amount: r.Amount, Currency: r.Currency,
 	})
 	if err != nil {
 		s.observe(client, OpAcquire, r.Key, ResultFailed)
@@ -166,7 +169,7 @@ func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (
 // refused). Unlike Release it skips the POST /pay check: the caller made
 // the slot itself.
 func (s *Service) Undo(ctx context.Context, client string, key ratelimit.Key, requestID string) error {
-	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(key, member(requestID))); err != nil {
+	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(key, member(client, requestID))); err != nil {
 		s.observe(client, OpRelease, key, ResultFailed)
 		return limiterDown(err)
 	}
@@ -210,7 +213,7 @@ func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) 
 			return err
 		}
 	}
-	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(r.Key, member(r.RequestID))); err != nil {
+	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(r.Key, member(client, r.RequestID))); err != nil {
 		s.observe(client, OpRelease, r.Key, ResultFailed)
 		return limiterDown(err)
 	}
