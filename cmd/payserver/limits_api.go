@@ -59,7 +59,12 @@ func loadAPIConfig(getenv func(string) string, adminToken string) (APIConfig, er
 // minClientTokenLen is the shortest client token accepted.
 const minClientTokenLen = 16
 
-// parseClientTokens parses "name=token,name=token". Names are 1..32
+// maxClientNameLen is the longest client name: shorter than the shortest
+// token, so that an entry written the wrong way round (token=name) never
+// parses.
+const maxClientNameLen = minClientTokenLen - 1
+
+// parseClientTokens parses "name=token,name=token". Names are 1..15
 // characters of [A-Za-z0-9_.-] and not "pay" (POST /pay's own caller
 // name); tokens are at least 16 characters without spaces or commas. The
 // error never quotes a token.
@@ -78,7 +83,7 @@ func parseClientTokens(s, adminToken string) ([]httpapi.ClientToken, error) {
 		case !validClientName(name):
 			// The name is not echoed: an entry written the wrong way round
 			// (token=name) or with a wrong separator carries a token there.
-			return nil, fmt.Errorf("entry %d: the name must be 1..32 characters of A-Z, a-z, 0-9, _ . - (entries are name=token)", i+1)
+			return nil, fmt.Errorf("entry %d: the name must be 1..%d characters of A-Z, a-z, 0-9, _ . - (entries are name=token)", i+1, maxClientNameLen)
 		case name == limitapi.PayCaller:
 			return nil, fmt.Errorf("entry %d: name %q is reserved for POST /pay's own acquisitions", i+1, name)
 		case names[name]:
@@ -98,7 +103,7 @@ func parseClientTokens(s, adminToken string) ([]httpapi.ClientToken, error) {
 }
 
 func validClientName(s string) bool {
-	if len(s) < 1 || len(s) > 32 {
+	if len(s) < 1 || len(s) > maxClientNameLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

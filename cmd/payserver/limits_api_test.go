@@ -49,7 +49,10 @@ func TestLoadAPIConfig(t *testing.T) {
 // belongs; the refusal must not print it.
 func TestClientTokenEntryErrorsNeverEchoSecrets(t *testing.T) {
 	const secret = "Zr8fQ2vK9xLm4TnB7wYc"
-	for _, in := range []string{secret + "=refunds", "refunds:" + secret + "+/aa="} {
+	// The last: the wrong way round, with a name long enough to pass as a
+	// token. Names are at most 15 characters and tokens at least 16, so no
+	// swapped entry parses.
+	for _, in := range []string{secret + "=refunds", "refunds:" + secret + "+/aa=", secret + "=refunds-service-eu"} {
 		_, err := parseClientTokens(in, "admin-token-000000")
 		if err == nil || strings.Contains(err.Error(), "Zr8f") {
 			t.Errorf("parseClientTokens(%q) = %v; want a refusal that does not echo the token", in, err)
