@@ -30,7 +30,16 @@ type APIConfig struct {
 	// MaxWaiters bounds the requests waiting (maxWaitMs) for one key on
 	// one instance. PAYSERVER_LIMIT_MAX_WAITERS, default 100.
 	MaxWaiters int
+	// GRPCFailureModeDeny says the gateway calling the gRPC service is
+	// set to refuse a request when the service fails (Envoy's
+	// failure_mode_deny true); default false, Envoy's default, which lets
+	// it through. PAYSERVER_GRPC_FAILURE_MODE_DENY.
+	GRPCFailureModeDeny bool
 }
+
+// lostAnswersSweep is how often the members of lost acquire answers are
+// checked for their grace.
+const lostAnswersSweep = 5 * time.Second
 
 // loadAPIConfig reads the APIConfig from the environment. Client tokens
 // must differ from the admin token and from each other.
@@ -42,6 +51,13 @@ func loadAPIConfig(getenv func(string) string, adminToken string) (APIConfig, er
 			return APIConfig{}, fmt.Errorf("PAYSERVER_LIMIT_MAX_WAITERS %q: want a whole number in 1..100000", v)
 		}
 		c.MaxWaiters = n
+	}
+	switch v := strings.TrimSpace(getenv("PAYSERVER_GRPC_FAILURE_MODE_DENY")); v {
+	case "", "false":
+	case "true":
+		c.GRPCFailureModeDeny = true
+	default:
+		return APIConfig{}, fmt.Errorf("PAYSERVER_GRPC_FAILURE_MODE_DENY %q: want true or false", v)
 	}
 	if c.GRPCAddr != "" {
 		if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
@@ -154,7 +170,8 @@ func (m *Main) payLimiter() pay.Limiter {
 
 // startLimitsAPI builds the limits service and, when PAYSERVER_GRPC_ADDR is
 // set, serves Envoy's rate limit protocol on it.
-func (m *Main) startLimitsAPI(orders limitapi.OrderFinder) error {
+// The sweeper of its lost answers runs until ctx ends.
+func (m *Main) startLimitsAPI(ctx context.Context, orders limitapi.OrderFinder) error {
 	// Fail-safe start: no acquisition before the first limits document.
 	admit, err := m.limitsGate(m.api.waiter)
 	if err != nil {
@@ -166,11 +183,13 @@ func (m *Main) startLimitsAPI(orders limitapi.OrderFinder) error {
 	if err != nil {
 		return err
 	}
-	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Peek: peek, Orders: orders, Observer: m.api.obs})
+	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Peek: peek, Orders: orders, Observer: m.api.obs,
+		Logger: m.log.With("component", "limits-api")})
 	if err != nil {
 		return err
 	}
 	m.api.svc = svc
+	m.goBackground(func() { svc.RunLostAnswers(ctx, lostAnswersSweep) })
 	if len(m.cfg.API.ClientTokens) == 0 {
 		m.log.Warn("no client tokens configured (PAYSERVER_CLIENT_TOKENS); /v1/limits and gRPC answer 401 to everyone")
 	}
@@ -183,7 +202,7 @@ func (m *Main) startLimitsAPI(orders limitapi.OrderFinder) error {
 		return nil
 	}
 	auth := httpapi.NewClientAuthenticator(m.cfg.API.ClientTokens)
-	srv, err := grpcapi.NewServer(svc, auth, m.log.With("component", "grpc"))
+	srv, err := grpcapi.NewServer(svc, auth, m.log.With("component", "grpc"), grpcapi.Options{FailureModeDeny: m.cfg.API.GRPCFailureModeDeny})
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,8 @@
 //     /v1/limits/release.
 //   - A descriptor's limit override is ignored: payserver's limits document
 //     decides.
+//   - A limiter failure, a lost answer included, is UNAVAILABLE, settled
+//     by the gateway's failure mode (Options.FailureModeDeny).
 //   - The answer is OK when every descriptor is admitted, else OVER_LIMIT;
 //     then the slots this call took are given back, since the request does
 //     not go ahead. Each status carries the binding window's limit
@@ -84,6 +86,21 @@ type Service interface {
 	Decide(ctx context.Context, client string, r limitapi.AcquireRequest) (limitapi.Acquired, error)
 	Release(ctx context.Context, client string, r limitapi.ReleaseRequest) error
 	Undo(ctx context.Context, client string, key ratelimit.Key, member string) error
+	// ReleaseLater releases, after a grace, a member whose check's answer
+	// was lost, unless its requestId is checked again meanwhile.
+	ReleaseLater(client string, h ratelimit.Hold)
+}
+
+// Options configures a Server. The zero value is Envoy's defaults.
+type Options struct {
+	// FailureModeDeny says the gateway refuses a request when the rate
+	// limit service fails, as Envoy's ratelimit filter does with
+	// failure_mode_deny true. Its default, false, lets the request
+	// through: the slots a failed call took stay counted, as if admitted.
+	// With true they are given back: those taken before the failure at
+	// once, the member of a lost limiter answer after its grace
+	// (limitapi.LostAnswerGrace), unless it is checked again.
+	FailureModeDeny bool
 }
 
 // Authenticator returns the client name of a bearer token, false when the
@@ -96,6 +113,7 @@ type Server struct {
 	svc  Service
 	auth Authenticator
 	log  *slog.Logger
+	opts Options
 	// authLog rate-limits the log lines of refused tokens, as the HTTP
 	// API's, so a scan cannot flood the log.
 	authLog *ratelog.Limiter
@@ -108,11 +126,11 @@ const (
 )
 
 // NewServer returns a Server. No argument may be nil.
-func NewServer(svc Service, auth Authenticator, log *slog.Logger) (*Server, error) {
+func NewServer(svc Service, auth Authenticator, log *slog.Logger, opts Options) (*Server, error) {
 	if svc == nil || auth == nil || log == nil {
 		return nil, errors.New("grpcapi: nil dependency")
 	}
-	return &Server{svc: svc, auth: auth, log: log, authLog: ratelog.New(authLogEvery, authLogBurst)}, nil
+	return &Server{svc: svc, auth: auth, log: log, opts: opts, authLog: ratelog.New(authLogEvery, authLogBurst)}, nil
 }
 
 // Register adds the service to g. A server of its own with the limits
@@ -195,11 +213,19 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			}
 			a, err := s.svc.Decide(ctx, client, limitapi.AcquireRequest{Key: h.key, RequestID: member, Amount: h.amount, Currency: h.currency})
 			if err != nil {
-				// The slots taken so far are kept: Envoy answers an error
-				// by its failure mode, and when that lets the request
-				// through (failure_mode_deny false, its default), the
-				// channel is called under them. Kept slots free themselves
-				// when their windows pass.
+				// UNAVAILABLE (a lost answer included, never OVER_LIMIT):
+				// the gateway answers it by its failure mode. When that
+				// lets the request through (failure_mode_deny false, its
+				// default) the channel is called under the slots taken so
+				// far, and the one the lost call may have taken: they are
+				// kept, and free themselves when their windows pass. When
+				// it refuses the request, they are given back.
+				if s.opts.FailureModeDeny {
+					s.undo(client, took)
+					if a.Decision.Unknown {
+						s.svc.ReleaseLater(client, a.Decision.Hold)
+					}
+				}
 				return nil, toStatus(err)
 			}
 			if a.Decision.Conflict {

@@ -57,7 +57,7 @@ func tokenAuth(token string) (string, bool) {
 // decodes it: the process allocates far less than decoding 400,000
 // descriptors takes.
 func TestNoTokenIsRefusedBeforeTheMessageIsRead(t *testing.T) {
-	s, err := NewServer(noService{}, tokenAuth, slog.New(slog.DiscardHandler))
+	s, err := NewServer(noService{}, tokenAuth, slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestNoTokenIsRefusedBeforeTheMessageIsRead(t *testing.T) {
 // TestMessageSizeIsCapped: an authenticated request over MaxMessageBytes
 // is ResourceExhausted, never decoded.
 func TestMessageSizeIsCapped(t *testing.T) {
-	s, err := NewServer(noService{}, tokenAuth, slog.New(slog.DiscardHandler))
+	s, err := NewServer(noService{}, tokenAuth, slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

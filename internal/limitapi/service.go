@@ -12,6 +12,7 @@ package limitapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"payserver/internal/apperr"
@@ -91,17 +92,30 @@ type Options struct {
 	// only when the channel was never called.
 	Orders   OrderFinder
 	Observer Observer
+	// Now is the clock of the lost answers' grace. Default time.Now.
+	Now func() time.Time
+	// Logger logs the releases of lost answers. Default: discarded.
+	Logger *slog.Logger
 }
 
 // Service is the limiter as a service. It is safe for concurrent use.
 type Service struct {
 	opts Options
+	// lost holds the members whose acquire answer was lost, until their
+	// client retries or their grace passes (lost_answers.go).
+	lost lostAnswers
 }
 
 // NewService returns a Service.
 func NewService(opts Options) (*Service, error) {
 	if opts.Admit == nil || opts.Peek == nil {
 		return nil, errors.New("limitapi: nil admitter or peeker")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = discardLogger()
 	}
 	return &Service{opts: opts}, nil
 }
@@ -133,10 +147,14 @@ type Acquired struct {
 // to r.MaxWait when refused. A retried requestId already in the windows is
 // admitted again without being counted twice. A refusal is the
 // REQUEST_LIMITED error POST /pay answers; a limiter failure is
-// DEPENDENCY_UNAVAILABLE.
+// DEPENDENCY_UNAVAILABLE. So is a lost limiter answer (LostAnswer), whose
+// member is released after LostAnswerGrace unless the requestId is
+// acquired again.
 func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
 	a, err := s.Decide(ctx, client, r)
 	switch {
+	case err != nil && a.Decision.Unknown:
+		s.ReleaseLater(client, a.Decision.Hold)
 	case err == nil && a.Decision.Conflict:
 		return Acquired{}, pay.ConflictError(r.Key, r.RequestID, r.Amount)
 	case err == nil && !a.Decision.Allowed:
@@ -147,15 +165,26 @@ func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) 
 
 // Decide is Acquire with a refusal returned as a decision (Allowed false,
 // Windows empty), not an error: for protocols that answer refusals in
-// their own terms (gRPC).
+// their own terms (gRPC). A lost limiter answer is LostAnswer's error with
+// the decision (Unknown, its Hold naming the windows the lost call would
+// have recorded the member in); Decide leaves its settling to the caller
+// (ReleaseLater, or nothing when the slot is to stay counted).
 func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
+	m := member(client, r.RequestID)
 	d, err := s.opts.Admit.Check(ctx, ratelimit.Request{MaxWait: r.MaxWait,
-		Key: r.Key, Member: member(client, r.RequestID), Amount: r.Amount, Currency: r.Currency,
+		Key: r.Key, Member: m, Amount: r.Amount, Currency: r.Currency,
 	})
 	if err != nil {
 		s.observe(client, OpAcquire, r.Key, ResultFailed)
 		return Acquired{}, limiterDown(err)
 	}
+	if d.Unknown {
+		s.observe(client, OpAcquire, r.Key, ResultFailed)
+		return LostAnswer(r, d)
+	}
+	// A known answer settles an earlier lost one: the retry's admission
+	// owns the slot, or the member holds none.
+	s.forget(r.Key, m)
 	if !d.Allowed {
 		s.observe(client, OpAcquire, r.Key, ResultLimited)
 		return Acquired{Decision: d, Windows: []WindowUsage{}}, nil
@@ -217,6 +246,7 @@ func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) 
 		s.observe(client, OpRelease, r.Key, ResultFailed)
 		return limiterDown(err)
 	}
+	s.forget(r.Key, member(client, r.RequestID))
 	s.observe(client, OpRelease, r.Key, ResultReleased)
 	return nil
 }
