@@ -92,8 +92,11 @@ type Config struct {
 	// that payserver does not know (typos, or settings of another version);
 	// Run warns about each. Not a setting.
 	UnknownEnv []string `yaml:"-"`
+	// Clients are the limits service's clients with their scopes
+	// (limits_api.go); never logged.
+	Clients map[string]ClientConfig `yaml:"clients"`
 	// API is the limits service for other callers, from the environment
-	// only (limits_api.go).
+	// and Clients (limits_api.go).
 	API APIConfig `yaml:"-"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,20 +17,29 @@ import (
 	"payserver/internal/limitapi"
 	"payserver/internal/limitwait"
 	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
 )
 
 // APIConfig configures the limiter as a service for other callers
 // (/v1/limits over HTTP, Envoy's rate limit protocol over gRPC). It is read
-// from the environment only: tokens are secrets.
+// from the environment, and the clients also from the settings file
+// (clients, with their scopes).
 type APIConfig struct {
 	// ClientTokens are the callers of /v1/limits and gRPC:
-	// PAYSERVER_CLIENT_TOKENS, "name=token,name=token".
+	// PAYSERVER_CLIENT_TOKENS, "name=token,name=token", and the settings
+	// file's clients.
 	ClientTokens []httpapi.ClientToken
 	// GRPCAddr serves the rate limit service; empty (the default) is off.
 	GRPCAddr string // PAYSERVER_GRPC_ADDR
 	// MaxWaiters bounds the requests waiting (maxWaitMs) for one key on
 	// one instance. PAYSERVER_LIMIT_MAX_WAITERS, default 100.
 	MaxWaiters int
+	// Scopes are the bizTypes each client of the settings file may use;
+	// the clients of PAYSERVER_CLIENT_TOKENS are not in it (every
+	// bizType).
+	Scopes map[string][]string
+	// Unscoped names the clients that may use every bizType.
+	Unscoped []string
 	// GRPCFailureModeDeny says the gateway calling the gRPC service is
 	// set to refuse a request when the service fails (Envoy's
 	// failure_mode_deny true); default false, Envoy's default, which lets
@@ -41,9 +51,18 @@ type APIConfig struct {
 // checked for their grace.
 const lostAnswersSweep = 5 * time.Second
 
-// loadAPIConfig reads the APIConfig from the environment. Client tokens
-// must differ from the admin token and from each other.
-func loadAPIConfig(getenv func(string) string, adminToken string) (APIConfig, error) {
+// ClientConfig is a client of the limits service in the settings file
+// (YAML clients.<name>): its token, and the bizTypes it may acquire and
+// release (at least one).
+type ClientConfig struct {
+	Token    string   `yaml:"token"`
+	BizTypes []string `yaml:"bizTypes"`
+}
+
+// loadAPIConfig reads the APIConfig from the environment and the clients
+// of the settings file. Client tokens must differ from the admin token and
+// from each other, and client names are unique across both sources.
+func loadAPIConfig(getenv func(string) string, adminToken string, fileClients map[string]ClientConfig) (APIConfig, error) {
 	c := APIConfig{GRPCAddr: strings.TrimSpace(getenv("PAYSERVER_GRPC_ADDR")), MaxWaiters: limitwait.DefaultMaxWaiters}
 	if v := strings.TrimSpace(getenv("PAYSERVER_LIMIT_MAX_WAITERS")); v != "" {
 		n, err := strconv.Atoi(v)
@@ -64,11 +83,41 @@ func loadAPIConfig(getenv func(string) string, adminToken string) (APIConfig, er
 			return APIConfig{}, fmt.Errorf("PAYSERVER_GRPC_ADDR %q: want host:port", c.GRPCAddr)
 		}
 	}
-	tokens, err := parseClientTokens(getenv("PAYSERVER_CLIENT_TOKENS"), adminToken)
-	if err != nil {
+	set := newClientSet(adminToken)
+	if err := set.parseEnv(getenv("PAYSERVER_CLIENT_TOKENS")); err != nil {
 		return APIConfig{}, fmt.Errorf("PAYSERVER_CLIENT_TOKENS: %w", err)
 	}
-	c.ClientTokens = tokens
+	for _, t := range set.clients {
+		c.Unscoped = append(c.Unscoped, t.Name)
+	}
+	names := make([]string, 0, len(fileClients))
+	for name := range fileClients {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fc := fileClients[name]
+		where := "clients." + name
+		if !validClientName(name) {
+			where = "clients: an entry"
+		}
+		if err := set.add(name, fc.Token); err != nil {
+			return APIConfig{}, fmt.Errorf("%s: %w", where, err)
+		}
+		if len(fc.BizTypes) == 0 {
+			return APIConfig{}, fmt.Errorf("%s: bizTypes: list the bizTypes the client may use (a client of every bizType belongs in PAYSERVER_CLIENT_TOKENS)", where)
+		}
+		for _, b := range fc.BizTypes {
+			if p := ratelimit.BizTypeProblem(b); p != "" {
+				return APIConfig{}, fmt.Errorf("%s: bizTypes: %.40q %s", where, b, p)
+			}
+		}
+		if c.Scopes == nil {
+			c.Scopes = map[string][]string{}
+		}
+		c.Scopes[name] = fc.BizTypes
+	}
+	c.ClientTokens = set.clients
 	return c, nil
 }
 
@@ -80,42 +129,71 @@ const minClientTokenLen = 16
 // parses.
 const maxClientNameLen = minClientTokenLen - 1
 
-// parseClientTokens parses "name=token,name=token". Names are 1..15
-// characters of [A-Za-z0-9_.-] and not "pay" (POST /pay's own caller
-// name); tokens are at least 16 characters without spaces or commas. The
-// error never quotes a token.
-func parseClientTokens(s, adminToken string) ([]httpapi.ClientToken, error) {
-	var out []httpapi.ClientToken
-	names, tokens := map[string]bool{}, map[string]bool{}
+// clientSet collects the clients of every source, names and tokens unique.
+type clientSet struct {
+	adminToken    string
+	clients       []httpapi.ClientToken
+	names, tokens map[string]bool
+}
+
+func newClientSet(adminToken string) *clientSet {
+	return &clientSet{adminToken: adminToken, names: map[string]bool{}, tokens: map[string]bool{}}
+}
+
+// parseEnv adds the clients of "name=token,name=token". The error never
+// quotes a token.
+func (cs *clientSet) parseEnv(s string) error {
 	for i, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
 		name, token, ok := strings.Cut(part, "=")
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("entry %d: want name=token", i+1)
-		case !validClientName(name):
-			// The name is not echoed: an entry written the wrong way round
-			// (token=name) or with a wrong separator carries a token there.
-			return nil, fmt.Errorf("entry %d: the name must be 1..%d characters of A-Z, a-z, 0-9, _ . - (entries are name=token)", i+1, maxClientNameLen)
-		case name == limitapi.PayCaller:
-			return nil, fmt.Errorf("entry %d: name %q is reserved for POST /pay's own acquisitions", i+1, name)
-		case names[name]:
-			return nil, fmt.Errorf("entry %d: name %q given twice", i+1, name)
-		case len(token) < minClientTokenLen || strings.ContainsAny(token, " \t\r\n"):
-			// Not the name either: a swapped entry puts the token in it.
-			return nil, fmt.Errorf("entry %d: the token must be at least %d characters, without spaces (entries are name=token)", i+1, minClientTokenLen)
-		case token == adminToken:
-			return nil, fmt.Errorf("entry %d (%s): a client token must not be the admin token", i+1, name)
-		case tokens[token]:
-			return nil, fmt.Errorf("entry %d (%s): the token is another client's", i+1, name)
+		if !ok {
+			return fmt.Errorf("entry %d: want name=token", i+1)
 		}
-		names[name], tokens[token] = true, true
-		out = append(out, httpapi.ClientToken{Name: name, Token: token})
+		if err := cs.add(name, token); err != nil {
+			if validClientName(name) {
+				return fmt.Errorf("entry %d (%s): %w (entries are name=token)", i+1, name, err)
+			}
+			return fmt.Errorf("entry %d: %w (entries are name=token)", i+1, err)
+		}
 	}
-	return out, nil
+	return nil
+}
+
+// add adds one client. Names are 1..15 characters of [A-Za-z0-9_.-] and
+// not "pay" (POST /pay's own caller name); tokens are at least 16
+// characters without whitespace or commas. The error quotes no token, nor
+// a name that is not valid (an entry written the wrong way round, or with
+// a wrong separator, carries a token there).
+func (cs *clientSet) add(name, token string) error {
+	switch {
+	case !validClientName(name):
+		return fmt.Errorf("the name must be 1..%d characters of A-Z, a-z, 0-9, _ . -", maxClientNameLen)
+	case name == limitapi.PayCaller:
+		return fmt.Errorf("name %q is reserved for POST /pay's own acquisitions", name)
+	case cs.names[name]:
+		return fmt.Errorf("name %q given twice", name)
+	case len(token) < minClientTokenLen || strings.ContainsAny(token, " \t\r\n,"):
+		return fmt.Errorf("the token must be at least %d characters, without spaces or commas", minClientTokenLen)
+	case token == cs.adminToken:
+		return errors.New("a client token must not be the admin token")
+	case cs.tokens[token]:
+		return errors.New("the token is another client's")
+	}
+	cs.names[name], cs.tokens[token] = true, true
+	cs.clients = append(cs.clients, httpapi.ClientToken{Name: name, Token: token})
+	return nil
+}
+
+// parseClientTokens parses PAYSERVER_CLIENT_TOKENS alone.
+func parseClientTokens(s, adminToken string) ([]httpapi.ClientToken, error) {
+	cs := newClientSet(adminToken)
+	if err := cs.parseEnv(s); err != nil {
+		return nil, err
+	}
+	return cs.clients, nil
 }
 
 func validClientName(s string) bool {
@@ -183,7 +261,7 @@ func (m *Main) startLimitsAPI(ctx context.Context, orders limitapi.OrderFinder) 
 	if err != nil {
 		return err
 	}
-	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Peek: peek, Orders: orders, Observer: m.api.obs,
+	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Peek: peek, Orders: orders, Observer: m.api.obs, Scopes: m.cfg.API.Scopes,
 		Logger: m.log.With("component", "limits-api")})
 	if err != nil {
 		return err
@@ -192,6 +270,10 @@ func (m *Main) startLimitsAPI(ctx context.Context, orders limitapi.OrderFinder) 
 	m.goBackground(func() { svc.RunLostAnswers(ctx, lostAnswersSweep) })
 	if len(m.cfg.API.ClientTokens) == 0 {
 		m.log.Warn("no client tokens configured (PAYSERVER_CLIENT_TOKENS); /v1/limits and gRPC answer 401 to everyone")
+	}
+	if len(m.cfg.API.Unscoped) > 0 {
+		m.log.Warn("clients without a scope may acquire and release every bizType, POST /pay's included; give each its bizTypes in the settings file (clients)",
+			"unscopedClients", m.cfg.API.Unscoped)
 	}
 	names := make([]string, 0, len(m.cfg.API.ClientTokens))
 	for _, c := range m.cfg.API.ClientTokens {

@@ -406,6 +406,8 @@ func toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, e.Message)
 	case apperr.DependencyUnavailable:
 		return status.Error(codes.Unavailable, e.Message)
+	case apperr.Forbidden:
+		return status.Error(codes.PermissionDenied, e.Message)
 	}
 	return status.Error(codes.Internal, e.Message)
 }

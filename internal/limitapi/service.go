@@ -72,7 +72,7 @@ const (
 	ResultAdmitted Result = "admitted"
 	ResultLimited  Result = "limited"
 	ResultReleased Result = "released"
-	ResultRefused  Result = "refused" // release of a POST /pay requestId
+	ResultRefused  Result = "refused" // release of a POST /pay requestId, or a bizType outside the client's scope
 	ResultPeeked   Result = "peeked"
 	ResultFailed   Result = "failed" // the limiter or a dependency failed
 )
@@ -92,6 +92,9 @@ type Options struct {
 	// only when the channel was never called.
 	Orders   OrderFinder
 	Observer Observer
+	// Scopes are the bizTypes each client may acquire and release, by
+	// client name; a client not in it may use every bizType.
+	Scopes map[string][]string
 	// Now is the clock of the lost answers' grace. Default time.Now.
 	Now func() time.Time
 	// Logger logs the releases of lost answers. Default: discarded.
@@ -101,6 +104,8 @@ type Options struct {
 // Service is the limiter as a service. It is safe for concurrent use.
 type Service struct {
 	opts Options
+	// scopes is Options.Scopes as sets.
+	scopes map[string]map[string]bool
 	// lost holds the members whose acquire answer was lost, until their
 	// client retries or their grace passes (lost_answers.go).
 	lost lostAnswers
@@ -117,7 +122,26 @@ func NewService(opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = discardLogger()
 	}
-	return &Service{opts: opts}, nil
+	scopes := make(map[string]map[string]bool, len(opts.Scopes))
+	for client, bizTypes := range opts.Scopes {
+		scopes[client] = map[string]bool{}
+		for _, b := range bizTypes {
+			scopes[client][b] = true
+		}
+	}
+	return &Service{opts: opts, scopes: scopes}, nil
+}
+
+// inScope refuses, FORBIDDEN naming the bizType, a key outside client's
+// scope.
+func (s *Service) inScope(client string, op Op, key ratelimit.Key) error {
+	scope, scoped := s.scopes[client]
+	if !scoped || scope[key.BizType] {
+		return nil
+	}
+	s.observe(client, op, key, ResultRefused)
+	return apperr.New(apperr.Forbidden, "client %s may not use bizType %s", client, key.BizType).
+		WithDetails(map[string]any{"bizType": key.BizType})
 }
 
 // WindowUsage is one window that applies to a request: the key it belongs
@@ -146,7 +170,8 @@ type Acquired struct {
 // Acquire takes a slot for r.RequestID in every window of r.Key, waiting up
 // to r.MaxWait when refused. A retried requestId already in the windows is
 // admitted again without being counted twice. A refusal is the
-// REQUEST_LIMITED error POST /pay answers; a limiter failure is
+// REQUEST_LIMITED error POST /pay answers; a bizType outside the client's
+// scope (Options.Scopes) is FORBIDDEN, naming it; a limiter failure is
 // DEPENDENCY_UNAVAILABLE. So is a lost limiter answer (LostAnswer), whose
 // member is released after LostAnswerGrace unless the requestId is
 // acquired again.
@@ -170,6 +195,9 @@ func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) 
 // have recorded the member in); Decide leaves its settling to the caller
 // (ReleaseLater, or nothing when the slot is to stay counted).
 func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
+	if err := s.inScope(client, OpAcquire, r.Key); err != nil {
+		return Acquired{}, err
+	}
 	m := member(client, r.RequestID)
 	d, err := s.opts.Admit.Check(ctx, ratelimit.Request{MaxWait: r.MaxWait,
 		Key: r.Key, Member: m, Amount: r.Amount, Currency: r.Currency,
@@ -223,12 +251,16 @@ func windowsAfter(d ratelimit.Decision) []WindowUsage {
 	return out
 }
 
-// Release gives back the slot r.RequestID holds in r.Key's windows. The
+// Release gives back the slot r.RequestID holds in r.Key's windows. A key
+// outside the client's scope (Options.Scopes) is FORBIDDEN, as for Acquire. The
 // caller declares that it never called the channel for it. Releasing a
 // requestId that holds no slot changes nothing: Release is idempotent. A
 // requestId that belongs to a POST /pay payment is refused (409
 // IDEMPOTENCY_CONFLICT): its slot is payserver's to free.
 func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) error {
+	if err := s.inScope(client, OpRelease, r.Key); err != nil {
+		return err
+	}
 	if s.opts.Orders != nil {
 		o, err := s.opts.Orders.Get(ctx, r.RequestID)
 		switch {
