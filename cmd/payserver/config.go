@@ -182,6 +182,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("httpAddr is empty"))
+	} else if c.AdminToken == "" && !netaddr.IsLoopbackName(c.HTTPAddr) {
+		// Without a token, admin access rests on the request being local.
+		errs = append(errs, fmt.Errorf("PAYSERVER_ADMIN_TOKEN is required when httpAddr (PAYSERVER_HTTP_ADDR) %s is not a loopback address: admin routes without a token answer local requests only", c.HTTPAddr))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("dataDir is empty"))
