@@ -751,7 +751,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 // read, and with chunked encoding as soon as it passes the cap, without
 // waiting for the rest. Exactly 64 KiB is accepted.
 func TestOversizedBodies(t *testing.T) {
-	s := startServer(t, serverOptions{Embedded: true, Fast: true, Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": "tok-oversize"}})
+	s := startServer(t, serverOptions{Embedded: true, Fast: true, Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": "tok-oversize-0123456789"}})
 	addr := strings.TrimPrefix(s.base, "http://")
 	dial := func(t *testing.T) net.Conn {
 		conn, err := net.Dial("tcp", addr)

@@ -182,7 +182,11 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("httpAddr is empty"))
-	} else if c.AdminToken == "" && !netaddr.IsLoopbackName(c.HTTPAddr) {
+	}
+	if c.AdminToken != "" && (len(c.AdminToken) < minClientTokenLen || strings.ContainsAny(c.AdminToken, " \t\r\n")) {
+		errs = append(errs, fmt.Errorf("PAYSERVER_ADMIN_TOKEN must be at least %d characters, without whitespace", minClientTokenLen))
+	}
+	if c.HTTPAddr != "" && c.AdminToken == "" && !netaddr.IsLoopbackName(c.HTTPAddr) {
 		// Without a token, admin access rests on the request being local.
 		errs = append(errs, fmt.Errorf("PAYSERVER_ADMIN_TOKEN is required when httpAddr (PAYSERVER_HTTP_ADDR) %s is not a loopback address: admin routes without a token answer local requests only", c.HTTPAddr))
 	}

@@ -397,3 +397,16 @@ func TestNoAdminTokenNeedsALoopbackListener(t *testing.T) {
 		t.Errorf("the default loopback httpAddr without an admin token: %v", err)
 	}
 }
+
+// TestAdminTokenStrength: the admin token is at least 16 characters
+// without whitespace, as client tokens are; the refusal does not quote it.
+func TestAdminTokenStrength(t *testing.T) {
+	for _, token := range []string{"Zq", "fifteen-chars-x", "sixteen chars xx", "sixteen-chars-xx\n"} {
+		cfg := DefaultConfig()
+		cfg.LimitsFile, cfg.AdminToken = "configs/channel-limits.yaml", token
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), "PAYSERVER_ADMIN_TOKEN") || strings.Contains(err.Error(), token) {
+			t.Errorf("admin token %q: got %v, want a refusal naming PAYSERVER_ADMIN_TOKEN, not the token", token, err)
+		}
+	}
+}
