@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"payserver/internal/authguard"
 	"payserver/internal/grpcapi"
 	"payserver/internal/httpapi"
 	"payserver/internal/limitapi"
@@ -211,13 +212,16 @@ func validClientName(s string) bool {
 
 // apiWiring is the part of Main that serves the limiter to other callers.
 type apiWiring struct {
-	waiter  *limitwait.Waiter
-	tally   *limitapi.Tally
-	obs     limitapi.Observer
-	svc     *limitapi.Service
-	grpc    *grpc.Server
-	grpcLn  net.Listener
-	started time.Time
+	// authGuard counts failed authentications per address, shared by the
+	// HTTP API and the gRPC service.
+	authGuard *authguard.Guard
+	waiter    *limitwait.Waiter
+	tally     *limitapi.Tally
+	obs       limitapi.Observer
+	svc       *limitapi.Service
+	grpc      *grpc.Server
+	grpcLn    net.Listener
+	started   time.Time
 }
 
 // openLimitsAPI wraps the limiter in the waiting layer (maxWaitMs) and
@@ -230,7 +234,8 @@ func (m *Main) openLimitsAPI() error {
 	}
 	am.WatchWaiters(w.Total)
 	tally := limitapi.NewTally()
-	m.api = apiWiring{waiter: w, tally: tally, obs: limitapi.MultiObserver{am, tally}, started: time.Now().UTC()}
+	m.api = apiWiring{waiter: w, tally: tally, obs: limitapi.MultiObserver{am, tally}, started: time.Now().UTC(),
+		authGuard: authguard.New(authguard.Options{Observer: m.metrics.NewAuth()})}
 	return nil
 }
 
@@ -284,7 +289,7 @@ func (m *Main) startLimitsAPI(ctx context.Context, orders limitapi.OrderFinder) 
 		return nil
 	}
 	auth := httpapi.NewClientAuthenticator(m.cfg.API.ClientTokens)
-	srv, err := grpcapi.NewServer(svc, auth, m.log.With("component", "grpc"), grpcapi.Options{FailureModeDeny: m.cfg.API.GRPCFailureModeDeny})
+	srv, err := grpcapi.NewServer(svc, auth, m.log.With("component", "grpc"), grpcapi.Options{FailureModeDeny: m.cfg.API.GRPCFailureModeDeny, AuthGuard: m.api.authGuard})
 	if err != nil {
 		return err
 	}
@@ -316,6 +321,7 @@ func (m *Main) GRPCAddr() string {
 func (m *Main) withLimitsAPI(opts httpapi.Options) httpapi.Options {
 	opts.LimitsAPI = m.api.svc
 	opts.ClientTokens = m.cfg.API.ClientTokens
+	opts.AuthGuard = m.api.authGuard
 	opts.Admin = append(opts.Admin, httpapi.CallersReport(m.api.tally, m.api.started))
 	return opts
 }

@@ -54,12 +54,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"payserver/internal/apperr"
+	"payserver/internal/authguard"
 	"payserver/internal/limitapi"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
@@ -101,6 +103,11 @@ type Options struct {
 	// once, the member of a lost limiter answer after its grace
 	// (limitapi.LostAnswerGrace), unless it is checked again.
 	FailureModeDeny bool
+	// AuthGuard counts failed authentications per peer address and
+	// refuses an address past its budget (RESOURCE_EXHAUSTED) before its
+	// token is looked at. Share the HTTP API's. Default: a guard of the
+	// server's own.
+	AuthGuard *authguard.Guard
 }
 
 // Authenticator returns the client name of a bearer token, false when the
@@ -130,6 +137,9 @@ func NewServer(svc Service, auth Authenticator, log *slog.Logger, opts Options) 
 	if svc == nil || auth == nil || log == nil {
 		return nil, errors.New("grpcapi: nil dependency")
 	}
+	if opts.AuthGuard == nil {
+		opts.AuthGuard = authguard.New(authguard.Options{})
+	}
 	return &Server{svc: svc, auth: auth, log: log, opts: opts, authLog: ratelog.New(authLogEvery, authLogBurst)}, nil
 }
 
@@ -140,7 +150,9 @@ func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer
 // NewGRPCServer returns a gRPC server serving s, which:
 //   - checks the client token from the call's headers, before its message
 //     is read: a call without a valid one is UNAUTHENTICATED having cost
-//     the server no more than its headers;
+//     the server no more than its headers, and counts against its
+//     address's budget of failures (Options.AuthGuard): past it, the
+//     address is RESOURCE_EXHAUSTED until its minute is over;
 //   - refuses a message over MaxMessageBytes (RESOURCE_EXHAUSTED);
 //   - runs at most MaxStreams calls at once on one connection.
 func (s *Server) NewGRPCServer() *grpc.Server {
@@ -159,8 +171,19 @@ type clientCtxKey struct{}
 // tap authenticates a call from its headers, before its message is read,
 // and hands the client's name to the handler in the context.
 func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	var addr string
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	if wait := s.opts.AuthGuard.Blocked(addr); wait > 0 {
+		s.opts.AuthGuard.Refused("grpc")
+		return ctx, status.Errorf(codes.ResourceExhausted, "too many failed authentications from this address; try again in %d s", apperr.Ceil(wait, time.Second))
+	}
 	name, err := s.authenticate(info.Header)
 	if err != nil {
+		if len(info.Header.Get("authorization")) > 0 {
+			s.opts.AuthGuard.Failed(addr, "grpc")
+		}
 		return ctx, err
 	}
 	return context.WithValue(ctx, clientCtxKey{}, name), nil

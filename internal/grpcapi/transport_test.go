@@ -92,3 +92,25 @@ func TestMessageSizeIsCapped(t *testing.T) {
 		t.Fatalf("got %v, want ResourceExhausted for a message over %d bytes", err, MaxMessageBytes)
 	}
 }
+
+// TestFailedTokensAreSlowed: after 10 calls with a wrong token from one
+// address within a minute, that address is refused RESOURCE_EXHAUSTED,
+// even with the right token.
+func TestFailedTokensAreSlowed(t *testing.T) {
+	s, err := NewServer(noService{}, tokenAuth, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, s)
+	req := &rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B")}}
+	bad := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer wrong-token-0123456789")
+	for i := range 10 {
+		if _, err := c.ShouldRateLimit(bad, req); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("wrong token %d: got %v, want Unauthenticated", i+1, err)
+		}
+	}
+	good := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer good-token-0123456789")
+	if _, err := c.ShouldRateLimit(good, req); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("the right token after 10 failures: got %v, want ResourceExhausted", err)
+	}
+}

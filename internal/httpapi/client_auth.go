@@ -76,6 +76,9 @@ func (h *handler) requireClient(c *gin.Context) {
 	if !ok || !known || token == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-limits"`)
 		h.logClientAuthFailure(c)
+		if token != "" {
+			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "client")
+		}
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid client bearer token is required (PAYSERVER_CLIENT_TOKENS)"), "")
 		return
 	}

@@ -23,6 +23,7 @@ var statusOf = map[apperr.Code]int{
 	apperr.ChannelError:            http.StatusBadGateway,
 	apperr.Unauthorized:            http.StatusUnauthorized,
 	apperr.Forbidden:               http.StatusForbidden,
+	apperr.AuthThrottled:           http.StatusTooManyRequests,
 	apperr.NotFound:                http.StatusNotFound,
 	apperr.MethodNotAllowed:        http.StatusMethodNotAllowed,
 	apperr.UnsupportedMediaType:    http.StatusUnsupportedMediaType,

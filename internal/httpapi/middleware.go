@@ -178,9 +178,39 @@ func (h *handler) requireAdmin(c *gin.Context) {
 			reason = "no bearer token"
 		}
 		h.logAdminAuthFailure(c, reason)
+		if got != "" {
+			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "admin")
+		}
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid admin bearer token is required"), "")
 	}
+}
+
+// authThrottle refuses, 429 AUTH_THROTTLED with Retry-After, a request
+// from an address that failed to authenticate too often (authguard), before
+// its credentials are looked at: even the right token waits out the
+// window, so guessing costs a minute per authguard.MaxFailures tries.
+func (h *handler) authThrottle(c *gin.Context) {
+	wait := h.opts.AuthGuard.Blocked(c.Request.RemoteAddr)
+	if wait <= 0 {
+		c.Next()
+		return
+	}
+	h.opts.AuthGuard.Refused(surfaceOf(c))
+	e := apperr.New(apperr.AuthThrottled, "too many failed authentications from this address; try again later")
+	e.RetryAfter = wait
+	writeError(c, h.log, e, "")
+}
+
+// surfaceOf names the authenticated surface of a request, for metrics.
+func surfaceOf(c *gin.Context) string {
+	switch p := c.FullPath(); {
+	case p == loginPath:
+		return "login"
+	case strings.HasPrefix(p, "/v1/limits"):
+		return "client"
+	}
+	return "admin"
 }
 
 // localOnlyProblem says why r is not a local request, or "" when it is:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"payserver/internal/authguard"
 	"payserver/internal/pay"
 )
 
@@ -33,7 +34,7 @@ func (okHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) { _, _ = w.Wr
 func newAdminHandler(t *testing.T, token string) http.Handler {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	h, err := New(Options{
+	h, err := New(Options{AuthGuard: manyTries(),
 		Pay: noPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: token, Metrics: okHandler{},
 		Admin: []func(*gin.RouterGroup){func(g *gin.RouterGroup) {
 			g.GET("/reports/x", func(c *gin.Context) { c.String(http.StatusOK, "report") })
@@ -174,3 +175,7 @@ func TestAdminTokenRequiredFromEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// manyTries is a guard that lets an address fail often, for tests of the
+// refusals themselves (auth_guard_test.go tests the guard's budget).
+func manyTries() *authguard.Guard { return authguard.New(authguard.Options{MaxFailures: 1 << 20}) }

@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/apperr"
+	"payserver/internal/authguard"
 	"payserver/internal/pay"
 	"payserver/internal/ratelog"
 )
@@ -99,6 +100,11 @@ type Options struct {
 	// Now is the clock GET /limits tells active schedules by, and
 	// notification signatures are checked by. Default time.Now.
 	Now func() time.Time
+	// AuthGuard counts failed authentications per address (admin bearer
+	// token, dashboard login, client tokens) and refuses an address past
+	// its budget with 429 AUTH_THROTTLED. Share one with the gRPC service.
+	// Default: a guard of the handler's own on Now.
+	AuthGuard *authguard.Guard
 }
 
 // New returns the HTTP handler.
@@ -108,6 +114,9 @@ func New(opts Options) (http.Handler, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.AuthGuard == nil {
+		opts.AuthGuard = authguard.New(authguard.Options{Now: opts.Now})
 	}
 	loginTmpl, err := parseLoginTemplate()
 	if err != nil {
@@ -139,7 +148,7 @@ func New(opts Options) (http.Handler, error) {
 	if opts.AdminToken != "" {
 		h.registerLogin(r)
 	}
-	admin := r.Group("/", h.adminAuth)
+	admin := r.Group("/", h.authThrottle, h.adminAuth)
 	if opts.Metrics != nil {
 		admin.GET("/metrics", gin.WrapH(opts.Metrics))
 	}
