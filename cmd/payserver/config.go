@@ -57,10 +57,14 @@ type Config struct {
 
 	// PprofAddr, when set, serves net/http/pprof on this loopback address
 	// (a listener of its own, never the API's). Empty means off.
-	PprofAddr  string     `yaml:"pprofAddr"`  // PAYSERVER_PPROF_ADDR
-	AdminToken string     `yaml:"adminToken"` // PAYSERVER_ADMIN_TOKEN
-	LogLevel   slog.Level `yaml:"logLevel"`   // PAYSERVER_LOG_LEVEL: debug, info, warn, error
-	LogFormat  LogFormat  `yaml:"logFormat"`  // PAYSERVER_LOG_FORMAT: text, json
+	PprofAddr  string `yaml:"pprofAddr"`  // PAYSERVER_PPROF_ADDR
+	AdminToken string `yaml:"adminToken"` // PAYSERVER_ADMIN_TOKEN
+	// AuthMaxFailures is how many failed authentications one address may
+	// make within a minute before it is refused until the minute is over
+	// (authguard). 0 means authguard.MaxFailures (10).
+	AuthMaxFailures int        `yaml:"authMaxFailures"` // PAYSERVER_AUTH_MAX_FAILURES
+	LogLevel        slog.Level `yaml:"logLevel"`        // PAYSERVER_LOG_LEVEL: debug, info, warn, error
+	LogFormat       LogFormat  `yaml:"logFormat"`       // PAYSERVER_LOG_FORMAT: text, json
 
 	Limiter LimiterConfig `yaml:"limiter"`
 	Nacos   NacosConfig   `yaml:"nacos"`
@@ -182,6 +186,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("httpAddr is empty"))
+	}
+	if c.AuthMaxFailures < 0 || c.AuthMaxFailures > 1_000_000 {
+		errs = append(errs, errors.New("PAYSERVER_AUTH_MAX_FAILURES must be in [0, 1000000] (0 = 10)"))
 	}
 	if c.AdminToken != "" && (len(c.AdminToken) < minClientTokenLen || strings.ContainsAny(c.AdminToken, " \t\r\n")) {
 		errs = append(errs, fmt.Errorf("PAYSERVER_ADMIN_TOKEN must be at least %d characters, without whitespace", minClientTokenLen))

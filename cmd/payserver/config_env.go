@@ -41,6 +41,7 @@ var envKeys = map[string]string{
 	"PAYSERVER_REDIS_TLS_SERVER_NAME":   "redisTls.serverName",
 	"PAYSERVER_PPROF_ADDR":              "pprofAddr",
 	"PAYSERVER_ADMIN_TOKEN":             "adminToken",
+	"PAYSERVER_AUTH_MAX_FAILURES":       "authMaxFailures",
 	"PAYSERVER_LOG_LEVEL":               "logLevel",
 	"PAYSERVER_LOG_FORMAT":              "logFormat",
 	"PAYSERVER_LIMITER_POLICY":          "limiter.policy",

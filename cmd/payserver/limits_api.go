@@ -235,7 +235,7 @@ func (m *Main) openLimitsAPI() error {
 	am.WatchWaiters(w.Total)
 	tally := limitapi.NewTally()
 	m.api = apiWiring{waiter: w, tally: tally, obs: limitapi.MultiObserver{am, tally}, started: time.Now().UTC(),
-		authGuard: authguard.New(authguard.Options{Observer: m.metrics.NewAuth()})}
+		authGuard: authguard.New(authguard.Options{MaxFailures: m.cfg.AuthMaxFailures, Observer: m.metrics.NewAuth()})}
 	return nil
 }
 
