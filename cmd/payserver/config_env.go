@@ -10,6 +10,7 @@ var envKeys = map[string]string{
 	"PAYSERVER_CHANNELS":                "",
 	"PAYSERVER_CLIENT_TOKENS":           "", // limits_api.go
 	"PAYSERVER_GRPC_ADDR":               "", // limits_api.go
+	"PAYSERVER_PAY_TOKENS":              "", // limits_api.go
 	"PAYSERVER_GRPC_FAILURE_MODE_DENY":  "", // limits_api.go
 	"PAYSERVER_LIMIT_MAX_WAITERS":       "", // limits_api.go
 	"PAYSERVER_HTTP_ADDR":               "httpAddr",

@@ -35,6 +35,10 @@ type APIConfig struct {
 	// MaxWaiters bounds the requests waiting (maxWaitMs) for one key on
 	// one instance. PAYSERVER_LIMIT_MAX_WAITERS, default 100.
 	MaxWaiters int
+	// PayTokens are the callers of POST /pay and GET /pay/{requestId}:
+	// PAYSERVER_PAY_TOKENS, "name=token,name=token". Empty: the payment
+	// routes authenticate no one.
+	PayTokens []httpapi.ClientToken
 	// Scopes are the bizTypes each client of the settings file may use;
 	// the clients of PAYSERVER_CLIENT_TOKENS are not in it (every
 	// bizType).
@@ -119,6 +123,16 @@ func loadAPIConfig(getenv func(string) string, adminToken string, fileClients ma
 		c.Scopes[name] = fc.BizTypes
 	}
 	c.ClientTokens = set.clients
+	// Pay tokens follow the same rules, and are no client's nor the
+	// admin's: each token opens one surface.
+	paySet := newClientSet(adminToken)
+	for t := range set.tokens {
+		paySet.tokens[t] = true
+	}
+	if err := paySet.parseEnv(getenv("PAYSERVER_PAY_TOKENS")); err != nil {
+		return APIConfig{}, fmt.Errorf("PAYSERVER_PAY_TOKENS: %w", err)
+	}
+	c.PayTokens = paySet.clients
 	return c, nil
 }
 
@@ -322,6 +336,7 @@ func (m *Main) withLimitsAPI(opts httpapi.Options) httpapi.Options {
 	opts.LimitsAPI = m.api.svc
 	opts.ClientTokens = m.cfg.API.ClientTokens
 	opts.AuthGuard = m.api.authGuard
+	opts.PayTokens = m.cfg.API.PayTokens
 	opts.Admin = append(opts.Admin, httpapi.CallersReport(m.api.tally, m.api.started))
 	return opts
 }

@@ -102,3 +102,19 @@ func TestClientsYAML(t *testing.T) {
 		t.Fatalf("got clients %v scopes %v", cfg.API.ClientTokens, cfg.API.Scopes)
 	}
 }
+
+// TestPayTokensConfig: PAYSERVER_PAY_TOKENS follows the client tokens'
+// rules, and a pay token is no client's token nor the admin's.
+func TestPayTokensConfig(t *testing.T) {
+	env := map[string]string{"PAYSERVER_CLIENT_TOKENS": "jobs=0123456789abcdefJOBS", "PAYSERVER_PAY_TOKENS": "core=0123456789abcdefCORE"}
+	c, err := loadAPIConfig(func(k string) string { return env[k] }, "admin-token-000000", nil)
+	if err != nil || len(c.PayTokens) != 1 || c.PayTokens[0].Name != "core" {
+		t.Fatalf("got %v, %v; want the pay caller core", c.PayTokens, err)
+	}
+	for _, bad := range []string{"core=0123456789abcdefJOBS", "core=admin-token-000000", "core=short", "0123456789abcdefCORE=core"} {
+		env["PAYSERVER_PAY_TOKENS"] = bad
+		if _, err := loadAPIConfig(func(k string) string { return env[k] }, "admin-token-000000", nil); err == nil || !strings.Contains(err.Error(), "PAYSERVER_PAY_TOKENS") {
+			t.Errorf("%s: got %v, want a refusal naming PAYSERVER_PAY_TOKENS", bad, err)
+		}
+	}
+}

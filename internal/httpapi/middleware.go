@@ -209,6 +209,8 @@ func surfaceOf(c *gin.Context) string {
 		return "login"
 	case strings.HasPrefix(p, "/v1/limits"):
 		return "client"
+	case strings.HasPrefix(p, "/pay"):
+		return "pay"
 	}
 	return "admin"
 }

@@ -100,6 +100,11 @@ type Options struct {
 	// Now is the clock GET /limits tells active schedules by, and
 	// notification signatures are checked by. Default time.Now.
 	Now func() time.Time
+	// PayTokens, when set, are the callers of POST /pay and GET
+	// /pay/{requestId} (PAYSERVER_PAY_TOKENS): a call without one of them
+	// as a bearer token is 401. Empty: the payment routes authenticate no
+	// one (they must be reachable from the payment core only).
+	PayTokens []ClientToken
 	// AuthGuard counts failed authentications per address (admin bearer
 	// token, dashboard login, client tokens) and refuses an address past
 	// its budget with 429 AUTH_THROTTLED. Share one with the gRPC service.
@@ -123,7 +128,8 @@ func New(opts Options) (http.Handler, error) {
 		return nil, err
 	}
 	h := &handler{opts: opts, log: opts.Logger, authLog: newAuthLog(), clientAuthLog: newAuthLog(), clients: newClientTokens(opts.ClientTokens),
-		sessions: newAdminSessions(opts.Now), loginTmpl: loginTmpl}
+		payCallers: newClientTokens(opts.PayTokens),
+		sessions:   newAdminSessions(opts.Now), loginTmpl: loginTmpl}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	// Route on the escaped path, so that an escaped slash stays inside its
@@ -138,8 +144,13 @@ func New(opts Options) (http.Handler, error) {
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
 	})
-	r.POST("/pay", h.postPay)
-	r.GET("/pay/:requestId", h.getPay)
+	if len(opts.PayTokens) > 0 {
+		r.POST("/pay", h.authThrottle, h.requirePayCaller, h.postPay)
+		r.GET("/pay/:requestId", h.authThrottle, h.requirePayCaller, h.getPay)
+	} else {
+		r.POST("/pay", h.postPay)
+		r.GET("/pay/:requestId", h.getPay)
+	}
 	if opts.Notify != nil {
 		r.POST("/channels/:code/notify", h.postNotify)
 	}
@@ -173,6 +184,7 @@ type handler struct {
 	authLog       *ratelog.Limiter // failed admin authentications
 	clientAuthLog *ratelog.Limiter // failed client-token authentications
 	clients       clientTokens
+	payCallers    clientTokens   // PayTokens
 	sessions      *adminSessions // browser logins (admin_session.go)
 	loginTmpl     *template.Template
 }
