@@ -15,6 +15,13 @@ import (
 	"payserver/internal/netaddr"
 )
 
+// nosniff tells browsers never to guess another content type than the
+// answer's, on every answer.
+func nosniff(c *gin.Context) {
+	c.Header("X-Content-Type-Options", "nosniff")
+	c.Next()
+}
+
 // recover turns a panic into an INTERNAL answer; it never crashes the server.
 func (h *handler) recover(c *gin.Context) {
 	defer func() {

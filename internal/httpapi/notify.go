@@ -48,8 +48,12 @@ func (h *handler) postNotify(c *gin.Context) {
 		return
 	}
 	if err := gateway.Verify(c.Request.Header, secret, body, h.opts.Now()); err != nil {
-		h.log.Warn("a channel notification was refused: bad or stale signature", "channel", code,
-			"remote", c.ClientIP(), "err", err)
+		// Rate-limited with the failed authentications: a flood of forged
+		// notifications must not flood the log.
+		if ok, suppressed := h.authLog.Allow(); ok {
+			h.log.Warn("a channel notification was refused: bad or stale signature", "channel", code,
+				"remote", c.ClientIP(), "err", err, "suppressedSinceLast", suppressed)
+		}
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "the notification's signature is bad or stale"), "")
 		return
 	}

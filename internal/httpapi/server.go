@@ -131,13 +131,18 @@ func New(opts Options) (http.Handler, error) {
 		payCallers: newClientTokens(opts.PayTokens),
 		sessions:   newAdminSessions(opts.Now), loginTmpl: loginTmpl}
 	r := gin.New()
+	// No proxy is trusted: X-Forwarded-For never names the peer
+	// (c.ClientIP is the connection's address), in logs or anywhere.
+	if err := r.SetTrustedProxies(nil); err != nil {
+		return nil, err
+	}
 	r.HandleMethodNotAllowed = true
 	// Route on the escaped path, so that an escaped slash stays inside its
 	// segment: GET /pay/a%2Fb is requestId "a/b" (400, malformed), not a
 	// path with one more segment (404 NOT_FOUND).
 	r.UseRawPath = true
 	r.ContextWithFallback = true
-	r.Use(h.recover, h.observe, h.limitHeader, h.limitBody, h.requireJSON)
+	r.Use(nosniff, h.recover, h.observe, h.limitHeader, h.limitBody, h.requireJSON)
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, h.log, apperr.New(apperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path), "")
 	})
