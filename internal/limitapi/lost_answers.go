@@ -56,7 +56,7 @@ func LostAnswer(r AcquireRequest, d ratelimit.Decision) (Acquired, error) {
 
 // ReleaseLater remembers h, the member of client's acquire whose limiter
 // answer was lost, to be released once LostAnswerGrace has passed unless
-// the same requestId is acquired (or released) again meanwhile. It never
+// the same requestId is admitted (or released) again meanwhile. It never
 // blocks; SweepLostAnswers does the releasing.
 func (s *Service) ReleaseLater(client string, h ratelimit.Hold) {
 	l := &s.lost
@@ -73,8 +73,8 @@ func (s *Service) ReleaseLater(client string, h ratelimit.Hold) {
 	l.byHold[k] = lostAnswer{client: client, hold: h, at: s.opts.Now()}
 }
 
-// forget drops member's lost answer on key: a later call of its requestId
-// settled it.
+// forget drops member's lost answer on key: a later admission or release
+// of its requestId settled it.
 func (s *Service) forget(key ratelimit.Key, member string) {
 	s.lost.mu.Lock()
 	delete(s.lost.byHold, lostKey{key, member})

@@ -210,9 +210,12 @@ func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (
 		s.observe(client, OpAcquire, r.Key, ResultFailed)
 		return LostAnswer(r, d)
 	}
-	// A known answer settles an earlier lost one: the retry's admission
-	// owns the slot, or the member holds none.
-	s.forget(r.Key, m)
+	if d.Allowed {
+		// The retry's admission owns the slot an earlier lost answer may
+		// have taken. A refusal settles nothing: a near-cache refusal or
+		// a conflict does not say the member holds no slot.
+		s.forget(r.Key, m)
+	}
 	if !d.Allowed {
 		s.observe(client, OpAcquire, r.Key, ResultLimited)
 		return Acquired{Decision: d, Windows: []WindowUsage{}}, nil
