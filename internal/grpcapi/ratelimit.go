@@ -89,7 +89,7 @@ type Service interface {
 	Release(ctx context.Context, client string, r limitapi.ReleaseRequest) error
 	Undo(ctx context.Context, client string, key ratelimit.Key, member string) error
 	// ReleaseLater releases, after a grace, a member whose check's answer
-	// was lost, unless its requestId is checked again meanwhile.
+	// was lost, unless its requestId is admitted again meanwhile.
 	ReleaseLater(client string, h ratelimit.Hold)
 }
 
@@ -101,7 +101,7 @@ type Options struct {
 	// through: the slots a failed call took stay counted, as if admitted.
 	// With true they are given back: those taken before the failure at
 	// once, the member of a lost limiter answer after its grace
-	// (limitapi.LostAnswerGrace), unless it is checked again.
+	// (limitapi.LostAnswerGrace), unless it is admitted again.
 	FailureModeDeny bool
 	// AuthGuard counts failed authentications per peer address and
 	// refuses an address past its budget (RESOURCE_EXHAUSTED) before its

@@ -174,7 +174,7 @@ type Acquired struct {
 // scope (Options.Scopes) is FORBIDDEN, naming it; a limiter failure is
 // DEPENDENCY_UNAVAILABLE. So is a lost limiter answer (LostAnswer), whose
 // member is released after LostAnswerGrace unless the requestId is
-// acquired again.
+// admitted again.
 func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
 	a, err := s.Decide(ctx, client, r)
 	switch {
