@@ -232,13 +232,14 @@ func TestLimitsGRPCEqualsHTTP(t *testing.T) {
 			t.Errorf("step %d: unit %s, want MINUTE for a 1m window", i, u)
 		}
 	}
-	// One key, both protocols: a member admitted over HTTP is not counted
-	// again over gRPC, and the other way round.
+	// One key, both protocols, one client: a member admitted over HTTP is
+	// not counted again over gRPC, and the other way round (a caller's
+	// requestIds are its own, whichever protocol it uses).
 	if r := s.acquire(t, refundsToken, slot(bizBoth, "ALIPAY", "b-1")); r.Status != 200 {
 		t.Fatalf("HTTP b-1: %d", r.Status)
 	}
 	for _, id := range []string{"b-1", "b-2"} {
-		g, err := rls.ShouldRateLimit(withToken(payoutsToken), &rlsv3.RateLimitRequest{
+		g, err := rls.ShouldRateLimit(withToken(refundsToken), &rlsv3.RateLimitRequest{
 			Descriptors: []*commonv3.RateLimitDescriptor{descriptor("bizType", bizBoth, "channel", "ALIPAY", "request_id", id)},
 		})
 		if err != nil || g.GetOverallCode() != rlsv3.RateLimitResponse_OK {

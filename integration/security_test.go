@@ -173,6 +173,19 @@ func TestAdminLoopbackWithoutToken(t *testing.T) {
 	if !warned {
 		t.Fatalf("no WARN about the missing admin token at start:\n%s", s.logs())
 	}
+	// Local requests only: not one addressed to another name (DNS
+	// rebinding), nor one through a reverse proxy on this host.
+	for name, h := range map[string]http.Header{
+		"a foreign Host":  {"Host": {"evil.example"}},
+		"X-Forwarded-For": {"X-Forwarded-For": {"203.0.113.9"}},
+	} {
+		wantUnauthorizedReply(t, s.do(t, http.MethodGet, routes[0], nil, h), "GET "+routes[0]+" with "+name)
+	}
+	// Without a token, a listener on a non-loopback address is refused.
+	out := runUntilExit(t, map[string]string{"PAYSERVER_HTTP_ADDR": "0.0.0.0:0"})
+	if !strings.Contains(out, "PAYSERVER_ADMIN_TOKEN") {
+		t.Errorf("a start on 0.0.0.0 without an admin token does not name PAYSERVER_ADMIN_TOKEN:\n%s", out)
+	}
 }
 
 // secMariaDBRoot runs SQL as MariaDB's root on the shared server (the
