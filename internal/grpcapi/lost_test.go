@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"payserver/internal/apperr"
 	"payserver/internal/limitapi"
 	"payserver/internal/ratelimit"
 )
@@ -48,6 +49,20 @@ func TestLostAnswerIsUnavailable(t *testing.T) {
 		}
 		if want := map[bool]int{false: 0, true: 1}[deny]; len(svc.settled) != want {
 			t.Errorf("deny %v: %d members released later, want %d", deny, len(svc.settled), want)
+		}
+	}
+}
+
+// TestErrorCodes: a scope refusal is PERMISSION_DENIED, a limiter failure
+// UNAVAILABLE.
+func TestErrorCodes(t *testing.T) {
+	for code, want := range map[apperr.Code]codes.Code{
+		apperr.Forbidden:             codes.PermissionDenied,
+		apperr.DependencyUnavailable: codes.Unavailable,
+		apperr.InvalidRequest:        codes.InvalidArgument,
+	} {
+		if got := status.Code(toStatus(apperr.New(code, "x"))); got != want {
+			t.Errorf("%s: got %s, want %s", code, got, want)
 		}
 	}
 }
