@@ -17,6 +17,7 @@ import (
 	"payserver/internal/httpapi"
 	"payserver/internal/limitapi"
 	"payserver/internal/limitwait"
+	"payserver/internal/metrics"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 )
@@ -229,6 +230,7 @@ type apiWiring struct {
 	// authGuard counts failed authentications per address, shared by the
 	// HTTP API and the gRPC service.
 	authGuard *authguard.Guard
+	metrics   *metrics.LimitsAPI
 	waiter    *limitwait.Waiter
 	tally     *limitapi.Tally
 	obs       limitapi.Observer
@@ -248,7 +250,7 @@ func (m *Main) openLimitsAPI() error {
 	}
 	am.WatchWaiters(w.Total)
 	tally := limitapi.NewTally()
-	m.api = apiWiring{waiter: w, tally: tally, obs: limitapi.MultiObserver{am, tally}, started: time.Now().UTC(),
+	m.api = apiWiring{waiter: w, tally: tally, metrics: am, obs: limitapi.MultiObserver{am, tally}, started: time.Now().UTC(),
 		authGuard: authguard.New(authguard.Options{MaxFailures: m.cfg.AuthMaxFailures, Observer: m.metrics.NewAuth()})}
 	return nil
 }
@@ -286,6 +288,7 @@ func (m *Main) startLimitsAPI(ctx context.Context, orders limitapi.OrderFinder) 
 		return err
 	}
 	m.api.svc = svc
+	m.api.metrics.WatchLostAnswers(svc.LostAnswersWaiting, svc.LostAnswersDropped)
 	m.goBackground(func() { svc.RunLostAnswers(ctx, lostAnswersSweep) })
 	if len(m.cfg.API.ClientTokens) == 0 {
 		m.log.Warn("no client tokens configured (PAYSERVER_CLIENT_TOKENS); /v1/limits and gRPC answer 401 to everyone")

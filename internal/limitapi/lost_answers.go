@@ -88,6 +88,13 @@ func (s *Service) LostAnswersDropped() int64 {
 	return s.lost.dropped
 }
 
+// LostAnswersWaiting is how many lost answers wait for their grace.
+func (s *Service) LostAnswersWaiting() int {
+	s.lost.mu.Lock()
+	defer s.lost.mu.Unlock()
+	return len(s.lost.byHold)
+}
+
 // SweepLostAnswers releases every remembered member whose grace has passed
 // on the service's clock. One the limiter cannot release now is kept for
 // the next sweep.
