@@ -79,7 +79,7 @@ func TestErrorCodesMatchApperr(t *testing.T) {
 	want := []string{
 		string(apperr.RequestLimited), string(apperr.InvalidRequest), string(apperr.ChannelNotSupported),
 		string(apperr.IdempotencyConflict), string(apperr.OrderNotFound), string(apperr.DependencyUnavailable),
-		string(apperr.ChannelError), string(apperr.Unauthorized), string(apperr.NotFound),
+		string(apperr.ChannelError), string(apperr.Unauthorized), string(apperr.Forbidden), string(apperr.AuthThrottled), string(apperr.NotFound),
 		string(apperr.MethodNotAllowed), string(apperr.Internal),
 		string(apperr.UnsupportedMediaType), string(apperr.URITooLong), string(apperr.HeadersTooLarge),
 		string(apperr.NotImplemented), string(apperr.HTTPVersionNotSupported),

@@ -298,6 +298,10 @@ func (s *server) do(t testing.TB, method, path string, body []byte, header http.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, vs := range header {
+		if k == "Host" { // the request's Host, not a header field
+			req.Host = vs[0]
+			continue
+		}
 		req.Header[k] = vs
 	}
 	resp, err := httpClient.Do(req)

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/payserver/payserver/api/client"
 	"payserver/internal/testutil"
@@ -28,7 +32,10 @@ import (
 // /pay.
 func TestLimitsAPIAuth(t *testing.T) {
 	biz := testutil.UniqueName("AUTH")
-	s := startServer(t, serverOptions{Env: limitsEnv(map[string]string{"PAYSERVER_ADMIN_TOKEN": adminTok, "PAYSERVER_LOG_LEVEL": "debug"})})
+	// Every refusal is tried from this one address: more than the default
+	// budget of failed authentications (TestAuthFailuresAreThrottled).
+	s := startServer(t, serverOptions{Env: limitsEnv(map[string]string{"PAYSERVER_ADMIN_TOKEN": adminTok, "PAYSERVER_LOG_LEVEL": "debug",
+		"PAYSERVER_AUTH_MAX_FAILURES": "1000000"})})
 	body, _ := json.Marshal(slot(biz, "ALIPAY", "auth-1"))
 	for _, tc := range []struct {
 		name   string
@@ -225,13 +232,14 @@ func TestLimitsGRPCEqualsHTTP(t *testing.T) {
 			t.Errorf("step %d: unit %s, want MINUTE for a 1m window", i, u)
 		}
 	}
-	// One key, both protocols: a member admitted over HTTP is not counted
-	// again over gRPC, and the other way round.
+	// One key, both protocols, one client: a member admitted over HTTP is
+	// not counted again over gRPC, and the other way round (a caller's
+	// requestIds are its own, whichever protocol it uses).
 	if r := s.acquire(t, refundsToken, slot(bizBoth, "ALIPAY", "b-1")); r.Status != 200 {
 		t.Fatalf("HTTP b-1: %d", r.Status)
 	}
 	for _, id := range []string{"b-1", "b-2"} {
-		g, err := rls.ShouldRateLimit(withToken(payoutsToken), &rlsv3.RateLimitRequest{
+		g, err := rls.ShouldRateLimit(withToken(refundsToken), &rlsv3.RateLimitRequest{
 			Descriptors: []*commonv3.RateLimitDescriptor{descriptor("bizType", bizBoth, "channel", "ALIPAY", "request_id", id)},
 		})
 		if err != nil || g.GetOverallCode() != rlsv3.RateLimitResponse_OK {
@@ -348,4 +356,65 @@ func TestClientPackage(t *testing.T) {
 	if _, err := dead.Peek(ctx, key); !errors.As(err, &unavailable) || unavailable.Status != 0 {
 		t.Fatalf("dead server: %v, want *UnavailableError", err)
 	}
+}
+
+// TestGRPCHugeRequestsWithoutATokenTakeNoMemory: 16 concurrent requests
+// of about 4 MB each (some 380,000 descriptors) without a token, on one
+// connection, are refused UNAUTHENTICATED from their headers: payserver's
+// resident memory stays within 50 MB of where it was.
+func TestGRPCHugeRequestsWithoutATokenTakeNoMemory(t *testing.T) {
+	grpcAddr := freePort(t)
+	s := startServer(t, serverOptions{Embedded: true, Fast: true, Env: limitsEnv(map[string]string{"PAYSERVER_GRPC_ADDR": grpcAddr})})
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "payserver"}
+	for n := 0; n < 4<<20-64<<10; n += 16 { // 16 bytes each; under gRPC's default 4 MB cap
+		req.Descriptors = append(req.Descriptors, descriptor("bizType", "A"))
+	}
+	before := residentMB(t, s.cmd.Process.Pid)
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = rls.ShouldRateLimit(context.Background(), req)
+		}()
+	}
+	wg.Wait()
+	after := residentMB(t, s.cmd.Process.Pid)
+	for i, err := range errs {
+		if status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("call %d: got %v, want UNAUTHENTICATED", i, err)
+		}
+	}
+	t.Logf("payserver resident memory: %d MB before, %d MB after 16 concurrent requests of %.1f MB without a token", before, after, float64(proto.Size(req))/(1<<20))
+	if after-before > 50 {
+		t.Fatalf("resident memory grew from %d MB to %d MB, want at most 50 MB more", before, after)
+	}
+}
+
+// residentMB reads a process's resident set size (VmRSS) in MB.
+func residentMB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb >> 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/<pid>/status")
+	return 0
 }

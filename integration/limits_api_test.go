@@ -128,6 +128,15 @@ func TestLimitsAPIIdempotentAcquireAndRelease(t *testing.T) {
 	if r := s.acquire(t, refundsToken, slot(biz, "ALIPAY", "r-3")); r.Status != 429 {
 		t.Fatalf("third slot on a limit of 2: %d, want 429", r.Status)
 	}
+	// A caller's requestIds are its own: payouts can neither release
+	// refunds' r-1 nor share its slot.
+	s.release(t, payoutsToken, slot(biz, "ALIPAY", "r-1"))
+	if u := used(t, s.peek(t, refundsToken, "bizType="+biz+"&channel=ALIPAY"), 0); u != 2 {
+		t.Fatalf("after payouts released refunds' r-1 the window holds %v, want 2", u)
+	}
+	if r := s.acquire(t, payoutsToken, slot(biz, "ALIPAY", "r-1")); r.Status != 429 {
+		t.Fatalf("payouts acquiring refunds' r-1 on a full window: %d, want 429 (a slot of its own, not refunds')", r.Status)
+	}
 	for i := 0; i < 2; i++ {
 		if r := s.release(t, refundsToken, slot(biz, "ALIPAY", "r-1")); r.Status != 200 || r.JSON(t)["released"] != true {
 			t.Fatalf("release #%d: %d %s", i+1, r.Status, r.Body)

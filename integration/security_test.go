@@ -91,7 +91,9 @@ func wantUnauthorizedReply(t *testing.T, r reply, what string) {
 // need no token.
 func TestAdminAuthWithToken(t *testing.T) {
 	token := "adm-" + testutil.UniqueName("TOK") + "-secret"
-	s := startServer(t, serverOptions{Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": token}})
+	// Every refusal is tried from this one address: more than the default
+	// budget of failed authentications (TestAuthFailuresAreThrottled).
+	s := startServer(t, serverOptions{Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": token, "PAYSERVER_AUTH_MAX_FAILURES": "1000000"}})
 	routes := servedAdminRoutes(t, s, token)
 	sameLength := token[:len(token)-1] + "X"
 	wrong := map[string]http.Header{
@@ -170,6 +172,19 @@ func TestAdminLoopbackWithoutToken(t *testing.T) {
 	}
 	if !warned {
 		t.Fatalf("no WARN about the missing admin token at start:\n%s", s.logs())
+	}
+	// Local requests only: not one addressed to another name (DNS
+	// rebinding), nor one through a reverse proxy on this host.
+	for name, h := range map[string]http.Header{
+		"a foreign Host":  {"Host": {"evil.example"}},
+		"X-Forwarded-For": {"X-Forwarded-For": {"203.0.113.9"}},
+	} {
+		wantUnauthorizedReply(t, s.do(t, http.MethodGet, routes[0], nil, h), "GET "+routes[0]+" with "+name)
+	}
+	// Without a token, a listener on a non-loopback address is refused.
+	out := runUntilExit(t, map[string]string{"PAYSERVER_HTTP_ADDR": "0.0.0.0:0"})
+	if !strings.Contains(out, "PAYSERVER_ADMIN_TOKEN") {
+		t.Errorf("a start on 0.0.0.0 without an admin token does not name PAYSERVER_ADMIN_TOKEN:\n%s", out)
 	}
 }
 
@@ -751,7 +766,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 // read, and with chunked encoding as soon as it passes the cap, without
 // waiting for the rest. Exactly 64 KiB is accepted.
 func TestOversizedBodies(t *testing.T) {
-	s := startServer(t, serverOptions{Embedded: true, Fast: true, Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": "tok-oversize"}})
+	s := startServer(t, serverOptions{Embedded: true, Fast: true, Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": "tok-oversize-0123456789"}})
 	addr := strings.TrimPrefix(s.base, "http://")
 	dial := func(t *testing.T) net.Conn {
 		conn, err := net.Dial("tcp", addr)
@@ -942,5 +957,21 @@ func TestHostileRequestsGetJSONErrors(t *testing.T) {
 		if r := s.do(t, http.MethodGet, "/pay/"+id, nil, nil); r.Status != 404 {
 			t.Fatalf("Content-Type %q: the refused payment has an order: %d %s", ct, r.Status, r.Body)
 		}
+	}
+}
+
+// TestAuthFailuresAreThrottled: on the built binary, 10 wrong admin tokens
+// from one address within a minute make the next request from it, even
+// with the right token, 429 AUTH_THROTTLED with Retry-After, counted in
+// payserver_auth_throttled_total.
+func TestAuthFailuresAreThrottled(t *testing.T) {
+	token := "adm-" + testutil.UniqueName("TOK") + "-secret"
+	s := startServer(t, serverOptions{Embedded: true, Fast: true, Env: map[string]string{"PAYSERVER_ADMIN_TOKEN": token}})
+	for i := range 10 {
+		wantUnauthorizedReply(t, s.do(t, http.MethodGet, "/limits", nil, bearer(token+"x")), fmt.Sprintf("wrong token %d", i+1))
+	}
+	r := s.do(t, http.MethodGet, "/limits", nil, bearer(token))
+	if r.Status != 429 || r.JSON(t)["code"] != "AUTH_THROTTLED" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("the right token after 10 failures: %d %s (Retry-After %q), want 429 AUTH_THROTTLED with Retry-After", r.Status, r.Body, r.Header.Get("Retry-After"))
 	}
 }

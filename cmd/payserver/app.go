@@ -145,7 +145,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := m.startLimitsAPI(svc); err != nil {
+	if err := m.startLimitsAPI(bg, svc); err != nil {
 		return err
 	}
 	// serve

@@ -57,10 +57,14 @@ type Config struct {
 
 	// PprofAddr, when set, serves net/http/pprof on this loopback address
 	// (a listener of its own, never the API's). Empty means off.
-	PprofAddr  string     `yaml:"pprofAddr"`  // PAYSERVER_PPROF_ADDR
-	AdminToken string     `yaml:"adminToken"` // PAYSERVER_ADMIN_TOKEN
-	LogLevel   slog.Level `yaml:"logLevel"`   // PAYSERVER_LOG_LEVEL: debug, info, warn, error
-	LogFormat  LogFormat  `yaml:"logFormat"`  // PAYSERVER_LOG_FORMAT: text, json
+	PprofAddr  string `yaml:"pprofAddr"`  // PAYSERVER_PPROF_ADDR
+	AdminToken string `yaml:"adminToken"` // PAYSERVER_ADMIN_TOKEN
+	// AuthMaxFailures is how many failed authentications one address may
+	// make within a minute before it is refused until the minute is over
+	// (authguard). 0 means authguard.MaxFailures (10).
+	AuthMaxFailures int        `yaml:"authMaxFailures"` // PAYSERVER_AUTH_MAX_FAILURES
+	LogLevel        slog.Level `yaml:"logLevel"`        // PAYSERVER_LOG_LEVEL: debug, info, warn, error
+	LogFormat       LogFormat  `yaml:"logFormat"`       // PAYSERVER_LOG_FORMAT: text, json
 
 	Limiter LimiterConfig `yaml:"limiter"`
 	Nacos   NacosConfig   `yaml:"nacos"`
@@ -92,8 +96,11 @@ type Config struct {
 	// that payserver does not know (typos, or settings of another version);
 	// Run warns about each. Not a setting.
 	UnknownEnv []string `yaml:"-"`
+	// Clients are the limits service's clients with their scopes
+	// (limits_api.go); never logged.
+	Clients map[string]ClientConfig `yaml:"clients"`
 	// API is the limits service for other callers, from the environment
-	// only (limits_api.go).
+	// and Clients (limits_api.go).
 	API APIConfig `yaml:"-"`
 }
 
@@ -193,6 +200,16 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("httpAddr is empty"))
+	}
+	if c.AuthMaxFailures < 0 || c.AuthMaxFailures > 1_000_000 {
+		errs = append(errs, errors.New("PAYSERVER_AUTH_MAX_FAILURES must be in [0, 1000000] (0 = 10)"))
+	}
+	if c.AdminToken != "" && (len(c.AdminToken) < minClientTokenLen || strings.ContainsAny(c.AdminToken, " \t\r\n")) {
+		errs = append(errs, fmt.Errorf("PAYSERVER_ADMIN_TOKEN must be at least %d characters, without whitespace", minClientTokenLen))
+	}
+	if c.HTTPAddr != "" && c.AdminToken == "" && !netaddr.IsLoopbackName(c.HTTPAddr) {
+		// Without a token, admin access rests on the request being local.
+		errs = append(errs, fmt.Errorf("PAYSERVER_ADMIN_TOKEN is required when httpAddr (PAYSERVER_HTTP_ADDR) %s is not a loopback address: admin routes without a token answer local requests only", c.HTTPAddr))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("dataDir is empty"))

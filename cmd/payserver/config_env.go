@@ -10,6 +10,8 @@ var envKeys = map[string]string{
 	"PAYSERVER_CHANNELS":                "",
 	"PAYSERVER_CLIENT_TOKENS":           "", // limits_api.go
 	"PAYSERVER_GRPC_ADDR":               "", // limits_api.go
+	"PAYSERVER_PAY_TOKENS":              "", // limits_api.go
+	"PAYSERVER_GRPC_FAILURE_MODE_DENY":  "", // limits_api.go
 	"PAYSERVER_LIMIT_MAX_WAITERS":       "", // limits_api.go
 	"PAYSERVER_HTTP_ADDR":               "httpAddr",
 	"PAYSERVER_DATA_DIR":                "dataDir",
@@ -40,6 +42,7 @@ var envKeys = map[string]string{
 	"PAYSERVER_REDIS_TLS_SERVER_NAME":   "redisTls.serverName",
 	"PAYSERVER_PPROF_ADDR":              "pprofAddr",
 	"PAYSERVER_ADMIN_TOKEN":             "adminToken",
+	"PAYSERVER_AUTH_MAX_FAILURES":       "authMaxFailures",
 	"PAYSERVER_LOG_LEVEL":               "logLevel",
 	"PAYSERVER_LOG_FORMAT":              "logFormat",
 	"PAYSERVER_LIMITER_POLICY":          "limiter.policy",

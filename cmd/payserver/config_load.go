@@ -79,7 +79,7 @@ func LoadConfig(environ []string) (Config, error) {
 		}
 		cfg.Channels = chs
 	}
-	if cfg.API, err = loadAPIConfig(func(name string) string { return vars[name] }, cfg.AdminToken); err != nil {
+	if cfg.API, err = loadAPIConfig(func(name string) string { return vars[name] }, cfg.AdminToken, cfg.Clients); err != nil {
 		return Config{}, err
 	}
 	sort.Strings(unknown)

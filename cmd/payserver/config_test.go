@@ -393,3 +393,38 @@ func TestStaleAfterBelowTheCallTimeoutIsRefused(t *testing.T) {
 		t.Fatalf("stale after 6s with a 5s channel timeout: %v", err)
 	}
 }
+
+// TestNoAdminTokenNeedsALoopbackListener: without an admin token, admin
+// access rests on the request being local; a listener on another address
+// is refused at start, naming the setting.
+func TestNoAdminTokenNeedsALoopbackListener(t *testing.T) {
+	for _, addr := range []string{":8080", "0.0.0.0:8080", "10.0.0.7:8080", "[::]:8080", "payserver.internal:8080"} {
+		cfg := DefaultConfig()
+		cfg.LimitsFile, cfg.HTTPAddr = "configs/channel-limits.yaml", addr
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "PAYSERVER_ADMIN_TOKEN") {
+			t.Errorf("httpAddr %s without an admin token: got %v, want a refusal naming PAYSERVER_ADMIN_TOKEN", addr, err)
+		}
+		cfg.AdminToken = "admin-token-0123456789"
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("httpAddr %s with an admin token: %v", addr, err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.LimitsFile = "configs/channel-limits.yaml"
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the default loopback httpAddr without an admin token: %v", err)
+	}
+}
+
+// TestAdminTokenStrength: the admin token is at least 16 characters
+// without whitespace, as client tokens are; the refusal does not quote it.
+func TestAdminTokenStrength(t *testing.T) {
+	for _, token := range []string{"Zq", "fifteen-chars-x", "sixteen chars xx", "sixteen-chars-xx\n"} {
+		cfg := DefaultConfig()
+		cfg.LimitsFile, cfg.AdminToken = "configs/channel-limits.yaml", token
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), "PAYSERVER_ADMIN_TOKEN") || strings.Contains(err.Error(), token) {
+			t.Errorf("admin token %q: got %v, want a refusal naming PAYSERVER_ADMIN_TOKEN, not the token", token, err)
+		}
+	}
+}

@@ -33,12 +33,12 @@ func TestParseClientTokens(t *testing.T) {
 
 func TestLoadAPIConfig(t *testing.T) {
 	env := map[string]string{"PAYSERVER_LIMIT_MAX_WAITERS": "7", "PAYSERVER_GRPC_ADDR": "127.0.0.1:0"}
-	c, err := loadAPIConfig(func(k string) string { return env[k] }, "")
+	c, err := loadAPIConfig(func(k string) string { return env[k] }, "", nil)
 	if err != nil || c.MaxWaiters != 7 || c.GRPCAddr != "127.0.0.1:0" || len(c.ClientTokens) != 0 {
 		t.Fatalf("got %+v, %v", c, err)
 	}
 	for _, bad := range []map[string]string{{"PAYSERVER_LIMIT_MAX_WAITERS": "0"}, {"PAYSERVER_GRPC_ADDR": "nohostport"}} {
-		if _, err := loadAPIConfig(func(k string) string { return bad[k] }, ""); err == nil {
+		if _, err := loadAPIConfig(func(k string) string { return bad[k] }, "", nil); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}
@@ -49,10 +49,72 @@ func TestLoadAPIConfig(t *testing.T) {
 // belongs; the refusal must not print it.
 func TestClientTokenEntryErrorsNeverEchoSecrets(t *testing.T) {
 	const secret = "Zr8fQ2vK9xLm4TnB7wYc"
-	for _, in := range []string{secret + "=refunds", "refunds:" + secret + "+/aa="} {
+	// The last: the wrong way round, with a name long enough to pass as a
+	// token. Names are at most 15 characters and tokens at least 16, so no
+	// swapped entry parses.
+	for _, in := range []string{secret + "=refunds", "refunds:" + secret + "+/aa=", secret + "=refunds-service-eu"} {
 		_, err := parseClientTokens(in, "admin-token-000000")
 		if err == nil || strings.Contains(err.Error(), "Zr8f") {
 			t.Errorf("parseClientTokens(%q) = %v; want a refusal that does not echo the token", in, err)
+		}
+	}
+}
+
+// TestClientsFromTheSettingsFile: clients in the settings file carry the
+// bizTypes they may use; those of PAYSERVER_CLIENT_TOKENS may use every
+// bizType and are listed as unscoped. Names and tokens are unique across
+// both, and a bad bizType is refused naming the client.
+func TestClientsFromTheSettingsFile(t *testing.T) {
+	env := map[string]string{"PAYSERVER_CLIENT_TOKENS": "jobs=0123456789abcdefJOBS"}
+	file := map[string]ClientConfig{"refunds": {Token: "0123456789abcdefREFUNDS", BizTypes: []string{"REFUND"}}}
+	c, err := loadAPIConfig(func(k string) string { return env[k] }, "", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.ClientTokens) != 2 || len(c.Scopes) != 1 || len(c.Scopes["refunds"]) != 1 || c.Scopes["refunds"][0] != "REFUND" {
+		t.Fatalf("got clients %v, scopes %v; want jobs and refunds, refunds limited to REFUND", c.ClientTokens, c.Scopes)
+	}
+	if len(c.Unscoped) != 1 || c.Unscoped[0] != "jobs" {
+		t.Fatalf("unscoped %v, want [jobs]", c.Unscoped)
+	}
+	for name, bad := range map[string]map[string]ClientConfig{
+		"name twice":  {"jobs": {Token: "0123456789abcdefOTHER", BizTypes: []string{"REFUND"}}},
+		"token twice": {"other": {Token: "0123456789abcdefJOBS", BizTypes: []string{"REFUND"}}},
+		"bad bizType": {"other": {Token: "0123456789abcdefOTHER", BizTypes: []string{"refund!"}}},
+		"short token": {"other": {Token: "short", BizTypes: []string{"REFUND"}}},
+		"long name":   {"refunds-service-eu": {Token: "0123456789abcdefOTHER", BizTypes: []string{"REFUND"}}},
+		"no bizTypes": {"other": {Token: "0123456789abcdefOTHER", BizTypes: []string{}}},
+	} {
+		if _, err := loadAPIConfig(func(k string) string { return env[k] }, "", bad); err == nil || strings.Contains(err.Error(), "0123456789abcdef") {
+			t.Errorf("%s: got %v, want a refusal that does not quote the token", name, err)
+		}
+	}
+}
+
+// TestClientsYAML: the settings file's clients key is read with its scopes.
+func TestClientsYAML(t *testing.T) {
+	p := writeTemp(t, "clients:\n  refunds: {token: \"0123456789abcdefREFUNDS\", bizTypes: [REFUND]}\n")
+	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": p}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.API.ClientTokens) != 1 || cfg.API.ClientTokens[0].Name != "refunds" || cfg.API.Scopes["refunds"][0] != "REFUND" {
+		t.Fatalf("got clients %v scopes %v", cfg.API.ClientTokens, cfg.API.Scopes)
+	}
+}
+
+// TestPayTokensConfig: PAYSERVER_PAY_TOKENS follows the client tokens'
+// rules, and a pay token is no client's token nor the admin's.
+func TestPayTokensConfig(t *testing.T) {
+	env := map[string]string{"PAYSERVER_CLIENT_TOKENS": "jobs=0123456789abcdefJOBS", "PAYSERVER_PAY_TOKENS": "core=0123456789abcdefCORE"}
+	c, err := loadAPIConfig(func(k string) string { return env[k] }, "admin-token-000000", nil)
+	if err != nil || len(c.PayTokens) != 1 || c.PayTokens[0].Name != "core" {
+		t.Fatalf("got %v, %v; want the pay caller core", c.PayTokens, err)
+	}
+	for _, bad := range []string{"core=0123456789abcdefJOBS", "core=admin-token-000000", "core=short", "0123456789abcdefCORE=core"} {
+		env["PAYSERVER_PAY_TOKENS"] = bad
+		if _, err := loadAPIConfig(func(k string) string { return env[k] }, "admin-token-000000", nil); err == nil || !strings.Contains(err.Error(), "PAYSERVER_PAY_TOKENS") {
+			t.Errorf("%s: got %v, want a refusal naming PAYSERVER_PAY_TOKENS", bad, err)
 		}
 	}
 }

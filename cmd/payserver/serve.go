@@ -27,7 +27,10 @@ import (
 
 func (m *Main) serve(svc *pay.Service) error {
 	if m.cfg.AdminToken == "" {
-		m.log.Warn("no admin token configured (PAYSERVER_ADMIN_TOKEN); admin routes answer loopback clients only")
+		m.log.Warn("no admin token configured (PAYSERVER_ADMIN_TOKEN); admin routes answer local requests only")
+	}
+	if len(m.cfg.API.PayTokens) == 0 {
+		m.log.Warn("no pay tokens configured (PAYSERVER_PAY_TOKENS); POST /pay and GET /pay/{requestId} authenticate no caller: keep them reachable from the payment core only")
 	}
 	admin, err := m.reportRoutes()
 	if err != nil {

@@ -35,6 +35,12 @@ const (
 	ChannelError Code = "CHANNEL_ERROR"
 	// Unauthorized: an admin endpoint was called without the right token.
 	Unauthorized Code = "UNAUTHORIZED"
+	// AuthThrottled: too many failed authentications came from the
+	// caller's address; it is refused until RetryAfter, whatever it sends.
+	AuthThrottled Code = "AUTH_THROTTLED"
+	// Forbidden: the caller is authenticated but may not act on this
+	// resource (a client outside its bizTypes).
+	Forbidden Code = "FORBIDDEN"
 	// NotFound: no such route.
 	NotFound Code = "NOT_FOUND"
 	// MethodNotAllowed: the route exists for another method.

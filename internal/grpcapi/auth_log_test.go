@@ -20,12 +20,13 @@ func (noService) Decide(context.Context, string, limitapi.AcquireRequest) (limit
 }
 func (noService) Release(context.Context, string, limitapi.ReleaseRequest) error { return nil }
 func (noService) Undo(context.Context, string, ratelimit.Key, string) error      { return nil }
+func (noService) ReleaseLater(string, ratelimit.Hold)                            {}
 
 // TestRefusedTokensAreLoggedRateLimited: a scan of bad tokens logs a burst,
 // then nothing more within the interval, as the HTTP API does.
 func TestRefusedTokensAreLoggedRateLimited(t *testing.T) {
 	var buf bytes.Buffer
-	s, err := NewServer(noService{}, func(string) (string, bool) { return "", false }, slog.New(slog.NewTextHandler(&buf, nil)))
+	s, err := NewServer(noService{}, func(string) (string, bool) { return "", false }, slog.New(slog.NewTextHandler(&buf, nil)), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

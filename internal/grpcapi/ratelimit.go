@@ -21,6 +21,8 @@
 //     /v1/limits/release.
 //   - A descriptor's limit override is ignored: payserver's limits document
 //     decides.
+//   - A limiter failure, a lost answer included, is UNAVAILABLE, settled
+//     by the gateway's failure mode (Options.FailureModeDeny).
 //   - The answer is OK when every descriptor is admitted, else OVER_LIMIT;
 //     then the slots this call took are given back, since the request does
 //     not go ahead. Each status carries the binding window's limit
@@ -31,7 +33,10 @@
 //     admitted.
 //
 // Callers authenticate with a client token (PAYSERVER_CLIENT_TOKENS) in
-// the "authorization" metadata, "Bearer <token>", as on /v1/limits.
+// the "authorization" metadata, "Bearer <token>", as on /v1/limits. The
+// token is checked from the call's headers, before its message is read;
+// a message is at most MaxMessageBytes and MaxDescriptors descriptors, and
+// a connection carries at most MaxStreams calls at once (NewGRPCServer).
 package grpcapi
 
 import (
@@ -49,11 +54,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"payserver/internal/apperr"
+	"payserver/internal/authguard"
 	"payserver/internal/limitapi"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
@@ -66,11 +74,40 @@ const MaxHits = 1000
 // MaxDescriptors bounds the descriptors of one request.
 const MaxDescriptors = 16
 
+// MaxMessageBytes bounds one request message: 16 descriptors of the
+// longest entries fit many times over. A larger one is RESOURCE_EXHAUSTED,
+// never decoded.
+const MaxMessageBytes = 64 << 10
+
+// MaxStreams bounds the concurrent calls of one connection; more wait for
+// a free stream (HTTP/2 flow control), taking no memory of the server's.
+const MaxStreams = 32
+
 // Service is what the server needs. *limitapi.Service implements it.
 type Service interface {
 	Decide(ctx context.Context, client string, r limitapi.AcquireRequest) (limitapi.Acquired, error)
 	Release(ctx context.Context, client string, r limitapi.ReleaseRequest) error
 	Undo(ctx context.Context, client string, key ratelimit.Key, member string) error
+	// ReleaseLater releases, after a grace, a member whose check's answer
+	// was lost, unless its requestId is admitted again meanwhile.
+	ReleaseLater(client string, h ratelimit.Hold)
+}
+
+// Options configures a Server. The zero value is Envoy's defaults.
+type Options struct {
+	// FailureModeDeny says the gateway refuses a request when the rate
+	// limit service fails, as Envoy's ratelimit filter does with
+	// failure_mode_deny true. Its default, false, lets the request
+	// through: the slots a failed call took stay counted, as if admitted.
+	// With true they are given back: those taken before the failure at
+	// once, the member of a lost limiter answer after its grace
+	// (limitapi.LostAnswerGrace), unless it is admitted again.
+	FailureModeDeny bool
+	// AuthGuard counts failed authentications per peer address and
+	// refuses an address past its budget (RESOURCE_EXHAUSTED) before its
+	// token is looked at. Share the HTTP API's. Default: a guard of the
+	// server's own.
+	AuthGuard *authguard.Guard
 }
 
 // Authenticator returns the client name of a bearer token, false when the
@@ -83,6 +120,7 @@ type Server struct {
 	svc  Service
 	auth Authenticator
 	log  *slog.Logger
+	opts Options
 	// authLog rate-limits the log lines of refused tokens, as the HTTP
 	// API's, so a scan cannot flood the log.
 	authLog *ratelog.Limiter
@@ -95,15 +133,61 @@ const (
 )
 
 // NewServer returns a Server. No argument may be nil.
-func NewServer(svc Service, auth Authenticator, log *slog.Logger) (*Server, error) {
+func NewServer(svc Service, auth Authenticator, log *slog.Logger, opts Options) (*Server, error) {
 	if svc == nil || auth == nil || log == nil {
 		return nil, errors.New("grpcapi: nil dependency")
 	}
-	return &Server{svc: svc, auth: auth, log: log, authLog: ratelog.New(authLogEvery, authLogBurst)}, nil
+	if opts.AuthGuard == nil {
+		opts.AuthGuard = authguard.New(authguard.Options{})
+	}
+	return &Server{svc: svc, auth: auth, log: log, opts: opts, authLog: ratelog.New(authLogEvery, authLogBurst)}, nil
 }
 
-// Register adds the service to g.
+// Register adds the service to g. A server of its own with the limits
+// that keep a hostile caller from exhausting memory is NewGRPCServer's.
 func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(g, s) }
+
+// NewGRPCServer returns a gRPC server serving s, which:
+//   - checks the client token from the call's headers, before its message
+//     is read: a call without a valid one is UNAUTHENTICATED having cost
+//     the server no more than its headers, and counts against its
+//     address's budget of failures (Options.AuthGuard): past it, the
+//     address is RESOURCE_EXHAUSTED until its minute is over;
+//   - refuses a message over MaxMessageBytes (RESOURCE_EXHAUSTED);
+//   - runs at most MaxStreams calls at once on one connection.
+func (s *Server) NewGRPCServer() *grpc.Server {
+	g := grpc.NewServer(
+		grpc.InTapHandle(s.tap),
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxConcurrentStreams(MaxStreams),
+	)
+	s.Register(g)
+	return g
+}
+
+// clientCtxKey is the context key of the client the tap authenticated.
+type clientCtxKey struct{}
+
+// tap authenticates a call from its headers, before its message is read,
+// and hands the client's name to the handler in the context.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	var addr string
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	if wait := s.opts.AuthGuard.Blocked(addr); wait > 0 {
+		s.opts.AuthGuard.Refused("grpc")
+		return ctx, status.Errorf(codes.ResourceExhausted, "too many failed authentications from this address; try again in %d s", apperr.Ceil(wait, time.Second))
+	}
+	name, err := s.authenticate(info.Header)
+	if err != nil {
+		if len(info.Header.Get("authorization")) > 0 {
+			s.opts.AuthGuard.Failed(addr, "grpc")
+		}
+		return ctx, err
+	}
+	return context.WithValue(ctx, clientCtxKey{}, name), nil
+}
 
 // hit is one descriptor, validated.
 type hit struct {
@@ -152,11 +236,19 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			}
 			a, err := s.svc.Decide(ctx, client, limitapi.AcquireRequest{Key: h.key, RequestID: member, Amount: h.amount, Currency: h.currency})
 			if err != nil {
-				// The slots taken so far are kept: Envoy answers an error
-				// by its failure mode, and when that lets the request
-				// through (failure_mode_deny false, its default), the
-				// channel is called under them. Kept slots free themselves
-				// when their windows pass.
+				// UNAVAILABLE (a lost answer included, never OVER_LIMIT):
+				// the gateway answers it by its failure mode. When that
+				// lets the request through (failure_mode_deny false, its
+				// default) the channel is called under the slots taken so
+				// far, and the one the lost call may have taken: they are
+				// kept, and free themselves when their windows pass. When
+				// it refuses the request, they are given back.
+				if s.opts.FailureModeDeny {
+					s.undo(client, took)
+					if a.Decision.Unknown {
+						s.svc.ReleaseLater(client, a.Decision.Hold)
+					}
+				}
 				return nil, toStatus(err)
 			}
 			if a.Decision.Conflict {
@@ -206,9 +298,18 @@ func (s *Server) undo(client string, took []taken) {
 	}
 }
 
-// client authenticates the call from its "authorization" metadata.
+// client is the call's client: the one the tap authenticated, else (a
+// server without the tap) the one its "authorization" metadata names.
 func (s *Server) client(ctx context.Context) (string, error) {
+	if name, ok := ctx.Value(clientCtxKey{}).(string); ok {
+		return name, nil
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	return s.authenticate(md)
+}
+
+// authenticate names the client of the "authorization" metadata.
+func (s *Server) authenticate(md metadata.MD) (string, error) {
 	for _, v := range md.Get("authorization") {
 		const scheme = "bearer "
 		if len(v) > len(scheme) && strings.EqualFold(v[:len(scheme)], scheme) {
@@ -328,6 +429,8 @@ func toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, e.Message)
 	case apperr.DependencyUnavailable:
 		return status.Error(codes.Unavailable, e.Message)
+	case apperr.Forbidden:
+		return status.Error(codes.PermissionDenied, e.Message)
 	}
 	return status.Error(codes.Internal, e.Message)
 }

@@ -82,7 +82,7 @@ func rlsOn(t *testing.T, doc string) (*ratelimit.Limiter, *Server, context.Conte
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewServer(svc, func(string) (string, bool) { return "jobs", true }, slog.New(slog.DiscardHandler))
+	s, err := NewServer(svc, func(string) (string, bool) { return "jobs", true }, slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func isFormRoute(route string) bool { return route == loginPath || route == logo
 // registerLogin adds the login page, the login and the logout.
 func (h *handler) registerLogin(r *gin.Engine) {
 	r.GET(loginPath, func(c *gin.Context) { h.loginPage(c, http.StatusOK, "") })
-	r.POST(loginPath, h.login)
+	r.POST(loginPath, h.authThrottle, h.login)
 	r.POST(logoutPath, h.logout)
 }
 
@@ -106,6 +106,9 @@ func (h *handler) login(c *gin.Context) {
 			reason = "no token in the login form"
 		}
 		h.logAdminAuthFailure(c, reason)
+		if token != "" {
+			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "login")
+		}
 		h.loginPage(c, http.StatusUnauthorized, "That is not the admin token.")
 		return
 	}

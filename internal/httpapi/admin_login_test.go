@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/api"
+	"payserver/internal/authguard"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
@@ -52,7 +53,7 @@ func newLoginServer(t *testing.T, token string) *loginServer {
 	state := func(g *gin.RouterGroup) {
 		g.POST("/test/state", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"changed": true}) })
 	}
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: log, AdminToken: token, Now: s.clock.Now,
+	h, err := httpapi.New(httpapi.Options{AuthGuard: authguard.New(authguard.Options{MaxFailures: 1 << 20}), Pay: nopPay{}, Logger: log, AdminToken: token, Now: s.clock.Now,
 		Admin: []func(*gin.RouterGroup){routes, state}})
 	if err != nil {
 		t.Fatal(err)

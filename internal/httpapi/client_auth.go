@@ -76,10 +76,31 @@ func (h *handler) requireClient(c *gin.Context) {
 	if !ok || !known || token == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-limits"`)
 		h.logClientAuthFailure(c)
+		if token != "" {
+			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "client")
+		}
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid client bearer token is required (PAYSERVER_CLIENT_TOKENS)"), "")
 		return
 	}
 	c.Set(clientKey, name)
+}
+
+// requirePayCaller guards the payment routes when pay tokens are
+// configured (Options.PayTokens): the request must carry one as a bearer
+// token.
+func (h *handler) requirePayCaller(c *gin.Context) {
+	token, ok := bearerToken(c.GetHeader("Authorization"))
+	_, known := h.payCallers.match(token)
+	if !ok || !known || token == "" {
+		c.Header("WWW-Authenticate", `Bearer realm="payserver-pay"`)
+		if logOK, suppressed := h.clientAuthLog.Allow(); logOK {
+			h.log.Warn("payment call refused: no valid pay token", "route", c.FullPath(), "remote", c.Request.RemoteAddr, "suppressedSinceLast", suppressed)
+		}
+		if token != "" {
+			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "pay")
+		}
+		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid pay bearer token is required (PAYSERVER_PAY_TOKENS)"), "")
+	}
 }
 
 // clientName returns the authenticated client's name.

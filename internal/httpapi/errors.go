@@ -22,6 +22,8 @@ var statusOf = map[apperr.Code]int{
 	apperr.DependencyUnavailable:   http.StatusServiceUnavailable,
 	apperr.ChannelError:            http.StatusBadGateway,
 	apperr.Unauthorized:            http.StatusUnauthorized,
+	apperr.Forbidden:               http.StatusForbidden,
+	apperr.AuthThrottled:           http.StatusTooManyRequests,
 	apperr.NotFound:                http.StatusNotFound,
 	apperr.MethodNotAllowed:        http.StatusMethodNotAllowed,
 	apperr.UnsupportedMediaType:    http.StatusUnsupportedMediaType,

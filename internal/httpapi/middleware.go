@@ -15,6 +15,13 @@ import (
 	"payserver/internal/netaddr"
 )
 
+// nosniff tells browsers never to guess another content type than the
+// answer's, on every answer.
+func nosniff(c *gin.Context) {
+	c.Header("X-Content-Type-Options", "nosniff")
+	c.Next()
+}
+
 // recover turns a panic into an INTERNAL answer; it never crashes the server.
 func (h *handler) recover(c *gin.Context) {
 	defer func() {
@@ -161,12 +168,13 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 
 // requireAdmin guards admin routes: with a token configured, the request must
 // carry it as a bearer token (compared in constant time); without one, only
-// loopback clients are let in.
+// requests of a loopback client, addressed to a loopback name (Host), and
+// carrying no forwarding header are let in (localOnlyProblem).
 func (h *handler) requireAdmin(c *gin.Context) {
 	if h.opts.AdminToken == "" {
-		if !netaddr.IsLoopback(c.Request.RemoteAddr) {
-			h.logAdminAuthFailure(c, "not a loopback client and no admin token is configured")
-			writeError(c, h.log, apperr.New(apperr.Unauthorized, "admin routes answer only loopback clients when no admin token is configured"), "")
+		if reason := localOnlyProblem(c.Request); reason != "" {
+			h.logAdminAuthFailure(c, reason+" and no admin token is configured")
+			writeError(c, h.log, apperr.New(apperr.Unauthorized, "admin routes answer only local requests (a loopback client, a loopback Host, no proxy) when no admin token is configured"), "")
 		}
 		return
 	}
@@ -177,9 +185,62 @@ func (h *handler) requireAdmin(c *gin.Context) {
 			reason = "no bearer token"
 		}
 		h.logAdminAuthFailure(c, reason)
+		if got != "" {
+			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "admin")
+		}
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
 		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid admin bearer token is required"), "")
 	}
+}
+
+// authThrottle refuses, 429 AUTH_THROTTLED with Retry-After, a request
+// from an address that failed to authenticate too often (authguard), before
+// its credentials are looked at: even the right token waits out the
+// window, so guessing costs a minute per authguard.MaxFailures tries.
+func (h *handler) authThrottle(c *gin.Context) {
+	wait := h.opts.AuthGuard.Blocked(c.Request.RemoteAddr)
+	if wait <= 0 {
+		c.Next()
+		return
+	}
+	h.opts.AuthGuard.Refused(surfaceOf(c))
+	e := apperr.New(apperr.AuthThrottled, "too many failed authentications from this address; try again later")
+	e.RetryAfter = wait
+	writeError(c, h.log, e, "")
+}
+
+// surfaceOf names the authenticated surface of a request, for metrics.
+func surfaceOf(c *gin.Context) string {
+	switch p := c.FullPath(); {
+	case p == loginPath:
+		return "login"
+	case strings.HasPrefix(p, "/v1/limits"):
+		return "client"
+	case strings.HasPrefix(p, "/pay"):
+		return "pay"
+	}
+	return "admin"
+}
+
+// localOnlyProblem says why r is not a local request, or "" when it is:
+//   - its peer is not a loopback address;
+//   - its Host is not a loopback name: a page of another site whose name
+//     resolves to 127.0.0.1 (DNS rebinding) sends its own name;
+//   - it carries a forwarding header: a reverse proxy on this host
+//     connects from loopback on behalf of anyone.
+func localOnlyProblem(r *http.Request) string {
+	switch {
+	case !netaddr.IsLoopback(r.RemoteAddr):
+		return "not a loopback client"
+	case !netaddr.IsLoopbackName(r.Host):
+		return "Host is not a loopback name"
+	}
+	for _, name := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"} {
+		if _, ok := r.Header[name]; ok {
+			return "forwarded by a proxy (" + name + ")"
+		}
+	}
+	return ""
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>"

@@ -70,8 +70,12 @@ func (h *handler) postNotify(c *gin.Context) {
 		return
 	}
 	if reason, refused := gateway.ReasonOf(err); refused {
-		h.log.Warn("a channel notification was refused", "channel", code, "reason", reason,
-			"remote", c.ClientIP(), "err", err)
+		// Rate-limited with the failed authentications: a flood of forged
+		// notifications must not flood the log.
+		if ok, suppressed := h.authLog.Allow(); ok {
+			h.log.Warn("a channel notification was refused", "channel", code, "reason", reason,
+				"remote", c.ClientIP(), "err", err, "suppressedSinceLast", suppressed)
+		}
 		if h.opts.Notify.Refused != nil {
 			h.opts.Notify.Refused(code, reason)
 		}

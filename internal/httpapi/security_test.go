@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"payserver/internal/authguard"
 	"payserver/internal/pay"
 )
 
@@ -33,7 +34,7 @@ func (okHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) { _, _ = w.Wr
 func newAdminHandler(t *testing.T, token string) http.Handler {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	h, err := New(Options{
+	h, err := New(Options{AuthGuard: manyTries(),
 		Pay: noPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: token, Metrics: okHandler{},
 		Admin: []func(*gin.RouterGroup){func(g *gin.RouterGroup) {
 			g.GET("/reports/x", func(c *gin.Context) { c.String(http.StatusOK, "report") })
@@ -45,10 +46,16 @@ func newAdminHandler(t *testing.T, token string) http.Handler {
 	return h
 }
 
+// serveFrom serves a GET of path from remote, addressed to
+// 127.0.0.1:8080 unless header has a Host.
 func serveFrom(h http.Handler, remote, path string, header http.Header) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodGet, path, nil)
-	req.RemoteAddr = remote
+	req.RemoteAddr, req.Host = remote, "127.0.0.1:8080"
 	for k, vs := range header {
+		if k == "Host" {
+			req.Host = vs[0]
+			continue
+		}
 		req.Header[k] = vs
 	}
 	rec := httptest.NewRecorder()
@@ -103,6 +110,30 @@ func TestAdminWithoutTokenIsLoopbackOnly(t *testing.T) {
 	}
 }
 
+// TestAdminWithoutTokenNeedsALoopbackHost: with no token configured, a
+// loopback client's admin request is refused unless it is addressed to a
+// loopback name (a page of another site whose name resolves to 127.0.0.1,
+// DNS rebinding) and unless it carries no forwarding header (a reverse
+// proxy on the same host).
+func TestAdminWithoutTokenNeedsALoopbackHost(t *testing.T) {
+	h := newAdminHandler(t, "")
+	for _, host := range []string{"localhost", "localhost:8080", "127.0.0.1:8080", "127.0.0.2", "[::1]:8080"} {
+		if rec := serveFrom(h, "127.0.0.1:40000", "/metrics", http.Header{"Host": {host}}); rec.Code != http.StatusOK {
+			t.Errorf("Host %s: %d %s, want 200", host, rec.Code, rec.Body)
+		}
+	}
+	for _, host := range []string{"evil.example", "evil.example:8080", "localhost.evil.example", "10.0.0.7:8080", ""} {
+		wantUnauthorized(t, serveFrom(h, "127.0.0.1:40000", "/metrics", http.Header{"Host": {host}}), "Host "+host)
+	}
+	for name, hdr := range map[string]http.Header{
+		"X-Forwarded-For": {"X-Forwarded-For": {"10.0.0.7"}},
+		"Forwarded":       {"Forwarded": {"for=10.0.0.7"}},
+		"X-Real-Ip":       {"X-Real-Ip": {"10.0.0.7"}},
+	} {
+		wantUnauthorized(t, serveFrom(h, "127.0.0.1:40000", "/metrics", hdr), "through a proxy ("+name+")")
+	}
+}
+
 // TestAdminTokenRequiredFromEverywhere: with a token configured, it is
 // required from loopback too, and only the exact token passes.
 func TestAdminTokenRequiredFromEverywhere(t *testing.T) {
@@ -144,3 +175,7 @@ func TestAdminTokenRequiredFromEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// manyTries is a guard that lets an address fail often, for tests of the
+// refusals themselves (auth_guard_test.go tests the guard's budget).
+func manyTries() *authguard.Guard { return authguard.New(authguard.Options{MaxFailures: 1 << 20}) }

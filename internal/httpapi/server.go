@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/apperr"
+	"payserver/internal/authguard"
 	"payserver/internal/pay"
 	"payserver/internal/ratelog"
 )
@@ -99,6 +100,16 @@ type Options struct {
 	// Now is the clock GET /limits tells active schedules by, and
 	// notification signatures are checked by. Default time.Now.
 	Now func() time.Time
+	// PayTokens, when set, are the callers of POST /pay and GET
+	// /pay/{requestId} (PAYSERVER_PAY_TOKENS): a call without one of them
+	// as a bearer token is 401. Empty: the payment routes authenticate no
+	// one (they must be reachable from the payment core only).
+	PayTokens []ClientToken
+	// AuthGuard counts failed authentications per address (admin bearer
+	// token, dashboard login, client tokens) and refuses an address past
+	// its budget with 429 AUTH_THROTTLED. Share one with the gRPC service.
+	// Default: a guard of the handler's own on Now.
+	AuthGuard *authguard.Guard
 }
 
 // New returns the HTTP handler.
@@ -112,28 +123,42 @@ func New(opts Options) (http.Handler, error) {
 	if opts.Notify != nil && (opts.Notify.Keys == nil || opts.Notify.Nonces == nil) {
 		return nil, errors.New("httpapi: notifications without keys or a nonce cache")
 	}
+	if opts.AuthGuard == nil {
+		opts.AuthGuard = authguard.New(authguard.Options{Now: opts.Now})
+	}
 	loginTmpl, err := parseLoginTemplate()
 	if err != nil {
 		return nil, err
 	}
 	h := &handler{opts: opts, log: opts.Logger, authLog: newAuthLog(), clientAuthLog: newAuthLog(), clients: newClientTokens(opts.ClientTokens),
-		sessions: newAdminSessions(opts.Now), loginTmpl: loginTmpl}
+		payCallers: newClientTokens(opts.PayTokens),
+		sessions:   newAdminSessions(opts.Now), loginTmpl: loginTmpl}
 	r := gin.New()
+	// No proxy is trusted: X-Forwarded-For never names the peer
+	// (c.ClientIP is the connection's address), in logs or anywhere.
+	if err := r.SetTrustedProxies(nil); err != nil {
+		return nil, err
+	}
 	r.HandleMethodNotAllowed = true
 	// Route on the escaped path, so that an escaped slash stays inside its
 	// segment: GET /pay/a%2Fb is requestId "a/b" (400, malformed), not a
 	// path with one more segment (404 NOT_FOUND).
 	r.UseRawPath = true
 	r.ContextWithFallback = true
-	r.Use(h.recover, h.observe, h.limitHeader, h.limitBody, h.requireJSON)
+	r.Use(nosniff, h.recover, h.observe, h.limitHeader, h.limitBody, h.requireJSON)
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, h.log, apperr.New(apperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path), "")
 	})
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
 	})
-	r.POST("/pay", h.postPay)
-	r.GET("/pay/:requestId", h.getPay)
+	if len(opts.PayTokens) > 0 {
+		r.POST("/pay", h.authThrottle, h.requirePayCaller, h.postPay)
+		r.GET("/pay/:requestId", h.authThrottle, h.requirePayCaller, h.getPay)
+	} else {
+		r.POST("/pay", h.postPay)
+		r.GET("/pay/:requestId", h.getPay)
+	}
 	if opts.Notify != nil {
 		r.POST("/channels/:code/notify", h.postNotify)
 	}
@@ -142,7 +167,7 @@ func New(opts Options) (http.Handler, error) {
 	if opts.AdminToken != "" {
 		h.registerLogin(r)
 	}
-	admin := r.Group("/", h.adminAuth)
+	admin := r.Group("/", h.authThrottle, h.adminAuth)
 	if opts.Metrics != nil {
 		admin.GET("/metrics", gin.WrapH(opts.Metrics))
 	}
@@ -167,6 +192,7 @@ type handler struct {
 	authLog       *ratelog.Limiter // failed admin authentications
 	clientAuthLog *ratelog.Limiter // failed client-token authentications
 	clients       clientTokens
+	payCallers    clientTokens   // PayTokens
 	sessions      *adminSessions // browser logins (admin_session.go)
 	loginTmpl     *template.Template
 }

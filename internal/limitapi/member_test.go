@@ -84,3 +84,35 @@ func TestCallerAndPaymentNamespacesNeverMeet(t *testing.T) {
 		t.Fatalf("MemberPrefix %q: a payment's requestId could equal an acquisition's member", MemberPrefix)
 	}
 }
+
+// TestClientsKeepTheirRequestIDsApart: a caller's requestIds are its own.
+// Another client's release of a requestId it never acquired frees nothing,
+// and the same requestId acquired by two clients is two slots.
+func TestClientsKeepTheirRequestIDsApart(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := limits.Parse([]byte("limits:\n  REFUND:ALIPAY: [{limit: 5, window: 1m}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(parsed.Config)
+	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
+	ctx := context.Background()
+	svc, err := NewService(Options{Admit: l, Peek: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Acquire(ctx, "refunds", AcquireRequest{Key: key, RequestID: "R1"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = svc.Release(ctx, "payouts", ReleaseRequest{Key: key, RequestID: "R1"})
+	if _, counts, err := l.Usage(ctx, key); err != nil || counts[0] != 1 {
+		t.Fatalf("after payouts released refunds' R1 the window holds %v (%v), want 1: refunds' slot kept", counts, err)
+	}
+	a, err := svc.Acquire(ctx, "payouts", AcquireRequest{Key: key, RequestID: "R1"})
+	if err != nil || a.Decision.Duplicate || a.Decision.Count != 2 {
+		t.Fatalf("payouts acquiring R1: %+v, %v; want a slot of its own (count 2, not a duplicate)", a.Decision, err)
+	}
+}

@@ -12,6 +12,7 @@ package limitapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"payserver/internal/apperr"
@@ -26,8 +27,11 @@ import (
 // client sends, and a release here only ever frees a member under it.
 const MemberPrefix = "#api:"
 
-// member is the limiter member of a caller's requestId.
-func member(requestID string) string { return MemberPrefix + requestID }
+// member is the limiter member of a caller's requestId:
+// "#api:<client>:<requestId>". Client names hold no ':', so each client's
+// requestIds are its own: another client can neither share nor release
+// them.
+func member(client, requestID string) string { return MemberPrefix + client + ":" + requestID }
 
 // Admitter decides admissions, waiting when the context carries a maximum
 // wait. *limitwait.Waiter implements it.
@@ -68,7 +72,7 @@ const (
 	ResultAdmitted Result = "admitted"
 	ResultLimited  Result = "limited"
 	ResultReleased Result = "released"
-	ResultRefused  Result = "refused" // release of a POST /pay requestId
+	ResultRefused  Result = "refused" // release of a POST /pay requestId, or a bizType outside the client's scope
 	ResultPeeked   Result = "peeked"
 	ResultFailed   Result = "failed" // the limiter or a dependency failed
 )
@@ -88,11 +92,23 @@ type Options struct {
 	// only when the channel was never called.
 	Orders   OrderFinder
 	Observer Observer
+	// Scopes are the bizTypes each client may acquire and release, by
+	// client name; a client not in it may use every bizType.
+	Scopes map[string][]string
+	// Now is the clock of the lost answers' grace. Default time.Now.
+	Now func() time.Time
+	// Logger logs the releases of lost answers. Default: discarded.
+	Logger *slog.Logger
 }
 
 // Service is the limiter as a service. It is safe for concurrent use.
 type Service struct {
 	opts Options
+	// scopes is Options.Scopes as sets.
+	scopes map[string]map[string]bool
+	// lost holds the members whose acquire answer was lost, until their
+	// client retries or their grace passes (lost_answers.go).
+	lost lostAnswers
 }
 
 // NewService returns a Service.
@@ -100,7 +116,32 @@ func NewService(opts Options) (*Service, error) {
 	if opts.Admit == nil || opts.Peek == nil {
 		return nil, errors.New("limitapi: nil admitter or peeker")
 	}
-	return &Service{opts: opts}, nil
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = discardLogger()
+	}
+	scopes := make(map[string]map[string]bool, len(opts.Scopes))
+	for client, bizTypes := range opts.Scopes {
+		scopes[client] = map[string]bool{}
+		for _, b := range bizTypes {
+			scopes[client][b] = true
+		}
+	}
+	return &Service{opts: opts, scopes: scopes}, nil
+}
+
+// inScope refuses, FORBIDDEN naming the bizType, a key outside client's
+// scope.
+func (s *Service) inScope(client string, op Op, key ratelimit.Key) error {
+	scope, scoped := s.scopes[client]
+	if !scoped || scope[key.BizType] {
+		return nil
+	}
+	s.observe(client, op, key, ResultRefused)
+	return apperr.New(apperr.Forbidden, "client %s may not use bizType %s", client, key.BizType).
+		WithDetails(map[string]any{"bizType": key.BizType})
 }
 
 // WindowUsage is one window that applies to a request: the key it belongs
@@ -129,11 +170,16 @@ type Acquired struct {
 // Acquire takes a slot for r.RequestID in every window of r.Key, waiting up
 // to r.MaxWait when refused. A retried requestId already in the windows is
 // admitted again without being counted twice. A refusal is the
-// REQUEST_LIMITED error POST /pay answers; a limiter failure is
-// DEPENDENCY_UNAVAILABLE.
+// REQUEST_LIMITED error POST /pay answers; a bizType outside the client's
+// scope (Options.Scopes) is FORBIDDEN, naming it; a limiter failure is
+// DEPENDENCY_UNAVAILABLE. So is a lost limiter answer (LostAnswer), whose
+// member is released after LostAnswerGrace unless the requestId is
+// admitted again.
 func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
 	a, err := s.Decide(ctx, client, r)
 	switch {
+	case err != nil && a.Decision.Unknown:
+		s.ReleaseLater(client, a.Decision.Hold)
 	case err == nil && a.Decision.Conflict:
 		return Acquired{}, pay.ConflictError(r.Key, r.RequestID, r.Amount)
 	case err == nil && !a.Decision.Allowed:
@@ -144,14 +190,31 @@ func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) 
 
 // Decide is Acquire with a refusal returned as a decision (Allowed false,
 // Windows empty), not an error: for protocols that answer refusals in
-// their own terms (gRPC).
+// their own terms (gRPC). A lost limiter answer is LostAnswer's error with
+// the decision (Unknown, its Hold naming the windows the lost call would
+// have recorded the member in); Decide leaves its settling to the caller
+// (ReleaseLater, or nothing when the slot is to stay counted).
 func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
+	if err := s.inScope(client, OpAcquire, r.Key); err != nil {
+		return Acquired{}, err
+	}
+	m := member(client, r.RequestID)
 	d, err := s.opts.Admit.Check(ctx, ratelimit.Request{MaxWait: r.MaxWait,
-		Key: r.Key, Member: member(r.RequestID), Amount: r.Amount, Currency: r.Currency,
+		Key: r.Key, Member: m, Amount: r.Amount, Currency: r.Currency,
 	})
 	if err != nil {
 		s.observe(client, OpAcquire, r.Key, ResultFailed)
 		return Acquired{}, limiterDown(err)
+	}
+	if d.Unknown {
+		s.observe(client, OpAcquire, r.Key, ResultFailed)
+		return LostAnswer(r, d)
+	}
+	if d.Allowed {
+		// The retry's admission owns the slot an earlier lost answer may
+		// have taken. A refusal settles nothing: a near-cache refusal or
+		// a conflict does not say the member holds no slot.
+		s.forget(r.Key, m)
 	}
 	if !d.Allowed {
 		s.observe(client, OpAcquire, r.Key, ResultLimited)
@@ -166,7 +229,7 @@ func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (
 // refused). Unlike Release it skips the POST /pay check: the caller made
 // the slot itself.
 func (s *Service) Undo(ctx context.Context, client string, key ratelimit.Key, requestID string) error {
-	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(key, member(requestID))); err != nil {
+	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(key, member(client, requestID))); err != nil {
 		s.observe(client, OpRelease, key, ResultFailed)
 		return limiterDown(err)
 	}
@@ -191,12 +254,16 @@ func windowsAfter(d ratelimit.Decision) []WindowUsage {
 	return out
 }
 
-// Release gives back the slot r.RequestID holds in r.Key's windows. The
+// Release gives back the slot r.RequestID holds in r.Key's windows. A key
+// outside the client's scope (Options.Scopes) is FORBIDDEN, as for Acquire. The
 // caller declares that it never called the channel for it. Releasing a
 // requestId that holds no slot changes nothing: Release is idempotent. A
 // requestId that belongs to a POST /pay payment is refused (409
 // IDEMPOTENCY_CONFLICT): its slot is payserver's to free.
 func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) error {
+	if err := s.inScope(client, OpRelease, r.Key); err != nil {
+		return err
+	}
 	if s.opts.Orders != nil {
 		o, err := s.opts.Orders.Get(ctx, r.RequestID)
 		switch {
@@ -210,10 +277,11 @@ func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) 
 			return err
 		}
 	}
-	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(r.Key, member(r.RequestID))); err != nil {
+	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(r.Key, member(client, r.RequestID))); err != nil {
 		s.observe(client, OpRelease, r.Key, ResultFailed)
 		return limiterDown(err)
 	}
+	s.forget(r.Key, member(client, r.RequestID))
 	s.observe(client, OpRelease, r.Key, ResultReleased)
 	return nil
 }

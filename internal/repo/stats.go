@@ -183,6 +183,11 @@ ORDER BY minute, biz_type, channel`
 	if q.Granularity != stats.Minute {
 		query = groupedBuckets(step, where)
 	}
+	if q.MaxRows > 0 {
+		// One more than the cap tells the report it is over.
+		query += "\nLIMIT ?"
+		args = append(args, q.MaxRows+1)
+	}
 	rows, err := s.db.WithContext(ctx).Raw(query, args...).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("repo: query channel stats: %w", err)

@@ -107,6 +107,16 @@ func TestChannelStatsSuite(t *testing.T) {
 				})
 			})
 
+			t.Run("a capped query reads one bucket more than its cap", func(t *testing.T) {
+				for _, g := range []stats.Granularity{stats.Minute, stats.Hour} {
+					q := day
+					q.Granularity, q.MaxRows = g, 1
+					if got := mustBuckets(t, s, q); len(got) != 2 {
+						t.Errorf("%s buckets with MaxRows 1: got %d, want 2 (the cap and one to tell it is over)", g, len(got))
+					}
+				}
+			})
+
 			t.Run("hour buckets sum minutes and keep the last minute's rule", func(t *testing.T) {
 				q := day
 				q.Granularity = stats.Hour

@@ -72,10 +72,21 @@ type Query struct {
 	Keys        []ratelimit.Key
 	Granularity Granularity
 	Format      Format
+	// MaxRows, when positive, caps the rows of the report: a query that
+	// finds more is INVALID_REQUEST naming the cap (Reporter.Report), and
+	// a Reader need read no more than MaxRows+1 buckets. ParseQuery sets
+	// it to MaxReportRows; 0 means no cap.
+	MaxRows int
 }
 
 // MaxQueryKeys is the most keys a Query may select (Query.Keys).
 const MaxQueryKeys = 500
+
+// MaxReportRows is the most rows a report asked for through ParseQuery may
+// have (a row is one key in one bucket): about 28 MB of JSON. A day of
+// minutes for 500 keys is 720,000 rows; such a query is refused, naming
+// the cap, rather than built in memory.
+const MaxReportRows = 100_000
 
 // queryParams are the parameters ParseQuery accepts.
 var queryParams = []string{"from", "to", "bizType", "channel", "granularity", "format"}
@@ -161,6 +172,7 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 		return Query{}, apperr.Invalid(bad...)
 	}
 	step := q.Granularity.Duration()
+	q.MaxRows = MaxReportRows
 	q.From = from.Truncate(step).UTC()
 	q.To = to.Truncate(step).UTC()
 	if q.To.Before(to) {

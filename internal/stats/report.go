@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"payserver/internal/apperr"
 	"payserver/internal/configcenter"
 	"payserver/internal/ratelimit"
 )
@@ -128,6 +129,12 @@ func (r *Reporter) Report(ctx context.Context, q Query) (Report, error) {
 	buckets, err := r.opts.Reader.Buckets(ctx, q)
 	if err != nil {
 		return Report{}, err
+	}
+	if q.MaxRows > 0 && len(buckets) > q.MaxRows {
+		e := apperr.Invalid(apperr.FieldError{Field: "to", Reason: fmt.Sprintf(
+			"the report would have more than %d rows (one per key and bucket); narrow from..to, use a coarser granularity, or name a bizType or channel", q.MaxRows)})
+		e.Details["maxRows"] = q.MaxRows
+		return Report{}, e
 	}
 	changes, err := r.changes(ctx, q)
 	if err != nil {
