@@ -256,7 +256,7 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 			"PAYSERVER_RESOLVER_BACKOFF":       "200ms",
 			"PAYSERVER_RESOLVER_MAX_BACKOFF":   "2s",
 			"PAYSERVER_INSTANCE_COUNT":         "3",
-			"PAYSERVER_CLIENT_TOKENS":          "chaos=" + c.token,
+			"PAYSERVER_CLIENT_TOKENS":          witness.Client + "=" + c.token,
 			"PAYSERVER_ADMIN_TOKEN":            c.admin,
 			"PAYSERVER_LOG_LEVEL":              "warn",
 			"PAYSERVER_LIMITER_POLICY":         c.policy,

@@ -73,7 +73,7 @@ func (c *checker) rulesFor(bizType, channel string, docs []*Document, lo, hi int
 }
 
 // admission is one slot taken in the windows: an order's, or an
-// acquisition's (member "#api:<requestId>").
+// acquisition's (member "#api:chaos:<requestId>").
 type admission struct {
 	member   string
 	bizType  string

@@ -143,7 +143,7 @@ func TestOrphanSlots(t *testing.T) {
 		{"a member with no order", alipayDay, "ghost-1"},
 		{"a NOT_SENT order's member", alipayDay, "t1"},
 		{"a declined order in an amount window", "payserver:rl:{ALIPAY}:ONLINE_PAY:a60000.CNY", "d1"},
-		{"a released acquisition", "payserver:rl:{ALIPAY}:REFUND:1000", "#api:a2"},
+		{"a released acquisition", "payserver:rl:{ALIPAY}:REFUND:1000", "#api:chaos:a2"},
 		{"an order of another bizType", alipayDay, "rf1"},
 	}
 	for _, tt := range tests {
@@ -169,7 +169,7 @@ func TestOrphanSlotTolerated(t *testing.T) {
 	b.h.Config.DumpedAtUs = t0 + 20*sec
 	heldInTheMinute(b)
 	b.member(alipay1s, "p1", t0+100*ms) // left its window: trimmed at the next check
-	b.member("payserver:rl:{ALIPAY}:REFUND:1000", "#api:a1", t0+20*sec)
+	b.member("payserver:rl:{ALIPAY}:REFUND:1000", "#api:chaos:a1", t0+20*sec)
 	b.op("pay", "lost-1", "ONLINE_PAY", "ALIPAY", 10, t0+19*sec, 503, map[string]any{"code": "DEPENDENCY_UNAVAILABLE"})
 	b.fault("mariadb", t0+19*sec, t0+19*sec+100*ms, 0)
 	b.member(alipayDay, "lost-1", 0) // within the lost-answer grace
@@ -177,7 +177,7 @@ func TestOrphanSlotTolerated(t *testing.T) {
 	// document has this one, so it counts the member nowhere.
 	b.acquired("a9", "REFUND", "ALIPAY", t0+5*sec)
 	b.op("release", "a9", "REFUND", "ALIPAY", 0, t0+6*sec, 200, map[string]any{"released": true})
-	b.member("payserver:rl:{ALIPAY}:REFUND:day.0000.UTC", "#api:a9", 0)
+	b.member("payserver:rl:{ALIPAY}:REFUND:day.0000.UTC", "#api:chaos:a9", 0)
 	wantViolations(t, b.check())
 }
 

@@ -73,7 +73,7 @@
 // Property 3, within-limits. Sources: docs/DESIGN.md "The rules",
 // docs/OPERATIONS.md "Channel quotas". An admission is an order with
 // admitted_at_us, or an acquire answered 200 that is not a duplicate
-// (member "#api:<requestId>"). Its windows are those of the document whose
+// (member "#api:chaos:<requestId>"). Its windows are those of the document whose
 // version the order records (for an acquisition: every document in force
 // around it) for its key BIZTYPE:CHANNEL and, unless the bizType is
 // RESOLVE, the channel-wide key *:CHANNEL: the schedule in force for the

@@ -15,7 +15,7 @@ func heldHistory(tb testing.TB) *builder {
 	b.h.Config.DumpedAtUs = t0 + 20*sec
 	heldInTheMinute(b)
 	b.acquired("a3", "REFUND", "ALIPAY", t0+19*sec+500*ms)
-	b.member(refund1s, "#api:a3", t0+19*sec+500*ms)
+	b.member(refund1s, "#api:chaos:a3", t0+19*sec+500*ms)
 	return b
 }
 
@@ -41,13 +41,13 @@ func TestSlotHeld(t *testing.T) {
 		{"a SUCCEEDED order's day slot gone", func(b *builder) { dropMember(b, alipayDay, "p3") }, "ONLINE_PAY:ALIPAY", "p3"},
 		{"a SUCCEEDED order's amount gone", func(b *builder) { dropMember(b, alipayAm, "p2") }, "ONLINE_PAY:ALIPAY", "p2"},
 		{"a declined call's count gone", func(b *builder) { dropMember(b, alipayDay, "d1") }, "ONLINE_PAY:ALIPAY", "d1"},
-		{"an acquisition not released gone", func(b *builder) { dropMember(b, refund1s, "#api:a3") }, "REFUND:ALIPAY", "#api:a3"},
+		{"an acquisition not released gone", func(b *builder) { dropMember(b, refund1s, "#api:chaos:a3") }, "REFUND:ALIPAY", "#api:chaos:a3"},
 		{"an acquisition whose release got no answer", func(b *builder) {
-			dropMember(b, refund1s, "#api:a3")
+			dropMember(b, refund1s, "#api:chaos:a3")
 			b.op("release", "a3", "REFUND", "ALIPAY", 0, t0+19*sec+600*ms, 0, nil).CompleteUs = 0
 		}, "", ""},
 		{"acquired again, that answer lost: released within a minute", func(b *builder) {
-			dropMember(b, refund1s, "#api:a3")
+			dropMember(b, refund1s, "#api:chaos:a3")
 			b.fault("mariadb", t0+19*sec+500*ms, t0+19*sec+700*ms, 0)
 			b.op("acquire", "a3", "REFUND", "ALIPAY", 0, t0+19*sec+600*ms, 503,
 				map[string]any{"code": "DEPENDENCY_UNAVAILABLE", "details": map[string]any{"outcome": "unknown"}}).Currency = ""
@@ -61,7 +61,7 @@ func TestSlotHeld(t *testing.T) {
 			b.fault("redis", t0+15*sec, t0+16*sec, 0)
 		}, "ONLINE_PAY:ALIPAY", "p3"},
 		{"the window passed", func(b *builder) {
-			dropMember(b, refund1s, "#api:a3")
+			dropMember(b, refund1s, "#api:chaos:a3")
 			b.h.Config.DumpedAtUs = t0 + 20*sec + 600*ms
 		}, "", ""},
 	}
@@ -93,13 +93,13 @@ func TestRefusalTookNothing(t *testing.T) {
 		{"a refused acquisition's member", func(b *builder) {
 			b.fault("redis", t0+19*sec+400*ms, t0+19*sec+600*ms, 0) // any 429 then is justified
 			b.op("acquire", "z1", "REFUND", "ALIPAY", 0, t0+19*sec+500*ms, 429, limited(map[string]any{"bizType": "REFUND", "channel": "ALIPAY"}))
-			b.member(refund1s, "#api:z1", t0+19*sec+500*ms)
-		}, refund1s, "#api:z1", []Property{RefusalTookNothing}},
+			b.member(refund1s, "#api:chaos:z1", t0+19*sec+500*ms)
+		}, refund1s, "#api:chaos:z1", []Property{RefusalTookNothing}},
 		{"an acquire answered 503 may own a slot", func(b *builder) {
 			b.fault("redis", t0+19*sec+400*ms, t0+19*sec+600*ms, 0)
 			b.op("acquire", "z2", "REFUND", "ALIPAY", 0, t0+19*sec+500*ms, 503,
 				map[string]any{"code": "DEPENDENCY_UNAVAILABLE", "details": map[string]any{"outcome": "unknown"}})
-			b.member(refund1s, "#api:z2", t0+19*sec+500*ms)
+			b.member(refund1s, "#api:chaos:z2", t0+19*sec+500*ms)
 		}, "", "", nil},
 		{"refused, then admitted", func(b *builder) {
 			b.fault("redis", t0+18*sec, t0+18*sec+100*ms, 0)

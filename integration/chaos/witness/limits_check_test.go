@@ -221,7 +221,7 @@ func TestAcquisitionsCountWithPayments(t *testing.T) {
 	b.acquired("a2", "ONLINE_PAY", "ALIPAY", t0+200*ms)
 	r := b.check()
 	wantViolations(t, r, WithinLimits)
-	if v := r.Violations[0]; v.RequestID != "#api:a2" {
+	if v := r.Violations[0]; v.RequestID != "#api:chaos:a2" {
 		t.Errorf("violation = %s, want api:a2", v)
 	}
 }

@@ -50,11 +50,14 @@ func parseRedisKey(key string) (redisWindow, bool) {
 	return rw, false
 }
 
-// acquisitionPrefix starts the member of every requestId acquired through
-// the limits API (docs/OPERATIONS.md: "acquisitions are kept under their
-// own prefix"; '#' is never in a requestId, so no payment's member starts
-// with it).
-const acquisitionPrefix = "#api:"
+// Client is the name of the campaign's one limits-API client.
+const Client = "chaos"
+
+// acquisitionPrefix starts the member of every requestId the campaign's
+// client acquired through the limits API: each client's requestIds are
+// its own ("#api:<client>:<requestId>", docs/OPERATIONS.md); '#' is never
+// in a requestId, so no payment's member starts with it.
+const acquisitionPrefix = "#api:" + Client + ":"
 
 // checkSlots checks property 4 on the window members Redis held at the
 // end: each belongs to an order or an acquisition that can still use it.
