@@ -322,3 +322,18 @@ func TestRefusalNotExcusedByAnotherKeysThrottle(t *testing.T) {
 	b.refused("r9", "ONLINE_PAY", "ALIPAY", 10, t0+200*sec)
 	wantViolations(t, b.check(), NoFalseRefusal)
 }
+
+// TestNearCacheRefusesARetry: the near-cache refuses every check of a key
+// whose count window Redis found full, a retry of a member the window
+// holds included: a window full counting the member justifies the
+// refusal; one that could not have been full does not.
+func TestNearCacheRefusesARetry(t *testing.T) {
+	b := newHistory(t, baseDoc)
+	for i, at := range []int64{100 * ms, 200 * ms, 300 * ms} {
+		b.paid("p"+string(rune('1'+i)), "ONLINE_PAY", "ALIPAY", 10, t0+at)
+	}
+	b.refused("p3", "ONLINE_PAY", "ALIPAY", 10, t0+400*ms)
+	wantViolations(t, b.check())
+	b.refused("p3", "ONLINE_PAY", "ALIPAY", 10, t0+3500*ms)
+	wantViolations(t, b.check(), NoFalseRefusal)
+}

@@ -205,6 +205,24 @@ func (c *checker) refusalJustified(op *Op, channel, member string, index map[gro
 			if need > s.window.Limit {
 				return true
 			}
+			if c.nearHold > 0 && !s.window.ID.Amount {
+				// The near-cache refuses every check of a key whose
+				// count window Redis last found full, the member's own
+				// retries included: it cannot know which members Redis
+				// holds (docs/decisions/0003-near-cache.md). So a window
+				// full counting the member itself justifies a refusal
+				// of its retry.
+				all, allByName := x.maxUse(from, to, "", s.window.Reserve)
+				all += inflation
+				for name, r := range s.window.Reserve {
+					if name != op.BizType {
+						all += max(0, r-allByName[name])
+					}
+				}
+				if all >= s.window.Limit {
+					return true
+				}
+			}
 		}
 	}
 	return false
