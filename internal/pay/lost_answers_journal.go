@@ -39,12 +39,17 @@ type journaledHold struct {
 	Key     string   `json:"key"`
 	Member  string   `json:"member"`
 	Windows []string `json:"windows,omitempty"`
+	// InProcess and OwnKey keep where the hold is released from
+	// (ratelimit.Hold.InProcess, OwnKey): read back without them, a
+	// narrowed release would take records that are not its own.
+	InProcess bool `json:"inProcess,omitempty"`
+	OwnKey    bool `json:"ownKey,omitempty"`
 }
 
-// journalHold is h as a file keeps it: its key, member and the windows
-// that hold it.
+// journalHold is h as a file keeps it: its key, member, the windows that
+// hold it and where it is released from.
 func journalHold(h ratelimit.Hold) journaledHold {
-	return journaledHold{Key: h.Key.String(), Member: h.Member, Windows: h.WindowNames()}
+	return journaledHold{Key: h.Key.String(), Member: h.Member, Windows: h.WindowNames(), InProcess: h.InProcess(), OwnKey: h.IsOwnKey()}
 }
 
 // hold is the Hold jh keeps.
@@ -53,7 +58,14 @@ func (jh journaledHold) hold() (ratelimit.Hold, error) {
 	if err != nil {
 		return ratelimit.Hold{}, err
 	}
-	return ratelimit.HoldFromWindowKeys(key, jh.Member, jh.Windows)
+	h, err := ratelimit.HoldFromWindowKeys(key, jh.Member, jh.Windows)
+	if jh.InProcess {
+		h = h.InProcessOnly()
+	}
+	if jh.OwnKey {
+		h = h.OwnKey()
+	}
+	return h, err
 }
 
 // path is the file of a lost answer of requestID.

@@ -144,6 +144,12 @@ func owedID(h ratelimit.Hold, amountsOnly bool) string {
 	if amountsOnly {
 		kind = "amounts"
 	}
+	if h.InProcess() {
+		kind += "+in-process"
+	}
+	if h.IsOwnKey() {
+		kind += "+own-key"
+	}
 	sum := sha256.Sum256([]byte(h.Key.String() + "\x00" + h.Member + "\x00" + kind))
 	return hex.EncodeToString(sum[:16])
 }

@@ -188,3 +188,43 @@ func TestOwedReleaseKeptDuringItsMakingStaysOwed(t *testing.T) {
 		t.Fatal("the release owed during the making of the first was forgotten without being made")
 	}
 }
+
+// TestOwedOwnKeyReleaseStaysNarrowAfterARestart: a release of a loser's own
+// key's windows only (another bizType holds the requestId and counts it in
+// the channel-wide windows), owed and read back by the next run, still
+// leaves the channel-wide windows. Kept on disk as key, member and window
+// names only, it came back widened and took the winner's channel-wide slot.
+func TestOwedOwnKeyReleaseStaysNarrowAfterARestart(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  P:C1: [{limit: 5, calendar: day}]\n  Q:C1: [{limit: 5, calendar: day}]\n  \"*:C1\": [{limit: 5, calendar: day}]\n")
+	ctx := context.Background()
+	p, q, wide := ratelimit.Key{BizType: "P", Channel: "C1"}, ratelimit.Key{BizType: "Q", Channel: "C1"}, ratelimit.ChannelWide("C1")
+	if d, err := lim.Check(ctx, ratelimit.Request{Key: q, Member: "r", Amount: 1, Currency: "CNY"}); err != nil || !d.Allowed {
+		t.Fatalf("the winner: %+v, %v", d, err)
+	}
+	loser, err := lim.Check(ctx, ratelimit.Request{Key: p, Member: "r", Amount: 1, Currency: "CNY"})
+	if err != nil || !loser.Allowed {
+		t.Fatalf("the loser: %+v, %v", loser, err)
+	}
+	dir := t.TempDir()
+	out := &outageLimiter{Limiter: lim}
+	out.down.Store(true)
+	first, _ := pay.NewOwedReleases(out, pay.OwedReleasesOptions{Dir: dir})
+	if err := first.Release(ctx, loser.Hold.OwnKey()); err != nil || first.Owed() != 1 {
+		t.Fatalf("owed: %v, %d", err, first.Owed())
+	}
+	second, _ := pay.NewOwedReleases(lim, pay.OwedReleasesOptions{Dir: dir})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { second.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for dayCount(t, lim, p) != 0 || second.Owed() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("P:C1 holds %d, %d owed: the owed release was not made", dayCount(t, lim, p), second.Owed())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := dayCount(t, lim, wide); n != 1 {
+		t.Fatalf("*:C1 holds %d after the owed own-key release, want 1: the winner's slot", n)
+	}
+}

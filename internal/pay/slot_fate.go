@@ -69,7 +69,8 @@ type Decision struct {
 }
 
 // Slot is what a payment's flow knows of one slot it took: its key, the
-// amount and currency its check counted, the order it claimed the
+// amount and currency its check counted (the amount is its identity with
+// the limiter), the order it claimed the
 // requestId with (its OrderNo; empty when it claimed none, as a check
 // whose answer was lost), and whether its record was decided in process
 // and kept there only (ratelimit.Hold.InProcess).
@@ -91,9 +92,9 @@ type Slot struct {
 //     yet move it to s's channel (a routed payment never goes back to a
 //     candidate it left); otherwise no call can follow under s's key for
 //     the requestId: release everywhere.
-//   - o on s's channel for another amount or currency: s is an attempt of
-//     another payment with the same requestId, which lost the claim. The
-//     limiter refuses a member held for another amount, so s's record is
+//   - o on s's channel for another amount: s is an attempt of another
+//     payment with the same requestId, which lost the claim. The limiter
+//     refuses a member held for another amount, so s's record is
 //     s's alone (the winner's admission, if under the same windows, was
 //     decided elsewhere, in process): release it, and only it. An
 //     admission decided in process releases its in-process record only;
@@ -101,9 +102,10 @@ type Slot struct {
 //   - o on s's channel for another bizType, same amount: its call is made
 //     under its own key, never s's, and it counts the same member in the
 //     channel-wide windows. Release s's own key's windows, at once.
-//   - o on s's key, and s is o's own slot or another attempt of the same
-//     payment (same amount and currency: the limiter counts one member
-//     with one identity once): the order's state decides, everywhere:
+//   - o on s's key, and s is o's own slot or another attempt with the same
+//     amount (the limiter's identity of a member is its requestId and
+//     amount, so such an attempt shares o's record, whatever its currency
+//     or other fields): the order's state decides, everywhere:
 //     PROCESSING waits, SUCCEEDED and UNKNOWN keep, FAILED gives the
 //     amount back, NOT_SENT releases.
 func DecideSlot(s Slot, o *Order) Decision {
@@ -117,7 +119,7 @@ func DecideSlot(s Slot, o *Order) Decision {
 			return Decision{Fate: FateWait}
 		}
 		return Decision{Fate: FateRelease, Where: Everywhere}
-	case o.OrderNo != s.OrderNo && (o.Amount != s.Amount || o.Currency != s.Currency):
+	case o.OrderNo != s.OrderNo && o.Amount != s.Amount:
 		where := Everywhere
 		if s.InProcess {
 			where = OwnRecord
@@ -172,6 +174,12 @@ func where(hold ratelimit.Hold, w Where) ratelimit.Hold {
 	case Everywhere:
 		return hold.Everywhere()
 	case OwnKey:
+		if hold.InProcess() {
+			// Decided in process: every in-process record, the
+			// channel-wide one included, is this admission's own; the
+			// shared store never recorded it.
+			return hold
+		}
 		return hold.Everywhere().OwnKey()
 	}
 	return hold

@@ -53,7 +53,10 @@ func TestDecideSlot(t *testing.T) {
 		// Another payment's claim: this attempt's own record goes.
 		{"another amount's order succeeded", mine, other(order(StatusSucceeded, "", "A"), func(o *Order) { o.Amount = 200 }), release},
 		{"another amount's order processing", mine, other(order(StatusProcessing, "", "A"), func(o *Order) { o.Amount = 200 }), release},
-		{"another currency's order succeeded", mine, other(order(StatusSucceeded, "", "A"), func(o *Order) { o.Currency = "USD" }), release},
+		// The limiter's identity is the amount: another currency for the
+		// same amount is the same record.
+		{"another currency's order succeeded", mine, other(order(StatusSucceeded, "", "A"), func(o *Order) { o.Currency = "USD" }), keep},
+		{"another currency's order processing", mine, other(order(StatusProcessing, "", "A"), func(o *Order) { o.Currency = "USD" }), wait},
 		{"another amount's order, decided in process", inProcess, other(order(StatusSucceeded, "", "A"), func(o *Order) { o.Amount = 200 }), Decision{Fate: FateRelease, Where: OwnRecord}},
 		// Another bizType on the channel: its own key's windows only.
 		{"another bizType's order succeeded", mine, other(order(StatusSucceeded, "", "A"), func(o *Order) { o.BizType = "D" }), Decision{Fate: FateRelease, Where: OwnKey}},

@@ -43,6 +43,18 @@ type Hold struct {
 // the shared store's record of the member, which is another admission's.
 func (h Hold) InProcess() bool { return h.inProcess }
 
+// InProcessOnly is h released from the in-process windows only, as a hold
+// whose admission was decided in process (InProcess): for a hold kept on
+// disk and read back, which must keep where it is released from.
+func (h Hold) InProcessOnly() Hold {
+	h.inProcess = true
+	return h
+}
+
+// IsOwnKey reports whether h is released from its own key's windows only
+// (OwnKey).
+func (h Hold) IsOwnKey() bool { return h.ownKey }
+
 // OwnKey is h released from the windows of its own key only (and its own
 // use of reservations), not from its channel-wide key's windows: for a slot
 // whose requestId is held by a payment of another bizType on the same
