@@ -111,23 +111,29 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	m.metrics.WatchOwedReleases(owed.Owed)
 	m.goBackground(func() { owed.Run(ctx) })
 	instrumented := m.metrics.InstrumentOrders(orders)
-	lost, err := pay.NewLostAnswers(instrumented, owed, pay.LostAnswersOptions{Grace: m.cfg.LostAnswerGrace,
-		Dir: filepath.Join(m.cfg.DataDir, "lost-answers"), Logger: m.log.With("component", "pay")})
-	if err != nil {
-		return nil, err
-	}
-	m.goBackground(func() { lost.Run(ctx) })
-	// One settler for the slots whose fate a request could not learn
-	// before answering; it stops with the background loops, before the
-	// database closes (release).
 	staleAfter := m.cfg.OrderStaleAfter
 	if staleAfter <= 0 {
 		staleAfter = pay.DefaultStaleAfter(m.cfg.ChannelTimeout)
 	}
+	sweep := 30 * time.Second
+	if m.cfg.OrderStaleAfter > 0 {
+		sweep = min(sweep, max(m.cfg.OrderStaleAfter/2, 100*time.Millisecond))
+	}
+	// One settler for the slots whose fate a request could not learn
+	// before answering; it stops with the background loops, before the
+	// database closes (release). It watches an order until the sweeper
+	// has surely seen it stale: then it is final or UNKNOWN, and the
+	// slot's fate is known.
 	settler := pay.NewSettler(instrumented, owed, pay.SettlerOptions{
-		Patience: staleAfter, Observer: m.metrics.NewSettler(), Logger: m.log.With("component", "settler"),
+		Patience: staleAfter + sweep + 5*time.Second, Observer: m.metrics.NewSettler(), Logger: m.log.With("component", "settler"),
 	})
 	m.goBackground(func() { settler.Run(ctx) })
+	lost, err := pay.NewLostAnswers(instrumented, owed, pay.LostAnswersOptions{Grace: m.cfg.LostAnswerGrace,
+		Dir: filepath.Join(m.cfg.DataDir, "lost-answers"), Logger: m.log.With("component", "pay"), Settler: settler})
+	if err != nil {
+		return nil, err
+	}
+	m.goBackground(func() { lost.Run(ctx) })
 	svc, err := pay.NewService(instrumented, owed, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     staleAfter,
@@ -144,10 +150,6 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	}
 	if err := m.buildResolver(ctx, orders, owed); err != nil {
 		return nil, err
-	}
-	sweep := 30 * time.Second
-	if m.cfg.OrderStaleAfter > 0 {
-		sweep = min(sweep, max(m.cfg.OrderStaleAfter/2, 100*time.Millisecond))
 	}
 	m.goBackground(func() { svc.RunSweeper(ctx, sweep) })
 	return svc, nil

@@ -45,8 +45,13 @@ type LostAnswersOptions struct {
 	// Dir, when set, keeps each lost answer waiting for its grace in a
 	// file there, so that a restart does not forget it
 	// (lost_answers_journal.go). Empty: memory only.
-	Dir    string
-	Logger *slog.Logger
+	Dir string
+	// Settler, when set, watches a slot whose fate waits on an order still
+	// in flight (its requestId claimed by another request), so that one
+	// such lost answer does not hold up the others. Nil: the lost answer
+	// itself waits for it.
+	Settler *Settler
+	Logger  *slog.Logger
 }
 
 type lostAnswer struct {
@@ -178,14 +183,16 @@ func (l *LostAnswers) settle(ctx context.Context, a lostAnswer) error {
 			// flight the fate is not known yet: the lost answer waits for
 			// it, or the slot of a call that can no longer happen would be
 			// held by nobody.
-			mine := &Order{Amount: r.Amount, Currency: r.Currency} // claimed no order
+			mine := &Order{RequestID: r.RequestID, Amount: r.Amount, Currency: r.Currency} // claimed no order
 			for _, h := range a.holds {
-				if DecideSlot(slotOf(h, mine, got), got).Fate == FateWait {
+				if DecideSlot(slotOf(h, mine, got), got).Fate == FateWait && l.opts.Settler == nil {
 					return errFateNotKnown
 				}
 			}
 			for _, h := range a.holds {
-				settleSlot(ctx, l.limiter, h, mine, got, l.opts.Logger)
+				if d := settleSlot(ctx, l.limiter, h, mine, got, l.opts.Logger); d.Fate == FateWait {
+					l.opts.Settler.releaseWhenFinal(mine, h)
+				}
 			}
 			return nil
 		}

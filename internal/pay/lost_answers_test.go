@@ -293,3 +293,63 @@ func TestLostAnswerWaitsForAWinnerInFlightElsewhere(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestLostAnswerWaitingElsewhereHoldsUpNoOther: with a settler, a lost
+// answer whose fate waits on an order in flight is handed to it, and the
+// lost answers behind it are closed at once. Waited for in the lost
+// answers' own worker, it held up every one behind it for minutes.
+func TestLostAnswerWaitingElsewhereHoldsUpNoOther(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  B:CA: [{limit: 5, calendar: day}]\n  B:CB: [{limit: 5, calendar: day}]\n")
+	store := paytest.NewMemStore()
+	settler := pay.NewSettler(store, lim, pay.SettlerOptions{Patience: time.Minute})
+	lost, err := pay.NewLostAnswers(store, lim, pay.LostAnswersOptions{Grace: 20 * time.Millisecond, Settler: settler})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ca := ratelimit.Key{BizType: "B", Channel: "CA"}
+	first, err := lim.Check(ctx, ratelimit.Request{Key: ca, Member: "dup", Amount: 7, Currency: "CNY"})
+	if err != nil || !first.Allowed {
+		t.Fatalf("the first lost call's slot: %+v, %v", first, err)
+	}
+	second, err := lim.Check(ctx, ratelimit.Request{Key: ca, Member: "alone", Amount: 7, Currency: "CNY"})
+	if err != nil || !second.Allowed {
+		t.Fatalf("the second lost call's slot: %+v, %v", second, err)
+	}
+	now := time.Now().UTC()
+	winner := &pay.Order{OrderNo: "W1", RequestID: "dup", RequestHash: "w", BizType: "B", Channel: "CB", MerchantID: "M",
+		Amount: 7, Currency: "CNY", Status: pay.StatusProcessing, CreatedAt: now, UpdatedAt: now}
+	if err := store.Create(ctx, winner); err != nil {
+		t.Fatal(err)
+	}
+	lost.Add(pay.PayRequest{RequestID: "dup", BizType: "B", Channel: "CA", MerchantID: "M", Amount: 7, Currency: "CNY"}, first.Hold)
+	lost.Add(pay.PayRequest{RequestID: "alone", BizType: "B", Channel: "CA", MerchantID: "M", Amount: 7, Currency: "CNY"}, second.Hold)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{}, 2)
+	go func() { lost.Run(rctx); done <- struct{}{} }()
+	go func() { settler.Run(rctx); done <- struct{}{} }()
+	defer func() { cancel(); <-done; <-done }()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if o, err := store.Get(ctx, "alone"); err == nil && pay.StateOf(o) == pay.StateNotSent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lost answer behind one waiting on an order in flight was not closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	winner.Status, winner.ChannelTradeNo = pay.StatusSucceeded, "T1"
+	if err := store.Finish(ctx, winner); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, counts, err := lim.Usage(ctx, ca); err == nil && counts[0] == 0 {
+			return
+		}
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatal("CA's day window still holds a slot after the winner ended on CB")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -22,9 +22,9 @@ import (
 //     copy as weighted entries (a day's payments), the use Redis last
 //     reported (FollowRedis): while it can still be in the window, the
 //     in-process limit is the instance's share of what was left
-//     (Baseline); and each admission's identity, its member and amount
-//     with no weight, so that a retry in process is a duplicate or a
-//     conflict as on Redis (noteIdentity);
+//     (Baseline); and each admission's identity, its member and amount,
+//     for a while, so that a retry in process is a duplicate or a conflict
+//     as on Redis (noteIdentity);
 //   - the admissions decided in process (CheckLocalOnly), which Redis does
 //     not hold, until they leave their windows (LocalOnly), so that back on
 //     Redis the limiter can lower the limits it asks by them;
@@ -44,10 +44,10 @@ type LocalStore struct {
 	windows   *Model // every admission: decided here, and copies of Redis's
 	localOnly *Model // the admissions decided here while Redis failed
 	seen      map[windowID]redisUse
-	// lossy holds, for an amount or calendar window that kept identityCap
-	// identities of Redis admissions and had to forget more, until when
-	// (µs, the store's clock) one of them may still be in it.
-	lossy map[windowID]int64
+	// ids are the identities of Redis admissions in amount and calendar
+	// windows (noteIdentity), idOrder the order they were noted in.
+	ids     map[identityKey]identity
+	idOrder []identityEntry
 	// learned holds the learned limits Redis last reported, each as a
 	// state thrown at the time it was seen; nLearned is its size, read
 	// without the lock.
@@ -70,7 +70,7 @@ func NewLocalStore(now func() time.Time) *LocalStore {
 	if now == nil {
 		now = time.Now
 	}
-	s := &LocalStore{now: now, base: now(), seen: map[windowID]redisUse{}, learned: map[windowID]learnedState{}}
+	s := &LocalStore{now: now, base: now(), seen: map[windowID]redisUse{}, learned: map[windowID]learnedState{}, ids: map[identityKey]identity{}}
 	s.windows, s.localOnly = NewModel(), NewModel()
 	s.windows.wall, s.localOnly.wall = s.wall, s.wall
 	return s
@@ -131,17 +131,10 @@ func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount i
 	now := s.at(t)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.recallIdentities(windows, member, now)
 	held := make([]bool, len(windows))
 	for i, w := range windows {
 		held[i] = s.windows.holds(w, member, now)
-	}
-	for i, w := range windows {
-		if until := s.lossy[idOf(w)]; w.Track != TrackOther && !held[i] && until > micros(now) {
-			// w may hold member from Redis at another amount, forgotten
-			// past identityCap: what cannot be decided is refused.
-			use := s.windows.Usage(windows, now)
-			return StoreResult{Window: i, Count: use[i], Counts: use, RetryAfter: min(time.Duration(until-micros(now))*time.Microsecond, time.Second)}, false
-		}
 	}
 	res := s.windows.Check(windows, member, amount, now)
 	if !res.Allowed {
@@ -226,51 +219,75 @@ func (s *LocalStore) FollowRedis(windows []KeyWindow, share float64, member stri
 	}
 }
 
-// identityCap bounds the identities (member and amount) an amount or
-// calendar window keeps of Redis admissions (noteIdentity): a day's
-// payments can be many, and each costs memory for the whole period.
-const identityCap = 1 << 16
+// identityCap bounds the identities of Redis admissions kept for amount
+// and calendar windows (noteIdentity), and identityTTL how long each is
+// kept: an identity serves a retry of the same requestId during an outage
+// (a client's retry after a lost answer, a concurrent duplicate), which
+// comes within minutes; a later retry of a payment is answered from its
+// order before the limiter.
+const (
+	identityCap = 1 << 16
+	identityTTL = 15 * time.Minute
+)
 
-// noteIdentity keeps member and its amount in the amount or calendar window
-// w, with no weight (the use Redis reported is its baseline), so that an
-// in-process check knows it is held: the same amount again is a duplicate,
-// another amount a conflict, as on Redis. Past identityCap the window is
-// lossy until member would have left it: an in-process check of a member
-// it does not hold cannot tell a retry at another amount from a new
-// payment, and is refused (checkLocalOnly). s.mu must be held.
-func (s *LocalStore) noteIdentity(w KeyWindow, member string, amount, at int64) {
-	now := time.UnixMicro(at)
-	if w.IsCalendar() {
-		p := s.windows.periodAt(w, now)
-		if p.has(member) {
-			return
-		}
-		if len(p.held) >= identityCap {
-			s.lossyUntil(w, at+w.stay(s.wall(now)))
-			return
-		}
-		p.held[member] = heldWeight{weight: 0, amount: amount}
-		return
-	}
-	q := s.windows.slidingAt(w, at)
-	if q.has(member) {
-		return
-	}
-	if q.len() >= identityCap {
-		s.lossyUntil(w, at+w.Size.Microseconds())
-		return
-	}
-	q.push(localEntry{member: member, at: at, weight: 0, amount: amount})
+// identityKey names one member of one window.
+type identityKey struct {
+	window windowID
+	member string
 }
 
-// lossyUntil marks w as not knowing every member Redis admitted in it
-// until until (µs, the store's clock). s.mu must be held.
-func (s *LocalStore) lossyUntil(w KeyWindow, until int64) {
-	if s.lossy == nil {
-		s.lossy = map[windowID]int64{}
+// identity is the amount a Redis admission recorded a member with, and
+// until when (µs, the store's clock) it is kept.
+type identity struct{ amount, until int64 }
+
+// identityEntry is one noteIdentity, in the order they were made.
+type identityEntry struct {
+	key   identityKey
+	until int64
+}
+
+// noteIdentity keeps that Redis admitted member for amount in the amount
+// or calendar window w, for identityTTL or until it leaves the window,
+// whichever is sooner, at most identityCap at once (the oldest go first).
+// An in-process check of the member then finds it held (checkLocalOnly):
+// the same amount again is a duplicate, another amount a conflict, as on
+// Redis. s.mu must be held.
+func (s *LocalStore) noteIdentity(w KeyWindow, member string, amount, at int64) {
+	until := at + min(w.stay(s.wall(time.UnixMicro(at))), identityTTL.Microseconds())
+	k := identityKey{window: idOf(w), member: member}
+	s.ids[k] = identity{amount: amount, until: until}
+	s.idOrder = append(s.idOrder, identityEntry{key: k, until: until})
+	for len(s.idOrder) > 0 && (len(s.idOrder) > identityCap || s.idOrder[0].until <= at) {
+		e := s.idOrder[0]
+		s.idOrder = s.idOrder[1:]
+		if id, ok := s.ids[e.key]; ok && id.until == e.until {
+			delete(s.ids, e.key)
+		}
 	}
-	id := idOf(w)
-	s.lossy[id] = max(s.lossy[id], until)
+	if cap(s.idOrder) > 2*identityCap && len(s.idOrder) < cap(s.idOrder)/4 {
+		s.idOrder = append([]identityEntry(nil), s.idOrder...)
+	}
+}
+
+// recallIdentities puts into the in-process windows, with no weight, the
+// identity of member in each window that does not hold it but where Redis
+// admitted it (noteIdentity): the use Redis reported is their baseline, so
+// the member counts nothing more, but Model.Check then sees it held.
+// s.mu must be held.
+func (s *LocalStore) recallIdentities(windows []KeyWindow, member string, now time.Time) {
+	if len(s.ids) == 0 {
+		return
+	}
+	for _, w := range windows {
+		if w.Track == TrackOther || !(w.Amount || w.IsCalendar()) {
+			continue
+		}
+		id, ok := s.ids[identityKey{window: idOf(w), member: member}]
+		if !ok || id.until <= micros(now) || s.windows.holds(w, member, now) {
+			continue
+		}
+		s.windows.addIdentity(w, member, id.amount, now)
+	}
 }
 
 // noteUse remembers use, reported by Redis at at (the store's clock), of an
@@ -346,9 +363,9 @@ func (s *LocalStore) Retain(keep func(id windowID) bool) {
 			delete(s.seen, id)
 		}
 	}
-	for id := range s.lossy {
-		if !keep(id) {
-			delete(s.lossy, id)
+	for k := range s.ids {
+		if !keep(k.window) {
+			delete(s.ids, k)
 		}
 	}
 	for id := range s.learned {

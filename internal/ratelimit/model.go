@@ -478,6 +478,18 @@ func (m *Model) Retain(keep func(id windowID) bool) {
 	}
 }
 
+// addIdentity records member in window w at now with no weight, admitted
+// for amount: it counts nothing, and a check of the member finds it held
+// (a duplicate for amount, a conflict for another). LocalStore uses it for
+// the members Redis admitted in windows it does not copy.
+func (m *Model) addIdentity(w KeyWindow, member string, amount int64, now time.Time) {
+	if w.IsCalendar() {
+		m.periodAt(w, now).held[member] = heldWeight{weight: 0, amount: amount}
+		return
+	}
+	m.slidingAt(w, micros(now)).push(localEntry{member: member, at: micros(now), weight: 0, amount: amount})
+}
+
 // holds reports whether window w holds member at now.
 func (m *Model) holds(w KeyWindow, member string, now time.Time) bool {
 	if w.IsCalendar() {
