@@ -88,6 +88,8 @@ type Slot struct {
 // rules, in order:
 //
 //   - No order known: wait.
+//   - The channel the slot is on reported the payment paid against a
+//     final order (a discrepancy): keep, whatever the order says.
 //   - o on another channel: wait while it is PROCESSING and its owner may
 //     yet move it to s's channel (a routed payment never goes back to a
 //     candidate it left); otherwise no call can follow under s's key for
@@ -111,6 +113,12 @@ type Slot struct {
 func DecideSlot(s Slot, o *Order) Decision {
 	if o == nil {
 		return Decision{Fate: FateWait}
+	}
+	if d := o.Discrepancy; d != nil && d.Reported == string(StatusSucceeded) && d.Channel == s.Key.Channel &&
+		o.BizType == s.Key.BizType && o.Amount == s.Amount {
+		// The channel says it paid under this slot, whatever the order
+		// says: money moved, the slot stays counted.
+		return Decision{Fate: FateKeep}
 	}
 	state := StateOf(o)
 	switch {

@@ -61,6 +61,23 @@ func TestDecideSlot(t *testing.T) {
 		// Another bizType on the channel: its own key's windows only.
 		{"another bizType's order succeeded", mine, other(order(StatusSucceeded, "", "A"), func(o *Order) { o.BizType = "D" }), Decision{Fate: FateRelease, Where: OwnKey}},
 		{"another bizType's order processing", mine, other(order(StatusProcessing, "", "A"), func(o *Order) { o.BizType = "D" }), Decision{Fate: FateRelease, Where: OwnKey}},
+		// The channel reported paid what the order closed: the slot stays.
+		{"not sent, then reported paid here", mine, func() *Order {
+			o := order(StatusFailed, FailureNotSent, "A")
+			o.Discrepancy = &Discrepancy{Channel: "A", Reported: "SUCCEEDED"}
+			return o
+		}(), keep},
+		{"routed away, then reported paid here", mine, func() *Order {
+			o := order(StatusSucceeded, "", "C")
+			o.RoutedFrom = []RouteSkip{{Channel: "A", Reason: ReasonUnhealthy}}
+			o.Discrepancy = &Discrepancy{Channel: "A", Reported: "SUCCEEDED"}
+			return o
+		}(), keep},
+		{"not sent, reported paid elsewhere", mine, func() *Order {
+			o := order(StatusFailed, FailureNotSent, "A")
+			o.Discrepancy = &Discrepancy{Channel: "C", Reported: "SUCCEEDED"}
+			return o
+		}(), release},
 		// A check whose answer was lost claimed no order.
 		{"lost answer, same amount", Slot{Key: mine.Key, Amount: 100, Currency: "CNY"}, order(StatusSucceeded, "", "A"), keep},
 		{"lost answer, another amount", Slot{Key: mine.Key, Amount: 300, Currency: "CNY"}, order(StatusSucceeded, "", "A"), release},
