@@ -42,14 +42,17 @@ type journaledHold struct {
 	// InProcess and OwnKey keep where the hold is released from
 	// (ratelimit.Hold.InProcess, OwnKey): read back without them, a
 	// narrowed release would take records that are not its own.
-	InProcess bool `json:"inProcess,omitempty"`
-	OwnKey    bool `json:"ownKey,omitempty"`
+	InProcess bool  `json:"inProcess,omitempty"`
+	OwnKey    bool  `json:"ownKey,omitempty"`
+	OwnRecord bool  `json:"ownRecord,omitempty"`
+	Amount    int64 `json:"amount,omitempty"`
 }
 
 // journalHold is h as a file keeps it: its key, member, the windows that
 // hold it and where it is released from.
 func journalHold(h ratelimit.Hold) journaledHold {
-	return journaledHold{Key: h.Key.String(), Member: h.Member, Windows: h.WindowNames(), InProcess: h.InProcess(), OwnKey: h.IsOwnKey()}
+	return journaledHold{Key: h.Key.String(), Member: h.Member, Windows: h.WindowNames(), InProcess: h.InProcess(), OwnKey: h.IsOwnKey(),
+		OwnRecord: h.IsOwnRecord(), Amount: h.Amount()}
 }
 
 // hold is the Hold jh keeps.
@@ -64,6 +67,10 @@ func (jh journaledHold) hold() (ratelimit.Hold, error) {
 	}
 	if jh.OwnKey {
 		h = h.OwnKey()
+	}
+	h = h.WithAmount(jh.Amount)
+	if jh.OwnRecord {
+		h = h.OwnRecord()
 	}
 	return h, err
 }

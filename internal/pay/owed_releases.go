@@ -150,6 +150,9 @@ func owedID(h ratelimit.Hold, amountsOnly bool) string {
 	if h.IsOwnKey() {
 		kind += "+own-key"
 	}
+	if h.IsOwnRecord() {
+		kind += "+own-record"
+	}
 	sum := sha256.Sum256([]byte(h.Key.String() + "\x00" + h.Member + "\x00" + kind))
 	return hex.EncodeToString(sum[:16])
 }

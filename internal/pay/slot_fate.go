@@ -49,7 +49,9 @@ const (
 	// OwnRecord: this admission's own record only. An admission decided
 	// in process during an outage (Slot.InProcess) was never in the shared
 	// store: the shared store's record of the member there is another
-	// admission's, possibly the paid one's, and stays.
+	// admission's, possibly the paid one's, and stays. A shared admission
+	// leaves an in-process record of the member for another amount, which
+	// is one this instance decided while cut off.
 	OwnRecord
 	// OwnKey: the windows of the slot's own key only (and its own use of
 	// reservations), in every store; not the channel-wide windows, where
@@ -99,8 +101,10 @@ type Slot struct {
 //     refuses a member held for another amount, so s's record is
 //     s's alone (the winner's admission, if under the same windows, was
 //     decided elsewhere, in process): release it, and only it. An
-//     admission decided in process releases its in-process record only;
-//     the shared record of the member is the winner's.
+//     admission decided in process releases its in-process record only
+//     (the shared record of the member is the winner's); a shared one
+//     leaves an in-process record of the member for another amount (the
+//     winner's, decided here while cut off).
 //   - o on s's channel for another bizType, same amount: its call is made
 //     under its own key, never s's, and it counts the same member in the
 //     channel-wide windows. Release s's own key's windows, at once.
@@ -128,11 +132,7 @@ func DecideSlot(s Slot, o *Order) Decision {
 		}
 		return Decision{Fate: FateRelease, Where: Everywhere}
 	case o.OrderNo != s.OrderNo && o.Amount != s.Amount:
-		where := Everywhere
-		if s.InProcess {
-			where = OwnRecord
-		}
-		return Decision{Fate: FateRelease, Where: where}
+		return Decision{Fate: FateRelease, Where: OwnRecord}
 	case o.BizType != s.Key.BizType:
 		return Decision{Fate: FateRelease, Where: OwnKey}
 	}
@@ -176,11 +176,16 @@ func holdFor(key ratelimit.Key, o *Order) ratelimit.Hold {
 	return ratelimit.HoldOf(key, o.RequestID)
 }
 
-// where is hold narrowed to the records w names.
-func where(hold ratelimit.Hold, w Where) ratelimit.Hold {
+// where is hold, the slot s keeps, narrowed to the records w names.
+func where(hold ratelimit.Hold, s Slot, w Where) ratelimit.Hold {
 	switch w {
 	case Everywhere:
 		return hold.Everywhere()
+	case OwnRecord:
+		if hold.InProcess() {
+			return hold
+		}
+		return hold.WithAmount(s.Amount).OwnRecord()
 	case OwnKey:
 		if hold.InProcess() {
 			// Decided in process: every in-process record, the
@@ -200,13 +205,14 @@ func where(hold ratelimit.Hold, w Where) ratelimit.Hold {
 // returns the decision, so that a caller can keep watching a slot that
 // waits.
 func settleSlot(ctx context.Context, limiter Limiter, hold ratelimit.Hold, mine, o *Order, log *slog.Logger) Decision {
-	d := DecideSlot(slotOf(hold, mine, o), o)
+	s := slotOf(hold, mine, o)
+	d := DecideSlot(s, o)
 	if d.Fate != FateRelease && d.Fate != FateGiveBackAmount {
 		return d
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	h := where(hold, d.Where)
+	h := where(hold, s, d.Where)
 	var err error
 	if d.Fate == FateRelease {
 		err = limiter.Release(sctx, h)

@@ -51,8 +51,8 @@ func TestDecideSlot(t *testing.T) {
 		{"same payment's order declined", mine, other(order(StatusFailed, "X", "A"), func(*Order) {}), giveBack},
 		{"same payment's order succeeded, decided in process", inProcess, other(order(StatusSucceeded, "", "A"), func(*Order) {}), keep},
 		// Another payment's claim: this attempt's own record goes.
-		{"another amount's order succeeded", mine, other(order(StatusSucceeded, "", "A"), func(o *Order) { o.Amount = 200 }), release},
-		{"another amount's order processing", mine, other(order(StatusProcessing, "", "A"), func(o *Order) { o.Amount = 200 }), release},
+		{"another amount's order succeeded", mine, other(order(StatusSucceeded, "", "A"), func(o *Order) { o.Amount = 200 }), Decision{Fate: FateRelease, Where: OwnRecord}},
+		{"another amount's order processing", mine, other(order(StatusProcessing, "", "A"), func(o *Order) { o.Amount = 200 }), Decision{Fate: FateRelease, Where: OwnRecord}},
 		// The limiter's identity is the amount: another currency for the
 		// same amount is the same record.
 		{"another currency's order succeeded", mine, other(order(StatusSucceeded, "", "A"), func(o *Order) { o.Currency = "USD" }), keep},
@@ -80,7 +80,7 @@ func TestDecideSlot(t *testing.T) {
 		}(), release},
 		// A check whose answer was lost claimed no order.
 		{"lost answer, same amount", Slot{Key: mine.Key, Amount: 100, Currency: "CNY"}, order(StatusSucceeded, "", "A"), keep},
-		{"lost answer, another amount", Slot{Key: mine.Key, Amount: 300, Currency: "CNY"}, order(StatusSucceeded, "", "A"), release},
+		{"lost answer, another amount", Slot{Key: mine.Key, Amount: 300, Currency: "CNY"}, order(StatusSucceeded, "", "A"), Decision{Fate: FateRelease, Where: OwnRecord}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -193,7 +193,7 @@ func slotLifeHistory(rt *rapid.T, store ratelimit.Store, cfg *ratelimit.Config, 
 		if d.Fate == FateWait {
 			rt.Fatalf("attempt %d waits on a final order", i)
 		}
-		h := where(a.hold, d.Where)
+		h := where(a.hold, slotOf(a.hold, mine, winner), d.Where)
 		var err error
 		switch d.Fate {
 		case FateRelease:
@@ -235,6 +235,39 @@ func slotLifeHistory(rt *rapid.T, store ratelimit.Store, cfg *ratelimit.Config, 
 	wide := ratelimit.ChannelWide("C1")
 	if x, ok := first(func(a *slotAttempt) bool { return a.key.Channel == "C1" }); ok && keeps && winner.Channel == "C1" && winner.Amount == x {
 		wantCount[wide] = 1
+	}
+	// Each instance's in-process windows of the payment keys: a record
+	// there was made by the first attempt that instance decided in
+	// process on that key, unless the instance had seen the shared store
+	// admit the member there (it keeps that identity, weighing nothing:
+	// the later attempt is its duplicate); calendar windows copy no
+	// shared admission. The record stays by the same rule as the shared
+	// one.
+	for inst, l := range lims {
+		for _, k := range keys {
+			var want, wantAmt int64
+			for _, a := range attempts {
+				if a.inst != inst || !a.admitted || a.key != k {
+					continue
+				}
+				if a.shared {
+					break // identities only from here
+				}
+				{
+					if keeps && winner.BizType == k.BizType && winner.Channel == k.Channel && winner.Amount == a.amount {
+						want = 1
+						if keepsAmount {
+							wantAmt = a.amount
+						}
+					}
+					break
+				}
+			}
+			if use := l.InProcessUsage(k); use[0] != want || use[1] != wantAmt {
+				rt.Fatalf("instance %d's in-process %s holds %v, want count %d amount %d\nwinner %s on %s:%s for %d, %s\n%v",
+					inst, k, use, want, wantAmt, winner.OrderNo, winner.BizType, winner.Channel, winner.Amount, state, log)
+			}
+		}
 	}
 	for _, k := range append(keys, wide) {
 		ws := ratelimit.KeyWindows(k, cfg.Rules[k].Windows)

@@ -35,7 +35,39 @@ type Hold struct {
 	// use of reservations (TrackOwn), leaving the channel-wide windows:
 	// OwnKey.
 	ownKey bool
+	// amount is what the admission was checked for: with the member, its
+	// identity in the windows.
+	amount int64
+	// ownRecord keeps the release of a shared admission to its own
+	// records: the shared store's, and in process only a record of the
+	// same amount (its copy), never another admission's: OwnRecord.
+	ownRecord bool
 }
+
+// Amount is the amount h's admission was checked for (0 for a hold made
+// from its key and member alone).
+func (h Hold) Amount() int64 { return h.amount }
+
+// WithAmount is h with the amount its admission was checked for: for a
+// hold kept on disk and read back.
+func (h Hold) WithAmount(amount int64) Hold {
+	h.amount = amount
+	return h
+}
+
+// OwnRecord is h released from its own admission's records only: for an
+// admission decided in process, its in-process records (InProcess); for a
+// shared one, the shared store's record and, in process, only a record of
+// the same amount (a copy of it). An in-process record of the member for
+// another amount is another admission's (one this instance decided while
+// cut off from the shared store) and stays.
+func (h Hold) OwnRecord() Hold {
+	h.ownRecord = true
+	return h
+}
+
+// IsOwnRecord reports whether h is released from its own records only.
+func (h Hold) IsOwnRecord() bool { return h.ownRecord }
 
 // InProcess reports whether h's admission was decided in process during
 // an outage and recorded there only (SourceLocal, its member new to the

@@ -230,7 +230,7 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 		unrecorded(&d, start)
 	}
 	d.RequestAmount, d.Currency = r.Amount, r.Currency
-	d.Hold = Hold{Key: r.Key, Member: r.Member}
+	d.Hold = Hold{Key: r.Key, Member: r.Member, amount: r.Amount}
 	if d.Allowed && d.WindowKeys != nil || d.Unknown {
 		// An admission's windows; for an unknown outcome, the windows the
 		// lost call would have recorded the member in.
@@ -318,7 +318,11 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
 	if len(windows) == 0 {
 		return nil
 	}
-	_ = l.local.Release(ctx, windows, member)
+	if h.ownRecord && !h.inProcess {
+		l.local.releaseIfAmount(windows, member, h.amount)
+	} else {
+		_ = l.local.Release(ctx, windows, member) // a LocalStore always answers
+	}
 	if !amountsOnly {
 		// Its channel-wide windows may have room for other keys too.
 		// Forgotten once the store has released (or failed to), so that no
@@ -360,6 +364,20 @@ func (l *Limiter) Usage(ctx context.Context, key Key) (Rule, []int64, error) {
 	defer cancel()
 	counts, err := l.store.Usage(cctx, windows)
 	return rule, counts, err
+}
+
+// InProcessUsage returns the use of each window of key (its own windows,
+// with the rule in force) in this instance's in-process windows: the
+// admissions decided here while the shared store failed, and the copies of
+// this instance's shared admissions in sliding count windows. What an
+// instance holds that the shared store does not.
+func (l *Limiter) InProcessUsage(key Key) []int64 {
+	rule := l.Config().RuleAt(key, l.opts.Now())
+	if rule.IsUnlimited() {
+		return nil
+	}
+	counts, _ := l.local.Usage(context.Background(), KeyWindows(key, rule.Windows)) // a LocalStore always answers
+	return counts
 }
 
 // Ping reports whether the shared store answers.

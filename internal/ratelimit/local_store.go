@@ -386,6 +386,16 @@ func (s *LocalStore) Release(_ context.Context, windows []KeyWindow, member stri
 	return nil
 }
 
+// releaseIfAmount removes member from each window given that holds it for
+// amount: an admission's own record, never another's of the same member
+// for another amount.
+func (s *LocalStore) releaseIfAmount(windows []KeyWindow, member string, amount int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows.releaseIfAmount(windows, member, amount)
+	s.localOnly.releaseIfAmount(windows, member, amount)
+}
+
 // Usage implements Store.
 func (s *LocalStore) Usage(_ context.Context, windows []KeyWindow) ([]int64, error) {
 	now := s.at(s.now())

@@ -439,6 +439,26 @@ func (m *Model) Release(windows []KeyWindow, member string) {
 	}
 }
 
+// releaseIfAmount removes member from each window given that holds it for
+// amount.
+func (m *Model) releaseIfAmount(windows []KeyWindow, member string, amount int64) {
+	for _, w := range windows {
+		id := idOf(w)
+		if w.IsCalendar() {
+			if p := m.periods[id]; p != nil {
+				if h, ok := p.held[member]; ok && h.amount == amount {
+					delete(p.held, member)
+					p.used -= h.weight
+				}
+			}
+		} else if q := m.sliding[id]; q != nil {
+			if was, ok := q.amountOf(member); ok && was == amount {
+				q.remove(member)
+			}
+		}
+	}
+}
+
 // Usage returns the use of each window at now.
 func (m *Model) Usage(windows []KeyWindow, now time.Time) []int64 {
 	at := micros(now)
