@@ -17,6 +17,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"payserver/internal/iso4217"
 	"payserver/internal/limitapi"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -45,11 +46,22 @@ type dashboard struct {
 }
 
 func newDashboard(r *reports) (*dashboard, error) {
-	tmpl, err := template.New("dashboard.html").ParseFS(templatesFS, "templates/dashboard.html")
+	tmpl, err := template.New("dashboard.html").Funcs(template.FuncMap{"amount": amountText}).
+		ParseFS(templatesFS, "templates/dashboard.html")
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: dashboard template: %w", err)
 	}
 	return &dashboard{r: r, tmpl: tmpl}, nil
+}
+
+// amountText renders an amount of the Amounts table: in major units of its
+// currency (iso4217.Text), or, for currency stats.Other, in minor units of
+// different currencies added together.
+func amountText(n int64, currency string) string {
+	if currency == stats.Other {
+		return strconv.FormatInt(n, 10) + " minor units, mixed"
+	}
+	return iso4217.Text(n, currency)
 }
 
 // dashboardView is everything the template shows.
@@ -360,7 +372,7 @@ func newUsageBar(u keyUsage) usageBar {
 		if w.Count != nil {
 			count = *w.Count
 		}
-		b.Label = fmt.Sprintf("%d / %d in %s", count, w.Limit, w.span())
+		b.Label = w.ofLimit(count) + " in " + w.span()
 		b.Percent = strconv.FormatFloat(100*util, 'f', 0, 64) + "%"
 		b.Fill = svgNum(math.Min(util, 1) * barW)
 		switch {

@@ -3,16 +3,21 @@ package httpapi
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"payserver/internal/iso4217"
 	"payserver/internal/stats"
 )
 
 // quotaLine is one calendar window on the dashboard, with its forecast.
 type quotaLine struct {
 	Key, Rule, Window string
-	Used, Limit       int64
-	Percent, Color    string
+	// Used and Limit are for people: a count as it is, an amount in
+	// major units with its currency after Limit ("12,745.70" of
+	// "5,000,000.00 CNY").
+	Used, Limit    string
+	Percent, Color string
 	// Outlook says, in words, when the window runs out at the current
 	// rate, or that it lasts until its period ends.
 	Outlook string
@@ -39,7 +44,8 @@ var calendarNames = map[string]string{"day": "daily", "month": "monthly"}
 func newQuotaLine(f stats.Forecast) quotaLine {
 	util := f.Utilization()
 	l := quotaLine{
-		Key: f.Key.String(), Rule: f.Window.Name(), Window: f.Window.ID(), Used: f.Used, Limit: f.Limit,
+		Key: f.Key.String(), Rule: f.Window.Name(), Window: f.Window.ID(),
+		Used: strconv.FormatInt(f.Used, 10), Limit: strconv.FormatInt(f.Limit, 10),
 		Percent: strconv.FormatFloat(100*util, 'f', 0, 64) + "%", Color: "#2e9d5b",
 	}
 	switch {
@@ -47,6 +53,10 @@ func newQuotaLine(f stats.Forecast) quotaLine {
 		l.Color = "#d64545"
 	case util >= 0.7:
 		l.Color = "#e0a030"
+	}
+	if f.Window.Amount {
+		l.Limit = iso4217.Text(f.Limit, f.Window.Currency)
+		l.Used = strings.TrimSuffix(iso4217.Text(f.Used, f.Window.Currency), strings.TrimLeft(l.Limit, "-0123456789.,"))
 	}
 	zone := f.Window.Calendar.Zone
 	what := "count"
