@@ -33,15 +33,16 @@ func (m *Main) serve(svc *pay.Service) error {
 		return err
 	}
 	h, err := httpapi.New(m.withLimitsAPI(httpapi.Options{
-		Pay:        svc,
-		Logger:     m.log.With("component", "http"),
-		AdminToken: m.cfg.AdminToken,
-		Metrics:    promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}),
-		Observe:    m.metrics.HTTP,
-		Limits:     limitsView{m.limiter, m.manager},
-		Learned:    m.limiter,
-		Admin:      admin,
-		Notify:     &httpapi.NotifyOptions{Notifier: m.resolver, Secret: m.notifySecret},
+		Pay:          svc,
+		Logger:       m.log.With("component", "http"),
+		AdminToken:   m.cfg.AdminToken,
+		Metrics:      promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}),
+		Observe:      m.metrics.HTTP,
+		Limits:       limitsView{m.limiter, m.manager},
+		Learned:      m.limiter,
+		Admin:        admin,
+		Notify:       &httpapi.NotifyOptions{Notifier: m.resolver, Secret: m.notifySecret},
+		SchemaBehind: m.schema.Behind,
 		Ready: []httpapi.Check{
 			{Name: "database", Check: httpapi.Required(func(ctx context.Context) error { return repo.Ping(ctx, m.db) })},
 			{Name: "schema", Check: m.schema.Check},

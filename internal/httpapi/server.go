@@ -96,6 +96,10 @@ type Options struct {
 	ClientTokens []ClientToken
 	// Notify serves POST /channels/{code}/notify; nil leaves it out.
 	Notify *NotifyOptions
+	// SchemaBehind, when set, turns POST /pay's and GET /pay's 503 for
+	// the order database into one that names `payserver migrate` while the
+	// schema is behind.
+	SchemaBehind SchemaBehind
 	// Now is the clock GET /limits tells active schedules by, and
 	// notification signatures are checked by. Default time.Now.
 	Now func() time.Time
