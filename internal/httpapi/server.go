@@ -126,24 +126,24 @@ func New(opts Options) (http.Handler, error) {
 	// path with one more segment (404 NOT_FOUND).
 	r.UseRawPath = true
 	r.ContextWithFallback = true
-	r.Use(h.recover, h.observe, h.limitHeader, h.limitBody, h.requireJSON)
+	r.Use(h.recover, h.observe, h.limitHeader, h.limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, h.log, apperr.New(apperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path), "")
 	})
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
 	})
-	r.POST("/pay", h.postPay)
-	r.GET("/pay/:requestId", h.getPay)
+	r.POST("/pay", h.checkRequest, h.postPay)
+	r.GET("/pay/:requestId", h.checkRequest, h.getPay)
 	if opts.Notify != nil {
-		r.POST("/channels/:code/notify", h.postNotify)
+		r.POST("/channels/:code/notify", h.checkRequest, h.postNotify)
 	}
-	r.GET("/healthz", h.healthz)
-	r.GET("/readyz", h.readyz)
+	r.GET("/healthz", h.checkRequest, h.healthz)
+	r.GET("/readyz", h.checkRequest, h.readyz)
 	if opts.AdminToken != "" {
 		h.registerLogin(r)
 	}
-	admin := r.Group("/", h.adminAuth)
+	admin := r.Group("/", h.adminAuth, h.checkRequest)
 	if opts.Metrics != nil {
 		admin.GET("/metrics", gin.WrapH(opts.Metrics))
 	}
