@@ -128,6 +128,10 @@ func New(opts Options) (http.Handler, error) {
 	r.ContextWithFallback = true
 	r.Use(h.recover, h.observe, h.limitHeader, h.limitBody)
 	r.NoRoute(func(c *gin.Context) {
+		if c.Request.Method == http.MethodGet && c.Request.URL.Path == "/" && acceptsHTML(c.Request) {
+			c.Redirect(http.StatusFound, "/dashboard") // a browser opening the server's address
+			return
+		}
 		writeError(c, h.log, apperr.New(apperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path), "")
 	})
 	r.NoMethod(func(c *gin.Context) {
