@@ -32,7 +32,7 @@ func TestOneSetOfBuildFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, cmd := range regexp.MustCompile(`go (run|build|test) [^\n` + "`" + `]*`).FindAll(b, -1) {
+		for _, cmd := range regexp.MustCompile(`go (run|build|test) [^\n`+"`"+`]*`).FindAll(b, -1) {
 			if strings.Contains(string(cmd), "-tags") {
 				t.Errorf("%s: %q builds with other flags than make", doc, cmd)
 			}
