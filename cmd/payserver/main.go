@@ -32,7 +32,7 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "check-limits":
-		return checkLimits(args, stdout, stderr)
+		return checkLimits(args, environ, stdout, stderr)
 	case "report":
 		return reportCmd(args, environ, stdout, stderr)
 	case "migrate":
