@@ -113,4 +113,3 @@ func anchor(title string, seen map[string]int) string {
 	}
 	return a
 }
-
