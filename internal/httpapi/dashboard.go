@@ -240,6 +240,10 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage)
 	}
 	v.Charts = hourCharts(page, rows, changes, from)
+	if err := d.channelWideCharts(ctx, v.Charts, hour, cfg, changes, now); err != nil && v.ChartsError == "" {
+		d.r.log.Warn("dashboard: could not read the last hour's stats of a channel", "err", err)
+		v.ChartsError = "The stats database is unavailable; the history charts are missing."
+	}
 	return v
 }
 
@@ -388,7 +392,10 @@ func newUsageBar(u keyUsage) usageBar {
 // hourChart is one key's admitted-vs-limited chart, one stacked bar per
 // minute.
 type hourChart struct {
-	Key               string
+	Key string
+	// Scope, on a channel-wide key's chart, says what it counts ("every
+	// bizType on UNIONPAY"); empty otherwise.
+	Scope             string
 	Admitted, Limited int64
 	Shadow            int64
 	LimitedPercent    string
