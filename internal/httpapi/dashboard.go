@@ -206,6 +206,8 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	v.Amounts, v.AmountsError = d.amounts(ctx, from, to, q)
 	v.OtherChannel, v.OtherCurrency = otherAmounts(v.Amounts)
 	others, othersErr := d.otherRows(ctx, hour)
+	resolver, resolverErr := d.resolverRows(ctx, hour)
+	others, othersErr = append(others, resolver...), errors.Join(othersErr, resolverErr)
 	keys := q.keys(cfg, others, changes)
 	page, paging := q.page(keys)
 	v.Paging = paging
@@ -265,10 +267,14 @@ func (d *dashboard) otherRows(ctx context.Context, hour stats.Query) ([]stats.Re
 // every key.
 func (d *dashboard) pageRows(ctx context.Context, hour stats.Query, page []string, others []stats.ReportRow) ([]stats.ReportRow, error) {
 	inPage := make(map[string]bool, len(page))
+	read := make(map[string]bool, len(others)) // keys whose rows others holds
+	for _, r := range others {
+		read[r.BizType+":"+r.Channel] = true
+	}
 	var named []ratelimit.Key
 	for _, k := range page {
 		inPage[k] = true
-		if key, err := ratelimit.ParseKey(k); err == nil {
+		if key, err := ratelimit.ParseKey(k); err == nil && !read[k] {
 			named = append(named, key)
 		}
 	}

@@ -38,14 +38,40 @@ func (d *dashboard) channelWideCharts(ctx context.Context, charts []hourChart, h
 				own = append(own, c)
 			}
 		}
-		redrawn := newHourChart(ch.Key, rowsAsKey(rep.Rows), own, hour.From)
+		var onChannel []stats.ReportRow
+		for _, r := range rep.Rows {
+			if r.BizType != ratelimit.ResolveBizType { // the resolver's calls never count in *:CHANNEL
+				onChannel = append(onChannel, r)
+			}
+		}
+		redrawn := newHourChart(ch.Key, rowsAsKey(onChannel), own, hour.From)
 		redrawn.Scope = "every bizType on " + key.Channel
 		if cfg != nil {
 			redrawn.Rule = ruleWindows(configcenter.DescribeRule(cfg.RuleAt(key, now), true))
 		}
 		charts[i] = redrawn
 	}
+	for i, ch := range charts {
+		if key, err := ratelimit.ParseKey(ch.Key); err == nil && key.IsResolve() {
+			charts[i].Scope = resolverScope
+		}
+	}
 	return firstErr
+}
+
+// resolverScope explains a RESOLVE:CHANNEL chart where it appears.
+const resolverScope = "the resolver's own queries and closes of unknown outcomes on this channel: not payments, never counted in *:CHANNEL"
+
+// resolverRows reads the hour's rows of the resolver's calls
+// (RESOLVE:CHANNEL, counted under their own name), when the filter lets
+// them in, so that the dashboard shows and names them.
+func (d *dashboard) resolverRows(ctx context.Context, hour stats.Query) ([]stats.ReportRow, error) {
+	if hour.BizType != "" && hour.BizType != ratelimit.ResolveBizType {
+		return nil, nil
+	}
+	hour.BizType = ratelimit.ResolveBizType
+	rep, err := d.r.opts.Reports.Report(ctx, hour)
+	return rep.Rows, err
 }
 
 // rowsAsKey returns rows relabelled as one key's, so that newHourChart adds

@@ -52,3 +52,35 @@ func TestDashboardChannelWideChartCountsEveryBizType(t *testing.T) {
 		t.Errorf("the *:UNIONPAY chart says no traffic:\n%s", chart)
 	}
 }
+
+// TestDashboardNamesTheResolversCalls: the resolver's queries and closes
+// (RESOLVE:CHANNEL rows) have a chart of their own that says what they are,
+// and never add to the channel-wide key's chart.
+func TestDashboardNamesTheResolversCalls(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	parsed, err := limits.Parse([]byte("limits:\n  \"*:ALIPAY\": [{limit: 200, window: 1s}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := parsed.Config
+	minute := now.Truncate(time.Minute).Add(-5 * time.Minute)
+	fr := &fakeReports{rep: stats.Report{Rows: []stats.ReportRow{
+		{BizType: "ONLINE_PAY", Channel: "ALIPAY", Bucket: minute, Admitted: 10, Limit: "unlimited", LimitChanges: []string{}},
+		{BizType: "RESOLVE", Channel: "ALIPAY", Bucket: minute, Admitted: 3, Limit: "unlimited", LimitChanges: []string{}},
+	}}}
+	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now}
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := serveAdmin(t, "", routes).get(t, "/dashboard", "").body
+	resolver := regexp.MustCompile(`(?s)<div class="chart">\s*<h3><span class="key">RESOLVE:ALIPAY</span>.*?</svg>`).FindString(page)
+	if !strings.Contains(resolver, "the resolver&#39;s own queries and closes") || !strings.Contains(resolver, "3 admitted") {
+		t.Errorf("the RESOLVE:ALIPAY chart does not say what it counts, or lacks its 3 calls:\n%s", resolver)
+	}
+	wide := regexp.MustCompile(`(?s)<div class="chart">\s*<h3><span class="key">\*:ALIPAY</span>.*?</svg>`).FindString(page)
+	if !strings.Contains(wide, "10 admitted") {
+		t.Errorf("the *:ALIPAY chart counts the resolver's calls, or not the payments:\n%.400s", wide)
+	}
+}
