@@ -238,6 +238,11 @@ limits:
 	shot := b.screenshot("dashboard-charts.png")
 	t.Logf("screenshot: %s", shot)
 
+	// Amounts are read in major units with their currency.
+	if text := b.text(); !strings.Contains(text, "amount 5,000,000.00 CNY per day from 00:00 Asia/Shanghai") || strings.Contains(text, "500000000") {
+		t.Errorf("the page does not show the CNY cap in major units (5,000,000.00 CNY), or shows 500000000:\n%s", text)
+	}
+
 	// Chart headers: the key and the totals do not overlap; a part that
 	// takes more than one line starts at the chart's left edge, not squeezed
 	// beside the key; and no window of a rule is broken across lines.

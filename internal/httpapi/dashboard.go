@@ -109,6 +109,9 @@ type unresolvedView struct {
 	Oldest string // the age of the oldest, "" when none
 	Stale  bool   // the oldest is past the alert's 15 minutes
 	Error  string
+	// Oldest20 lists the oldest of them; ListError says why they are not.
+	Oldest20  []unresolvedLine
+	ListError string
 }
 
 type sourceView struct {
@@ -599,6 +602,9 @@ func (d *dashboard) unresolved(ctx context.Context, now time.Time) *unresolvedVi
 	if n > 0 && !oldest.IsZero() {
 		age := max(now.Sub(oldest), 0)
 		v.Oldest, v.Stale = age.Round(time.Second).String(), age > unresolvedAlertAge
+	}
+	if n > 0 {
+		v.Oldest20, v.ListError = d.unresolvedLines(ctx, now)
 	}
 	return v
 }

@@ -60,6 +60,9 @@ type ReportsOptions struct {
 	// Unresolved, when set, adds the orders whose outcome is UNKNOWN (how
 	// many, and the last update of the oldest) to the dashboard.
 	Unresolved func(ctx context.Context) (int64, time.Time, error)
+	// OldestUnresolved, when set, lists up to limit of those orders, the
+	// oldest first, with the resolver's next step.
+	OldestUnresolved func(ctx context.Context, limit int) ([]UnresolvedOrder, error)
 	// Learned, when set, marks the dashboard's windows whose limit is
 	// learned from the channel, as GET /limits shows them.
 	Learned LearnedSource
