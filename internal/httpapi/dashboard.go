@@ -242,7 +242,7 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 		v.Limits = limitsJSON(cfg, shown, nil, learned, now)
 	}
 	if d.r.opts.Quotas != nil {
-		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage)
+		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage, now)
 	}
 	v.Charts = hourCharts(page, rows, changes, from)
 	if err := d.channelWideCharts(ctx, v.Charts, hour, cfg, changes, now); err != nil && v.ChartsError == "" {

@@ -47,7 +47,7 @@ limits:
 		{Channel: "BENEFIT", Currency: "BHD", Admitted: 1, AdmittedAmount: 1500},
 	}}
 	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
-		Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts})
+		Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,17 +23,30 @@ type quotaLine struct {
 	Outlook string
 	// Runs is true when the window runs out before its period ends.
 	Runs bool
+	// Stale, when not empty, says how old Used is ("5m0s"): its last read
+	// is past quotaStaleAfter (the limiter's store did not answer since).
+	Stale string
 }
 
+// quotaStaleAfter is the age past which a quota's use is marked as not
+// current: three of the forecaster's reads (stats.DefaultForecastInterval)
+// missed.
+const quotaStaleAfter = 3 * stats.DefaultForecastInterval
+
 // quotaLines returns the dashboard's lines of the forecasts whose key is in
-// the page (inPage) and matches the filter.
-func quotaLines(fs []stats.Forecast, inPage map[string]bool) []quotaLine {
+// the page (inPage) and matches the filter, each marked Stale when its use
+// was read too long before now.
+func quotaLines(fs []stats.Forecast, inPage map[string]bool, now time.Time) []quotaLine {
 	var out []quotaLine
 	for _, f := range fs {
 		if !inPage[f.Key.String()] {
 			continue
 		}
-		out = append(out, newQuotaLine(f))
+		l := newQuotaLine(f)
+		if age := now.Sub(f.At); !f.At.IsZero() && age > quotaStaleAfter {
+			l.Stale = age.Round(time.Second).String()
+		}
+		out = append(out, l)
 	}
 	return out
 }
