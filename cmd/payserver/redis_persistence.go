@@ -85,10 +85,23 @@ func (p *redisPersistence) State(ctx context.Context, reread bool) redisPersiste
 	}
 	settings, err := p.read(ctx)
 	p.readAt, p.hasRead = now, true
+	refused := false
 	if err != nil {
-		p.state = redisPersistenceState{Unknown: "CONFIG GET appendonly/save is refused or renamed (" + err.Error() +
+		msg := strings.ToLower(err.Error())
+		refused = strings.Contains(msg, "noperm") || strings.Contains(msg, "unknown command")
+	}
+	switch {
+	case err != nil && !refused && p.state.Known:
+		// Redis does not answer: what it said last stands until it does
+		// (a reconnect reads again).
+	case err != nil:
+		why := "cannot read CONFIG GET appendonly/save"
+		if refused {
+			why = "CONFIG GET appendonly/save is refused or renamed"
+		}
+		p.state = redisPersistenceState{Unknown: why + " (" + err.Error() +
 			"): whether Redis keeps the calendar caps across a restart is unknown"}
-	} else {
+	default:
 		aof, save := settings["appendonly"], strings.TrimSpace(settings["save"])
 		p.state = redisPersistenceState{Known: true, Keeps: aof == "yes" || save != "",
 			Settings: fmt.Sprintf("appendonly %s, save %q", aof, save)}
@@ -178,4 +191,13 @@ func hasCalendarWindow(cfg *ratelimit.Config) bool {
 		}
 	}
 	return false
+}
+
+// redisReadiness is /readyz's redis check, with what persistence says.
+func (m *Main) redisReadiness() func(ctx context.Context) httpapi.Readiness {
+	check := redisReadiness(m.limiter.Ping, m.cfg.Limiter.Policy)
+	if m.persistence == nil {
+		return check
+	}
+	return m.persistence.Readiness(check)
 }

@@ -46,7 +46,7 @@ func (m *Main) serve(svc *pay.Service) error {
 		Ready: []httpapi.Check{
 			{Name: "database", Check: httpapi.Required(func(ctx context.Context) error { return repo.Ping(ctx, m.db) })},
 			{Name: "schema", Check: m.schema.Check},
-			{Name: "redis", Check: redisReadiness(m.limiter.Ping, m.cfg.Limiter.Policy)},
+			{Name: "redis", Check: m.redisReadiness()},
 			{Name: "limits", Check: httpapi.Required(m.manager.Ready)},
 		},
 	}))
