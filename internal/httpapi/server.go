@@ -18,7 +18,7 @@ import (
 	"payserver/internal/ratelog"
 )
 
-// Request size limits. Over MaxBodyBytes a body is 400 INVALID_REQUEST,
+// Request size limits. Over MaxBodyBytes a body is 413 BODY_TOO_LARGE,
 // a request target (path and query) over MaxURIBytes is 414 URI_TOO_LONG,
 // and header fields over MaxHeaderBytes in all are 431 HEADERS_TOO_LARGE,
 // all with the JSON error body (see also ServerMaxHeaderBytes).
