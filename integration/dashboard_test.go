@@ -460,4 +460,17 @@ func TestDashboardLoginInChromium(t *testing.T) {
 	if !strings.Contains(b.text(), "Log in to the dashboard") {
 		t.Error("after logout the dashboard opens without a login")
 	}
+
+	// Asked with a filter, logged out: the login returns to that URL.
+	asked := "/dashboard?bizType=" + biz + "&pageSize=5"
+	b.navigate(s.base + asked)
+	submitLogin(token)
+	if p := location(); p != asked || !strings.Contains(b.text(), "keys 1–1 of 1") {
+		t.Errorf("after logging in from %s the browser is at %s", asked, p)
+	}
+	// The server's address opens the dashboard.
+	b.navigate(s.base + "/")
+	if p := location(); p != "/dashboard" {
+		t.Errorf("opening %s/ the browser is at %s, want /dashboard", s.base, p)
+	}
 }
