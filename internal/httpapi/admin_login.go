@@ -63,9 +63,9 @@ func isFormRoute(route string) bool { return route == loginPath || route == logo
 
 // registerLogin adds the login page, the login and the logout.
 func (h *handler) registerLogin(r *gin.Engine) {
-	r.GET(loginPath, h.checkRequest, func(c *gin.Context) { h.loginPage(c, http.StatusOK, "", c.Query("next")) })
-	r.POST(loginPath, h.checkRequest, h.login)
-	r.POST(logoutPath, h.checkRequest, h.logout)
+	r.GET(loginPath, func(c *gin.Context) { h.loginPage(c, http.StatusOK, "", c.Query("next")) })
+	r.POST(loginPath, h.login)
+	r.POST(logoutPath, h.logout)
 }
 
 // loginPage answers the login form with status, saying problem; the form

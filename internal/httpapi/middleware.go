@@ -104,7 +104,8 @@ func headersTooLarge(limit int) *apperr.Error {
 // can send text/plain, form and multipart bodies cross-site without a
 // preflight ("simple" requests); application/json always needs one, so no
 // web page can make a payment. Unknown routes stay 404. It runs in
-// checkRequest, after the route's authentication. The admin login
+// checkRequest: on every public route (checkPublic), and on the
+// authenticated ones after their authentication. The admin login
 // and logout forms (isFormRoute) take a form body instead, and refuse
 // other sites' requests themselves.
 func (h *handler) requireJSON(c *gin.Context) {

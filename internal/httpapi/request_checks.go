@@ -23,18 +23,36 @@ var queryParams = map[string][]string{
 	"/v1/limits/peek":          {"bizType", "channel", "amount", "currency"},
 }
 
-// checkRequest refuses what a route does not take, after the route's
-// authentication (it runs inside the admin and client groups, so that an
-// unauthenticated call is 401 whatever it sends): a state-changing request
+// checkPublic runs checkRequest for every route but the authenticated ones
+// (handler.authenticated), which run it after their authentication, so
+// that an unauthenticated call is 401 whatever it sends. A route added
+// without authentication is checked by default.
+func (h *handler) checkPublic(c *gin.Context) {
+	if !h.authenticated[c.Request.Method+" "+c.FullPath()] {
+		h.checkRequest(c)
+	}
+}
+
+// routeSet returns the routes as "METHOD /path".
+func routeSet(routes gin.RoutesInfo) map[string]bool {
+	out := make(map[string]bool, len(routes))
+	for _, r := range routes {
+		out[r.Method+" "+r.Path] = true
+	}
+	return out
+}
+
+// checkRequest refuses what a route does not take: a state-changing request
 // whose body is not JSON (requireJSON, 415), and a query parameter the
 // route does not take (queryParams), or one given twice (400 naming each).
+// Unknown routes are left to NoRoute (404).
 func (h *handler) checkRequest(c *gin.Context) {
 	h.requireJSON(c)
 	if c.IsAborted() {
 		return
 	}
 	q := c.Request.URL.Query()
-	if len(q) == 0 || c.FullPath() == "/dashboard" {
+	if len(q) == 0 || c.FullPath() == "" || c.FullPath() == "/dashboard" {
 		return
 	}
 	allowed := queryParams[c.FullPath()]

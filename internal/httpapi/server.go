@@ -126,7 +126,7 @@ func New(opts Options) (http.Handler, error) {
 	// path with one more segment (404 NOT_FOUND).
 	r.UseRawPath = true
 	r.ContextWithFallback = true
-	r.Use(h.recover, h.observe, h.limitHeader, h.limitBody)
+	r.Use(h.recover, h.observe, h.limitHeader, h.limitBody, h.checkPublic)
 	r.NoRoute(func(c *gin.Context) {
 		if c.Request.Method == http.MethodGet && c.Request.URL.Path == "/" && acceptsHTML(c.Request) {
 			c.Redirect(http.StatusFound, "/dashboard") // a browser opening the server's address
@@ -137,16 +137,17 @@ func New(opts Options) (http.Handler, error) {
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
 	})
-	r.POST("/pay", h.checkRequest, h.postPay)
-	r.GET("/pay/:requestId", h.checkRequest, h.getPay)
+	r.POST("/pay", h.postPay)
+	r.GET("/pay/:requestId", h.getPay)
 	if opts.Notify != nil {
-		r.POST("/channels/:code/notify", h.checkRequest, h.postNotify)
+		r.POST("/channels/:code/notify", h.postNotify)
 	}
-	r.GET("/healthz", h.checkRequest, h.healthz)
-	r.GET("/readyz", h.checkRequest, h.readyz)
+	r.GET("/healthz", h.healthz)
+	r.GET("/readyz", h.readyz)
 	if opts.AdminToken != "" {
 		h.registerLogin(r)
 	}
+	public := routeSet(r.Routes())
 	admin := r.Group("/", h.adminAuth, h.checkRequest)
 	if opts.Metrics != nil {
 		admin.GET("/metrics", gin.WrapH(opts.Metrics))
@@ -159,6 +160,12 @@ func New(opts Options) (http.Handler, error) {
 	}
 	if opts.LimitsAPI != nil {
 		h.registerV1(r)
+	}
+	h.authenticated = map[string]bool{}
+	for id := range routeSet(r.Routes()) {
+		if !public[id] {
+			h.authenticated[id] = true
+		}
 	}
 	return r, nil
 }
@@ -173,5 +180,9 @@ type handler struct {
 	clientAuthLog *ratelog.Limiter // failed client-token authentications
 	clients       clientTokens
 	sessions      *adminSessions // browser logins (admin_session.go)
+	// authenticated are the routes ("METHOD /path") behind admin or client
+	// authentication, which check their requests after it (checkRequest);
+	// checkPublic checks every other route's.
+	authenticated map[string]bool
 	loginTmpl     *template.Template
 }
