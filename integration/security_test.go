@@ -865,7 +865,7 @@ func TestOversizedBodies(t *testing.T) {
 				}
 				want := 200
 				if size > maxBody {
-					want = 400
+					want = 413
 				}
 				if resp.StatusCode != want {
 					t.Errorf("%d bytes (chunked %v): %d %s, want %d", size, chunked, resp.StatusCode, rb, want)
