@@ -44,13 +44,13 @@ func TestSpecLoadsAndValidates(t *testing.T) {
 	}
 	for _, p := range []string{"/pay", "/pay/{requestId}", "/healthz", "/readyz", "/limits", "/limits/history", "/metrics",
 		"/reports/channel-limits", "/reports/channel-amounts", "/channels/usage", "/dashboard", "/dashboard/login", "/dashboard/logout",
-		"/v1/limits/acquire", "/v1/limits/release", "/v1/limits/peek", "/reports/limit-callers", "/reports/routes", "/channels/{code}/notify", "/reports/admissions", "/limits/learned/reset"} {
+		"/v1/limits/acquire", "/v1/limits/release", "/v1/limits/peek", "/reports/limit-callers", "/reports/routes", "/channels/{code}/notify", "/reports/admissions", "/limits/learned/reset", "/"} {
 		if v.Doc().Paths.Value(p) == nil {
 			t.Errorf("path %s is not documented", p)
 		}
 	}
-	if got := len(v.Doc().Paths.Map()); got != 21 {
-		t.Errorf("%d paths documented, want 21", got)
+	if got := len(v.Doc().Paths.Map()); got != 22 {
+		t.Errorf("%d paths documented, want 22", got)
 	}
 	// Spec returns a copy: scribbling on it must not change the embedded one.
 	s := Spec()
@@ -81,7 +81,7 @@ func TestErrorCodesMatchApperr(t *testing.T) {
 		string(apperr.IdempotencyConflict), string(apperr.OrderNotFound), string(apperr.DependencyUnavailable),
 		string(apperr.ChannelError), string(apperr.Unauthorized), string(apperr.Forbidden), string(apperr.AuthThrottled), string(apperr.NotFound),
 		string(apperr.MethodNotAllowed), string(apperr.Internal),
-		string(apperr.UnsupportedMediaType), string(apperr.URITooLong), string(apperr.HeadersTooLarge),
+		string(apperr.UnsupportedMediaType), string(apperr.URITooLong), string(apperr.HeadersTooLarge), string(apperr.BodyTooLarge),
 		string(apperr.NotImplemented), string(apperr.HTTPVersionNotSupported),
 	}
 	var got []string
@@ -539,7 +539,7 @@ func TestSpecMatchesServer(t *testing.T) {
 		{name: "6,000 unknown fields", method: "POST", path: "/pay", body: `{"u":1` + strings.Repeat(`,"u":1`, 6000) + `}`,
 			wantStatus: 400, wantCode: "INVALID_REQUEST"},
 		{name: "body too large", method: "POST", path: "/pay", body: strings.Repeat(" ", httpapi.MaxBodyBytes+1),
-			wantStatus: 400, wantCode: "INVALID_REQUEST"},
+			wantStatus: 413, wantCode: "BODY_TOO_LARGE"},
 		{name: "get order", method: "GET", path: "/pay/ok-1", wantStatus: 200},
 		{name: "get declined", method: "GET", path: "/pay/dec-1", wantStatus: 200},
 		{name: "get CHANNEL_ERROR order", method: "GET", path: "/pay/busy-1", wantStatus: 200},
@@ -549,7 +549,7 @@ func TestSpecMatchesServer(t *testing.T) {
 		{name: "get with database down", method: "GET", path: "/pay/dbdown-2", wantStatus: 503, wantCode: "DEPENDENCY_UNAVAILABLE"},
 		{name: "healthz", method: "GET", path: "/healthz", wantStatus: 200},
 		{name: "healthz with a huge body", method: "GET", path: "/healthz", body: strings.Repeat("x", httpapi.MaxBodyBytes+1),
-			wantStatus: 400, wantCode: "INVALID_REQUEST"},
+			wantStatus: 413, wantCode: "BODY_TOO_LARGE"},
 		{name: "readyz", method: "GET", path: "/readyz", wantStatus: 200},
 		{name: "limits, none loaded", method: "GET", path: "/limits", header: admin, wantStatus: 200},
 		{name: "limits without token", method: "GET", path: "/limits", wantStatus: 401, wantCode: "UNAUTHORIZED"},

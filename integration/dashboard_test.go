@@ -238,6 +238,11 @@ limits:
 	shot := b.screenshot("dashboard-charts.png")
 	t.Logf("screenshot: %s", shot)
 
+	// Amounts are read in major units with their currency.
+	if text := b.text(); !strings.Contains(text, "amount 5,000,000.00 CNY per day from 00:00 Asia/Shanghai") || strings.Contains(text, "500000000") {
+		t.Errorf("the page does not show the CNY cap in major units (5,000,000.00 CNY), or shows 500000000:\n%s", text)
+	}
+
 	// Chart headers: the key and the totals do not overlap; a part that
 	// takes more than one line starts at the chart's left edge, not squeezed
 	// beside the key; and no window of a rule is broken across lines.
@@ -454,5 +459,18 @@ func TestDashboardLoginInChromium(t *testing.T) {
 	b.navigate(s.base + "/dashboard")
 	if !strings.Contains(b.text(), "Log in to the dashboard") {
 		t.Error("after logout the dashboard opens without a login")
+	}
+
+	// Asked with a filter, logged out: the login returns to that URL.
+	asked := "/dashboard?bizType=" + biz + "&pageSize=5"
+	b.navigate(s.base + asked)
+	submitLogin(token)
+	if p := location(); p != asked || !strings.Contains(b.text(), "keys 1–1 of 1") {
+		t.Errorf("after logging in from %s the browser is at %s", asked, p)
+	}
+	// The server's address opens the dashboard.
+	b.navigate(s.base + "/")
+	if p := location(); p != "/dashboard" {
+		t.Errorf("opening %s/ the browser is at %s, want /dashboard", s.base, p)
 	}
 }

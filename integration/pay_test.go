@@ -230,7 +230,7 @@ func TestPayRejectsBadInput(t *testing.T) {
 	t.Run("body over 64 KiB", func(t *testing.T) {
 		big := `{` + valid + `,"amount":1,"subject":"` + strings.Repeat("x", 70<<10) + `"}`
 		r := s.do(t, http.MethodPost, "/pay", []byte(big), nil)
-		if (r.Status != 400 && r.Status != 413) || r.JSON(t)["code"] != "INVALID_REQUEST" {
+		if r.Status != 413 || r.JSON(t)["code"] != "BODY_TOO_LARGE" {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
 	})

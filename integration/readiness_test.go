@@ -35,6 +35,11 @@ func TestReadyzNamesASchemaBehind(t *testing.T) {
 	if tables := showTables(t, dsn); len(tables) != 0 {
 		t.Fatalf("the server created %v on a database it only reads", tables)
 	}
+	// A payment that reaches it anyway says what to do.
+	if r := s.pay(t, payBody("schema-before-migrate", "ONLINE_PAY", "ALIPAY")); r.Status != 503 ||
+		!strings.Contains(string(r.Body), "run `payserver migrate`") || !strings.Contains(string(r.Body), `"dependency":"database"`) {
+		t.Errorf("pay on a schema behind: %d %s, want 503 saying to run payserver migrate", r.Status, r.Body)
+	}
 
 	out := runMigrate(t, s.env)
 	for _, want := range []string{"applied 00001_orders.sql", "schema at version "} {
@@ -51,6 +56,11 @@ func TestReadyzNamesASchemaBehind(t *testing.T) {
 	if r := s.pay(t, payBody("schema-after-migrate", "ONLINE_PAY", "ALIPAY")); r.Status != 200 {
 		t.Fatalf("pay after migrate: %d %s", r.Status, r.Body)
 	}
+	// The limits document loaded before the migration is in the audit
+	// trail once the history table is there.
+	waitFor(t, "the load in /limits/history", 15*time.Second, func() bool {
+		return strings.Contains(string(s.do(t, "GET", "/limits/history", nil, nil).Body), `"kind":"load"`)
+	})
 }
 
 // TestMigrateHelpDoesNotMigrate: `payserver migrate --help` prints its

@@ -35,6 +35,9 @@ type Main struct {
 	db     *gorm.DB
 	schema *schemaCheck
 	redis  redis.UniversalClient
+	// persistence says whether Redis keeps the calendar caps across its
+	// restart; nil without a Redis.
+	persistence *redisPersistence
 	// durable is the embedded limiter's store, journaled in the data dir;
 	// nil with a Redis.
 	durable  *ratelimit.DurableStore

@@ -2,37 +2,40 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// TestMakeBuildLeavesOutMsgpack: the build flags every make target uses
-// (the Makefile's GOFLAGS) leave gin's msgpack codec (github.com/ugorji/go,
-// about an eighth of a cold build) out of payserver, which never speaks
-// msgpack.
-func TestMakeBuildLeavesOutMsgpack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
+// TestOneSetOfBuildFlags: make and the commands the docs give build with
+// the same flags (none), so that `make run`, `go run ./cmd/payserver` and
+// `go test` reuse one build cache instead of each recompiling the others'
+// work; and `make run` runs the built binary, not `go run`, whose exit
+// status on Ctrl-C is 1 although payserver stopped cleanly.
+func TestOneSetOfBuildFlags(t *testing.T) {
 	mk, err := os.ReadFile("../../Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^export GOFLAGS \+= (.*)$`).FindSubmatch(mk)
-	if m == nil {
-		t.Fatal("the Makefile sets no GOFLAGS for its targets (want a line export GOFLAGS += -tags=nomsgpack)")
+	if m := regexp.MustCompile(`(?m)^.*(GOFLAGS|-tags[= ]).*$`).Find(mk); m != nil && !strings.HasPrefix(strings.TrimSpace(string(m)), "#") {
+		t.Errorf("the Makefile sets build flags the docs' go commands do not: %s", m)
 	}
-	cmd := exec.Command("go", "list", "-deps", ".")
-	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(string(m[1])))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
+	run := regexp.MustCompile(`(?m)^run:\n((?:\t.*\n)+)`).FindSubmatch(mk)
+	if run == nil {
+		t.Fatal("the Makefile has no run target")
 	}
-	for _, pkg := range strings.Fields(string(out)) {
-		if strings.HasPrefix(pkg, "github.com/ugorji/go") {
-			t.Errorf("payserver built with the Makefile's GOFLAGS %q still compiles %s", m[1], pkg)
+	if strings.Contains(string(run[1]), " run ") {
+		t.Errorf("make run uses go run:\n%s", run[1])
+	}
+	for _, doc := range []string{"../../README.md", "../../docs/OPERATIONS.md", "../../docs/CONFIGURATION.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range regexp.MustCompile(`go (run|build|test) [^\n`+"`"+`]*`).FindAll(b, -1) {
+			if strings.Contains(string(cmd), "-tags") {
+				t.Errorf("%s: %q builds with other flags than make", doc, cmd)
+			}
 		}
 	}
 }

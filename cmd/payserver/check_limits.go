@@ -10,19 +10,22 @@ import (
 	"time"
 
 	"payserver/internal/configcenter"
+	"payserver/internal/iso4217"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 )
 
 // checkLimits validates a limits document offline and prints what payserver
-// would enforce. Ops run it before publishing to Nacos. With --at it shows
-// what is in force at that instant (schedules applied, each calendar
-// window's period); --json prints that as JSON. Exit 0 when valid, 1 when
-// refused, 2 on usage errors.
-func checkLimits(args []string, stdout, stderr io.Writer) int {
-	const usage = "usage: payserver check-limits FILE [--at RFC3339 [--json]]   (FILE - reads standard input)"
-	var file, at string
-	asJSON := false
+// would enforce. Ops run it before publishing to Nacos. Routes are checked
+// against the channels the server would have: --channels, else those of
+// its configuration (PAYSERVER_CONFIG and PAYSERVER_CHANNELS in environ).
+// With --at it shows what is in force at that instant (schedules applied,
+// each calendar window's period); --json prints that as JSON, at now
+// without --at. Exit 0 when valid, 1 when refused, 2 on usage errors.
+func checkLimits(args []string, environ []string, stdout, stderr io.Writer) int {
+	const usage = "usage: payserver check-limits FILE [--channels A,B,C] [--at RFC3339] [--json]   (FILE - reads standard input)"
+	var file, at, channels string
+	asJSON, channelsGiven := false, false
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "--json" || a == "-json":
@@ -32,6 +35,11 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 			at = args[i]
 		case strings.HasPrefix(a, "--at="):
 			at = strings.TrimPrefix(a, "--at=")
+		case (a == "--channels" || a == "-channels") && i+1 < len(args):
+			i++
+			channels, channelsGiven = args[i], true
+		case strings.HasPrefix(a, "--channels="):
+			channels, channelsGiven = strings.TrimPrefix(a, "--channels="), true
 		case a == "-h" || a == "--help":
 			fmt.Fprintln(stdout, usage)
 			return 0
@@ -42,11 +50,28 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if file == "" || (asJSON && at == "") {
+	if file == "" {
 		fmt.Fprintln(stderr, usage)
 		return 2
 	}
-	var when time.Time
+	var have map[string]bool
+	if channelsGiven {
+		have = map[string]bool{}
+		for _, code := range splitList(channels) {
+			have[code] = true
+		}
+	} else {
+		cfg, err := LoadConfig(environ)
+		if err != nil {
+			fmt.Fprintf(stderr, "check-limits: reading the server's configuration for its channels: %v\n(or name them: --channels A,B,C)\n", err)
+			return 2
+		}
+		have = make(map[string]bool, len(cfg.Channels))
+		for code := range cfg.Channels {
+			have[code] = true
+		}
+	}
+	when := time.Now()
 	if at != "" {
 		t, err := time.Parse(time.RFC3339, at)
 		if err != nil {
@@ -67,6 +92,9 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	doc, err := limits.Parse(data)
+	if err == nil {
+		err = doc.CheckRouteChannels(func(code string) bool { return have[code] })
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "INVALID: %v\npayserver would refuse this document and keep the limits in force.\n", err)
 		return 1
@@ -76,7 +104,12 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 	case asJSON:
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(inForce(cfg, when)); err != nil {
+		f := inForce(cfg, when)
+		f.Routes = doc.Routes
+		if f.Routes == nil {
+			f.Routes = limits.Routes{}
+		}
+		if err := enc.Encode(f); err != nil {
 			fmt.Fprintf(stderr, "check-limits: %v\n", err)
 			return 2
 		}
@@ -88,18 +121,22 @@ func checkLimits(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// inForceJSON is what check-limits --at shows: the rules in force at At.
+// inForceJSON is what check-limits --at shows: the rules in force at At of
+// every key of the document, and (with --json) its routes.
 type inForceJSON struct {
-	At   string           `json:"at"`
-	Keys []keyInForceJSON `json:"keys"`
+	At     string           `json:"at"`
+	Keys   []keyInForceJSON `json:"keys"`
+	Routes limits.Routes    `json:"routes,omitempty"`
 }
 
 // keyInForceJSON is one key's rule at that instant; Schedule names the
-// schedule that replaced its base rule, if one did.
+// schedule that replaced its base rule, if one did. An unlimited key has
+// Unlimited set and no windows.
 type keyInForceJSON struct {
-	Key      string              `json:"key"`
-	Schedule string              `json:"schedule,omitempty"`
-	Windows  []windowInForceJSON `json:"windows"`
+	Key       string              `json:"key"`
+	Schedule  string              `json:"schedule,omitempty"`
+	Unlimited bool                `json:"unlimited"`
+	Windows   []windowInForceJSON `json:"windows"`
 }
 
 // windowInForceJSON is one window: a sliding one by its size, a calendar
@@ -107,6 +144,7 @@ type keyInForceJSON struct {
 type windowInForceJSON struct {
 	Limit       *int64           `json:"limit,omitempty"`
 	Amount      *int64           `json:"amount,omitempty"`
+	AmountMajor string           `json:"amountMajor,omitempty"` // Amount in major units of Currency
 	Currency    string           `json:"currency,omitempty"`
 	Window      string           `json:"window,omitempty"`
 	Calendar    string           `json:"calendar,omitempty"`
@@ -141,14 +179,13 @@ func inForce(cfg *ratelimit.Config, t time.Time) inForceJSON {
 				kj.Schedule = sc.From.Format(time.RFC3339) + ".." + sc.To.Format(time.RFC3339)
 			}
 		}
-		if rule.IsUnlimited() && kj.Schedule == "" {
-			continue
-		}
+		kj.Unlimited = rule.IsUnlimited()
 		for i, w := range rule.Windows {
 			wj := windowInForceJSON{Currency: w.Currency}
 			limit := w.Limit
 			if w.Amount {
 				wj.Amount = &limit
+				wj.AmountMajor, _ = iso4217.Major(limit, w.Currency)
 			} else {
 				wj.Limit = &limit
 			}
@@ -172,7 +209,7 @@ func inForce(cfg *ratelimit.Config, t time.Time) inForceJSON {
 // printInForce writes inForce as text: one line per key, then one per
 // calendar window with its period.
 func printInForce(stdout io.Writer, f inForceJSON) {
-	fmt.Fprintf(stdout, "In force at %s (%d keys; keys not listed are unlimited):\n", f.At, len(f.Keys))
+	fmt.Fprintf(stdout, "In force at %s (%d keys of the document; keys not listed are unlimited):\n", f.At, len(f.Keys))
 	for _, k := range f.Keys {
 		from := ""
 		if k.Schedule != "" {
@@ -184,14 +221,9 @@ func printInForce(stdout io.Writer, f inForceJSON) {
 		}
 		fmt.Fprintf(stdout, "  %s%s\n", k.Key, from)
 		for _, w := range k.Windows {
-			what := "limit"
-			n := w.Limit
+			line := fmt.Sprintf("    limit %d", derefOr0(w.Limit))
 			if w.Amount != nil {
-				what, n = "amount", w.Amount
-			}
-			line := fmt.Sprintf("    %s %d", what, *n)
-			if w.Currency != "" {
-				line += " " + w.Currency
+				line = "    amount " + iso4217.Text(*w.Amount, w.Currency)
 			}
 			if w.Calendar != "" {
 				line += fmt.Sprintf(" per %s from %s %s: period %s .. %s", w.Calendar, w.Cutoff, w.Zone, w.PeriodStart, w.PeriodEnd)
@@ -204,6 +236,13 @@ func printInForce(stdout io.Writer, f inForceJSON) {
 			fmt.Fprintln(stdout, line)
 		}
 	}
+}
+
+func derefOr0(n *int64) int64 {
+	if n == nil {
+		return 0
+	}
+	return *n
 }
 
 // printLimits writes what payserver would enforce: each key's base rule,
@@ -251,9 +290,7 @@ func printLimits(stdout io.Writer, doc *limits.Document, now time.Time) {
 	for _, biz := range bizTypes {
 		fmt.Fprintf(stdout, "  route %-34s %s\n", biz, configcenter.DescribeRoute(doc.Routes[biz]))
 	}
-	if len(bizTypes) > 0 {
-		fmt.Fprintln(stdout, "A server refuses routes that name a channel it is not configured with.")
-	}
+
 }
 
 // hasReserve reports whether a rule or schedule of cfg has reservations.

@@ -30,7 +30,7 @@ schedules:
 	}
 	for _, want := range []string{
 		"zone Asia/Shanghai",
-		"100/1s+amount 500000000/day[00:00 Asia/Shanghai]",
+		"100/1s+amount 500000000 minor units/day[00:00 Asia/Shanghai]",
 		"200/1s{REFUND:40}",
 		"2020-12-01T02:00:00+08:00 .. 2020-12-01T04:00:00+08:00  0/1s  (past, ignored)",
 		"2099-12-01T02:00:00+08:00 .. 2099-12-01T04:00:00+08:00  0/1s  (upcoming)",

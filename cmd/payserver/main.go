@@ -32,7 +32,7 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "check-limits":
-		return checkLimits(args, stdout, stderr)
+		return checkLimits(args, environ, stdout, stderr)
 	case "report":
 		return reportCmd(args, environ, stdout, stderr)
 	case "migrate":
@@ -91,14 +91,19 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 }
 
 // startBanner tells a new user that embedded mode is up, single-instance,
-// and how to try it: plain text for the text log format, one structured
+// how to try it, and where the dashboard is and how to log in to it: plain text for the text log format, one structured
 // record for the JSON format (so a log pipeline never sees a stray line).
 func startBanner(cfg Config, addr string, log *slog.Logger, stderr io.Writer) {
 	try := fmt.Sprintf(`curl -s -X POST http://%s/pay -H 'Content-Type: application/json' -d '{"requestId":"try-1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M1","amount":1000,"currency":"CNY"}'`, addr)
 	const what = "payserver is up (embedded mode: single-instance, one process per data dir)"
+	dashboard := "http://" + addr + "/dashboard"
+	login := "no login from this machine (no PAYSERVER_ADMIN_TOKEN: admin pages answer loopback clients only)"
+	if cfg.AdminToken != "" {
+		login = "log in with PAYSERVER_ADMIN_TOKEN"
+	}
 	if cfg.LogFormat == LogJSON {
-		log.Info(what, "addr", addr, "dataDir", cfg.DataDir, "try", try)
+		log.Info(what, "addr", addr, "dataDir", cfg.DataDir, "try", try, "dashboard", dashboard, "dashboardLogin", login)
 		return
 	}
-	fmt.Fprintf(stderr, "\n%s. Try:\n  %s\n\n", what, try)
+	fmt.Fprintf(stderr, "\n%s. Try:\n  %s\nDashboard: %s (%s)\n\n", what, try, dashboard, login)
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+
 	"payserver/internal/repo"
 )
 
@@ -14,9 +16,11 @@ const migrateUsage = `usage: payserver migrate
 
 Applies the migrations this binary embeds that the configured database
 lacks (PAYSERVER_MYSQL_DSN, else the SQLite file in PAYSERVER_DATA_DIR),
-prints each one applied and the version reached, or "already at N" when
-there is nothing to do, and exits. It needs DDL privileges; serving needs
-only SELECT, INSERT, UPDATE and DELETE.
+and exits. It first prints which database it migrates (the driver, then
+user@host:port/database or the SQLite path; never a password), then each
+migration applied and "schema at version N (was M)", or "already at N"
+when there is nothing to do. It needs DDL privileges; serving needs
+only SELECT, INSERT and UPDATE (docs/OPERATIONS.md, "Least privilege").
 `
 
 // migrateHelp answers `payserver migrate ARGS…`: migrate takes no
@@ -39,9 +43,18 @@ func migrateOnly(ctx context.Context, cfg Config, log *slog.Logger, stdout io.Wr
 	if err != nil {
 		return err
 	}
+	note := ""
+	if opts.Driver == repo.SQLite {
+		note = "PAYSERVER_MYSQL_DSN is empty: the embedded SQLite file"
+	}
+	fmt.Fprintf(stdout, "migrating %s\n", describeDatabase(opts, note))
 	db, err := openDatabase(ctx, cfg, opts)
 	if err != nil {
 		return err
+	}
+	before, err := repo.ReadSchema(ctx, db, opts.Driver)
+	if err != nil {
+		return errors.Join(err, repo.Close(db))
 	}
 	done, err := repo.Migrate(ctx, db, opts.Driver)
 	if cerr := repo.Close(db); cerr != nil {
@@ -56,8 +69,31 @@ func migrateOnly(ctx context.Context, cfg Config, log *slog.Logger, stdout io.Wr
 	if len(done.Applied) == 0 {
 		fmt.Fprintf(stdout, "already at %d\n", done.Version)
 	} else {
-		fmt.Fprintf(stdout, "schema at version %d\n", done.Version)
+		fmt.Fprintf(stdout, "schema at version %d (was %d)\n", done.Version, before.Applied)
 	}
-	log.Info("migrations applied", "driver", string(opts.Driver), "applied", len(done.Applied), "version", done.Version)
+	log.Info("migrations applied", "database", describeDatabase(opts, ""), "applied", len(done.Applied),
+		"from", before.Applied, "version", done.Version)
 	return nil
+}
+
+// describeDatabase names the database opts open, for people and never with
+// a password: "sqlite /data/payserver.db", "mysql
+// payserver@db.internal:3306/payserver"; note, when set, follows in
+// parentheses.
+func describeDatabase(opts repo.OpenOptions, note string) string {
+	s := string(opts.Driver) + " " + opts.DSN
+	if opts.Driver == repo.MySQL {
+		s = string(opts.Driver) + " (a DSN that does not parse)"
+		if c, err := mysqldriver.ParseDSN(opts.DSN); err == nil {
+			addr := c.Addr
+			if c.Net != "tcp" {
+				addr = c.Net + "(" + c.Addr + ")"
+			}
+			s = string(opts.Driver) + " " + c.User + "@" + addr + "/" + c.DBName
+		}
+	}
+	if note != "" {
+		s += " (" + note + ")"
+	}
+	return s
 }

@@ -145,7 +145,20 @@ func (m *Main) openRedis(ctx context.Context) error {
 	if inferred {
 		m.log.Warn("PAYSERVER_REDIS_MODE is not set; inferred from the number of addresses (set it: standalone, cluster or sentinel)", "mode", mode)
 	}
-	return m.checkRedis(ctx, mode)
+	m.persistence = newRedisPersistence(configGet(func(ctx context.Context, name string) (map[string]string, error) {
+		return m.redis.ConfigGet(ctx, name).Result()
+	}), func() bool { return m.limiter != nil && hasCalendarWindow(m.limiter.Config()) }, time.Now, m.log.With("component", "redis"))
+	if err := m.checkRedis(ctx, mode); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if st := m.persistence.State(rctx, true); st.Known {
+		m.log.Info("redis persistence", "keepsData", st.Keeps, "settings", st.Settings)
+	} else {
+		m.log.Info("redis persistence", "unknown", st.Unknown)
+	}
+	return nil
 }
 
 func (m *Main) redisOptions() (*redis.UniversalOptions, error) {

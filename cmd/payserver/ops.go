@@ -23,6 +23,9 @@ func (m *Main) watchOps(src *configcenter.WatchedSource) {
 		"redis":    m.limiter.Ping,
 		"limits":   m.manager.Ready,
 	})
+	if m.persistence != nil {
+		m.metrics.WatchRedisPersistence(m.persistence.Gauge)
+	}
 	m.metrics.WatchLimits(func() metrics.LimitsState {
 		st, last := m.manager.Status(), src.LastMD5()
 		return metrics.LimitsState{Loaded: st.Loaded, RefusedInForce: last != "" && last != st.MD5}

@@ -70,6 +70,21 @@ func (c *schemaCheck) Check(ctx context.Context) httpapi.Readiness {
 	return c.last
 }
 
+// Behind says how the schema is behind this binary ("behind (0 < 8)"), from
+// a read at most schemaCheckEvery old (Check); "" when it is not behind or
+// could not be read. It serves httpapi.Options.SchemaBehind.
+func (c *schemaCheck) Behind(ctx context.Context) string {
+	if !c.Check(ctx).NotReady {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failing || c.logged == nil || c.logged.State != repo.SchemaBehind {
+		return ""
+	}
+	return c.logged.String()
+}
+
 // schemaReadiness is what /readyz shows for a schema.
 func schemaReadiness(s repo.Schema) httpapi.Readiness {
 	switch s.State {

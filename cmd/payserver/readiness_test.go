@@ -41,12 +41,18 @@ func TestSchemaCheck(t *testing.T) {
 
 	behind := httpapi.Readiness{NotReady: true, Text: "behind (0 < 3): run payserver migrate"}
 	want("start", c.Check(ctx), behind, 1)
+	if got := c.Behind(ctx); got != "behind (0 < 3)" || reads != 1 {
+		t.Errorf("Behind = %q after %d reads, want behind (0 < 3) from the same read", got, reads)
+	}
 	clock.Advance(schemaCheckEvery - time.Millisecond)
 	want("within the period", c.Check(ctx), behind, 1)
 	applied = []int64{0, 1, 2, 3} // payserver migrate ran
 	want("migrated, still within the period", c.Check(ctx), behind, 1)
 	clock.Advance(time.Millisecond)
 	want("migrated, period over", c.Check(ctx), httpapi.Readiness{}, 2)
+	if got := c.Behind(ctx); got != "" {
+		t.Errorf("Behind = %q once migrated, want empty", got)
+	}
 
 	clock.Advance(schemaCheckEvery)
 	readErr = errors.New("connection refused")

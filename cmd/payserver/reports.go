@@ -114,15 +114,16 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		return nil, err
 	}
 	routes, err := httpapi.Reports(httpapi.ReportsOptions{
-		Reports:    reporter,
-		Usage:      m.limiter,
-		Limits:     limitsView{m.limiter, m.manager},
-		Logger:     m.log.With("component", "reports"),
-		Callers:    m.api.tally,
-		Routes:     routeReports,
-		Quotas:     m.stats.forecaster.Forecasts,
-		Unresolved: m.orders.UnresolvedStats,
-		Learned:    m.limiter,
+		Reports:          reporter,
+		Usage:            m.limiter,
+		Limits:           limitsView{m.limiter, m.manager},
+		Logger:           m.log.With("component", "reports"),
+		Callers:          m.api.tally,
+		Routes:           routeReports,
+		Quotas:           m.stats.forecaster.Forecasts,
+		Unresolved:       m.orders.UnresolvedStats,
+		OldestUnresolved: oldestUnresolved(m.orders),
+		Learned:          m.limiter,
 	})
 	if err != nil {
 		return nil, err
@@ -301,4 +302,18 @@ func printFieldErrors(w io.Writer, err error) {
 		}
 	}
 	fmt.Fprintf(w, "payserver report: %v\n", err)
+}
+
+// oldestUnresolved lists the oldest UNKNOWN orders of orders for the
+// dashboard.
+func oldestUnresolved(orders *repo.Orders) func(ctx context.Context, limit int) ([]httpapi.UnresolvedOrder, error) {
+	return func(ctx context.Context, limit int) ([]httpapi.UnresolvedOrder, error) {
+		list, err := orders.OldestUnresolved(ctx, limit)
+		out := make([]httpapi.UnresolvedOrder, len(list))
+		for i, u := range list {
+			out[i] = httpapi.UnresolvedOrder{RequestID: u.RequestID, Channel: u.Channel, Since: u.Since, Next: u.Next,
+				LeasedUntil: u.LeasedUntil, Close: u.Close, Attempts: u.Attempts}
+		}
+		return out, err
+	}
 }

@@ -37,20 +37,21 @@ func (m *Main) serve(svc *pay.Service) error {
 		return err
 	}
 	h, err := httpapi.New(m.withLimitsAPI(httpapi.Options{
-		Pay:        svc,
-		Logger:     m.log.With("component", "http"),
-		AdminToken: m.cfg.AdminToken,
-		Metrics:    promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}),
-		Observe:    m.metrics.HTTP,
-		Limits:     limitsView{m.limiter, m.manager},
-		Learned:    m.limiter,
-		Admin:      admin,
+		Pay:          svc,
+		Logger:       m.log.With("component", "http"),
+		AdminToken:   m.cfg.AdminToken,
+		Metrics:      promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{}),
+		Observe:      m.metrics.HTTP,
+		Limits:       limitsView{m.limiter, m.manager},
+		Learned:      m.limiter,
+		Admin:        admin,
+		SchemaBehind: m.schema.Behind,
 		Notify: &httpapi.NotifyOptions{Notifier: m.resolver, Keys: m.notifyKeys,
 			Nonces: gateway.NewNonceCache(gateway.DefaultNonceCacheSize), Refused: m.messages.Refused},
 		Ready: []httpapi.Check{
 			{Name: "database", Check: httpapi.Required(func(ctx context.Context) error { return repo.Ping(ctx, m.db) })},
 			{Name: "schema", Check: m.schema.Check},
-			{Name: "redis", Check: redisReadiness(m.limiter.Ping, m.cfg.Limiter.Policy)},
+			{Name: "redis", Check: m.redisReadiness()},
 			{Name: "limits", Check: httpapi.Required(m.manager.Ready)},
 		},
 	}))

@@ -48,6 +48,9 @@ const (
 	// UnsupportedMediaType: a state-changing request (POST, PUT, PATCH,
 	// DELETE) did not say Content-Type: application/json.
 	UnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
+	// BodyTooLarge: the request body is over the server's limit, whether
+	// its Content-Length says so or a chunked body runs past it.
+	BodyTooLarge Code = "BODY_TOO_LARGE"
 	// URITooLong: the request target (path and query) is over the server's
 	// limit.
 	URITooLong Code = "URI_TOO_LONG"

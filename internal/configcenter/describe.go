@@ -3,9 +3,11 @@ package configcenter
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"payserver/internal/iso4217"
 	"payserver/internal/ratelimit"
 )
 
@@ -14,7 +16,7 @@ import (
 // as DescribeWindow renders them, and " (shadow)" follows a shadow rule:
 //
 //	20/1s+600/1m (shadow)
-//	100/1s+amount 100000/1m+300000/day[23:00 Asia/Shanghai]
+//	100/1s+amount 1000.00 CNY/1m+300000/day[23:00 Asia/Shanghai]
 //	200/1s{REFUND:40}
 func DescribeRule(r ratelimit.Rule, present bool) string {
 	if !present {
@@ -43,18 +45,27 @@ func DescribeRule(r ratelimit.Rule, present bool) string {
 }
 
 // DescribeWindow renders one window and its reservations (nil for none):
-// "100/1s" for a sliding count window, "amount 500000000 CNY/day[00:00
-// Asia/Shanghai]" for a calendar amount window counting CNY only (the
-// cutoff and zone in brackets), "200/1s{CANCEL:5,REFUND:40}" with
-// reservations, sorted by bizType.
+// "100/1s" for a sliding count window, "amount 5000000.00 CNY/day[00:00
+// Asia/Shanghai]" for a calendar amount window counting CNY only (in major
+// units of the currency, the cutoff and zone in brackets), "amount
+// 100000 minor units/1m" for an amount window counting every currency,
+// "200/1s{CANCEL:5,REFUND:40}" with reservations, sorted by bizType (in
+// the window's unit).
 func DescribeWindow(w ratelimit.Window, reserve map[string]int64) string {
 	var b strings.Builder
+	quantity := func(n int64) string { return strconv.FormatInt(n, 10) }
 	if w.Amount {
 		b.WriteString("amount ")
+		if _, ok := iso4217.Exponent(w.Currency); ok {
+			quantity = func(n int64) string { major, _ := iso4217.Major(n, w.Currency); return major }
+		}
 	}
-	fmt.Fprintf(&b, "%d", w.Limit)
-	if w.Currency != "" {
+	b.WriteString(quantity(w.Limit))
+	switch {
+	case w.Currency != "":
 		b.WriteString(" " + w.Currency)
+	case w.Amount:
+		b.WriteString(" minor units")
 	}
 	if w.IsCalendar() {
 		fmt.Fprintf(&b, "/%s[%s %s]", w.Calendar.Unit, ratelimit.FormatCutoff(w.Calendar.Cutoff), w.Calendar.Zone)
@@ -68,7 +79,7 @@ func DescribeWindow(w ratelimit.Window, reserve map[string]int64) string {
 		}
 		sort.Strings(names)
 		for i, name := range names {
-			names[i] = fmt.Sprintf("%s:%d", name, reserve[name])
+			names[i] = name + ":" + quantity(reserve[name])
 		}
 		b.WriteString("{" + strings.Join(names, ",") + "}")
 	}

@@ -25,8 +25,12 @@ func TestDescribeRule(t *testing.T) {
 		{"unlimited", "limits:\n  A:B: -1\n", "A:B", "unlimited"},
 		{"closed", "limits:\n  A:B: 0\n", "A:B", "0/1s"},
 		{"the issue's ALIPAY", "zone: Asia/Shanghai\nlimits:\n  A:B:\n    - {limit: 100, window: 1s}\n    - {amount: 500000000, calendar: day}\n    - {limit: 300000, calendar: day, cutoff: \"23:00\"}\n    - {amount: 100000, window: 60s}\n",
-			"A:B", "100/1s+amount 100000/1m+300000/day[23:00 Asia/Shanghai]+amount 500000000/day[00:00 Asia/Shanghai]"},
-		{"currency and month", "limits:\n  A:B: [{amount: 7, calendar: month, currency: USD, zone: America/New_York}]\n", "A:B", "amount 7 USD/month[00:00 America/New_York]"},
+			"A:B", "100/1s+amount 100000 minor units/1m+300000/day[23:00 Asia/Shanghai]+amount 500000000 minor units/day[00:00 Asia/Shanghai]"},
+		{"currency and month", "limits:\n  A:B: [{amount: 7, calendar: month, currency: USD, zone: America/New_York}]\n", "A:B", "amount 0.07 USD/month[00:00 America/New_York]"},
+		{"CNY in major units", "limits:\n  A:B: [{amount: 500000000, calendar: day, currency: CNY, zone: Asia/Shanghai}]\n", "A:B", "amount 5000000.00 CNY/day[00:00 Asia/Shanghai]"},
+		{"JPY has no minor digits", "limits:\n  A:B: [{amount: 1000000, window: 1h, currency: JPY}]\n", "A:B", "amount 1000000 JPY/1h"},
+		{"BHD has three", "limits:\n  A:B: [{amount: 1500, window: 1m, currency: BHD}]\n", "A:B", "amount 1.500 BHD/1m"},
+		{"amount reserve in major units", "limits:\n  \"*:U\": [{amount: 100000, window: 1m, currency: CNY, reserve: {REFUND: 4000}}]\n", "*:U", "amount 1000.00 CNY/1m{REFUND:40.00}"},
 		{"reserve", "limits:\n  \"*:U\": [{limit: 200, window: 1s, reserve: {REFUND: 40, CANCEL: 5}}, {limit: 9000, window: 1m}]\n", "*:U", "200/1s{CANCEL:5,REFUND:40}+9000/1m"},
 	}
 	for _, tt := range tests {

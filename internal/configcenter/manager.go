@@ -137,6 +137,7 @@ type Manager struct {
 	status  Status
 	current atomic.Pointer[limits.Document] // written under mu
 	loaded  chan struct{}
+	pending pendingHistory // entries History refused, for RetryHistory
 }
 
 // NewManager returns a Manager feeding applier from source.
@@ -158,9 +159,16 @@ func NewManager(source Source, applier Applier, opts ManagerOptions) (*Manager, 
 }
 
 // Run applies the last good document kept on disk (if any), then runs the
-// source until ctx ends.
+// source until ctx ends, retrying meanwhile the history entries the store
+// refused (RetryHistory).
 func (m *Manager) Run(ctx context.Context) error {
 	m.loadLastGood(ctx)
+	if m.opts.History != nil {
+		retryCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); m.retryHistory(retryCtx) }()
+		defer func() { stop(); <-done }()
+	}
 	return m.source.Run(ctx, func(d Document) { _ = m.Apply(ctx, d) })
 }
 
@@ -222,7 +230,9 @@ func (m *Manager) Ready(context.Context) error {
 // refusal error for a bad document and nil otherwise. Every applied version
 // and every refusal is stored in History after the lock is released, so a
 // slow or unreachable database never blocks GET /limits, /readyz or the
-// next document.
+// next document; an entry the store refuses is kept and written later
+// (RetryHistory), so that the trail has the document loaded before
+// `payserver migrate` made the history table.
 func (m *Manager) Apply(ctx context.Context, d Document) error {
 	switch {
 	case d.Deleted:
@@ -234,11 +244,7 @@ func (m *Manager) Apply(ctx context.Context, d Document) error {
 	if entry == nil || m.opts.History == nil {
 		return err
 	}
-	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if herr := m.opts.History.Record(hctx, *entry); herr != nil {
-		m.log.Warn("could not store the limits document in history", "kind", entry.Kind, "md5", d.MD5, "err", herr)
-	}
+	m.record(ctx, *entry)
 	return err
 }
 

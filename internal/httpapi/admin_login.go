@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -40,6 +41,9 @@ type loginView struct {
 	Problem string
 	// Lasts is AdminSessionTTL in words.
 	Lasts string
+	// Next is the dashboard URL (path and query) to return to once logged
+	// in; empty for the dashboard itself.
+	Next string
 }
 
 func parseLoginTemplate() (*template.Template, error) {
@@ -59,15 +63,17 @@ func isFormRoute(route string) bool { return route == loginPath || route == logo
 
 // registerLogin adds the login page, the login and the logout.
 func (h *handler) registerLogin(r *gin.Engine) {
-	r.GET(loginPath, func(c *gin.Context) { h.loginPage(c, http.StatusOK, "") })
+	r.GET(loginPath, func(c *gin.Context) { h.loginPage(c, http.StatusOK, "", c.Query("next")) })
 	r.POST(loginPath, h.authThrottle, h.login)
 	r.POST(logoutPath, h.logout)
 }
 
-// loginPage answers the login form with status, saying problem.
-func (h *handler) loginPage(c *gin.Context, status int, problem string) {
+// loginPage answers the login form with status, saying problem; the form
+// returns to next (dashboardURL) once logged in.
+func (h *handler) loginPage(c *gin.Context, status int, problem, next string) {
 	var buf bytes.Buffer
-	if err := h.loginTmpl.Execute(&buf, loginView{Problem: problem, Lasts: fmt.Sprintf("%g hours", AdminSessionTTL.Hours())}); err != nil {
+	view := loginView{Problem: problem, Lasts: fmt.Sprintf("%g hours", AdminSessionTTL.Hours()), Next: dashboardURL(next)}
+	if err := h.loginTmpl.Execute(&buf, view); err != nil {
 		writeError(c, h.log, fmt.Errorf("render login: %w", err), "")
 		return
 	}
@@ -92,8 +98,9 @@ func (h *handler) formProblem(c *gin.Context) bool {
 	return false
 }
 
-// login answers POST /dashboard/login (form field token): with the admin
-// token, a new session cookie and 303 to the dashboard; otherwise the form
+// login answers POST /dashboard/login (form fields token and next): with
+// the admin token, a new session cookie and 303 to next when it is a
+// dashboard URL (dashboardURL), else to the dashboard; otherwise the form
 // again, 401, and a rate-limited warning that never holds the token.
 func (h *handler) login(c *gin.Context) {
 	if h.formProblem(c) {
@@ -109,7 +116,7 @@ func (h *handler) login(c *gin.Context) {
 		if token != "" {
 			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "login")
 		}
-		h.loginPage(c, http.StatusUnauthorized, "That is not the admin token.")
+		h.loginPage(c, http.StatusUnauthorized, "That is not the admin token.", c.PostForm("next"))
 		return
 	}
 	id, _, err := h.sessions.create()
@@ -119,7 +126,28 @@ func (h *handler) login(c *gin.Context) {
 	}
 	http.SetCookie(c.Writer, sessionCookie(c.Request, id, int(AdminSessionTTL.Seconds())))
 	c.Header("Cache-Control", "no-store")
-	c.Redirect(http.StatusSeeOther, "/dashboard")
+	to := dashboardURL(c.PostForm("next"))
+	if to == "" {
+		to = "/dashboard"
+	}
+	c.Redirect(http.StatusSeeOther, to)
+}
+
+// dashboardURL returns next when it is a URL of this server's dashboard
+// (path /dashboard, any query), as path and query; else "". Nothing else
+// is followed after a login: not another site, not another route.
+func dashboardURL(next string) string {
+	if next == "" || strings.ContainsAny(next, "\\\r\n") {
+		return ""
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || u.User != nil || u.Path != "/dashboard" || !strings.HasPrefix(next, "/dashboard") {
+		return ""
+	}
+	if u.RawQuery == "" {
+		return u.Path
+	}
+	return u.Path + "?" + u.RawQuery
 }
 
 // logout answers POST /dashboard/logout (form field csrf): it ends the
@@ -165,7 +193,7 @@ func (h *handler) adminAuth(c *gin.Context) {
 		if c.Request.Method == http.MethodGet && c.FullPath() == "/dashboard" && acceptsHTML(c.Request) {
 			h.logAdminAuthFailure(c, "no admin session: login form shown")
 			c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
-			h.loginPage(c, http.StatusUnauthorized, "")
+			h.loginPage(c, http.StatusUnauthorized, "", c.Request.URL.RequestURI())
 			return
 		}
 		h.requireAdmin(c)

@@ -220,7 +220,7 @@ func TestDashboardLoginRefusals(t *testing.T) {
 	}{
 		{"wrong token", "/dashboard/login", url.Values{"token": {wrong}}, nil, 401},
 		{"no token", "/dashboard/login", url.Values{}, nil, 401},
-		{"the token in the URL is not read", "/dashboard/login?token=" + loginToken, url.Values{}, nil, 401},
+		{"the token in the URL is refused, not read", "/dashboard/login?token=" + loginToken, url.Values{}, nil, 400},
 		{"cross-site form", "/dashboard/login", url.Values{"token": {loginToken}}, map[string]string{"Sec-Fetch-Site": "cross-site"}, 401},
 		{"another Origin", "/dashboard/login", url.Values{"token": {loginToken}}, map[string]string{"Sec-Fetch-Site": "", "Origin": "https://evil.example"}, 401},
 		{"JSON body", "/dashboard/login", url.Values{"token": {loginToken}}, map[string]string{"Content-Type": "application/json"}, 415},

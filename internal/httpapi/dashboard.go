@@ -17,6 +17,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"payserver/internal/iso4217"
 	"payserver/internal/limitapi"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -45,11 +46,22 @@ type dashboard struct {
 }
 
 func newDashboard(r *reports) (*dashboard, error) {
-	tmpl, err := template.New("dashboard.html").ParseFS(templatesFS, "templates/dashboard.html")
+	tmpl, err := template.New("dashboard.html").Funcs(template.FuncMap{"amount": amountText}).
+		ParseFS(templatesFS, "templates/dashboard.html")
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: dashboard template: %w", err)
 	}
 	return &dashboard{r: r, tmpl: tmpl}, nil
+}
+
+// amountText renders an amount of the Amounts table: in major units of its
+// currency (iso4217.Text), or, for currency stats.Other, in minor units of
+// different currencies added together.
+func amountText(n int64, currency string) string {
+	if currency == stats.Other {
+		return strconv.FormatInt(n, 10) + " minor units, mixed"
+	}
+	return iso4217.Text(n, currency)
 }
 
 // dashboardView is everything the template shows.
@@ -97,6 +109,9 @@ type unresolvedView struct {
 	Oldest string // the age of the oldest, "" when none
 	Stale  bool   // the oldest is past the alert's 15 minutes
 	Error  string
+	// Oldest20 lists the oldest of them; ListError says why they are not.
+	Oldest20  []unresolvedLine
+	ListError string
 }
 
 type sourceView struct {
@@ -194,6 +209,8 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	v.Amounts, v.AmountsError = d.amounts(ctx, from, to, q)
 	v.OtherChannel, v.OtherCurrency = otherAmounts(v.Amounts)
 	others, othersErr := d.otherRows(ctx, hour)
+	resolver, resolverErr := d.resolverRows(ctx, hour)
+	others, othersErr = append(others, resolver...), errors.Join(othersErr, resolverErr)
 	keys := q.keys(cfg, others, changes)
 	page, paging := q.page(keys)
 	v.Paging = paging
@@ -225,9 +242,13 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 		v.Limits = limitsJSON(cfg, shown, nil, learned, now)
 	}
 	if d.r.opts.Quotas != nil {
-		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage)
+		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage, now)
 	}
 	v.Charts = hourCharts(page, rows, changes, from)
+	if err := d.channelWideCharts(ctx, v.Charts, hour, cfg, changes, now); err != nil && v.ChartsError == "" {
+		d.r.log.Warn("dashboard: could not read the last hour's stats of a channel", "err", err)
+		v.ChartsError = "The stats database is unavailable; the history charts are missing."
+	}
 	return v
 }
 
@@ -249,10 +270,14 @@ func (d *dashboard) otherRows(ctx context.Context, hour stats.Query) ([]stats.Re
 // every key.
 func (d *dashboard) pageRows(ctx context.Context, hour stats.Query, page []string, others []stats.ReportRow) ([]stats.ReportRow, error) {
 	inPage := make(map[string]bool, len(page))
+	read := make(map[string]bool, len(others)) // keys whose rows others holds
+	for _, r := range others {
+		read[r.BizType+":"+r.Channel] = true
+	}
 	var named []ratelimit.Key
 	for _, k := range page {
 		inPage[k] = true
-		if key, err := ratelimit.ParseKey(k); err == nil {
+		if key, err := ratelimit.ParseKey(k); err == nil && !read[k] {
 			named = append(named, key)
 		}
 	}
@@ -360,7 +385,7 @@ func newUsageBar(u keyUsage) usageBar {
 		if w.Count != nil {
 			count = *w.Count
 		}
-		b.Label = fmt.Sprintf("%d / %d in %s", count, w.Limit, w.span())
+		b.Label = w.ofLimit(count) + " in " + w.span()
 		b.Percent = strconv.FormatFloat(100*util, 'f', 0, 64) + "%"
 		b.Fill = svgNum(math.Min(util, 1) * barW)
 		switch {
@@ -376,7 +401,10 @@ func newUsageBar(u keyUsage) usageBar {
 // hourChart is one key's admitted-vs-limited chart, one stacked bar per
 // minute.
 type hourChart struct {
-	Key               string
+	Key string
+	// Scope, on a channel-wide key's chart, says what it counts ("every
+	// bizType on UNIONPAY"); empty otherwise.
+	Scope             string
 	Admitted, Limited int64
 	Shadow            int64
 	LimitedPercent    string
@@ -574,6 +602,9 @@ func (d *dashboard) unresolved(ctx context.Context, now time.Time) *unresolvedVi
 	if n > 0 && !oldest.IsZero() {
 		age := max(now.Sub(oldest), 0)
 		v.Oldest, v.Stale = age.Round(time.Second).String(), age > unresolvedAlertAge
+	}
+	if n > 0 {
+		v.Oldest20, v.ListError = d.unresolvedLines(ctx, now)
 	}
 	return v
 }

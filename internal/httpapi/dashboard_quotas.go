@@ -3,32 +3,50 @@ package httpapi
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"payserver/internal/iso4217"
 	"payserver/internal/stats"
 )
 
 // quotaLine is one calendar window on the dashboard, with its forecast.
 type quotaLine struct {
 	Key, Rule, Window string
-	Used, Limit       int64
-	Percent, Color    string
+	// Used and Limit are for people: a count as it is, an amount in
+	// major units with its currency after Limit ("12,745.70" of
+	// "5,000,000.00 CNY").
+	Used, Limit    string
+	Percent, Color string
 	// Outlook says, in words, when the window runs out at the current
 	// rate, or that it lasts until its period ends.
 	Outlook string
 	// Runs is true when the window runs out before its period ends.
 	Runs bool
+	// Stale, when not empty, says how old Used is ("5m0s"): its last read
+	// is past quotaStaleAfter (the limiter's store did not answer since).
+	Stale string
 }
 
+// quotaStaleAfter is the age past which a quota's use is marked as not
+// current: three of the forecaster's reads (stats.DefaultForecastInterval)
+// missed.
+const quotaStaleAfter = 3 * stats.DefaultForecastInterval
+
 // quotaLines returns the dashboard's lines of the forecasts whose key is in
-// the page (inPage) and matches the filter.
-func quotaLines(fs []stats.Forecast, inPage map[string]bool) []quotaLine {
+// the page (inPage) and matches the filter, each marked Stale when its use
+// was read too long before now.
+func quotaLines(fs []stats.Forecast, inPage map[string]bool, now time.Time) []quotaLine {
 	var out []quotaLine
 	for _, f := range fs {
 		if !inPage[f.Key.String()] {
 			continue
 		}
-		out = append(out, newQuotaLine(f))
+		l := newQuotaLine(f)
+		if age := now.Sub(f.At); !f.At.IsZero() && age > quotaStaleAfter {
+			l.Stale = age.Round(time.Second).String()
+		}
+		out = append(out, l)
 	}
 	return out
 }
@@ -39,7 +57,8 @@ var calendarNames = map[string]string{"day": "daily", "month": "monthly"}
 func newQuotaLine(f stats.Forecast) quotaLine {
 	util := f.Utilization()
 	l := quotaLine{
-		Key: f.Key.String(), Rule: f.Window.Name(), Window: f.Window.ID(), Used: f.Used, Limit: f.Limit,
+		Key: f.Key.String(), Rule: f.Window.Name(), Window: f.Window.ID(),
+		Used: strconv.FormatInt(f.Used, 10), Limit: strconv.FormatInt(f.Limit, 10),
 		Percent: strconv.FormatFloat(100*util, 'f', 0, 64) + "%", Color: "#2e9d5b",
 	}
 	switch {
@@ -47,6 +66,10 @@ func newQuotaLine(f stats.Forecast) quotaLine {
 		l.Color = "#d64545"
 	case util >= 0.7:
 		l.Color = "#e0a030"
+	}
+	if f.Window.Amount {
+		l.Limit = iso4217.Text(f.Limit, f.Window.Currency)
+		l.Used = strings.TrimSuffix(iso4217.Text(f.Used, f.Window.Currency), strings.TrimLeft(l.Limit, "-0123456789.,"))
 	}
 	zone := f.Window.Calendar.Zone
 	what := "count"

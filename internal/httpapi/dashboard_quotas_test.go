@@ -61,8 +61,8 @@ limits:
 		"at this rate the channel-wide UNIONPAY&#39;s monthly count lasts until the period ends at Dec 1 00:00 Asia/Shanghai",
 		"WECHAT&#39;s daily count for REFUND has run out; it resets at Nov 24 00:00 Asia/Shanghai",
 		// The amounts of the hour, summed per channel and currency.
-		`<td class="key">ALIPAY</td><td class="key">CNY</td><td class="num">3</td><td class="num">4000</td><td class="num">1</td><td class="num">900</td>`,
-		`<td class="key">ALIPAY</td><td class="key">USD</td><td class="num">1</td><td class="num">7</td>`,
+		`<td class="key">ALIPAY</td><td class="key">CNY</td><td class="num">3</td><td class="num">40.00 CNY</td><td class="num">1</td><td class="num">9.00 CNY</td>`,
+		`<td class="key">ALIPAY</td><td class="key">USD</td><td class="num">1</td><td class="num">0.07 USD</td>`,
 	} {
 		if !strings.Contains(a.body, want) {
 			t.Errorf("dashboard lacks %q", want)

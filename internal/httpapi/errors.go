@@ -27,6 +27,7 @@ var statusOf = map[apperr.Code]int{
 	apperr.NotFound:                http.StatusNotFound,
 	apperr.MethodNotAllowed:        http.StatusMethodNotAllowed,
 	apperr.UnsupportedMediaType:    http.StatusUnsupportedMediaType,
+	apperr.BodyTooLarge:            http.StatusRequestEntityTooLarge,
 	apperr.URITooLong:              http.StatusRequestURITooLong,
 	apperr.HeadersTooLarge:         http.StatusRequestHeaderFieldsTooLarge,
 	apperr.NotImplemented:          http.StatusNotImplemented,
@@ -41,6 +42,11 @@ func writeError(c *gin.Context, log *slog.Logger, err error, requestID string) {
 	var e *apperr.Error
 	if !errors.As(err, &e) {
 		e = apperr.Wrap(err, apperr.Internal, "internal error")
+	}
+	if e.Code == apperr.InvalidRequest && c.GetBool(bodyTooLargeKey) {
+		// The handler saw its body cut short (cappedBody): whatever it
+		// made of that, the cause is the size.
+		e = bodyTooLarge()
 	}
 	status, ok := statusOf[e.Code]
 	if !ok {

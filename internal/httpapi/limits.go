@@ -30,6 +30,9 @@ type windowNow struct {
 	// Used is what the window holds now (admissions, or amount in minor
 	// units); nil when it could not be read.
 	Used *int64 `json:"used"`
+	// UsedMajor is Used in major units of the window's currency, on an
+	// amount window with a currency whose use was read.
+	UsedMajor *string `json:"usedMajor,omitempty"`
 	// learnedJSON is the window's learned limit, when one is in force.
 	learnedJSON
 }
@@ -158,6 +161,7 @@ func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.K
 			if read.Err == nil && sameRule && j < len(read.Counts) {
 				n := read.Counts[j]
 				wn.Used = &n
+				wn.UsedMajor = w.major(n)
 			}
 			if ll, ok := learnedFor(lr.Limits, r.Windows[j]); ok && lr.Err == nil {
 				wn.learnedJSON = newLearnedJSON(ll, now)

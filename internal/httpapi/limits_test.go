@@ -141,7 +141,8 @@ schedules:
 	wantWindows := []map[string]any{
 		{"rule": "count/1s", "kind": "count", "limit": float64(100), "window": "1s", "windowMs": float64(1000), "used": float64(75)},
 		{"rule": "count/day", "kind": "count", "limit": float64(300000), "calendar": "day", "cutoff": "23:00", "zone": "Asia/Shanghai", "used": float64(225000)},
-		{"rule": "amount/day", "kind": "amount", "limit": float64(500000000), "calendar": "day", "cutoff": "00:00", "zone": "Asia/Shanghai", "currency": "CNY", "used": float64(375000000)},
+		{"rule": "amount/day", "kind": "amount", "limit": float64(500000000), "calendar": "day", "cutoff": "00:00", "zone": "Asia/Shanghai", "currency": "CNY", "used": float64(375000000),
+			"limitMajor": "5000000.00", "usedMajor": "3750000.00"},
 	}
 	if !reflect.DeepEqual(got, wantWindows) {
 		t.Errorf("ONLINE_PAY:ALIPAY windows =\n%v\nwant\n%v", got, wantWindows)

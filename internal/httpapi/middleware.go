@@ -58,11 +58,21 @@ func (h *handler) observe(c *gin.Context) {
 func (h *handler) limitBody(c *gin.Context) {
 	if c.Request.ContentLength > MaxBodyBytes {
 		c.Header("Connection", "close")
-		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: fmt.Sprintf("must be at most %d bytes", MaxBodyBytes)}), "")
+		writeError(c, h.log, bodyTooLarge(), "")
 		return
 	}
 	c.Request.Body = &cappedBody{ReadCloser: http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes), c: c}
 	c.Next()
+}
+
+// bodyTooLargeKey marks, in the gin context, a request whose body ran past
+// MaxBodyBytes.
+const bodyTooLargeKey = "payserver.bodyTooLarge"
+
+// bodyTooLarge is the answer to a body over MaxBodyBytes.
+func bodyTooLarge() *apperr.Error {
+	return apperr.New(apperr.BodyTooLarge, "the request body is over %d bytes", MaxBodyBytes).
+		WithDetails(map[string]any{"limitBytes": MaxBodyBytes})
 }
 
 // limitHeader refuses a request target over MaxURIBytes (414) and header
@@ -100,26 +110,24 @@ func headersTooLarge(limit int) *apperr.Error {
 // most a charset=utf-8 parameter: 415 UNSUPPORTED_MEDIA_TYPE. A browser
 // can send text/plain, form and multipart bodies cross-site without a
 // preflight ("simple" requests); application/json always needs one, so no
-// web page can make a payment. Unknown routes stay 404. The admin login
+// web page can make a payment. Unknown routes stay 404. It runs in
+// checkRequest: on every public route (checkPublic), and on the
+// authenticated ones after their authentication. The admin login
 // and logout forms (isFormRoute) take a form body instead, and refuse
 // other sites' requests themselves.
 func (h *handler) requireJSON(c *gin.Context) {
 	switch c.Request.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
-		c.Next()
 		return
 	}
 	if c.FullPath() == "" || isFormRoute(c.FullPath()) {
-		c.Next()
 		return
 	}
 	if reason := jsonMediaTypeProblem(c.GetHeader("Content-Type")); reason != "" {
 		writeError(c, h.log, apperr.New(apperr.UnsupportedMediaType, "Content-Type %s; send application/json", reason).
 			WithDetails(map[string]any{"accept": "application/json"}), "")
-		return
 	}
-	c.Next()
 }
 
 // jsonMediaTypeProblem returns why a Content-Type header is not
@@ -151,7 +159,9 @@ func jsonMediaTypeProblem(header string) string {
 
 // cappedBody sets "Connection: close" once the cap is hit (a body without
 // Content-Length), before the handler answers. (http.MaxBytesReader does
-// that itself only on net/http's own ResponseWriter, not gin's.)
+// that itself only on net/http's own ResponseWriter, not gin's.) It also
+// marks the request (bodyTooLargeKey), so that writeError answers the
+// handler's refusal as 413 BODY_TOO_LARGE.
 type cappedBody struct {
 	io.ReadCloser
 	c *gin.Context
@@ -162,6 +172,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 	var tooBig *http.MaxBytesError
 	if err != nil && errors.As(err, &tooBig) {
 		b.c.Header("Connection", "close")
+		b.c.Set(bodyTooLargeKey, true)
 	}
 	return n, err
 }

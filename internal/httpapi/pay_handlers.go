@@ -130,7 +130,7 @@ func (h *handler) postPay(c *gin.Context) {
 	}
 	o, err := h.opts.Pay.Pay(c.Request.Context(), req)
 	if err != nil {
-		writeError(c, h.log, err, req.RequestID)
+		writeError(c, h.log, h.explainDatabase(c.Request.Context(), err), req.RequestID)
 		return
 	}
 	writeJSON(c, h.log, http.StatusOK, toJSON(o))
@@ -143,7 +143,7 @@ func (h *handler) getPay(c *gin.Context) {
 		if !pay.ValidRequestID(id) {
 			id = ""
 		}
-		writeError(c, h.log, err, id)
+		writeError(c, h.log, h.explainDatabase(c.Request.Context(), err), id)
 		return
 	}
 	writeJSON(c, h.log, http.StatusOK, toJSON(o))

@@ -60,6 +60,9 @@ type ReportsOptions struct {
 	// Unresolved, when set, adds the orders whose outcome is UNKNOWN (how
 	// many, and the last update of the oldest) to the dashboard.
 	Unresolved func(ctx context.Context) (int64, time.Time, error)
+	// OldestUnresolved, when set, lists up to limit of those orders, the
+	// oldest first, with the resolver's next step.
+	OldestUnresolved func(ctx context.Context, limit int) ([]UnresolvedOrder, error)
 	// Learned, when set, marks the dashboard's windows whose limit is
 	// learned from the channel, as GET /limits shows them.
 	Learned LearnedSource
@@ -132,16 +135,13 @@ func (r *reports) getReport(c *gin.Context) {
 
 // getAmounts answers GET /reports/channel-amounts: the amounts the limiter
 // admitted and refused per channel and currency. It takes the parameters of
-// the channel-limits report but bizType, and answers JSON only.
+// the channel-limits report but bizType, and answers JSON or CSV.
 func (r *reports) getAmounts(c *gin.Context) {
 	q, err := stats.ParseQuery(c.Request.URL.Query(), r.opts.Now())
 	if err == nil {
 		var bad []apperr.FieldError
 		if q.BizType != "" {
 			bad = append(bad, apperr.FieldError{Field: "bizType", Reason: "is not a parameter of this report: amounts are counted per channel"})
-		}
-		if q.Format != stats.FormatJSON {
-			bad = append(bad, apperr.FieldError{Field: "format", Reason: "must be json for this report"})
 		}
 		if len(bad) > 0 {
 			err = apperr.Invalid(bad...)
@@ -157,6 +157,17 @@ func (r *reports) getAmounts(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
+	if q.Format == stats.FormatCSV {
+		var buf bytes.Buffer
+		if err := stats.WriteAmountsCSV(&buf, rep); err != nil {
+			writeError(c, r.log, err, "")
+			return
+		}
+		name := "channel-amounts-" + q.From.Format("20060102T1504Z") + "-" + string(q.Granularity) + ".csv"
+		c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
+		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+		return
+	}
 	writeJSON(c, r.log, http.StatusOK, rep)
 }
 
@@ -176,6 +187,9 @@ type windowUsage struct {
 	// Count is the window's occupancy (admissions, or amount in minor
 	// units); nil when it could not be read.
 	Count *int64 `json:"count"`
+	// CountMajor is Count in major units of the window's currency, on an
+	// amount window with a currency whose occupancy was read.
+	CountMajor *string `json:"countMajor,omitempty"`
 	// Utilization is Count / Limit (1 for a closed window); nil when unread.
 	Utilization *float64 `json:"utilization"`
 }
@@ -282,7 +296,7 @@ func keyUsageOf(k ratelimit.Key, read ratelimit.KeyUsage) keyUsage {
 		if w.Limit > 0 {
 			util = float64(n) / float64(w.Limit)
 		}
-		w.Count, w.Utilization = &n, &util
+		w.Count, w.CountMajor, w.Utilization = &n, w.major(n), &util
 		if util > best {
 			best, u.Binding = util, i
 		}

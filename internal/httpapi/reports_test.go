@@ -419,7 +419,14 @@ func TestAmountReportRoute(t *testing.T) {
 	if q := s.reports.got[len(s.reports.got)-1]; q.Channel != "ALIPAY" || q.Granularity != stats.Hour {
 		t.Errorf("report service got %+v", q)
 	}
-	for _, bad := range []struct{ q, field string }{{"&bizType=PAY", "bizType"}, {"&format=csv", "format"}, {"&channel=a%20b", "channel"}} {
+	if !strings.Contains(a.body, `"admittedAmountMajor":"30.05"`) || !strings.Contains(a.body, `"refusedAmountMajor":"5000000.00"`) {
+		t.Errorf("JSON lacks the amounts in major units: %s", a.body)
+	}
+	if c := s.get(t, "/reports/channel-amounts?"+window+"&granularity=hour&format=csv", "tok"); c.status != 200 ||
+		!strings.Contains(c.body, ",ALIPAY,CNY,3,3005,30.05,1,500000000,5000000.00\n") {
+		t.Errorf("CSV: status %d\n%s\nwant both minor and major units", c.status, c.body)
+	}
+	for _, bad := range []struct{ q, field string }{{"&bizType=PAY", "bizType"}, {"&format=xml", "format"}, {"&channel=a%20b", "channel"}} {
 		a := s.get(t, "/reports/channel-amounts?"+window+bad.q, "tok")
 		if a.status != 400 || !strings.Contains(a.body, `"field":"`+bad.field+`"`) {
 			t.Errorf("%s: status %d %s; want 400 naming %s", bad.q, a.status, a.body, bad.field)

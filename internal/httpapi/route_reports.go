@@ -87,7 +87,8 @@ func (rr *RouteReports) get(c *gin.Context) {
 		}
 	}
 	if len(bad) == 0 && to.Sub(from) > maxRouteReportRange {
-		bad = append(bad, apperr.FieldError{Field: "to", Reason: "must be at most 31 days after from"})
+		name, reason := stats.RangeField(c.Request.URL.Query(), "after from", "before to")
+		bad = append(bad, apperr.FieldError{Field: name, Reason: "must be at most 31 days " + reason})
 	}
 	if len(bad) > 0 {
 		sort.Slice(bad, func(i, j int) bool { return bad[i].Field < bad[j].Field })

@@ -19,7 +19,7 @@ import (
 	"payserver/internal/ratelog"
 )
 
-// Request size limits. Over MaxBodyBytes a body is 400 INVALID_REQUEST,
+// Request size limits. Over MaxBodyBytes a body is 413 BODY_TOO_LARGE,
 // a request target (path and query) over MaxURIBytes is 414 URI_TOO_LONG,
 // and header fields over MaxHeaderBytes in all are 431 HEADERS_TOO_LARGE,
 // all with the JSON error body (see also ServerMaxHeaderBytes).
@@ -97,6 +97,10 @@ type Options struct {
 	ClientTokens []ClientToken
 	// Notify serves POST /channels/{code}/notify; nil leaves it out.
 	Notify *NotifyOptions
+	// SchemaBehind, when set, turns POST /pay's and GET /pay's 503 for
+	// the order database into one that names `payserver migrate` while the
+	// schema is behind.
+	SchemaBehind SchemaBehind
 	// Now is the clock GET /limits tells active schedules by, and
 	// notification signatures are checked by. Default time.Now.
 	Now func() time.Time
@@ -145,8 +149,12 @@ func New(opts Options) (http.Handler, error) {
 	// path with one more segment (404 NOT_FOUND).
 	r.UseRawPath = true
 	r.ContextWithFallback = true
-	r.Use(nosniff, h.recover, h.observe, h.limitHeader, h.limitBody, h.requireJSON)
+	r.Use(nosniff, h.recover, h.observe, h.limitHeader, h.limitBody, h.checkPublic)
 	r.NoRoute(func(c *gin.Context) {
+		if c.Request.Method == http.MethodGet && c.Request.URL.Path == "/" && acceptsHTML(c.Request) {
+			c.Redirect(http.StatusFound, "/dashboard") // a browser opening the server's address
+			return
+		}
 		writeError(c, h.log, apperr.New(apperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path), "")
 	})
 	r.NoMethod(func(c *gin.Context) {
@@ -167,7 +175,8 @@ func New(opts Options) (http.Handler, error) {
 	if opts.AdminToken != "" {
 		h.registerLogin(r)
 	}
-	admin := r.Group("/", h.authThrottle, h.adminAuth)
+	public := routeSet(r.Routes())
+	admin := r.Group("/", h.authThrottle, h.adminAuth, h.checkRequest)
 	if opts.Metrics != nil {
 		admin.GET("/metrics", gin.WrapH(opts.Metrics))
 	}
@@ -179,6 +188,12 @@ func New(opts Options) (http.Handler, error) {
 	}
 	if opts.LimitsAPI != nil {
 		h.registerV1(r)
+	}
+	h.authenticated = map[string]bool{}
+	for id := range routeSet(r.Routes()) {
+		if !public[id] {
+			h.authenticated[id] = true
+		}
 	}
 	return r, nil
 }
@@ -194,5 +209,9 @@ type handler struct {
 	clients       clientTokens
 	payCallers    clientTokens   // PayTokens
 	sessions      *adminSessions // browser logins (admin_session.go)
+	// authenticated are the routes ("METHOD /path") behind admin or client
+	// authentication, which check their requests after it (checkRequest);
+	// checkPublic checks every other route's.
+	authenticated map[string]bool
 	loginTmpl     *template.Template
 }

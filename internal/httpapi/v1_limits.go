@@ -68,7 +68,7 @@ type peekJSON struct {
 
 // registerV1 adds the /v1/limits routes, each behind a client token.
 func (h *handler) registerV1(r *gin.Engine) {
-	g := r.Group("/v1/limits", h.authThrottle, h.requireClient)
+	g := r.Group("/v1/limits", h.authThrottle, h.requireClient, h.checkRequest)
 	g.POST("/acquire", h.acquire)
 	g.POST("/release", h.release)
 	g.GET("/peek", h.peek)

@@ -2,11 +2,12 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"payserver/internal/configcenter"
+	"payserver/internal/iso4217"
 	"payserver/internal/ratelimit"
 )
 
@@ -34,20 +35,20 @@ type windowJSON struct {
 	// Reserve is, on a channel-wide key, the part of Limit kept for each
 	// named bizType.
 	Reserve map[string]int64 `json:"reserve,omitempty"`
+	// LimitMajor and ReserveMajor are, on an amount window with a
+	// currency, Limit and Reserve in major units of Currency as decimal
+	// strings ("5000000.00" for 500000000 CNY).
+	LimitMajor   string            `json:"limitMajor,omitempty"`
+	ReserveMajor map[string]string `json:"reserveMajor,omitempty"`
 }
 
-// Text renders the window for people: "100 per 1s", "amount 500000000
+// Text renders the window for people: "100 per 1s", "amount 5,000,000.00
 // CNY per day from 23:00 Asia/Shanghai", with "(kept for REFUND: 40)"
-// after reservations.
+// after reservations. An amount is in major units of its currency
+// (iso4217.Text).
 func (w windowJSON) Text() string {
 	var b strings.Builder
-	if w.Kind == "amount" {
-		b.WriteString("amount ")
-	}
-	fmt.Fprintf(&b, "%d", w.Limit)
-	if w.Currency != "" {
-		b.WriteString(" " + w.Currency)
-	}
+	b.WriteString(w.quantity(w.Limit))
 	b.WriteString(" per " + w.span())
 	if len(w.Reserve) > 0 {
 		names := make([]string, 0, len(w.Reserve))
@@ -56,11 +57,45 @@ func (w windowJSON) Text() string {
 		}
 		sort.Strings(names)
 		for i, name := range names {
-			names[i] = fmt.Sprintf("%s: %d", name, w.Reserve[name])
+			names[i] = name + ": " + w.quantity(w.Reserve[name])
 		}
 		b.WriteString(" (kept for " + strings.Join(names, ", ") + ")")
 	}
 	return b.String()
+}
+
+// quantity renders n in the window's unit: a count as it is, an amount as
+// iso4217.Text writes it, after "amount".
+func (w windowJSON) quantity(n int64) string {
+	if w.Kind == "amount" {
+		return "amount " + iso4217.Text(n, w.Currency)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// ofLimit renders n against the window's limit for people: "2 / 200", or
+// for an amount "12,745.70 / 5,000,000.00 CNY", the currency once after
+// both.
+func (w windowJSON) ofLimit(n int64) string {
+	if w.Kind != "amount" {
+		return strconv.FormatInt(n, 10) + " / " + strconv.FormatInt(w.Limit, 10)
+	}
+	used, limit := iso4217.Text(n, w.Currency), iso4217.Text(w.Limit, w.Currency)
+	unit := strings.TrimLeft(limit, "-0123456789.,")
+	return strings.TrimSuffix(used, unit) + " / " + limit
+}
+
+// major returns n in major units of the window's currency, or nil for a
+// count window or an amount window without a (known) currency.
+func (w windowJSON) major(n int64) *string {
+	if w.Kind != "amount" {
+		return nil
+	}
+	m, ok := iso4217.Major(n, w.Currency)
+	if !ok {
+		return nil
+	}
+	return &m
 }
 
 // span is the window's length ("1s") or calendar period ("day from 23:00
@@ -87,6 +122,15 @@ func describeWindows(r ratelimit.Rule) []windowJSON {
 		}
 		if i < len(r.Reserve) && len(r.Reserve[i]) > 0 {
 			j.Reserve = r.Reserve[i]
+		}
+		if m := j.major(j.Limit); m != nil {
+			j.LimitMajor = *m
+			for name, n := range j.Reserve {
+				if j.ReserveMajor == nil {
+					j.ReserveMajor = make(map[string]string, len(j.Reserve))
+				}
+				j.ReserveMajor[name] = *j.major(n)
+			}
 		}
 		out[i] = j
 	}

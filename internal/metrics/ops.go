@@ -125,6 +125,29 @@ func (g *NacosGauges) Contacted(at time.Time) {
 // LiveInstances records the live instance count.
 func (g *NacosGauges) LiveInstances(n int) { g.live.Set(float64(n)) }
 
+// WatchRedisPersistence exports payserver_redis_persistence: 1 when Redis
+// keeps its data across a restart (an append-only file or RDB snapshots),
+// 0 when it keeps none (a restart forgets the calendar caps). read answers
+// ok false while the settings are unknown (CONFIG refused or renamed, or
+// Redis down): the gauge is then absent, not guessed.
+func (m *Metrics) WatchRedisPersistence(read func() (value float64, ok bool)) {
+	m.Registry.MustRegister(persistenceCollector{read: read, desc: prometheus.NewDesc("payserver_redis_persistence",
+		"1 when Redis keeps its data across a restart (appendonly yes or a save schedule), 0 when it keeps none, so a Redis restart forgets the calendar caps; absent while unknown.", nil, nil)})
+}
+
+type persistenceCollector struct {
+	read func() (float64, bool)
+	desc *prometheus.Desc
+}
+
+func (c persistenceCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c persistenceCollector) Collect(ch chan<- prometheus.Metric) {
+	if v, ok := c.read(); ok {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v)
+	}
+}
+
 func boolValue(b bool) float64 {
 	if b {
 		return 1

@@ -11,6 +11,7 @@ import (
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelog"
 )
 
 // ResolveStore is what the Resolver needs of the order store.
@@ -203,6 +204,7 @@ func (r *Resolver) Run(ctx context.Context) {
 		wait()
 	}()
 	var lastStats time.Time
+	readLog := ratelog.New(time.Minute, 1) // a failing store fails every round
 	for {
 		now := r.opts.Now()
 		if now.Sub(lastStats) >= r.opts.StatsEvery {
@@ -211,7 +213,9 @@ func (r *Resolver) Run(ctx context.Context) {
 		}
 		due, err := r.due(ctx, now)
 		if err != nil && ctx.Err() == nil {
-			r.log.Warn("could not read the orders to resolve", "err", err)
+			if ok, suppressed := readLog.Allow(); ok {
+				r.log.Warn("could not read the orders to resolve", "err", err, "suppressed", suppressed)
+			}
 		}
 		for _, u := range due {
 			select {

@@ -11,8 +11,15 @@ import (
 	"payserver/internal/repo/repotest"
 )
 
-// databases is repotest.Databases: every supported database, migrated.
-func databases() map[string]func(t testing.TB) *gorm.DB { return repotest.Databases() }
+// databases is repotest.Databases (every supported database, migrated),
+// and MariaDB opened as a user with only the serving grants
+// (repotest.LeastPrivilegeMySQL): every store suite proves that serving
+// needs no other privilege.
+func databases() map[string]func(t testing.TB) *gorm.DB {
+	dbs := repotest.Databases()
+	dbs["mariadb-least-privilege"] = repotest.LeastPrivilegeMySQL
+	return dbs
+}
 
 // TestSQLiteIsDurable: the embedded database commits with
 // synchronous=FULL, so a 2xx's order survives a power loss; WAL's NORMAL
@@ -36,5 +43,15 @@ func TestSQLiteIsDurable(t *testing.T) {
 				t.Fatalf("PRAGMA %s = %s, want %s", tc.pragma, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestServingGrantsReadTheSchema: a user with only the serving grants
+// reads the schema's version (the readiness check), and finds it current.
+func TestServingGrantsReadTheSchema(t *testing.T) {
+	db := repotest.LeastPrivilegeMySQL(t)
+	s, err := repo.ReadSchema(context.Background(), db, repo.MySQL)
+	if err != nil || s.State != repo.SchemaCurrent {
+		t.Fatalf("ReadSchema as a %s user = %v, %v; want current", repotest.ServingGrants, s, err)
 	}
 }

@@ -260,6 +260,11 @@ func (v *keyView) resolve(k ratelimit.Key) (ratelimit.Key, string) {
 	if v.channels[k.Channel] {
 		ch = k.Channel
 	}
+	if k.IsResolve() && ch != Other {
+		// The resolver's own queries and closes, named as such rather than
+		// added to other bizTypes' payments.
+		return ratelimit.ResolveKey(ch), UnlimitedRule
+	}
 	return ratelimit.Key{BizType: Other, Channel: ch}, UnlimitedRule
 }
 

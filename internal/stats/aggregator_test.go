@@ -129,6 +129,8 @@ func TestAggregatorCountsDecisions(t *testing.T) {
 			key(stats.Other, "WECHAT"), "unlimited", stats.Counts{Attempts: 1, Admitted: 1}},
 		{"unconfigured key with an unknown channel", ratelimit.Decision{Key: key("X", "NOWHERE"), Allowed: true, Limit: ratelimit.Unlimited, Source: ratelimit.SourceUnlimited},
 			key(stats.Other, stats.Other), "unlimited", stats.Counts{Attempts: 1, Admitted: 1}},
+		{"the resolver's calls keep their name", ratelimit.Decision{Key: ratelimit.ResolveKey("WECHAT"), Allowed: true, Limit: ratelimit.Unlimited, Source: ratelimit.SourceUnlimited},
+			ratelimit.ResolveKey("WECHAT"), "unlimited", stats.Counts{Attempts: 1, Admitted: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,8 +2,11 @@ package stats
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
+
+	"payserver/internal/iso4217"
 )
 
 // AmountCounts is what the limiter decided for the requests with an
@@ -60,6 +63,27 @@ type AmountBucket struct {
 	AdmittedAmount int64 `json:"admittedAmount"`
 	Refused        int64 `json:"refused"`
 	RefusedAmount  int64 `json:"refusedAmount"`
+}
+
+// MarshalJSON writes the bucket with, beside each amount in minor units,
+// the same amount in major units of Currency as a decimal string
+// (admittedAmountMajor, refusedAmountMajor; iso4217.Major). They are
+// absent for currency Other, whose sums add minor units of different
+// currencies.
+func (b AmountBucket) MarshalJSON() ([]byte, error) {
+	type plain AmountBucket
+	return json.Marshal(struct {
+		plain
+		AdmittedAmountMajor string `json:"admittedAmountMajor,omitempty"`
+		RefusedAmountMajor  string `json:"refusedAmountMajor,omitempty"`
+	}{plain(b), b.major(b.AdmittedAmount), b.major(b.RefusedAmount)})
+}
+
+// major returns n in major units of the bucket's currency, or "" when it
+// has none.
+func (b AmountBucket) major(n int64) string {
+	m, _ := iso4217.Major(n, b.Currency)
+	return m
 }
 
 // AmountReport is the amounts the limiter admitted and refused per channel

@@ -2,9 +2,11 @@ package stats_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,3 +112,44 @@ func TestReporterAmountsRefusesBizType(t *testing.T) {
 type nopReader struct{}
 
 func (nopReader) Buckets(context.Context, stats.Query) ([]stats.Bucket, error) { return nil, nil }
+
+// TestAmountBucketMajor: JSON and CSV carry each amount in minor units and
+// in major units of its currency (CNY 2 digits, JPY 0, BHD 3); currency
+// "other" has no major unit.
+func TestAmountBucketMajor(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	rep := stats.AmountReport{Rows: []stats.AmountBucket{
+		{Start: at, Channel: "ALIPAY", Currency: "CNY", Admitted: 2, AdmittedAmount: 1274570, Refused: 1, RefusedAmount: 500000000},
+		{Start: at, Channel: "ALIPAY", Currency: "JPY", Admitted: 1, AdmittedAmount: 1000000},
+		{Start: at, Channel: "ALIPAY", Currency: "BHD", Admitted: 1, AdmittedAmount: 1500},
+		{Start: at, Channel: "other", Currency: "other", Refused: 1, RefusedAmount: 9},
+	}}
+	wantJSON := []string{
+		`"admittedAmount":1274570,"refused":1,"refusedAmount":500000000,"admittedAmountMajor":"12745.70","refusedAmountMajor":"5000000.00"}`,
+		`"admittedAmount":1000000,"refused":0,"refusedAmount":0,"admittedAmountMajor":"1000000","refusedAmountMajor":"0"}`,
+		`"admittedAmount":1500,"refused":0,"refusedAmount":0,"admittedAmountMajor":"1.500","refusedAmountMajor":"0.000"}`,
+		`"currency":"other","admitted":0,"admittedAmount":0,"refused":1,"refusedAmount":9}`,
+	}
+	for i, row := range rep.Rows {
+		raw, err := json.Marshal(row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(string(raw), wantJSON[i]) {
+			t.Errorf("row %d JSON = %s, want it to end %s", i, raw, wantJSON[i])
+		}
+	}
+	var b strings.Builder
+	if err := stats.WriteAmountsCSV(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	want := `bucket,channel,currency,admitted,admittedAmount,admittedAmountMajor,refused,refusedAmount,refusedAmountMajor
+2026-11-29T10:00:00Z,ALIPAY,CNY,2,1274570,12745.70,1,500000000,5000000.00
+2026-11-29T10:00:00Z,ALIPAY,JPY,1,1000000,1000000,0,0,0
+2026-11-29T10:00:00Z,ALIPAY,BHD,1,1500,1.500,0,0,0.000
+2026-11-29T10:00:00Z,other,other,0,0,,1,9,
+`
+	if b.String() != want {
+		t.Errorf("CSV =\n%s\nwant\n%s", b.String(), want)
+	}
+}

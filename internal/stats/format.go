@@ -72,3 +72,33 @@ func WriteTable(w io.Writer, rep Report) error {
 	}
 	return tw.Flush()
 }
+
+// AmountColumns are the amounts report's CSV columns, in order: each amount
+// in minor units, then in major units of the row's currency (empty for
+// currency Other), named as in the JSON form.
+var AmountColumns = []string{
+	"bucket", "channel", "currency", "admitted", "admittedAmount", "admittedAmountMajor",
+	"refused", "refusedAmount", "refusedAmountMajor",
+}
+
+// WriteAmountsCSV writes the amounts report as CSV (RFC 4180): a header row
+// of AmountColumns, then one line per row.
+func WriteAmountsCSV(w io.Writer, rep AmountReport) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(AmountColumns); err != nil {
+		return err
+	}
+	i := func(n int64) string { return strconv.FormatInt(n, 10) }
+	for _, r := range rep.Rows {
+		line := []string{
+			r.Start.UTC().Format(time.RFC3339), r.Channel, r.Currency,
+			i(r.Admitted), i(r.AdmittedAmount), r.major(r.AdmittedAmount),
+			i(r.Refused), i(r.RefusedAmount), r.major(r.RefusedAmount),
+		}
+		if err := cw.Write(line); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

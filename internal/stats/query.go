@@ -165,8 +165,9 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 	from, to, badTimes := ParseRange(v, now)
 	bad = append(bad, badTimes...)
 	if maxRange := q.Granularity.MaxRange(); len(badTimes) == 0 && to.Sub(from) > maxRange {
-		fail("to", "must be at most %s after from for granularity %s (minute: 24h, hour: 31 days, day: 366 days)",
-			formatSpan(maxRange), q.Granularity)
+		name, reason := RangeField(v, "after from", "before to")
+		fail(name, "must be at most %s %s for granularity %s (minute: 24h, hour: 31 days, day: 366 days)",
+			formatSpan(maxRange), reason, q.Granularity)
 	}
 	if len(bad) > 0 {
 		return Query{}, apperr.Invalid(bad...)
@@ -215,6 +216,16 @@ func ParseRange(v url.Values, now time.Time) (from, to time.Time, bad []apperr.F
 		bad = append(bad, apperr.FieldError{Field: "to", Reason: "must be after from"})
 	}
 	return from, to, bad
+}
+
+// RangeField names the parameter to blame for a span from..to that is too
+// long: to, with toReason, when it was given; else from, which was (to is
+// now), with fromReason.
+func RangeField(v url.Values, toReason, fromReason string) (name, reason string) {
+	if _, given := v["to"]; given {
+		return "to", toReason
+	}
+	return "from", fromReason
 }
 
 func later(a, b time.Time) time.Time {

@@ -1,0 +1,57 @@
+package httpapi_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/configcenter"
+	"payserver/internal/httpapi"
+	"payserver/internal/limits"
+)
+
+// TestDashboardListsUnresolvedPayments: beside the count of UNKNOWN
+// orders, the dashboard lists the oldest with their requestId, channel,
+// age, and the resolver's next step and when.
+func TestDashboardListsUnresolvedPayments(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	parsed, err := limits.Parse([]byte("limits:\n  PAY:ALIPAY: 100\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := parsed.Config
+	list := []httpapi.UnresolvedOrder{
+		{RequestID: "R-old", Channel: "ALIPAY", Since: now.Add(-20 * time.Minute), Next: now.Add(30 * time.Second), Close: true, Attempts: 4},
+		{RequestID: "R-new", Channel: "WECHAT", Since: now.Add(-90 * time.Second), LeasedUntil: now.Add(10 * time.Second), Attempts: 1},
+		{RequestID: "R-due", Channel: "WECHAT", Since: now.Add(-30 * time.Second)},
+	}
+	var asked int
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: now},
+		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now},
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		Unresolved: func(context.Context) (int64, time.Time, error) { return 3, now.Add(-20 * time.Minute), nil },
+		OldestUnresolved: func(_ context.Context, limit int) ([]httpapi.UnresolvedOrder, error) {
+			asked = limit
+			return list, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := serveAdmin(t, "", routes).get(t, "/dashboard", "").body
+	for _, want := range []string{
+		`<tr class="unresolved"><td class="key">R-old</td><td class="key">ALIPAY</td><td class="num">20m0s</td><td>close the payment</td><td>in 30s</td></tr>`,
+		`<tr class="unresolved"><td class="key">R-new</td><td class="key">WECHAT</td><td class="num">1m30s</td><td>query the channel</td><td>now (an instance is on it)</td></tr>`,
+		`<tr class="unresolved"><td class="key">R-due</td><td class="key">WECHAT</td><td class="num">30s</td><td>query the channel</td><td>now</td></tr>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the dashboard lacks %s", want)
+		}
+	}
+	if asked != 20 {
+		t.Errorf("asked for %d orders, want the oldest 20", asked)
+	}
+}
