@@ -92,7 +92,8 @@ func (c *campaign) redisOf(ctx context.Context, ch string) (*redis.Client, error
 // or as the master again when it is back before the sentinels agree it
 // was down; Cluster, the master of a channel's slots likewise. The fault
 // lasts until the topology is healthy again, and may have lost every
-// write (-1: the documented fallback bound, a whole limit per window).
+// write (-1: the documented fallback bound, each window as it stood: at
+// most the highest limit it had while what it held was admitted).
 func (c *campaign) redisLost(r *rand.Rand, hold time.Duration) {
 	var victim *testenv.Redis
 	healthy := func() {

@@ -116,8 +116,11 @@
 //     not itself checked.
 //   - Redis faults (docs/DESIGN.md "When Redis fails"): a window whose span
 //     (or period) meets a Redis fault, lengthened by FaultSlack, may hold
-//     λ more (the fault's lostWrites; a whole limit if Redis came back
-//     empty) under every policy; under local, also the in-process
+//     λ more (the fault's lostWrites; if Redis came back empty, the whole
+//     window as it stood: the highest limit the window had in a document
+//     in force while what it held was admitted, which after a decrease is
+//     more than the limit at the check) under every policy; under local,
+//     also the in-process
 //     admissions N·min(⌊L/N⌋, ⌊L₁/N⌋·C), L₁ the limit of the key's shortest
 //     sliding count window W₁ and C the W₁-long intervals covering the
 //     faults (N·⌊L/N⌋ for amount windows); under allow, anything.

@@ -2,6 +2,7 @@ package witness
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
@@ -275,8 +276,9 @@ func (c *checker) anyRedisFault(k groupKey) bool {
 // excess is what a window may hold beyond its limit at t because of Redis
 // faults whose effects reach into it (docs/DESIGN.md, "When Redis fails"):
 //
-//   - every policy: λ, the writes a fault lost (Fault.LostWrites; a whole
-//     limit when Redis lost its data);
+//   - every policy: λ, the writes a fault lost (Fault.LostWrites; when
+//     Redis lost its data, the whole window as it stood then: see
+//     emptiedWindow);
 //   - policy local, on top: the in-process admissions,
 //     Σᵢ min(⌊s·L⌋, ⌊s·L₁⌋·Cᵢ) ≤ N·min(⌊L/N⌋, ⌊L₁/N⌋·C), where L₁ is the
 //     limit of the key's shortest sliding count window W₁ and C the
@@ -310,7 +312,7 @@ func (c *checker) excess(k groupKey, ck check, t int64) int64 {
 		hit = true
 		switch {
 		case f.LostWrites < 0:
-			lambda += ck.limit
+			lambda += c.emptiedWindow(k, f, t)
 		case id.Amount:
 			lambda += f.LostWrites * c.maxAmount
 		default:
@@ -329,4 +331,31 @@ func (c *checker) excess(k groupKey, ck check, t int64) int64 {
 		local = n * min(ck.limit/n, (l1/n)*cover)
 	}
 	return lambda + local
+}
+
+// emptiedWindow bounds what a Redis restart that lost its data (Fault.
+// LostWrites < 0) took from the window k, as seen from a check at t: the
+// members Redis held when it came back empty that would still count at t.
+// Each of them was admitted under the limit of the document in force for
+// its admission (docs/DESIGN.md, "The rules": a window spanning a change
+// is held, at each admission, to the limit in force for that admission),
+// so together they are at most the highest limit this window had in a
+// document in force while they were admitted: from a span before the
+// fault (a sliding window; the whole history before it for a calendar
+// window) to its end. Not the limit at t: after a decrease the lost
+// members may number more than the new limit, and Redis, emptied, admits
+// the new limit again on top of them (docs/DESIGN.md, "Writes lost with a
+// killed master (λ)": Redis's record exceeds a window's limit by the
+// writes lost in it).
+func (c *checker) emptiedWindow(k groupKey, f Fault, t int64) int64 {
+	lo := int64(math.MinInt64 / 2)
+	if k.id.Calendar == "" {
+		lo = f.FromUs - c.skew - k.id.SpanUs
+	}
+	hi := min(f.ToUs, t) + c.skew
+	var most int64
+	for _, d := range c.docsIn(lo, hi) {
+		most = max(most, d.maxLimit(k.key, k.id))
+	}
+	return most
 }

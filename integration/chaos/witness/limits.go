@@ -510,6 +510,27 @@ func (d *Document) hasWindow(key string, id WindowID) bool {
 	return false
 }
 
+// maxLimit is the highest limit of the window with this id among the
+// key's rules in the document (its own and its schedules'); 0 when none
+// has that window.
+func (d *Document) maxLimit(key string, id WindowID) int64 {
+	rules := []Rule{d.Keys[key]}
+	for _, s := range d.Schedules {
+		if s.Key == key {
+			rules = append(rules, s.Rule)
+		}
+	}
+	var most int64
+	for _, r := range rules {
+		for _, w := range r.Windows {
+			if w.ID == id {
+				most = max(most, w.Limit)
+			}
+		}
+	}
+	return most
+}
+
 // keysOf lists the document's keys, sorted, schedules' keys included.
 func (d *Document) keysOf() []string {
 	set := map[string]bool{}

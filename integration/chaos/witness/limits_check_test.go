@@ -1,6 +1,7 @@
 package witness
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -223,5 +224,55 @@ func TestAcquisitionsCountWithPayments(t *testing.T) {
 	wantViolations(t, r, WithinLimits)
 	if v := r.Violations[0]; v.RequestID != "#api:chaos:a2" {
 		t.Errorf("violation = %s, want api:a2", v)
+	}
+}
+
+// A Redis restart that lost its data frees the whole window as it stood:
+// the members admitted under the limit then, which after a decrease may be
+// more than the new limit. Redis, emptied, admits the new limit again, so
+// the window's certain admissions reach the old members plus the new
+// limit (docs/DESIGN.md, "Writes lost with a killed master (λ)"; seed
+// 4242: 26 members under limits 32, 38 and 31 lost, then 22 admitted under
+// 22).
+func TestRedisDataLossAcrossALimitDecrease(t *testing.T) {
+	const high = `
+window: 1s
+limits:
+  ONLINE_PAY:ALIPAY: [{limit: 10, window: 1m}]
+`
+	const low = `
+window: 1s
+limits:
+  ONLINE_PAY:ALIPAY: [{limit: 4, window: 1m}]
+`
+	tests := []struct {
+		name      string
+		before    int // admitted under 10 before Redis came back empty
+		after     int // admitted under 4 after it
+		want      []Property
+		violating string
+	}{
+		{"the old members and the new limit", 8, 4, nil, ""},
+		{"the whole old limit and the new one", 10, 4, nil, ""},
+		{"one more than Redis, emptied, could admit", 10, 5, []Property{WithinLimits}, "n5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHistory(t, high)
+			b.h.Config.Policy = "deny"
+			for i := range tt.before {
+				b.paid(fmt.Sprintf("o%d", i+1), "ONLINE_PAY", "ALIPAY", 10, t0+int64(i)*100*ms)
+			}
+			b.fault("redis", t0+10*sec, t0+11*sec, -1)
+			b.publish(low, t0+20*sec)
+			for i := range tt.after {
+				b.paid(fmt.Sprintf("n%d", i+1), "ONLINE_PAY", "ALIPAY", 10, t0+30*sec+int64(i)*100*ms)
+			}
+			r := b.check()
+			wantViolations(t, r, tt.want...)
+			if tt.violating != "" && r.Violations[0].RequestID != tt.violating {
+				t.Errorf("violation = %s, want %s", r.Violations[0], tt.violating)
+			}
+		})
 	}
 }
