@@ -49,6 +49,7 @@ var adminRoutes = []string{
 	"/channels/usage",
 	"/dashboard",
 	"/reports/admissions?channel=ALIPAY",
+	"/reports/discrepancies",
 }
 
 func bearer(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }

@@ -123,6 +123,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		Quotas:           m.stats.forecaster.Forecasts,
 		Unresolved:       m.orders.UnresolvedStats,
 		OldestUnresolved: oldestUnresolved(m.orders),
+		Discrepancies:    m.orders.Discrepancies,
 		Learned:          m.limiter,
 	})
 	if err != nil {

@@ -101,6 +101,9 @@ type dashboardView struct {
 	// Unresolved is the UNKNOWN orders being resolved with their
 	// channels; nil when not wired.
 	Unresolved *unresolvedView
+	// Discrepancies lists the newest orders a channel contradicted, when
+	// the dashboard can read them.
+	Discrepancies *discrepancyView
 }
 
 // unresolvedView is the dashboard's line on UNKNOWN orders.
@@ -112,6 +115,12 @@ type unresolvedView struct {
 	// Oldest20 lists the oldest of them; ListError says why they are not.
 	Oldest20  []unresolvedLine
 	ListError string
+}
+
+// discrepancyView is the dashboard's list of discrepancies.
+type discrepancyView struct {
+	Lines []discrepancyLine
+	Error string
 }
 
 type sourceView struct {
@@ -190,6 +199,10 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	}
 	if d.r.opts.Unresolved != nil {
 		v.Unresolved = d.unresolved(ctx, now)
+	}
+	if d.r.opts.Discrepancies != nil {
+		lines, why := d.discrepancyLines(ctx, now)
+		v.Discrepancies = &discrepancyView{Lines: lines, Error: why}
 	}
 	if d.r.opts.Routes != nil {
 		var err error

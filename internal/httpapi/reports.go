@@ -12,6 +12,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/configcenter"
+	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
@@ -63,6 +64,10 @@ type ReportsOptions struct {
 	// OldestUnresolved, when set, lists up to limit of those orders, the
 	// oldest first, with the resolver's next step.
 	OldestUnresolved func(ctx context.Context, limit int) ([]UnresolvedOrder, error)
+	// Discrepancies, when set, lists up to limit orders a channel
+	// contradicted once they were final, the newest first: GET
+	// /reports/discrepancies and the dashboard.
+	Discrepancies func(ctx context.Context, limit int) ([]*pay.Order, error)
 	// Learned, when set, marks the dashboard's windows whose limit is
 	// learned from the channel, as GET /limits shows them.
 	Learned LearnedSource
@@ -88,7 +93,8 @@ func newReports(opts ReportsOptions) (*reports, error) {
 
 // Reports returns the registration of the admin report routes, for
 // Options.Admin: GET /reports/channel-limits (history, JSON or CSV), GET
-// /channels/usage (live occupancy) and GET /dashboard (HTML).
+// /channels/usage (live occupancy), GET /reports/discrepancies (orders a
+// channel contradicted) and GET /dashboard (HTML).
 func Reports(opts ReportsOptions) (func(g *gin.RouterGroup), error) {
 	r, err := newReports(opts)
 	if err != nil {
@@ -102,6 +108,9 @@ func Reports(opts ReportsOptions) (func(g *gin.RouterGroup), error) {
 		g.GET("/reports/channel-limits", r.getReport)
 		g.GET("/reports/channel-amounts", r.getAmounts)
 		g.GET("/channels/usage", r.getUsage)
+		if r.opts.Discrepancies != nil {
+			g.GET("/reports/discrepancies", r.getDiscrepancies)
+		}
 		g.GET("/dashboard", dash.get)
 	}, nil
 }

@@ -20,6 +20,7 @@ var queryParams = map[string][]string{
 	"/reports/channel-amounts": {"from", "to", "bizType", "channel", "granularity", "format"},
 	"/reports/routes":          {"from", "to", "bizType"},
 	"/reports/admissions":      {"from", "to", "channel", "limit"},
+	"/reports/discrepancies":   {"limit"},
 	"/v1/limits/peek":          {"bizType", "channel", "amount", "currency"},
 }
 

@@ -1,0 +1,74 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"payserver/internal/configcenter"
+	"payserver/internal/httpapi"
+	"payserver/internal/limits"
+	"payserver/internal/pay"
+)
+
+// TestDiscrepanciesReportedAndShown: the orders a channel contradicted
+// once they were final are listed by GET /reports/discrepancies (amounts
+// in minor and major units) and on the dashboard, the newest first.
+func TestDiscrepanciesReportedAndShown(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	parsed, err := limits.Parse([]byte("limits:\n  PAY:ALIPAY: 100\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := parsed.Config
+	list := []*pay.Order{{
+		RequestID: "R-1", OrderNo: "PS1", BizType: "PAY", Channel: "ALIPAY", Amount: 1274570, Currency: "CNY",
+		Status: pay.StatusFailed, FailureCode: pay.FailureNotSent,
+		Discrepancy: &pay.Discrepancy{Channel: "ALIPAY", Reported: "SUCCEEDED", TradeNo: "T9", At: now.Add(-90 * time.Second)},
+	}}
+	var asked []int
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: now},
+		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now},
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		Discrepancies: func(_ context.Context, limit int) ([]*pay.Order, error) {
+			asked = append(asked, limit)
+			return list, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serveAdmin(t, "", routes)
+	page := s.get(t, "/dashboard", "").body
+	want := `<tr class="discrepancy"><td class="key">R-1</td><td>NOT_SENT on ALIPAY</td><td class="warn">SUCCEEDED by ALIPAY</td><td class="num">12,745.70 CNY</td><td class="num">1m30s ago</td></tr>`
+	if !strings.Contains(page, want) {
+		t.Errorf("the dashboard lacks %s", want)
+	}
+	a := s.get(t, "/reports/discrepancies?limit=5", "")
+	var got struct {
+		Discrepancies []struct {
+			RequestID   string `json:"requestId"`
+			Amount      int64  `json:"amount"`
+			AmountMajor string `json:"amountMajor"`
+			Discrepancy struct {
+				Channel, Reported, At string
+			} `json:"discrepancy"`
+		} `json:"discrepancies"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &got); err != nil || len(got.Discrepancies) != 1 {
+		t.Fatalf("GET /reports/discrepancies: %s (%v)", a.body, err)
+	}
+	if d := got.Discrepancies[0]; d.RequestID != "R-1" || d.Amount != 1274570 || d.AmountMajor != "12745.70" || d.Discrepancy.Reported != "SUCCEEDED" || d.Discrepancy.At == "" {
+		t.Errorf("row %+v", d)
+	}
+	if len(asked) != 2 || asked[0] != 20 || asked[1] != 5 {
+		t.Errorf("asked for %v, want 20 for the dashboard, then 5", asked)
+	}
+	if bad := s.get(t, "/reports/discrepancies?limit=0", ""); bad.status != 400 || !strings.Contains(bad.body, "limit") {
+		t.Errorf("limit=0: %d %s, want 400 naming limit", bad.status, bad.body)
+	}
+}
