@@ -3,7 +3,6 @@ package pay
 import (
 	"context"
 	"errors"
-	"time"
 
 	"payserver/internal/apperr"
 	"payserver/internal/ratelimit"
@@ -76,9 +75,9 @@ func (s *Service) claim(ctx context.Context, req PayRequest, o *Order) (won bool
 // requestId for claimTheirs.
 func (s *Service) resolveClaim(ctx context.Context, o *Order, claimErr error) (claimFate, *Order) {
 	base := context.WithoutCancel(ctx)
-	deadline := time.Now().Add(s.opts.ClaimTimeout)
+	deadline := s.opts.Now().Add(s.opts.ClaimTimeout)
 	maybeCommitted := !errors.Is(claimErr, ErrNotCommitted)
-	wait := 10 * time.Millisecond
+	b := requestBackoff
 	for {
 		rctx, cancel := context.WithDeadline(base, deadline)
 		got, err := s.orders.Get(rctx, o.RequestID)
@@ -106,11 +105,11 @@ func (s *Service) resolveClaim(ctx context.Context, o *Order, claimErr error) (c
 			// answer: there is nothing to wait for.
 			return claimNotMade, nil
 		}
-		if time.Until(deadline) < wait {
+		wait := b.wait()
+		if deadline.Sub(s.opts.Now()) < wait {
 			return claimUnknown, nil
 		}
-		time.Sleep(wait)
-		wait = min(wait*2, 500*time.Millisecond)
+		sleepCtx(base, wait)
 	}
 }
 

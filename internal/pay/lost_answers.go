@@ -116,7 +116,7 @@ func (l *LostAnswers) Run(ctx context.Context) {
 				return
 			}
 			giveUp := l.opts.Now().Add(giveUpAfter)
-			for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			for b := workBackoff; ; {
 				err := l.settle(ctx, a)
 				if err == nil {
 					l.forget(a)
@@ -131,7 +131,7 @@ func (l *LostAnswers) Run(ctx context.Context) {
 					break
 				}
 				l.opts.Logger.Debug("a lost limiter answer could not be settled yet; retrying", "requestId", a.req.RequestID, "err", err)
-				if !sleepCtx(ctx, wait) {
+				if !sleepCtx(ctx, b.wait()) {
 					return
 				}
 			}

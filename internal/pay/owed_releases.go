@@ -210,10 +210,10 @@ func (r *OwedReleases) forget(id string, o owedRelease) {
 // ends: at once when one is owed, then backing off while the limiter
 // still fails.
 func (r *OwedReleases) Run(ctx context.Context) {
-	wait := 100 * time.Millisecond
+	b := workBackoff
 	for {
 		if r.round(ctx) {
-			wait = 100 * time.Millisecond
+			b.reset()
 			select {
 			case <-ctx.Done():
 				return
@@ -221,10 +221,9 @@ func (r *OwedReleases) Run(ctx context.Context) {
 			}
 			continue
 		}
-		if !sleepCtx(ctx, wait) {
+		if !sleepCtx(ctx, b.wait()) {
 			return
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 

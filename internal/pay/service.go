@@ -262,9 +262,10 @@ func (s *Service) learnThrottle(ctx context.Context, o *Order, t *channel.Thrott
 // giving up early would leave a known outcome unrecorded.
 func (s *Service) finish(ctx context.Context, o *Order) error {
 	var err error
-	for attempt := 0; attempt < 4; attempt++ {
-		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	b := requestBackoff
+	for attempt := 0; attempt < 8; attempt++ {
+		if attempt > 0 && !sleepCtx(context.WithoutCancel(ctx), b.wait()) {
+			break
 		}
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err = s.orders.Finish(fctx, o)
@@ -345,7 +346,7 @@ func (s *Service) replay(ctx context.Context, o *Order, hash string) (*Order, er
 // record its outcome, then answers as a replay.
 func (s *Service) awaitExisting(ctx context.Context, requestID, hash string) (*Order, error) {
 	deadline := s.opts.Now().Add(s.opts.InFlightWait)
-	wait := 5 * time.Millisecond
+	b := requestBackoff
 	for {
 		o, err := s.orders.Get(ctx, requestID)
 		if err != nil {
@@ -364,12 +365,9 @@ func (s *Service) awaitExisting(ctx context.Context, requestID, hash string) (*O
 			return nil, apperr.New(apperr.IdempotencyConflict, "requestId %s is still being processed; retry later", requestID).
 				WithDetails(map[string]any{"orderNo": o.OrderNo, "status": string(o.Status)})
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepCtx(ctx, b.wait()) {
 			return nil, apperr.Wrap(ctx.Err(), apperr.IdempotencyConflict, "requestId %s is still being processed", requestID)
-		case <-time.After(wait):
 		}
-		wait = min(wait*2, 100*time.Millisecond)
 	}
 }
 

@@ -73,7 +73,7 @@ type settleJob struct {
 	holds    []ratelimit.Hold
 	deadline time.Time
 	due      time.Time
-	wait     time.Duration
+	backoff  backoff
 }
 
 // NewSettler returns a Settler of orders' slots on limiter; Run starts it.
@@ -150,8 +150,8 @@ func (s *Settler) add(j settleJob) {
 	}
 	now := s.opts.Now()
 	j.deadline = now.Add(s.opts.Patience)
-	j.wait = 50 * time.Millisecond
-	j.due = now.Add(j.wait)
+	j.backoff = workBackoff
+	j.due = now.Add(j.backoff.wait())
 	s.queue <- j // alive ≤ cap: there is room
 }
 
@@ -184,8 +184,7 @@ func (s *Settler) work(ctx context.Context) {
 				"requestId", j.requestID, "abandonedClaim", j.abandoned != nil)
 			continue
 		}
-		j.wait = min(j.wait*2, 2*time.Second)
-		j.due = now.Add(j.wait)
+		j.due = now.Add(j.backoff.wait())
 		s.queue <- j // still alive, so it fits
 	}
 }
