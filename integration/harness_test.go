@@ -134,6 +134,9 @@ func startServer(t testing.TB, opts serverOptions) *server {
 		"PAYSERVER_DATA_DIR":   filepath.Join(dir, "data"),
 		"PAYSERVER_LOG_FORMAT": "json",
 		"PAYSERVER_LOG_LEVEL":  "info",
+		// Unknown outcomes are asked about after 1 s, not the default
+		// 5 s: the tests wait for their resolution.
+		"PAYSERVER_RESOLVER_BACKOFF": "1s",
 	}
 	if !opts.Embedded {
 		env["PAYSERVER_REDIS_ADDR"] = testutil.RedisAddr(t)

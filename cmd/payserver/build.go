@@ -326,7 +326,9 @@ func (m *Main) buildResolver(ctx context.Context, orders *repo.Orders, limiter p
 		CallTimeout: m.cfg.ChannelTimeout,
 		Observer:    m.metrics.NewResolver(m.channelCodes()),
 		Logger:      m.log.With("component", "resolver"),
-		Rules:       func(code string) pay.UnknownRules { return m.cfg.Channels[code].UnknownOutcome.rules() },
+		Rules: func(code string) pay.UnknownRules {
+			return m.cfg.Channels[code].UnknownOutcome.rules(m.cfg.Resolver.Backoff)
+		},
 	})
 	if err != nil {
 		return err

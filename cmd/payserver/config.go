@@ -163,7 +163,7 @@ func DefaultConfig() Config {
 		Routing:         RoutingConfig{BreakerFailures: 5, BreakerCooldown: 30 * time.Second, BreakerProbes: 1},
 		ChannelTimeout:  5 * time.Second,
 		ShutdownTimeout: 15 * time.Second,
-		Resolver:        ResolverConfig{Backoff: time.Second, MaxBackoff: time.Minute},
+		Resolver:        ResolverConfig{Backoff: 5 * time.Second, MaxBackoff: time.Minute},
 		Channels: map[string]ChannelConfig{
 			"ALIPAY": {}, "WECHAT": {}, "UNIONPAY": {},
 		},

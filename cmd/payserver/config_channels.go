@@ -24,8 +24,8 @@ type ChannelConfig struct {
 
 // UnknownOutcomeConfig is a channel's own timing for resolving an unknown
 // outcome (pay.UnknownRules), each measured from the order's creation; a
-// zero field keeps the resolver's (a first query at once, queries every
-// resolver.backoff, a close at once).
+// zero field keeps the default: a first query and queries every
+// resolver.backoff (5 s), a close at once.
 type UnknownOutcomeConfig struct {
 	// QueryAfter is the earliest first query: a channel that needs time
 	// to book an order (and answers "no such order" meanwhile) is not
@@ -40,9 +40,17 @@ type UnknownOutcomeConfig struct {
 	CloseAfter time.Duration `yaml:"closeAfter"`
 }
 
-// rules is u as the resolver takes it.
-func (u UnknownOutcomeConfig) rules() pay.UnknownRules {
-	return pay.UnknownRules{QueryAfter: u.QueryAfter, QueryEvery: u.QueryEvery, CloseAfter: u.CloseAfter}
+// rules is u as the resolver takes it, an unset queryAfter or queryEvery
+// being every (resolver.backoff).
+func (u UnknownOutcomeConfig) rules(every time.Duration) pay.UnknownRules {
+	r := pay.UnknownRules{QueryAfter: u.QueryAfter, QueryEvery: u.QueryEvery, CloseAfter: u.CloseAfter}
+	if r.QueryAfter == 0 {
+		r.QueryAfter = every
+	}
+	if r.QueryEvery == 0 {
+		r.QueryEvery = every
+	}
+	return r
 }
 
 // GatewayConfig is a channel's gateway (gateway.Config).

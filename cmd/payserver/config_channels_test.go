@@ -77,11 +77,13 @@ func TestUnknownOutcomeRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Channels["WECHAT"].UnknownOutcome.rules(); got.QueryAfter != 5*time.Second || got.QueryEvery != 5*time.Second || got.CloseAfter != 5*time.Minute {
+	if got := cfg.Channels["WECHAT"].UnknownOutcome.rules(cfg.Resolver.Backoff); got.QueryAfter != 5*time.Second || got.QueryEvery != 5*time.Second || got.CloseAfter != 5*time.Minute {
 		t.Errorf("WECHAT rules %+v, want 5s, 5s, 5m", got)
 	}
-	if got := cfg.Channels["ALIPAY"].UnknownOutcome.rules(); got != (pay.UnknownRules{}) {
-		t.Errorf("ALIPAY rules %+v, want none of its own", got)
+	// A channel with no rules of its own: the defaults, a first query and
+	// queries every 5 s (resolver.backoff), a close at once.
+	if got := cfg.Channels["ALIPAY"].UnknownOutcome.rules(cfg.Resolver.Backoff); got != (pay.UnknownRules{QueryAfter: 5 * time.Second, QueryEvery: 5 * time.Second}) {
+		t.Errorf("ALIPAY rules %+v, want the defaults 5s, 5s, 0", got)
 	}
 	if _, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, "channels:\n  WECHAT:\n    unknownOutcome: {closeAfter: -1s}\n")})); err == nil {
 		t.Error("a negative closeAfter was taken")
