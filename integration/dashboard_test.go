@@ -46,7 +46,7 @@ func runChromium(t *testing.T, bin, url string, extra ...string) []byte {
 	args := append([]string{
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + t.TempDir(), "--window-size=1280,900",
+		"--user-data-dir=" + t.TempDir(), "--window-size=1280,1800", // the whole top of the page, charts included
 	}, extra...)
 	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
