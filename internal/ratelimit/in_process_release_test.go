@@ -10,6 +10,27 @@ import (
 	"payserver/internal/testutil"
 )
 
+// twoInstances are two limiters on one shared store, A:B at 10 a minute:
+// up always reaches it, cutOff through cut, which fails while told to.
+func twoInstances(t *testing.T) (clock *testutil.Clock, up *ratelimit.Limiter, cut *switchStore, cutOff *ratelimit.Limiter) {
+	t.Helper()
+	const doc = "limits:\n  A:B: [{limit: 10, window: 1m}]\n"
+	clock = testutil.NewClock(time.Unix(1_800_000_000, 0))
+	shared := ratelimit.NewLocalStore(clock.Now)
+	up, err := ratelimit.New(shared, ratelimit.Options{Now: clock.Now, DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.SetConfig(mustConfig(t, doc))
+	cut = &switchStore{LocalStore: shared}
+	cutOff, err = ratelimit.New(cut, ratelimit.Options{Now: clock.Now, DisableNearCache: true, Policy: ratelimit.PolicyLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutOff.SetConfig(mustConfig(t, doc))
+	return clock, up, cut, cutOff
+}
+
 // TestInProcessAdmissionReleasesOnlyInProcess: an admission one instance
 // decided in process while it could not reach the shared store is given
 // back from its in-process windows only. The shared store's record of the
@@ -19,20 +40,7 @@ import (
 // slot was freed: a later release (owed until the store answered) removed
 // a member the loser never recorded there.
 func TestInProcessAdmissionReleasesOnlyInProcess(t *testing.T) {
-	const doc = "limits:\n  A:B: [{limit: 10, window: 1m}]\n"
-	clock := testutil.NewClock(time.Unix(1_800_000_000, 0))
-	shared := ratelimit.NewLocalStore(clock.Now)
-	up, err := ratelimit.New(shared, ratelimit.Options{Now: clock.Now, DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up.SetConfig(mustConfig(t, doc))
-	cut := &switchStore{LocalStore: shared}
-	cutOff, err := ratelimit.New(cut, ratelimit.Options{Now: clock.Now, DisableNearCache: true, Policy: ratelimit.PolicyLocal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cutOff.SetConfig(mustConfig(t, doc))
+	clock, up, cut, cutOff := twoInstances(t)
 	ctx := context.Background()
 	winner, err := up.Check(ctx, ratelimit.Request{Key: keyAB, Member: "R", Amount: 1, Currency: "CNY"})
 	if err != nil || !winner.Allowed || winner.Source != ratelimit.SourceRedis {
@@ -116,20 +124,7 @@ func TestInProcessDuplicateReleasesEverywhere(t *testing.T) {
 // store, a retry that lost its claim to another amount took the paid
 // winner's slot away.
 func TestInProcessRetryReleasesOnlyInProcess(t *testing.T) {
-	const doc = "limits:\n  A:B: [{limit: 10, window: 1m}]\n"
-	clock := testutil.NewClock(time.Unix(1_800_000_000, 0))
-	shared := ratelimit.NewLocalStore(clock.Now)
-	up, err := ratelimit.New(shared, ratelimit.Options{Now: clock.Now, DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up.SetConfig(mustConfig(t, doc))
-	cut := &switchStore{LocalStore: shared}
-	cutOff, err := ratelimit.New(cut, ratelimit.Options{Now: clock.Now, DisableNearCache: true, Policy: ratelimit.PolicyLocal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cutOff.SetConfig(mustConfig(t, doc))
+	clock, up, cut, cutOff := twoInstances(t)
 	ctx := context.Background()
 	if w, err := up.Check(ctx, ratelimit.Request{Key: keyAB, Member: "dup", Amount: 4604, Currency: "CNY"}); err != nil || !w.Allowed || w.Source != ratelimit.SourceRedis {
 		t.Fatalf("the winner through the shared store: %+v, %v", w, err)
