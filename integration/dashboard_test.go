@@ -135,8 +135,8 @@ limits:
 	if err != nil {
 		t.Fatalf("screenshot is not a PNG: %v", err)
 	}
-	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 900 {
-		t.Errorf("screenshot is %dx%d, want 1280x900", b.Dx(), b.Dy())
+	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 1800 {
+		t.Errorf("screenshot is %dx%d, want 1280x1800", b.Dx(), b.Dy())
 	}
 	// The bars are drawn in the chart colours: admitted green, limited red.
 	green := countPixels(img, 0x2e, 0x9d, 0x5b)

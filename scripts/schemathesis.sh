@@ -245,9 +245,12 @@ cat >"$WORK/content_types.py" <<'EOF2'
 import json, sys, uuid
 import requests, yaml
 
-spec_path, base, token = sys.argv[1], sys.argv[2], sys.argv[3]
+spec_path, base, token, client_token = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 spec = yaml.safe_load(open(spec_path))
-auth = {"Authorization": f"Bearer {token}"} if token else {}
+# Authentication comes before the content type: each route gets its own
+# caller's token (the limits service's client token, else the admin's).
+admin_auth = {"Authorization": f"Bearer {token}"} if token else {}
+client_auth = {"Authorization": f"Bearer {client_token}"} if client_token else {}
 wrong = ["text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded",
          "multipart/form-data; boundary=x", "application/xml", "application/json; charset=latin1",
          "application/merge-patch+json", None]
@@ -276,6 +279,7 @@ for path, item in spec["paths"].items():
             continue
         if "415" not in op.get("responses", {}):
             failures.append(f"{method.upper()} {path}: 415 is not documented")
+        auth = client_auth if path.startswith("/v1/limits/") else admin_auth
         media = set(op.get("requestBody", {}).get("content", {}))
         # A browser form (the dashboard's login and logout) takes its own
         # type and refuses every other, JSON included, with the JSON 415.
@@ -319,7 +323,7 @@ for f in failures:
 print(f"{checked} content-type and size requests, {len(failures)} failures")
 sys.exit(1 if failures else 0)
 EOF2
-"$VENV/bin/python" "$WORK/content_types.py" "$ROOT/api/openapi.yaml" "$BASE" "${TOKEN:-}" >&2 || status=1
+"$VENV/bin/python" "$WORK/content_types.py" "$ROOT/api/openapi.yaml" "$BASE" "${TOKEN:-}" "${CLIENT_TOKEN:-}" >&2 || status=1
 
 # The server must have logged no internal error and no panic.
 if [[ -n "${SERVER_LOG:-}" && -f "$SERVER_LOG" ]]; then
