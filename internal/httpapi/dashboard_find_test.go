@@ -49,4 +49,10 @@ func TestRootSendsBrowsersToTheDashboard(t *testing.T) {
 	if a.status != http.StatusNotFound || !strings.Contains(a.body, `"NOT_FOUND"`) {
 		t.Errorf("GET / from a JSON client: %d %s, want the JSON 404", a.status, a.body)
 	}
+	// "/" is documented for GET only: another method is not allowed there.
+	for _, m := range []string{http.MethodPost, http.MethodDelete, http.MethodTrace} {
+		if a := s.send(t, m, "/", "", nil); a.status != http.StatusMethodNotAllowed || a.header.Get("Allow") != http.MethodGet {
+			t.Errorf("%s /: %d (Allow %q), want 405 allowing GET", m, a.status, a.header.Get("Allow"))
+		}
+	}
 }

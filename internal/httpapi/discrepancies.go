@@ -46,7 +46,7 @@ func discrepancyRowOf(o *pay.Order) discrepancyRow {
 // channel contradicted once they were final, ?limit of them (default 100).
 func (r *reports) getDiscrepancies(c *gin.Context) {
 	limit := 100
-	if v := c.Query("limit"); v != "" {
+	if v, given := c.GetQuery("limit"); given {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > discrepanciesMax {
 			writeError(c, r.log, apperr.Invalid(apperr.FieldError{Field: "limit", Reason: "must be a whole number from 1 to " + strconv.Itoa(discrepanciesMax)}), "")

@@ -68,7 +68,9 @@ func TestDiscrepanciesReportedAndShown(t *testing.T) {
 	if len(asked) != 2 || asked[0] != 20 || asked[1] != 5 {
 		t.Errorf("asked for %v, want 20 for the dashboard, then 5", asked)
 	}
-	if bad := s.get(t, "/reports/discrepancies?limit=0", ""); bad.status != 400 || !strings.Contains(bad.body, "limit") {
-		t.Errorf("limit=0: %d %s, want 400 naming limit", bad.status, bad.body)
+	for _, q := range []string{"limit=0", "limit=", "limit=1001", "limit=x"} {
+		if bad := s.get(t, "/reports/discrepancies?"+q, ""); bad.status != 400 || !strings.Contains(bad.body, "limit") {
+			t.Errorf("%s: %d %s, want 400 naming limit", q, bad.status, bad.body)
+		}
 	}
 }

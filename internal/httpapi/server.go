@@ -151,6 +151,13 @@ func New(opts Options) (http.Handler, error) {
 	r.ContextWithFallback = true
 	r.Use(nosniff, h.recover, h.observe, h.limitHeader, h.limitBody, h.checkPublic)
 	r.NoRoute(func(c *gin.Context) {
+		if c.Request.URL.Path == "/" && c.Request.Method != http.MethodGet {
+			// "/" is documented for GET only (a browser is sent on to the
+			// dashboard): any other method is not allowed there.
+			c.Header("Allow", http.MethodGet)
+			writeError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
+			return
+		}
 		if c.Request.Method == http.MethodGet && c.Request.URL.Path == "/" && acceptsHTML(c.Request) {
 			c.Redirect(http.StatusFound, "/dashboard") // a browser opening the server's address
 			return
