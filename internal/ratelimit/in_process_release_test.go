@@ -174,3 +174,32 @@ func TestReleaseBeforeTheLimitsIsNotMade(t *testing.T) {
 		t.Fatalf("amount release before the limits: %v, want ErrNotLoaded", err)
 	}
 }
+
+// TestReleaseAfterALimitsChangeLeavesNoMember: a member acquired under one
+// document and released by key and member alone (its windows unknown, as
+// the limits API releases) just after a change that moved its calendar
+// window leaves the window it was admitted into too. Released from the
+// new document's windows only, it stayed in the old day window, held by
+// nobody, and a later document bringing that window back counted it.
+func TestReleaseAfterALimitsChangeLeavesNoMember(t *testing.T) {
+	const midnight, ten = "limits:\n  A:B: [{limit: 5, calendar: day}]\n", "limits:\n  A:B: [{limit: 5, calendar: day, cutoff: \"10:00\"}]\n"
+	store := ratelimit.NewLocalStore(nil)
+	l, err := ratelimit.New(store, ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := mustConfig(t, midnight)
+	l.SetConfig(old)
+	ctx := context.Background()
+	if d, err := l.Check(ctx, ratelimit.Request{Key: keyAB, Member: "#api:c:q1"}); err != nil || !d.Allowed {
+		t.Fatalf("acquire: %+v, %v", d, err)
+	}
+	l.SetConfig(mustConfig(t, ten))
+	if err := l.Release(ctx, ratelimit.HoldOf(keyAB, "#api:c:q1")); err != nil {
+		t.Fatal(err)
+	}
+	use, err := store.Usage(ctx, ratelimit.KeyWindows(keyAB, old.Rules[keyAB].Windows))
+	if err != nil || use[0] != 0 {
+		t.Fatalf("the old day window holds %v (%v), want 0: the released member stayed in it", use, err)
+	}
+}

@@ -78,7 +78,10 @@ type Limiter struct {
 // keys the store's names of its windows and localKeys the in-process
 // store's (Decision.WindowKeys).
 type limits struct {
-	cfg       *Config
+	cfg *Config
+	// prev is the Config in force before cfg: a hold with unknown windows
+	// is released from its windows too (release).
+	prev      *Config
 	version   uint64
 	name      string
 	keys      windowNames
@@ -148,7 +151,7 @@ func (l *Limiter) SetConfig(c *Config) {
 	next := &limits{cfg: c, name: limitsVersion(c), keys: namesOf(c, l.names), localKeys: namesOf(c, WindowKey)}
 	for {
 		old := l.limits.Load()
-		next.version = old.version + 1
+		next.version, next.prev = old.version+1, old.cfg
 		if l.limits.CompareAndSwap(old, next) {
 			break
 		}
@@ -290,7 +293,8 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 // recorded it (the hold's, whatever the limits say now), and every window
 // the limits in force give its key now (those of the rules in force and of
 // the base rules, should a schedule have switched since), in the shared
-// store and in the local fallback. The pay flow calls it only when no
+// store and in the local fallback. A hold whose windows are unknown also
+// leaves the windows the limits in force before gave its key. The pay flow calls it only when no
 // channel call can happen for the request.
 func (l *Limiter) Release(ctx context.Context, h Hold) error {
 	return l.release(ctx, h, false)
@@ -308,9 +312,16 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
 	if !h.Known() && !l.Loaded() {
 		return ErrNotLoaded
 	}
-	windows := releaseWindows(l.Config(), key, l.opts.Now(), amountsOnly)
+	lim := l.limits.Load()
+	windows := releaseWindows(lim.cfg, key, l.opts.Now(), amountsOnly)
 	if h.Known() {
 		windows = unionWindows(h.held(amountsOnly), windows)
+	} else if lim.prev != nil {
+		// Its member may have been admitted under the document before
+		// (a limits-API acquisition released just after a change that
+		// moved its calendar window): released from that one's windows
+		// too, it is left in none.
+		windows = unionWindows(windows, releaseWindows(lim.prev, key, l.opts.Now(), amountsOnly))
 	}
 	if h.ownKey {
 		windows = h.ownKeyWindows(windows)
