@@ -165,6 +165,9 @@ func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.K
 			}
 			if ll, ok := learnedFor(lr.Limits, r.Windows[j]); ok && lr.Err == nil {
 				wn.learnedJSON = newLearnedJSON(ll, now)
+				if j < len(r.Reserve) {
+					wn.ReserveInForce = ratelimit.ReservationsInForce(r.Reserve[j], ll.Limit)
+				}
 			}
 			l.Windows[j] = wn
 		}

@@ -3,6 +3,9 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"payserver/internal/ratelimit"
@@ -66,6 +69,10 @@ type learnedJSON struct {
 	NotBefore string `json:"notBefore,omitempty"`
 	// LearnedUntil is when the learned limit ends at the latest.
 	LearnedUntil string `json:"learnedUntil,omitempty"`
+	// ReserveInForce, on a window with reservations whose effective limit
+	// is below their sum, is each reservation shrunk to its part of the
+	// effective limit: what the window keeps for each name now.
+	ReserveInForce map[string]int64 `json:"reserveInForce,omitempty"`
 }
 
 // newLearnedJSON describes l at now.
@@ -95,6 +102,13 @@ func (w windowNow) LearnedText() string {
 	s := fmt.Sprintf("learned %d of %d since %s UTC", min(*w.Learned, w.Limit), w.Limit, since.UTC().Format("15:04:05"))
 	if nb, err := time.Parse(time.RFC3339Nano, w.NotBefore); err == nil {
 		s += fmt.Sprintf(", nothing before %s UTC", nb.UTC().Format("15:04:05"))
+	}
+	if len(w.ReserveInForce) > 0 {
+		names := slices.Sorted(maps.Keys(w.ReserveInForce))
+		for i, name := range names {
+			names[i] = fmt.Sprintf("%s: %d", name, w.ReserveInForce[name])
+		}
+		s += "; kept now for " + strings.Join(names, ", ")
 	}
 	return s
 }

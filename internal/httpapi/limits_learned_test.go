@@ -50,16 +50,7 @@ var throttledAt = time.Date(2026, 3, 1, 10, 3, 17, 0, time.UTC)
 // admitted, a throttle with a retry-after of 3s, every slot released.
 func throttledLimiter(t *testing.T) (*ratelimit.Limiter, *ratelimit.Config, *fakeClock) {
 	t.Helper()
-	parsed, err := limits.Parse([]byte(learnedDoc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &fakeClock{t: throttledAt}
-	l, err := ratelimit.New(ratelimit.NewLocalStore(clock.Now), ratelimit.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetConfig(parsed.Config)
+	l, parsed, clock := localLimiter(t, learnedDoc)
 	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
 	ctx := context.Background()
 	var holds []ratelimit.Hold
@@ -79,6 +70,23 @@ func throttledLimiter(t *testing.T) (*ratelimit.Limiter, *ratelimit.Config, *fak
 		}
 	}
 	return l, parsed.Config, clock
+}
+
+// localLimiter returns a Limiter on an in-process store, at throttledAt on
+// a settable clock, under the limits document doc.
+func localLimiter(t *testing.T, doc string) (*ratelimit.Limiter, *limits.Document, *fakeClock) {
+	t.Helper()
+	parsed, err := limits.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: throttledAt}
+	l, err := ratelimit.New(ratelimit.NewLocalStore(clock.Now), ratelimit.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(parsed.Config)
+	return l, parsed, clock
 }
 
 // limitsServer serves GET /limits on cfg, with learned limits from src.
@@ -326,5 +334,44 @@ func TestLearnedReset(t *testing.T) {
 	hist.fail = true
 	if a := s.post(t, "/limits/learned/reset", "tok", `{"key": "ONLINE_PAY:ALIPAY"}`); a.status != 503 || !strings.Contains(a.body, "ask again") {
 		t.Errorf("history down: %d %s, want 503 saying to ask again", a.status, a.body)
+	}
+}
+
+// TestLimitsShowReservationsInForce: a channel-wide window of 100 keeping
+// 40 for R and 40 for P, whose learned limit fell to 35, shows each
+// reservation shrunk to ⌊40 × 35 / 80⌋ = 17 in reserveInForce and on the
+// dashboard's text; the document's reserve stays as written.
+func TestLimitsShowReservationsInForce(t *testing.T) {
+	l, parsed, clock := localLimiter(t, "limits:\n  \"*:B\": [{limit: 100, window: 1m, reserve: {R: 40, P: 40}}]\n")
+	ctx := context.Background()
+	var holds []ratelimit.Hold
+	for i := 0; i < 50; i++ {
+		biz := "X" // 20 of X, then 30 of R: what X may use, then R's
+		if i >= 20 {
+			biz = "R"
+		}
+		d, err := l.Allow(ctx, ratelimit.Key{BizType: biz, Channel: "B"}, fmt.Sprintf("m%d", i))
+		if err != nil || !d.Allowed {
+			t.Fatalf("admission %d: %+v, %v", i, d, err)
+		}
+		holds = append(holds, d.Hold)
+	}
+	if err := l.Throttled(ctx, holds[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	s := limitsServer(t, parsed.Config, l, clock)
+	ws, _ := limitWindows(t, s, "*:B")
+	if got := fmt.Sprint(ws[0]["effectiveLimit"], ws[0]["reserveInForce"], ws[0]["reserve"]); got != "35 map[P:17 R:17] map[P:40 R:40]" {
+		t.Errorf("effectiveLimit, reserveInForce, reserve = %s, want 35 map[P:17 R:17] map[P:40 R:40]", got)
+	}
+	lv := fakeLimitsView{cfg: parsed.Config, st: configcenter.Status{Loaded: true, Source: "file"}}
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config}, Limits: lv,
+		Logger: slog.New(slog.DiscardHandler), Now: clock.Now, Learned: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := serveAdmin(t, "", routes).get(t, "/dashboard?channel=B", "").body
+	if want := "kept now for P: 17, R: 17"; !strings.Contains(page, want) {
+		t.Errorf("the dashboard lacks %q", want)
 	}
 }

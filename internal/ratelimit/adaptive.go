@@ -108,6 +108,28 @@ func (a Adaptive) learning(w Window) Learning {
 	return l
 }
 
+// learning resolves the rule's Adaptive for its window i. Reservations
+// shrink with a learned limit (Model); a default floor on a window with
+// reservations is at least the number of names holding one, so that the
+// learned limit at its floor still keeps a call for each name whose
+// reservation is its equal part of the reservations or more. A floor the
+// document gives is kept as it is.
+func (r Rule) learning(i int) Learning {
+	w := r.Windows[i]
+	l := r.Adaptive.learning(w)
+	if !l.On() || r.Adaptive.Floor != 0 || i >= len(r.Reserve) {
+		return l
+	}
+	names := int64(0)
+	for _, n := range r.Reserve[i] {
+		if n > 0 {
+			names++
+		}
+	}
+	l.Floor = min(max(l.Floor, names), w.Limit)
+	return l
+}
+
 // learns reports whether window w of a check has a learned limit to read:
 // a window of the rules (not a reservation's use) that learns.
 func (w KeyWindow) learns() bool { return w.Learn.On() && w.Track == TrackNone }

@@ -153,6 +153,7 @@ func (l *Limiter) scaled(p plan) []KeyWindow {
 			for j, rv := range w.Reserved {
 				out[i].Reserved[j] = Reserved{Index: rv.Index, Amount: scaleLimit(rv.Amount, share)}
 			}
+			out[i].OwnReserve = scaleLimit(w.OwnReserve, share)
 		}
 	}
 	return out

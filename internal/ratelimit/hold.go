@@ -130,7 +130,7 @@ func (h Hold) held(amountsOnly bool) []KeyWindow {
 		if w.Track == TrackOther || amountsOnly && !w.Amount {
 			continue
 		}
-		w.Reserved = nil
+		w.Reserved, w.OwnReserve = nil, 0
 		out = append(out, w)
 	}
 	return out

@@ -18,7 +18,7 @@ import "time"
 //     retry-after: nothing is admitted), else min(C, v(now)); C when no
 //     state is in force. It replaces C in every rule of Check: a member is
 //     admitted by w iff w holds it already or use + 1 ≤ effective − unmet
-//     reservations; the binding window of an admission is the one with the
+//     reservations (shrunk to the effective limit, model.go); the binding window of an admission is the one with the
 //     least effective room. A window binds by a learned limit when its
 //     effective limit is below C (StoreResult.Limits, Decision.Learned).
 //   - The retry-after of a refusal by w is the time until a member leaves
@@ -34,7 +34,8 @@ import "time"
 //     second term alone). So a throttle never raises a learned limit, a
 //     storm of throttles does not compound (each takes a fraction of what
 //     the window admitted, which the learned limit itself bounds), and the
-//     limit never drops below Floor. nb' = max(now + r, nb of the state).
+//     limit never drops below Floor (by default at least the number of
+//     names a window with reservations holds them for, Rule.learning). nb' = max(now + r, nb of the state).
 //     If l' ≥ C and nb' ≤ now, the state is removed (nothing to learn);
 //     else it becomes {l', now, nb', e'} with
 //     e' = max(nb', now + ⌈(C − l') / Step⌉ × S) (only nb' when l' ≥ C):

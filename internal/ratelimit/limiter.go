@@ -441,7 +441,7 @@ func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
 		if w.Track != TrackNone {
 			continue // a reservation's use: never refuses
 		}
-		fits := uses[i]+w.Weight(r.Amount) <= limitOf(i)-w.unmet(uses)
+		fits := uses[i]+w.Weight(r.Amount) <= limitOf(i)-w.unmet(uses, limitOf(i))
 		switch {
 		case !fits && res.Allowed:
 			res.Allowed, res.Window = false, i

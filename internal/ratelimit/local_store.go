@@ -150,7 +150,7 @@ func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount i
 		case s.localOnly.holds(w, member, now):
 			localOnly = true // an earlier in-process admission: this is its retry
 		case !held[i]:
-			w.Reserved = nil // its indexes are of windows, not of fresh
+			w.Reserved, w.OwnReserve = nil, 0 // its indexes are of windows, not of fresh
 			fresh = append(fresh, w)
 		}
 	}

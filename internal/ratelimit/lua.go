@@ -45,13 +45,16 @@ const (
 //	                     its track (Track: 0 a rule's window, 1 the
 //	                     request's own use of a reservation, recorded and
 //	                     never refusing, 2 another name's, only read)
-//	ARGV[4+8n]           r, the number of reservations, then r triples:
+//	ARGV[4+8n]           r, the number of reservations, then r quadruples:
 //	                     window i, the window counting the other name's use,
-//	                     the reservation (Model: window i's limit is its
-//	                     limit less the other names' unmet reservations)
-//	ARGV[5+8n+3r]        a, the number of learning windows, then a pairs:
+//	                     the reservation, and the sum S of window i's
+//	                     reservations, the request's own included (Model:
+//	                     window i's limit is its limit less the other names'
+//	                     unmet reservations; under a limit L < S each
+//	                     reservation is ⌊reservation × L / S⌋)
+//	ARGV[5+8n+4r]        a, the number of learning windows, then a pairs:
 //	                     the window (1-based) and its step (Learning.Step)
-//	ARGV[6+8n+3r+2a...]  member, amount pairs, in arrival order
+//	ARGV[6+8n+4r+2a...]  member, amount pairs, in arrival order
 //
 // The rules are Model's (model.go): a window's use is the sum of its
 // members' weights (1, or the amount in an amount window); a member is
@@ -107,17 +110,17 @@ if now == 0 then
 end
 local margin = tonumber(ARGV[1])
 local n = tonumber(ARGV[3])
--- reservations: res[i] = {{tracking window, reservation}, ...}
+-- reservations: res[i] = {{tracking window, reservation, sum}, ...}
 local rbase = 4 + 8 * n
 local res = {}
 for e = 1, tonumber(ARGV[rbase]) do
-  local a = rbase + 3 * (e - 1)
+  local a = rbase + 4 * (e - 1)
   local i = tonumber(ARGV[a + 1])
   res[i] = res[i] or {}
-  res[i][#res[i] + 1] = {tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])}
+  res[i][#res[i] + 1] = {tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])}
 end
 -- learning windows: na (window, step) pairs after the reservations
-local abase = rbase + 1 + 3 * tonumber(ARGV[rbase])
+local abase = rbase + 1 + 4 * tonumber(ARGV[rbase])
 local na = tonumber(ARGV[abase])
 local first = abase + 1 + 2 * na
 local members, amounts = {}, {}
@@ -280,12 +283,19 @@ local function wait(i, w, lim)
   return out
 end
 -- limitOf is base (window i's effective limit) less the other names' unmet
--- reservations
+-- reservations, each shrunk to its part of base when base is below their
+-- sum. Only a learned limit is below the sum (a document keeps its
+-- reservations within the limit), and learning windows count, so the
+-- product stays below 10^14: exact in a double.
 local function limitOf(i, base)
   local l = base
   if res[i] then
     for _, e in ipairs(res[i]) do
-      local unmet = e[2] - used[e[1]]
+      local r = e[2]
+      if base < e[3] then
+        r = math.floor(r * math.max(base, 0) / e[3])
+      end
+      local unmet = r - used[e[1]]
       if unmet > 0 then
         l = l - unmet
       end

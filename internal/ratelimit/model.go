@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -67,6 +68,12 @@ import (
 //     as for a sliding window whose limit is the limit less the unmet
 //     reservations at now; it exceeds a cap only when the weight is above
 //     the whole limit.
+//   - Reservations shrink with the limit: when the limit in force L (a
+//     learned limit, or a share of the limit in process) is below the sum
+//     S of a window's reservations (the request's own included), each
+//     name's reservation is ⌊reservation × L / S⌋, so that no name's
+//     reservation exceeds L and a reserved name is never refused on a
+//     window its reservation keeps room in.
 //   - Release removes a member from the windows given (all of a key's, or
 //     only its amount windows, to give an amount back).
 //   - Learned limits (learned.go): a sliding count window that learns
@@ -109,6 +116,11 @@ type KeyWindow struct {
 	// the named bizTypes other than the request's, each with the index of
 	// its TrackOther window in the same check.
 	Reserved []Reserved
+	// OwnReserve, on a window with reservations, is the request's own
+	// bizType's reservation (0 when it has none): with Reserved it makes
+	// the sum of the window's reservations, which they shrink to fit a
+	// lower limit in force (KeyWindow.reservation).
+	OwnReserve int64
 	// Learn is the window's learned-limit setting (Adaptive resolved for
 	// it); zero for a window that does not learn.
 	Learn Learning
@@ -116,7 +128,7 @@ type KeyWindow struct {
 
 // same reports whether w and o are one window of a check.
 func (w KeyWindow) same(o KeyWindow) bool {
-	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && w.Learn == o.Learn && slices.Equal(w.Reserved, o.Reserved)
+	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && w.Learn == o.Learn && slices.Equal(w.Reserved, o.Reserved) && w.OwnReserve == o.OwnReserve
 }
 
 // Track says whether a window of a check counts a reservation's use.
@@ -147,14 +159,60 @@ func ReserveKey(channel, bizType string) Key {
 }
 
 // unmet is the sum of the reservations of w not yet used by their bizTypes
-// (each reservation minus its own use, at least 0), from counts, the use of
-// every window of the check.
-func (w KeyWindow) unmet(counts []int64) int64 {
+// (each reservation in force under limit minus its own use, at least 0),
+// from counts, the use of every window of the check.
+func (w KeyWindow) unmet(counts []int64, limit int64) int64 {
 	var sum int64
 	for _, r := range w.Reserved {
-		sum += max(r.Amount-counts[r.Index], 0)
+		sum += max(w.reservation(r.Amount, limit)-counts[r.Index], 0)
 	}
 	return sum
+}
+
+// reservation is a name's reservation of amount in force in w under the
+// limit in force: amount while the limit covers the sum S of w's
+// reservations, else ⌊amount × limit / S⌋, so that the reservations
+// together never exceed the limit and each keeps its part of it.
+func (w KeyWindow) reservation(amount, limit int64) int64 {
+	total := w.OwnReserve
+	for _, r := range w.Reserved {
+		total += r.Amount
+	}
+	return shrunk(amount, limit, total)
+}
+
+// shrunk is a reservation of amount, of reservations summing to total,
+// under limit: amount when limit ≥ total, else ⌊amount × limit / total⌋.
+func shrunk(amount, limit, total int64) int64 {
+	switch {
+	case limit >= total:
+		return amount
+	case limit <= 0:
+		return 0
+	}
+	// amount ≤ total and limit < total: the quotient is below limit and
+	// the high word below total, so Div64 cannot overflow.
+	hi, lo := bits.Mul64(uint64(amount), uint64(limit))
+	q, _ := bits.Div64(hi, lo, uint64(total))
+	return int64(q)
+}
+
+// ReservationsInForce returns a window's reservations reserve as they
+// apply under the limit in force (Model: each shrunk to its part of a
+// limit below their sum), or nil when the limit covers them all.
+func ReservationsInForce(reserve map[string]int64, limit int64) map[string]int64 {
+	var total int64
+	for _, n := range reserve {
+		total += n
+	}
+	if limit >= total {
+		return nil
+	}
+	out := make(map[string]int64, len(reserve))
+	for name, n := range reserve {
+		out[name] = shrunk(n, limit, total)
+	}
+	return out
 }
 
 // windowID names one stored window: its key and everything that defines
@@ -375,14 +433,13 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 			continue
 		}
 		weight := w.Weight(amount)
-		unmet := w.unmet(res.Counts)
-		if used+weight <= limitOf(i)-unmet {
+		if used+weight <= limitOf(i)-w.unmet(res.Counts, limitOf(i)) {
 			continue
 		}
 		lw := w.Window
-		lw.Limit = w.Limit - unmet
+		lw.Limit = w.Limit - w.unmet(res.Counts, w.Limit)
 		if after != nil {
-			lw.Limit = after[i] - unmet
+			lw.Limit = after[i] - w.unmet(res.Counts, after[i])
 		}
 		var wait time.Duration
 		if used+weight > lw.Limit {
@@ -578,7 +635,7 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 			if w.Amount && (r.Amount <= 0 || (w.Currency != "" && w.Currency != r.Currency)) {
 				continue
 			}
-			kw := KeyWindow{Key: k, Window: w, Learn: rule.Adaptive.learning(w)}
+			kw := KeyWindow{Key: k, Window: w, Learn: rule.learning(i)}
 			if i < len(rule.Reserve) {
 				names := make([]string, 0, len(rule.Reserve[i]))
 				for n := range rule.Reserve[i] {
@@ -590,6 +647,7 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 					t.Limit = TrackingLimit
 					if n == r.Key.BizType {
 						t.Track = TrackOwn
+						kw.OwnReserve = rule.Reserve[i][n]
 					} else {
 						kw.Reserved = append(kw.Reserved, Reserved{Index: -1 - len(tracking), Amount: rule.Reserve[i][n]})
 					}

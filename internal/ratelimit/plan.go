@@ -61,9 +61,10 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 			if !w.Applies(r.Amount, r.Currency) {
 				continue
 			}
-			kw := KeyWindow{Key: x.key, Window: w, Learn: x.rule.Adaptive.learning(w)}
+			kw := KeyWindow{Key: x.key, Window: w, Learn: x.rule.learning(i)}
 			if i < len(x.rule.Reserve) && len(x.rule.Reserve[i]) > 0 {
 				kw.Reserved, tracking = reservations(x.key.Channel, w, x.rule.Reserve[i], r.Key.BizType, tracking)
+				kw.OwnReserve = x.rule.Reserve[i][r.Key.BizType]
 			}
 			p.windows = append(p.windows, kw)
 			p.hasBaseline = p.hasBaseline || w.Amount || w.IsCalendar()
@@ -148,14 +149,15 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 	}
 	if len(res.Counts) == len(p.windows) {
 		// What other names keep is no room for this request.
-		d.Remaining = max(limit-w.unmet(res.Counts)-res.Count, 0)
+		d.Remaining = max(limit-w.unmet(res.Counts, limit)-res.Count, 0)
 		d.Windows = make([]WindowUsage, 0, len(p.windows))
 		for i, w := range p.windows {
 			if w.Track == TrackNone {
-				u := WindowUsage{Window: w.Window, Scope: w.Key, Count: res.Counts[i], Effective: w.Limit, Kept: w.unmet(res.Counts)}
+				u := WindowUsage{Window: w.Window, Scope: w.Key, Count: res.Counts[i], Effective: w.Limit}
 				if res.Limits != nil {
 					u.Effective = res.Limits[i]
 				}
+				u.Kept = w.unmet(res.Counts, u.Effective)
 				d.Windows = append(d.Windows, u)
 			}
 		}

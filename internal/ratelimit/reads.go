@@ -120,8 +120,8 @@ func (l *Limiter) LearnedOf(ctx context.Context, keys []Key) []KeyLearned {
 		owner := make([]int, 0, end-start) // the index in keys of each window's key
 		for i := start; i < end; i++ {
 			rule := cfg.RuleAt(keys[i], now)
-			for _, w := range rule.Windows {
-				if kw := (KeyWindow{Key: keys[i], Window: w, Learn: rule.Adaptive.learning(w)}); kw.learns() {
+			for j, w := range rule.Windows {
+				if kw := (KeyWindow{Key: keys[i], Window: w, Learn: rule.learning(j)}); kw.learns() {
 					windows = append(windows, kw)
 					owner = append(owner, i)
 				}

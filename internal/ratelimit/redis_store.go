@@ -276,7 +276,8 @@ func appendWindowArgs(args []any, periodsAt time.Time, windows []KeyWindow) []an
 
 // appendReservedArgs appends the check script's reservations: their
 // number, then for each the window it applies to, the window counting the
-// other name's use (both 1-based) and the reservation.
+// other name's use (both 1-based), the reservation and the sum of the
+// window's reservations.
 func appendReservedArgs(args []any, windows []KeyWindow) []any {
 	n := 0
 	for _, w := range windows {
@@ -284,8 +285,12 @@ func appendReservedArgs(args []any, windows []KeyWindow) []any {
 	}
 	args = append(args, n)
 	for i, w := range windows {
+		total := w.OwnReserve
 		for _, r := range w.Reserved {
-			args = append(args, i+1, r.Index+1, r.Amount)
+			total += r.Amount
+		}
+		for _, r := range w.Reserved {
+			args = append(args, i+1, r.Index+1, r.Amount, total)
 		}
 	}
 	return args

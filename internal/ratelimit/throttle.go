@@ -60,7 +60,7 @@ func learningWindows(cfg *Config, h Hold, now time.Time) []KeyWindow {
 	var out []KeyWindow
 	for _, w := range p.windows {
 		if w.learns() && (held == nil || held[idOf(w)]) {
-			w.Reserved = nil
+			w.Reserved, w.OwnReserve = nil, 0
 			out = append(out, w)
 		}
 	}
@@ -73,8 +73,8 @@ func learningWindows(cfg *Config, h Hold, now time.Time) []KeyWindow {
 func (l *Limiter) Learned(ctx context.Context, key Key) ([]LearnedLimit, error) {
 	rule := l.Config().RuleAt(key, l.opts.Now())
 	windows := make([]KeyWindow, 0, len(rule.Windows))
-	for _, w := range rule.Windows {
-		if kw := (KeyWindow{Key: key, Window: w, Learn: rule.Adaptive.learning(w)}); kw.learns() {
+	for i, w := range rule.Windows {
+		if kw := (KeyWindow{Key: key, Window: w, Learn: rule.learning(i)}); kw.learns() {
 			windows = append(windows, kw)
 		}
 	}
