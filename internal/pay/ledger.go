@@ -56,7 +56,11 @@ type Ledger struct {
 	// unjournaled is set while the last journal write failed: new
 	// payments are refused until one succeeds again.
 	unjournaled atomic.Bool
-	wake        chan struct{}
+	// carryWaiting is set while a fate to carry out waits on its backoff
+	// after the limiter failed it: the next release the limiter makes
+	// brings them all forward (limiterAnswered).
+	carryWaiting atomic.Bool
+	wake         chan struct{}
 }
 
 // LedgerOptions configures a Ledger. The zero value is usable: memory only,
@@ -237,6 +241,7 @@ func (l *Ledger) Settle(ctx context.Context, hold ratelimit.Hold, mine, o *Order
 	}
 	h, amountsOnly := where(hold, s, d.Where), d.Fate == FateGiveBackAmount
 	if err := l.carry(ctx, h, amountsOnly); err != nil {
+		l.carryWaiting.Store(true)
 		l.add(&entry{id: carryID(h, amountsOnly), phase: phaseCarry, holds: []ratelimit.Hold{h}, amountsOnly: amountsOnly}, 0)
 		l.opts.Logger.Info("a limiter slot could not be given back now; the ledger gives it back once the limiter answers",
 			"key", h.Key.String(), "requestId", h.Member, "fate", d.Fate.String(), "where", d.Where.String(), "err", err)
@@ -313,10 +318,35 @@ func paymentOf(o *Order) *Order {
 func (l *Ledger) carry(ctx context.Context, h ratelimit.Hold, amountsOnly bool) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
+	var err error
 	if amountsOnly {
-		return l.limiter.ReleaseAmount(cctx, h)
+		err = l.limiter.ReleaseAmount(cctx, h)
+	} else {
+		err = l.limiter.Release(cctx, h)
 	}
-	return l.limiter.Release(cctx, h)
+	if err == nil {
+		l.limiterAnswered()
+	}
+	return err
+}
+
+// limiterAnswered makes every fate to carry out that waits on its backoff
+// due at once: the limiter that failed them answers again, and a slot
+// given back seconds late is a slot a caller was refused meanwhile.
+func (l *Ledger) limiterAnswered() {
+	if !l.carryWaiting.CompareAndSwap(true, false) {
+		return
+	}
+	now := l.opts.Now()
+	l.mu.Lock()
+	for _, e := range l.entries {
+		if e.phase == phaseCarry && !e.busy {
+			e.due = now
+			e.backoff.reset()
+		}
+	}
+	l.mu.Unlock()
+	l.signal()
 }
 
 // add keeps e, first looked at after wait (its backoff's first wait when
@@ -429,6 +459,9 @@ func (l *Ledger) next() (*entry, uint64, time.Duration) {
 // while a worker had it.
 func (l *Ledger) putBack(e *entry, seq uint64, due time.Time) {
 	l.mu.Lock()
+	if e.phase == phaseCarry {
+		l.carryWaiting.Store(true)
+	}
 	e.busy = false
 	e.due = due
 	if e.seq != seq {
