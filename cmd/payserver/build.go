@@ -100,16 +100,6 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		return nil, err
 	}
 	routes, health, routed := m.payRouting(gate)
-	// Every slot the pay flow gives back goes through owed: a release the
-	// limiter cannot make now is made once it answers again.
-	owed, err := pay.NewOwedReleases(gate, pay.OwedReleasesOptions{
-		Dir: filepath.Join(m.cfg.DataDir, "owed-releases"), Logger: m.log.With("component", "pay"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	m.metrics.WatchOwedReleases(owed.Owed)
-	m.goBackground(func() { owed.Run(ctx) })
 	instrumented := m.metrics.InstrumentOrders(orders)
 	staleAfter := m.cfg.OrderStaleAfter
 	if staleAfter <= 0 {
@@ -119,36 +109,37 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	if m.cfg.OrderStaleAfter > 0 {
 		sweep = min(sweep, max(m.cfg.OrderStaleAfter/2, 100*time.Millisecond))
 	}
-	// One settler for the slots whose fate a request could not learn
-	// before answering; it stops with the background loops, before the
-	// database closes (release). It watches an order until the sweeper
-	// has surely seen it stale: then it is final or UNKNOWN, and the
-	// slot's fate is known.
-	settler := pay.NewSettler(instrumented, owed, pay.SettlerOptions{
-		Patience: staleAfter + sweep + 5*time.Second, Observer: m.metrics.NewSettler(), Logger: m.log.With("component", "settler"),
+	// One ledger keeps every slot whose fate a request, the resolver or a
+	// notification could not carry out at once, journaled in the data
+	// directory; the files of the earlier lost-answers and owed-releases
+	// directories are moved into it once. It stops with the background
+	// loops, before the database closes (release).
+	ledger, err := pay.NewLedger(instrumented, gate, pay.LedgerOptions{
+		Dir:      filepath.Join(m.cfg.DataDir, "ledger"),
+		Migrate:  []string{filepath.Join(m.cfg.DataDir, "lost-answers"), filepath.Join(m.cfg.DataDir, "owed-releases")},
+		Grace:    m.cfg.LostAnswerGrace,
+		Observer: m.metrics.NewLedger(),
+		Logger:   m.log.With("component", "ledger"),
 	})
-	m.goBackground(func() { settler.Run(ctx) })
-	lost, err := pay.NewLostAnswers(instrumented, owed, pay.LostAnswersOptions{Grace: m.cfg.LostAnswerGrace,
-		Dir: filepath.Join(m.cfg.DataDir, "lost-answers"), Logger: m.log.With("component", "pay"), Settler: settler})
 	if err != nil {
 		return nil, err
 	}
-	m.goBackground(func() { lost.Run(ctx) })
-	svc, err := pay.NewService(instrumented, owed, m.channels, pay.Options{
+	m.metrics.WatchLedger(ledger.Sizes)
+	m.goBackground(func() { ledger.Run(ctx) })
+	svc, err := pay.NewService(instrumented, gate, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     staleAfter,
-		Settler:        settler,
+		Ledger:         ledger,
 		Routes:         routes,
 		Health:         health,
 		RouteObserver:  routed,
 		Throttles:      m.metrics.NewThrottles(m.channelCodes()),
 		Logger:         m.log.With("component", "pay"),
-		LostAnswers:    lost,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := m.buildResolver(ctx, orders, owed); err != nil {
+	if err := m.buildResolver(ctx, orders, gate, ledger); err != nil {
 		return nil, err
 	}
 	m.goBackground(func() { svc.RunSweeper(ctx, sweep) })
@@ -318,8 +309,9 @@ func resolverOwner(instance string, pid int) string {
 }
 
 // buildResolver makes the resolver of unknown outcomes and starts it.
-func (m *Main) buildResolver(ctx context.Context, orders *repo.Orders, limiter pay.Limiter) error {
+func (m *Main) buildResolver(ctx context.Context, orders *repo.Orders, limiter pay.Limiter, ledger *pay.Ledger) error {
 	r, err := pay.NewResolver(orders, limiter, m.channels, pay.ResolverOptions{
+		Ledger:      ledger,
 		Owner:       resolverOwner(instanceName(m.cfg.HTTPAddr), os.Getpid()),
 		Backoff:     m.cfg.Resolver.Backoff,
 		MaxBackoff:  m.cfg.Resolver.MaxBackoff,

@@ -3,7 +3,7 @@
 // returns: the data to a temporary file in the same directory, fsynced,
 // renamed over the target, and the directory fsynced so that the rename
 // itself survives a power loss. Every file payserver keeps to outlive a
-// crash (the last good limits, owed releases, lost answers) is written
+// crash (the last good limits, the ledger of unsettled slots) is written
 // through it.
 package atomicfile
 

@@ -1,14 +1,16 @@
 package pay
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // backoff is the one retry schedule of internal/pay: every wait between
 // two tries of the same thing (a claim read back, a duplicate waiting for
-// its order, an outcome written again, a slot's order watched, a lost
-// answer settled, an owed release made) starts at first and doubles up to
-// most. The waits themselves go through sleepCtx or the caller's After,
-// and deadlines are read from the injected clock (Options.Now and its
-// kin), so tests can drive them.
+// its order, an outcome written again, and each entry of the Ledger)
+// starts at first and doubles up to most. The waits themselves go through
+// sleepCtx or the ledger's After, and deadlines are read from the injected
+// clock (Options.Now and its kin), so tests can drive them.
 type backoff struct {
 	first, most, next time.Duration
 }
@@ -33,3 +35,18 @@ func (b *backoff) wait() time.Duration {
 
 // reset starts the schedule again from first.
 func (b *backoff) reset() { b.next = 0 }
+
+// sleepCtx sleeps d, or until ctx ends (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

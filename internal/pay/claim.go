@@ -118,21 +118,22 @@ func (s *Service) resolveClaim(ctx context.Context, o *Order, claimErr error) (c
 // duplicate of this requestId (here or on another instance) may hold the
 // same member and be calling the channel under it, and a retry with the
 // same requestId is admitted under that member without taking another
-// slot. It is handed to the lost-answer settler, as a 503 whose slot may
-// be held: a payment not retried within the grace is closed FAILED
-// NOT_SENT (which blocks any later claim of the requestId) and only then is
-// its slot released; one retried in time owns it. Without that a day
+// slot. It is handed to the ledger, as a 503 whose slot may be held: a
+// payment not retried within the grace is closed FAILED NOT_SENT (which
+// blocks any later claim of the requestId) and only then is its slot
+// released; one retried in time owns it. Without that a day
 // window kept the slot of every refused claim until the day ended (the
 // chaos campaign, seed 12).
 func (s *Service) claimFailed(req PayRequest, o *Order, fate claimFate, claimErr error) error {
 	hold := holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o)
 	if fate == claimUnknown {
-		// Our row may exist, PROCESSING, with nobody to send it: settle it
-		// as NOT_SENT once the database answers, so it does not end UNKNOWN.
-		s.settler.settleClaimLater(o, unconfirmedClaim, hold)
-	}
-	if s.opts.LostAnswers != nil {
-		s.opts.LostAnswers.Add(req, hold)
+		// Our row may exist, PROCESSING, with nobody to send it: the
+		// ledger ends it NOT_SENT once the database answers, so it does
+		// not end UNKNOWN; a row that never turns up is claimed NOT_SENT
+		// after the grace, unless the client retried.
+		s.ledger.closeClaim(o, unconfirmedClaim, 0, hold)
+	} else {
+		s.ledger.closeClaim(o, notSentLost, s.ledger.opts.Grace, hold)
 	}
 	s.log.Error("order store failed", "op", "claim the requestId", "requestId", o.RequestID,
 		"mayBeCommitted", fate == claimUnknown, "err", claimErr)

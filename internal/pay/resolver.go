@@ -110,6 +110,10 @@ type ResolverOptions struct {
 	Logger     *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Ledger settles the slot of each order the resolver ends, and keeps
+	// it when the limiter cannot give it back now. Default: a ledger in
+	// memory over limiter, never run.
+	Ledger *Ledger
 	// Rules returns a channel's own rules for its unknown outcomes; nil,
 	// or a zero field, keeps the Resolver's: a first query at once,
 	// queries every Backoff.
@@ -186,6 +190,12 @@ func NewResolver(store ResolveStore, limiter Limiter, channels Channels, opts Re
 	}
 	if opts.Rules == nil {
 		opts.Rules = func(string) UnknownRules { return UnknownRules{} }
+	}
+	if opts.Ledger == nil {
+		var err error
+		if opts.Ledger, err = NewLedger(nil, limiter, LedgerOptions{Now: opts.Now, Logger: opts.Logger}); err != nil {
+			return nil, err
+		}
 	}
 	return &Resolver{store: store, limiter: limiter, channels: channels, opts: opts, log: opts.Logger, obs: opts.Observer}, nil
 }
@@ -444,7 +454,7 @@ func (r *Resolver) finish(ctx context.Context, o *Order, by string) (time.Durati
 	case err != nil:
 		return r.opts.Backoff, "the resolution could not be stored: " + err.Error()
 	}
-	settleSlot(ctx, r.limiter, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), nil, o, r.log)
+	r.opts.Ledger.Settle(ctx, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), nil, o)
 	r.obs.Resolved(o.Channel, by, StateOf(o))
 	r.log.Info("an unknown outcome was resolved", "requestId", o.RequestID, "orderNo", o.OrderNo,
 		"channel", o.Channel, "by", by, "status", string(o.Status), "failureCode", o.FailureCode)

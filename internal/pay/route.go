@@ -223,9 +223,12 @@ func (s *Service) limiterFailed(err error) error {
 // room: the one place a payment, pinned or routed, takes a slot. A refusal
 // is a decision with Allowed false and a nil error. The error is what the
 // request answers otherwise: the limiter failed (limiterFailed), its answer
-// was lost (503; the lost-answer settler is told: it may hold the slot), or
+// was lost (503; the ledger keeps the slot it may hold), or
 // the key holds the requestId for another amount (409).
 func (s *Service) admit(ctx context.Context, req PayRequest, key ratelimit.Key, maxWait time.Duration) (ratelimit.Decision, error) {
+	if err := s.ledger.Admitting(); err != nil {
+		return ratelimit.Decision{Key: key}, err
+	}
 	d, err := s.limiter.Check(ctx, ratelimit.Request{Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, MaxWait: maxWait})
 	switch {
 	case err != nil:

@@ -92,7 +92,7 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	}
 	fromHold := holdFor(from, o)
 	*o = n
-	settleSlot(ctx, s.limiter, fromHold, nil, o, s.log) // o left from: released
+	s.ledger.Settle(ctx, fromHold, nil, o) // o left from: released
 	return true, left, nil
 }
 
@@ -103,13 +103,13 @@ const notSentRouted = "no candidate channel could be reached or admitted the pay
 // settleNotSent ends o, which no channel call reached, as FAILED NOT_SENT,
 // and then settles the slots holds keep: no call under them can follow.
 // When that cannot be recorded, DEPENDENCY_UNAVAILABLE is returned and the
-// settler goes on with it, so that the order ends NOT_SENT rather than
+// ledger goes on with it, so that the order ends NOT_SENT rather than
 // UNKNOWN once the database answers; the slots are kept until then.
 func (s *Service) settleNotSent(ctx context.Context, o *Order, holds ...ratelimit.Hold) error {
 	o.Status, o.FailureCode, o.FailureMessage = StatusFailed, FailureNotSent, notSentRouted
 	o.UpdatedAt = s.opts.Now().UTC()
 	if err := s.finish(context.WithoutCancel(ctx), o); err != nil {
-		s.settler.settleClaimLater(o, notSentRouted, holds...)
+		s.ledger.closeClaim(o, notSentRouted, 0, holds...)
 		return apperr.Wrap(err, apperr.DependencyUnavailable,
 			"the payment was not sent, but that could not be recorded; query GET /pay/%s later", o.RequestID).
 			WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo})
@@ -118,7 +118,7 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, holds ...ratelimi
 	// channel's own word ended first (adopted by finish) keeps its slot
 	// on the channel that processed it, and the others were never called.
 	for _, h := range holds {
-		settleSlot(ctx, s.limiter, h, nil, o, s.log)
+		s.ledger.Settle(ctx, h, nil, o)
 	}
 	return nil
 }
@@ -129,7 +129,7 @@ func (s *Service) settleNotSent(ctx context.Context, o *Order, holds ...ratelimi
 // winner's order: released at once when it is another payment's attempt
 // (another amount, another bizType on the channel) or the order ended
 // elsewhere, kept with the winner's own slot otherwise. While the fate
-// waits on the winner (PROCESSING, or not readable), the settler watches
+// waits on the winner (PROCESSING, or not readable), the ledger watches
 // it.
 func (s *Service) lostClaim(ctx context.Context, mine *Order, hold ratelimit.Hold) (*Order, error) {
 	requestID := mine.RequestID
@@ -144,9 +144,7 @@ func (s *Service) lostClaim(ctx context.Context, mine *Order, hold ratelimit.Hol
 			holder = nil
 		}
 	}
-	if d := settleSlot(ctx, s.limiter, hold, mine, holder, s.log); d.Fate == FateWait {
-		s.settler.releaseWhenFinal(mine, hold)
-	}
+	s.ledger.Settle(ctx, hold, mine, holder)
 	return o, err
 }
 

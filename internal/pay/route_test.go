@@ -61,7 +61,7 @@ func newRouteFlow(t *testing.T, store pay.OrderStore, doc string, sims map[strin
 	f.health = channel.NewHealth(codes, health)
 	svc, err := pay.NewService(store, lim, reg, pay.Options{
 		ChannelTimeout: 100 * time.Millisecond, ClaimTimeout: 200 * time.Millisecond, InFlightWait: 2 * time.Second,
-		Routes: staticRoutes{lim}, Health: f.health, Settler: runSettler(t, store, lim, pay.SettlerOptions{}),
+		Routes: staticRoutes{lim}, Health: f.health, Ledger: runLedger(t, store, lim, pay.LedgerOptions{}),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -66,10 +66,11 @@ type Options struct {
 	// StaleAfter is the age past which a PROCESSING order is marked
 	// UNKNOWN by SweepStale. Default ChannelTimeout + 1m.
 	StaleAfter time.Duration
-	// Settler settles the slots whose fate a request could not learn
-	// before it answered (settler.go); its owner runs it. Default none:
-	// such slots free themselves when their windows pass.
-	Settler *Settler
+	// Ledger keeps every slot whose fate a request could not carry out
+	// before it answered (ledger.go); its owner runs it. Default: a
+	// ledger in memory that is never run, so such slots free themselves
+	// when their windows pass.
+	Ledger *Ledger
 	// Routes gives the routes of payments without a channel (route.go).
 	// Default none: such payments are refused (INVALID_REQUEST, channel).
 	Routes RouteTable
@@ -81,10 +82,6 @@ type Options struct {
 	Logger        *slog.Logger
 	// Now is the clock for order timestamps. Default time.Now.
 	Now func() time.Time
-	// LostAnswers, when set, settles payments whose limiter answer was
-	// lost (see LostAnswers). Optional: without it their slots free
-	// themselves when their windows pass.
-	LostAnswers *LostAnswers
 	// Throttles counts the channels' throttles. Optional.
 	Throttles ThrottleObserver
 }
@@ -96,7 +93,7 @@ type Service struct {
 	channels Channels
 	opts     Options
 	log      *slog.Logger
-	settler  *Settler
+	ledger   *Ledger
 }
 
 // NewService returns a Service. No dependency may be nil.
@@ -123,9 +120,14 @@ func NewService(orders OrderStore, limiter Limiter, channels Channels, opts Opti
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	setRouteDefaults(&opts)
-	// A nil Settler settles nothing later: those slots free themselves
-	// when their windows pass (settler.go).
-	return &Service{orders: orders, limiter: limiter, channels: channels, opts: opts, log: opts.Logger, settler: opts.Settler}, nil
+	ledger := opts.Ledger
+	if ledger == nil {
+		var err error
+		if ledger, err = NewLedger(orders, limiter, LedgerOptions{Now: opts.Now, Logger: opts.Logger}); err != nil {
+			return nil, err
+		}
+	}
+	return &Service{orders: orders, limiter: limiter, channels: channels, opts: opts, log: opts.Logger, ledger: ledger}, nil
 }
 
 // Pay runs one payment and returns its order. The error is an *apperr.Error
@@ -223,9 +225,9 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 	if err := s.finish(base, o); err != nil {
 		if o.FailureCode == FailureNotSent {
 			// Provably never processed (a throttle, a refused
-			// connection): not an unknown outcome. The settler ends the
+			// connection): not an unknown outcome. The ledger ends the
 			// row NOT_SENT once the database answers, then the slot.
-			s.settler.settleClaimLater(o, o.FailureMessage, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o))
+			s.ledger.closeClaim(o, o.FailureMessage, 0, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o))
 			return nil, apperr.Wrap(err, apperr.DependencyUnavailable,
 				"the payment was not sent, but that could not be recorded; query GET /pay/%s later", o.RequestID).
 				WithDetails(map[string]any{"dependency": "database", "orderNo": o.OrderNo})
@@ -238,7 +240,7 @@ func (s *Service) record(ctx context.Context, o *Order, res channel.Result, err 
 	}
 	// Settled by the outcome as stored (an order the channel's own word
 	// ended first is adopted by finish).
-	settleSlot(base, s.limiter, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), nil, o, s.log)
+	s.ledger.Settle(base, holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o), nil, o)
 	if throttled != nil && o.FailureMessage == throttledMessage {
 		return nil, channelThrottledError(o, throttled.RetryAfter, true)
 	}
@@ -428,10 +430,17 @@ func newOrderNo(now time.Time) string {
 }
 
 // lostAnswer hands req, whose check lost its answer (d, a refusal with an
-// unknown outcome), to the settler of lost answers, when there is one,
-// with the slot the lost call may have taken.
+// unknown outcome), to the ledger with the slot the lost call may have
+// taken.
 func (s *Service) lostAnswer(req PayRequest, d ratelimit.Decision) {
-	if s.opts.LostAnswers != nil {
-		s.opts.LostAnswers.Add(req, d.Hold)
+	s.ledger.AddLostAnswer(req, d.Hold)
+}
+
+// DefaultStaleAfter is the age past which a PROCESSING order is stale
+// when none is configured: the channel timeout (default 5s) and a minute.
+func DefaultStaleAfter(channelTimeout time.Duration) time.Duration {
+	if channelTimeout <= 0 {
+		channelTimeout = 5 * time.Second
 	}
+	return channelTimeout + time.Minute
 }

@@ -19,18 +19,21 @@ func newFlow(t *testing.T, store pay.OrderStore, doc string) (*pay.Service, *rat
 	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
 	reg, _ := channel.NewRegistry(sim)
 	svc, err := pay.NewService(store, lim, reg, pay.Options{ChannelTimeout: 200 * time.Millisecond, ClaimTimeout: 200 * time.Millisecond,
-		Settler: runSettler(t, store, lim, pay.SettlerOptions{})})
+		Ledger: runLedger(t, store, lim, pay.LedgerOptions{})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return svc, lim, sim
 }
 
-// runSettler starts a settler of store's slots on lim for the test, and
+// runLedger starts a ledger of store's slots on lim for the test, and
 // stops it (waiting for its workers) when the test ends.
-func runSettler(t *testing.T, store pay.OrderStore, lim pay.Limiter, opts pay.SettlerOptions) *pay.Settler {
+func runLedger(t *testing.T, store pay.OrderStore, lim pay.Limiter, opts pay.LedgerOptions) *pay.Ledger {
 	t.Helper()
-	s := pay.NewSettler(store, lim, opts)
+	s, err := pay.NewLedger(store, lim, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/apperr"
 	"payserver/internal/channel"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
@@ -130,19 +131,15 @@ func (c *fastClock) After(d time.Duration) <-chan time.Time {
 // StaleAfter. The payment was never sent: when the database returns (and
 // the stale sweeper has run), the order must end NOT_SENT, not UNKNOWN,
 // and its slot be released once. A settler that gave up at StaleAfter left
-// the sweeper's UNKNOWN. The settler runs on an injected clock, so the
+// the sweeper's UNKNOWN. The ledger runs on an injected clock, so the
 // outage lasts minutes of its time and milliseconds of the test's.
 func TestNeverSentStaysNotSentAfterALongOutage(t *testing.T) {
 	st := &lostCommitStore{rows: map[string]pay.Order{}}
 	ch := &oneCh{}
 	lim := &allowAll{}
 	clock := &fastClock{now: time.Unix(1_700_000_000, 0)}
-	settler := pay.NewSettler(st, lim, pay.SettlerOptions{Patience: 300 * time.Millisecond, Now: clock.Now, After: clock.After})
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { settler.Run(ctx); close(done) }()
-	t.Cleanup(func() { stop(); <-done })
-	s, err := pay.NewService(st, lim, reg{ch}, pay.Options{ClaimTimeout: 100 * time.Millisecond, StaleAfter: 300 * time.Millisecond, Settler: settler})
+	ledger := runLedger(t, st, lim, pay.LedgerOptions{Now: clock.Now, After: clock.After})
+	s, err := pay.NewService(st, lim, reg{ch}, pay.Options{ClaimTimeout: 100 * time.Millisecond, StaleAfter: 300 * time.Millisecond, Ledger: ledger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,22 +157,39 @@ func TestNeverSentStaysNotSentAfterALongOutage(t *testing.T) {
 	}
 }
 
-// A full queue drops what it cannot hold, and counts it: those slots free
-// themselves when their windows pass.
-func TestSettlerCountsWhatAFullQueueDrops(t *testing.T) {
+// TestFullLedgerRefusesNewPaymentsAndDropsNothing: a ledger that keeps Max
+// entries takes every entry of a payment already past its admission, and
+// refuses new payments before they take a slot (503, dependency "ledger"),
+// so that none of them can leave an entry it would have to drop. A full
+// queue dropped such entries before, counted, and their slots stayed held
+// until their windows passed.
+func TestFullLedgerRefusesNewPaymentsAndDropsNothing(t *testing.T) {
 	st := &lostCommitStore{rows: map[string]pay.Order{}}
 	lim := &allowAll{}
-	settler := pay.NewSettler(st, lim, pay.SettlerOptions{Queue: 1}) // never run: nothing leaves the queue
-	s, err := pay.NewService(st, lim, reg{&oneCh{}}, pay.Options{ClaimTimeout: 50 * time.Millisecond, Settler: settler})
+	ledger, err := pay.NewLedger(st, lim, pay.LedgerOptions{Max: 1}) // never run: nothing leaves it
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"full-1", "full-2", "full-3"} {
-		st.down.Store(false)
-		_, _ = s.Pay(context.Background(), pay.PayRequest{RequestID: id, BizType: "B", Channel: "ALIPAY", MerchantID: "M", Amount: 1, Currency: "CNY"})
+	s, err := pay.NewService(st, lim, reg{&oneCh{}}, pay.Options{ClaimTimeout: 50 * time.Millisecond, Ledger: ledger})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := settler.Dropped(); got != 2 {
-		t.Fatalf("dropped %d, want 2 (three abandoned claims, room for one)", got)
+	for i, id := range []string{"full-1", "full-2", "full-3"} {
+		st.down.Store(false)
+		_, err := s.Pay(context.Background(), pay.PayRequest{RequestID: id, BizType: "B", Channel: "ALIPAY", MerchantID: "M", Amount: 1, Currency: "CNY"})
+		var ae *apperr.Error
+		if !errors.As(err, &ae) || ae.Code != apperr.DependencyUnavailable {
+			t.Fatalf("%s: %v, want DEPENDENCY_UNAVAILABLE", id, err)
+		}
+		if dep := ae.Details["dependency"]; i > 0 && dep != "ledger" {
+			t.Fatalf("%s with the ledger full: dependency %v, want ledger", id, dep)
+		}
+		if _, ok := st.rows[id]; i > 0 && ok {
+			t.Fatalf("%s was claimed with the ledger full: it took a slot whose fate nobody would keep", id)
+		}
+	}
+	if got := ledger.Size(); got != 1 {
+		t.Fatalf("the ledger keeps %d entries, want 1 (the abandoned claim; the refused payments took nothing)", got)
 	}
 }
 

@@ -1,12 +1,6 @@
 package pay
 
-import (
-	"context"
-	"log/slog"
-	"time"
-
-	"payserver/internal/ratelimit"
-)
+import "payserver/internal/ratelimit"
 
 // Fate is what becomes of the limiter slot a payment holds on one key,
 // once the order holding its requestId is known.
@@ -196,32 +190,4 @@ func where(hold ratelimit.Hold, s Slot, w Where) ratelimit.Hold {
 		return hold.Everywhere().OwnKey()
 	}
 	return hold
-}
-
-// settleSlot gives the slot hold keeps for mine's payment the fate
-// DecideSlot gives it against o, the order holding the requestId (mine nil:
-// the slot is o's own). Releasing and giving back are idempotent, so
-// settling twice (the owner and a notification) changes nothing more. It
-// returns the decision, so that a caller can keep watching a slot that
-// waits.
-func settleSlot(ctx context.Context, limiter Limiter, hold ratelimit.Hold, mine, o *Order, log *slog.Logger) Decision {
-	s := slotOf(hold, mine, o)
-	d := DecideSlot(s, o)
-	if d.Fate != FateRelease && d.Fate != FateGiveBackAmount {
-		return d
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	h := where(hold, s, d.Where)
-	var err error
-	if d.Fate == FateRelease {
-		err = limiter.Release(sctx, h)
-	} else {
-		err = limiter.ReleaseAmount(sctx, h)
-	}
-	if err != nil {
-		log.Warn("could not settle a payment's limiter slot; it frees itself when its window passes",
-			"key", hold.Key.String(), "requestId", hold.Member, "fate", d.Fate.String(), "where", d.Where.String(), "err", err)
-	}
-	return d
 }

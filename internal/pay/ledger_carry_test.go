@@ -37,6 +37,23 @@ func (l *outageLimiter) ReleaseAmount(ctx context.Context, h ratelimit.Hold) err
 	return l.Limiter.ReleaseAmount(ctx, h)
 }
 
+// mustLedger is a ledger of releases on lim, kept in dir ("": memory
+// only), not run.
+func mustLedger(t *testing.T, lim pay.Limiter, dir string) *pay.Ledger {
+	t.Helper()
+	l, err := pay.NewLedger(paytest.NewMemStore(), lim, pay.LedgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// endedOrder is requestID's order on B:ALIPAY, ended status, failureCode.
+func endedOrder(requestID string, status pay.Status, failureCode string) *pay.Order {
+	return &pay.Order{OrderNo: "O-" + requestID, RequestID: requestID, BizType: "B", Channel: "ALIPAY", Amount: 1, Currency: "CNY",
+		Status: status, FailureCode: failureCode}
+}
+
 // dayCount is what key's day window holds now.
 func dayCount(t *testing.T, lim *ratelimit.Limiter, key ratelimit.Key) int64 {
 	t.Helper()
@@ -55,13 +72,14 @@ func dayCount(t *testing.T, lim *ratelimit.Limiter, key ratelimit.Key) int64 {
 func TestReleaseFailedInAnOutageIsMadeLater(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 5, calendar: day}]\n")
 	out := &outageLimiter{Limiter: lim}
-	owed, err := pay.NewOwedReleases(out, pay.OwedReleasesOptions{})
+	store := paytest.NewMemStore()
+	owed, err := pay.NewLedger(store, out, pay.LedgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{RefuseRate: 1})
 	reg, _ := channel.NewRegistry(sim)
-	svc, err := pay.NewService(paytest.NewMemStore(), owed, reg, pay.Options{})
+	svc, err := pay.NewService(store, out, reg, pay.Options{Ledger: owed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +89,8 @@ func TestReleaseFailedInAnOutageIsMadeLater(t *testing.T) {
 	if err != nil || pay.StateOf(o) != pay.StateNotSent {
 		t.Fatalf("pay: %+v, %v; want FAILED NOT_SENT", o, err)
 	}
-	if n := dayCount(t, lim, key); n != 1 || owed.Owed() != 1 {
-		t.Fatalf("in the outage: day window %d, %d owed; want the slot still held and owed", n, owed.Owed())
+	if n := dayCount(t, lim, key); n != 1 || owed.Size() != 1 {
+		t.Fatalf("in the outage: day window %d, %d owed; want the slot still held and owed", n, owed.Size())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -81,9 +99,9 @@ func TestReleaseFailedInAnOutageIsMadeLater(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // a few rounds fail
 	out.down.Store(false)
 	deadline := time.Now().Add(10 * time.Second)
-	for dayCount(t, lim, key) != 0 || owed.Owed() != 0 {
+	for dayCount(t, lim, key) != 0 || owed.Size() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("after the outage: day window %d, %d owed; want the slot given back", dayCount(t, lim, key), owed.Owed())
+			t.Fatalf("after the outage: day window %d, %d owed; want the slot given back", dayCount(t, lim, key), owed.Size())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -101,18 +119,14 @@ func TestOwedReleaseSurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
 	out := &outageLimiter{Limiter: lim}
 	out.down.Store(true)
-	first, _ := pay.NewOwedReleases(out, pay.OwedReleasesOptions{Dir: dir})
-	if err := first.ReleaseAmount(context.Background(), d.Hold); err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Release(context.Background(), d.Hold); err != nil {
-		t.Fatal(err)
-	}
-	if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) != 2 || first.Owed() != 2 {
-		t.Fatalf("%d files, %d owed; want two (the amounts and the whole release, each made)", len(files), first.Owed())
+	first := mustLedger(t, out, dir)
+	first.Settle(context.Background(), d.Hold, nil, endedOrder("gone", pay.StatusFailed, "DECLINED"))
+	first.Settle(context.Background(), d.Hold, nil, endedOrder("gone", pay.StatusFailed, pay.FailureNotSent))
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) != 2 || first.Size() != 2 {
+		t.Fatalf("%d files, %d owed; want two (the amounts and the whole release, each made)", len(files), first.Size())
 	}
 	// The first process dies; the next starts with Redis back.
-	second, _ := pay.NewOwedReleases(lim, pay.OwedReleasesOptions{Dir: dir})
+	second := mustLedger(t, lim, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { second.Run(ctx); close(done) }()
@@ -157,13 +171,10 @@ func TestOwedReleaseKeptDuringItsMakingStaysOwed(t *testing.T) {
 	key := ratelimit.Key{BizType: "B", Channel: "ALIPAY"}
 	g := &gatedLimiter{outageLimiter: outageLimiter{Limiter: lim}, entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	g.down.Store(true)
-	owed, err := pay.NewOwedReleases(g, pay.OwedReleasesOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := ratelimit.HoldOf(key, "m")
-	if err := owed.Release(context.Background(), h); err != nil || owed.Owed() != 1 {
-		t.Fatalf("first release: %v, %d owed", err, owed.Owed())
+	owed := mustLedger(t, g, "")
+	h, ended := ratelimit.HoldOf(key, "m"), endedOrder("m", pay.StatusFailed, pay.FailureNotSent)
+	if owed.Settle(context.Background(), h, nil, ended); owed.Size() != 1 {
+		t.Fatalf("first release: %d owed", owed.Size())
 	}
 	g.down.Store(false)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -172,9 +183,7 @@ func TestOwedReleaseKeptDuringItsMakingStaysOwed(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	<-g.entered // the worker is making the first
 	g.down.Store(true)
-	if err := owed.Release(context.Background(), h); err != nil {
-		t.Fatal(err)
-	}
+	owed.Settle(context.Background(), h, nil, ended)
 	g.down.Store(false)
 	close(g.gate)
 	time.Sleep(50 * time.Millisecond)
@@ -184,7 +193,7 @@ func TestOwedReleaseKeptDuringItsMakingStaysOwed(t *testing.T) {
 	close(done)
 	// The second release is either made (the worker went round again) or
 	// still owed; it is never forgotten unmade.
-	if owed.Owed() == 0 && len(g.entered) == 0 {
+	if owed.Size() == 0 && len(g.entered) == 0 {
 		t.Fatal("the release owed during the making of the first was forgotten without being made")
 	}
 }
@@ -208,19 +217,21 @@ func TestOwedOwnKeyReleaseStaysNarrowAfterARestart(t *testing.T) {
 	dir := t.TempDir()
 	out := &outageLimiter{Limiter: lim}
 	out.down.Store(true)
-	first, _ := pay.NewOwedReleases(out, pay.OwedReleasesOptions{Dir: dir})
-	if err := first.Release(ctx, loser.Hold.OwnKey()); err != nil || first.Owed() != 1 {
-		t.Fatalf("owed: %v, %d", err, first.Owed())
+	first := mustLedger(t, out, dir)
+	winner := &pay.Order{OrderNo: "W", RequestID: "r", BizType: "Q", Channel: "C1", Amount: 1, Currency: "CNY", Status: pay.StatusSucceeded}
+	mine := &pay.Order{OrderNo: "L", RequestID: "r", BizType: "P", Channel: "C1", Amount: 1, Currency: "CNY"}
+	if d := first.Settle(ctx, loser.Hold, mine, winner); d.Where != pay.OwnKey || first.Size() != 1 {
+		t.Fatalf("owed: %+v, %d", d, first.Size())
 	}
-	second, _ := pay.NewOwedReleases(lim, pay.OwedReleasesOptions{Dir: dir})
+	second := mustLedger(t, lim, dir)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { second.Run(rctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(5 * time.Second)
-	for dayCount(t, lim, p) != 0 || second.Owed() != 0 {
+	for dayCount(t, lim, p) != 0 || second.Size() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("P:C1 holds %d, %d owed: the owed release was not made", dayCount(t, lim, p), second.Owed())
+			t.Fatalf("P:C1 holds %d, %d owed: the owed release was not made", dayCount(t, lim, p), second.Size())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

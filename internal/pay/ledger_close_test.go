@@ -48,7 +48,7 @@ func TestLostAnswerWithoutRetryFreesItsSlot(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n")
 	lossy := &lossyLimiter{Limiter: lim}
 	store := paytest.NewMemStore()
-	lost, err := pay.NewLostAnswers(store, lossy, pay.LostAnswersOptions{Grace: 50 * time.Millisecond})
+	lost, err := pay.NewLedger(store, lossy, pay.LedgerOptions{Grace: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestLostAnswerWithoutRetryFreesItsSlot(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
 	reg, _ := channel.NewRegistry(sim)
-	svc, err := pay.NewService(store, lossy, reg, pay.Options{LostAnswers: lost})
+	svc, err := pay.NewService(store, lossy, reg, pay.Options{Ledger: lost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestLostAnswerFreesItsSlotAfterALimitsChange(t *testing.T) {
 func TestFailedClaimNotRetriedFreesItsSlot(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n")
 	store := paytest.NewMemStore()
-	lost, err := pay.NewLostAnswers(store, lim, pay.LostAnswersOptions{Grace: 50 * time.Millisecond})
+	lost, err := pay.NewLedger(store, lim, pay.LedgerOptions{Grace: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestFailedClaimNotRetriedFreesItsSlot(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
 	reg, _ := channel.NewRegistry(sim)
-	svc, err := pay.NewService(store, lim, reg, pay.Options{LostAnswers: lost, ClaimTimeout: 100 * time.Millisecond})
+	svc, err := pay.NewService(store, lim, reg, pay.Options{Ledger: lost, ClaimTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestLostAnswerSurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
 	loseAnAnswer(t, lim, store, dir)
 	// The first run never ran: the process died within the grace.
-	second, err := pay.NewLostAnswers(store, lim, pay.LostAnswersOptions{Grace: 50 * time.Millisecond, Dir: dir})
+	second, err := pay.NewLedger(store, lim, pay.LedgerOptions{Grace: 50 * time.Millisecond, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,18 +224,18 @@ func TestLostAnswerSurvivesARestart(t *testing.T) {
 }
 
 // loseAnAnswer pays "gone" through a limiter whose answer is lost (a 503),
-// with a LostAnswers keeping its answers in dir ("": memory only), not
-// yet run; it returns that LostAnswers.
-func loseAnAnswer(t *testing.T, lim *ratelimit.Limiter, store pay.OrderStore, dir string) *pay.LostAnswers {
+// with a Ledger keeping its entries in dir ("": memory only), not yet
+// run; it returns that Ledger.
+func loseAnAnswer(t *testing.T, lim *ratelimit.Limiter, store pay.OrderStore, dir string) *pay.Ledger {
 	t.Helper()
 	lossy := &lossyLimiter{Limiter: lim}
-	lost, err := pay.NewLostAnswers(store, lossy, pay.LostAnswersOptions{Grace: 50 * time.Millisecond, Dir: dir})
+	lost, err := pay.NewLedger(store, lossy, pay.LedgerOptions{Grace: 50 * time.Millisecond, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
 	reg, _ := channel.NewRegistry(sim)
-	svc, err := pay.NewService(store, lossy, reg, pay.Options{LostAnswers: lost})
+	svc, err := pay.NewService(store, lossy, reg, pay.Options{Ledger: lost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func loseAnAnswer(t *testing.T, lim *ratelimit.Limiter, store pay.OrderStore, di
 func TestLostAnswerWaitsForAWinnerInFlightElsewhere(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:CA: [{limit: 5, calendar: day}]\n  B:CB: [{limit: 5, calendar: day}]\n")
 	store := paytest.NewMemStore()
-	lost, err := pay.NewLostAnswers(store, lim, pay.LostAnswersOptions{Grace: 20 * time.Millisecond})
+	lost, err := pay.NewLedger(store, lim, pay.LedgerOptions{Grace: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestLostAnswerWaitsForAWinnerInFlightElsewhere(t *testing.T) {
 	if err := store.Create(ctx, winner); err != nil {
 		t.Fatal(err)
 	}
-	lost.Add(pay.PayRequest{RequestID: "dup", BizType: "B", Channel: "CA", MerchantID: "M", Amount: 7, Currency: "CNY"}, d.Hold)
+	lost.AddLostAnswer(pay.PayRequest{RequestID: "dup", BizType: "B", Channel: "CA", MerchantID: "M", Amount: 7, Currency: "CNY"}, d.Hold)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { lost.Run(rctx); close(done) }()
@@ -294,15 +294,14 @@ func TestLostAnswerWaitsForAWinnerInFlightElsewhere(t *testing.T) {
 	}
 }
 
-// TestLostAnswerWaitingElsewhereHoldsUpNoOther: with a settler, a lost
-// answer whose fate waits on an order in flight is handed to it, and the
-// lost answers behind it are closed at once. Waited for in the lost
-// answers' own worker, it held up every one behind it for minutes.
+// TestLostAnswerWaitingElsewhereHoldsUpNoOther: a lost answer whose fate
+// waits on an order in flight becomes a watched slot, and the lost answers
+// behind it are closed at once. Waited for in the worker that closed it,
+// it held up every one behind it for minutes.
 func TestLostAnswerWaitingElsewhereHoldsUpNoOther(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:CA: [{limit: 5, calendar: day}]\n  B:CB: [{limit: 5, calendar: day}]\n")
 	store := paytest.NewMemStore()
-	settler := pay.NewSettler(store, lim, pay.SettlerOptions{Patience: time.Minute})
-	lost, err := pay.NewLostAnswers(store, lim, pay.LostAnswersOptions{Grace: 20 * time.Millisecond, Settler: settler})
+	lost, err := pay.NewLedger(store, lim, pay.LedgerOptions{Grace: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,13 +321,12 @@ func TestLostAnswerWaitingElsewhereHoldsUpNoOther(t *testing.T) {
 	if err := store.Create(ctx, winner); err != nil {
 		t.Fatal(err)
 	}
-	lost.Add(pay.PayRequest{RequestID: "dup", BizType: "B", Channel: "CA", MerchantID: "M", Amount: 7, Currency: "CNY"}, first.Hold)
-	lost.Add(pay.PayRequest{RequestID: "alone", BizType: "B", Channel: "CA", MerchantID: "M", Amount: 7, Currency: "CNY"}, second.Hold)
+	lost.AddLostAnswer(pay.PayRequest{RequestID: "dup", BizType: "B", Channel: "CA", MerchantID: "M", Amount: 7, Currency: "CNY"}, first.Hold)
+	lost.AddLostAnswer(pay.PayRequest{RequestID: "alone", BizType: "B", Channel: "CA", MerchantID: "M", Amount: 7, Currency: "CNY"}, second.Hold)
 	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{}, 2)
-	go func() { lost.Run(rctx); done <- struct{}{} }()
-	go func() { settler.Run(rctx); done <- struct{}{} }()
-	defer func() { cancel(); <-done; <-done }()
+	done := make(chan struct{})
+	go func() { lost.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		if o, err := store.Get(ctx, "alone"); err == nil && pay.StateOf(o) == pay.StateNotSent {

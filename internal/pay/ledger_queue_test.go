@@ -50,26 +50,35 @@ func (l *releaseCounter) Release(_ context.Context, h ratelimit.Hold) error {
 	return nil
 }
 
-// TestSettlerKeepsItsOwnRetriesWhenFull: a slot the settler is watching
-// (its order still in flight) goes back to the queue for its next look even
-// when new slots have filled the queue meanwhile: the bound refuses new
-// slots, never one already taken. Put back through the full queue, the
-// watched slot was dropped and stayed held by nobody.
-func TestSettlerKeepsItsOwnRetriesWhenFull(t *testing.T) {
+// TestLedgerKeepsAWatchedSlotWhenFull: a slot the ledger is watching (its
+// order still in flight) stays kept for its next look when new slots have
+// filled the ledger meanwhile, and so do the new ones: a full ledger
+// refuses new payments (Admitting), never an entry. Put back through a
+// full queue, the watched slot was dropped and stayed held by nobody.
+func TestLedgerKeepsAWatchedSlotWhenFull(t *testing.T) {
 	store := &gatedOrders{rows: map[string]Order{}, gate: make(chan struct{}), in: make(chan struct{}, 8)}
 	now := time.Now()
 	store.rows["a"] = Order{RequestID: "a", OrderNo: "WA", BizType: "B", Channel: "CB", Status: StatusProcessing}
 	store.rows["b"] = Order{RequestID: "b", OrderNo: "WB", BizType: "B", Channel: "CB", Status: StatusProcessing}
 	lim := &releaseCounter{released: map[string]int{}}
-	s := NewSettler(store, lim, SettlerOptions{Workers: 1, Queue: 1, Patience: time.Minute})
+	l, err := NewLedger(store, lim, LedgerOptions{Workers: 1, Max: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
+	go func() { l.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	ca := ratelimit.Key{BizType: "B", Channel: "CA"}
-	s.releaseWhenFinal(&Order{RequestID: "a", OrderNo: "LA", BizType: "B", Channel: "CA"}, ratelimit.HoldOf(ca, "a"))
+	rowA, rowB := store.rows["a"], store.rows["b"]
+	if d := l.Settle(ctx, ratelimit.HoldOf(ca, "a"), &Order{RequestID: "a", OrderNo: "LA", BizType: "B", Channel: "CA"}, &rowA); d.Fate != FateWait {
+		t.Fatalf("a's slot: %v, want wait", d.Fate)
+	}
 	<-store.in // the worker looks at a's order
-	s.releaseWhenFinal(&Order{RequestID: "b", OrderNo: "LB", BizType: "B", Channel: "CA"}, ratelimit.HoldOf(ca, "b"))
+	l.Settle(ctx, ratelimit.HoldOf(ca, "b"), &Order{RequestID: "b", OrderNo: "LB", BizType: "B", Channel: "CA"}, &rowB)
+	if l.Size() != 2 || l.Admitting() == nil {
+		t.Fatalf("%d entries, admitting %v: want both kept and new payments refused", l.Size(), l.Admitting())
+	}
 	store.mu.Lock()
 	close(store.gate) // a's first look: still in flight
 	store.gate = nil
@@ -86,11 +95,14 @@ func TestSettlerKeepsItsOwnRetriesWhenFull(t *testing.T) {
 		n := lim.released["a"]
 		lim.mu.Unlock()
 		if n == 1 {
-			return
+			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a's slot released %d times, want 1 (%d jobs dropped): the watched slot was lost", n, s.Dropped())
+			t.Fatalf("a's slot released %d times, want 1 (%d entries kept): the watched slot was lost", n, l.Size())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if l.Size() != 1 || l.Admitting() != nil {
+		t.Fatalf("%d entries, admitting %v: want b still watched and payments admitted again", l.Size(), l.Admitting())
 	}
 }
