@@ -190,6 +190,10 @@ type Request struct {
 	Member   string
 	Amount   int64 // minor units
 	Currency string
+	// Merchant is the merchant the request is made for; windows with
+	// merchant limits (Rule.Merchants) count a request that names none as
+	// NoMerchant.
+	Merchant string
 	// MaxWait is how long a refused request may wait for room
 	// (limitwait.Waiter); 0 refuses at once. The limiter itself never
 	// waits.

@@ -112,11 +112,15 @@ type KeyWindow struct {
 	// Learn is the window's learned-limit setting (Adaptive resolved for
 	// it); zero for a window that does not learn.
 	Learn Learning
+	// Merchant, on a window counting one merchant's own use of a window
+	// with merchant limits (its key is MerchantKey), names the merchant;
+	// empty for every other window.
+	Merchant string
 }
 
 // same reports whether w and o are one window of a check.
 func (w KeyWindow) same(o KeyWindow) bool {
-	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && w.Learn == o.Learn && slices.Equal(w.Reserved, o.Reserved)
+	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && w.Learn == o.Learn && w.Merchant == o.Merchant && slices.Equal(w.Reserved, o.Reserved)
 }
 
 // Track says whether a window of a check counts a reservation's use.
