@@ -226,7 +226,7 @@ func (s *Service) limiterFailed(err error) error {
 // was lost (503; the lost-answer settler is told: it may hold the slot), or
 // the key holds the requestId for another amount (409).
 func (s *Service) admit(ctx context.Context, req PayRequest, key ratelimit.Key, maxWait time.Duration) (ratelimit.Decision, error) {
-	d, err := s.limiter.Check(ctx, ratelimit.Request{Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, MaxWait: maxWait})
+	d, err := s.limiter.Check(ctx, ratelimit.Request{Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, Merchant: req.MerchantID, MaxWait: maxWait})
 	switch {
 	case err != nil:
 		return d, s.limiterFailed(err)
