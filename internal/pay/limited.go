@@ -97,6 +97,9 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 	// share of what was left, not the cap: a wait can help then.
 	if d.ExceedsCap && !d.Degraded() {
 		e.Message = fmt.Sprintf("amount %d is above the %s cap %d of channel %s for %s", d.RequestAmount, rule, d.Limit, key.Channel, key.BizType)
+		if d.Merchant != "" {
+			e.Message = fmt.Sprintf("amount %d is above merchant %s's %s cap %d of %s", d.RequestAmount, d.Merchant, rule, d.Limit, d.Scope)
+		}
 		e.Details["exceedsCap"] = true
 		return e
 	}
