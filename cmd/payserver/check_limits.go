@@ -153,6 +153,10 @@ type windowInForceJSON struct {
 	PeriodStart string           `json:"periodStart,omitempty"`
 	PeriodEnd   string           `json:"periodEnd,omitempty"`
 	Reserve     map[string]int64 `json:"reserve,omitempty"`
+	// PerMerchant and Merchants are the window's limits per merchant
+	// (PerMerchant absent when only overrides are set; -1 no limit).
+	PerMerchant *int64           `json:"perMerchant,omitempty"`
+	Merchants   map[string]int64 `json:"merchants,omitempty"`
 }
 
 // inForce computes the rules of every key of cfg at t: the base rules, or
@@ -191,6 +195,12 @@ func inForce(cfg *ratelimit.Config, t time.Time) inForceJSON {
 			}
 			if i < len(rule.Reserve) && len(rule.Reserve[i]) > 0 {
 				wj.Reserve = rule.Reserve[i]
+			}
+			if m := rule.MerchantsOf(i); m != nil {
+				if m.PerMerchant != ratelimit.Unlimited {
+					wj.PerMerchant = &m.PerMerchant
+				}
+				wj.Merchants = m.Overrides
 			}
 			if w.IsCalendar() {
 				start, end := w.Calendar.Period(t)
@@ -232,6 +242,12 @@ func printInForce(stdout io.Writer, f inForceJSON) {
 			}
 			if len(w.Reserve) > 0 {
 				line += fmt.Sprintf(", reserve %v", w.Reserve)
+			}
+			if w.PerMerchant != nil {
+				line += fmt.Sprintf(", perMerchant %d", *w.PerMerchant)
+			}
+			if len(w.Merchants) > 0 {
+				line += fmt.Sprintf(", merchants %v", w.Merchants)
 			}
 			fmt.Fprintln(stdout, line)
 		}
@@ -279,6 +295,9 @@ func printLimits(stdout io.Writer, doc *limits.Document, now time.Time) {
 	}
 	fmt.Fprintln(stdout, "Keys not listed are unlimited.")
 	fmt.Fprintln(stdout, "RESOLVE:<CHANNEL> keys (reserved bizType RESOLVE) limit the resolver's queries and closes of unknown outcomes on that channel; they count only there, never in *:CHANNEL windows or reservations, and are unlimited unless set.")
+	if hasMerchants(cfg) {
+		fmt.Fprintln(stdout, "[perMerchant:N,ID:M] after a window limits each merchant's own use of it to N, and merchant ID's to M (-1 no limit, 0 refused): a request is admitted only if the window and its merchant's use both have room. A request naming no merchant counts as the merchant \"-\".")
+	}
 	if hasReserve(cfg) {
 		fmt.Fprintln(stdout, "{NAME:N} after a window keeps N of its limit for bizType NAME: a request of any other bizType is admitted only while the window's use, plus every other name's unmet reservation (its N less its own use in the window), stays within the limit.")
 	}
@@ -291,6 +310,22 @@ func printLimits(stdout io.Writer, doc *limits.Document, now time.Time) {
 		fmt.Fprintf(stdout, "  route %-34s %s\n", biz, configcenter.DescribeRoute(doc.Routes[biz]))
 	}
 
+}
+
+// hasMerchants reports whether a rule or schedule of cfg has limits per
+// merchant.
+func hasMerchants(cfg *ratelimit.Config) bool {
+	for _, r := range cfg.Rules {
+		if r.Merchants != nil {
+			return true
+		}
+	}
+	for _, sc := range cfg.Schedules {
+		if sc.Rule.Merchants != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // hasReserve reports whether a rule or schedule of cfg has reservations.

@@ -35,7 +35,7 @@ func DescribeRule(r ratelimit.Rule, present bool) string {
 		if i < len(r.Reserve) {
 			reserve = r.Reserve[i]
 		}
-		parts[i] = DescribeWindow(w, reserve)
+		parts[i] = DescribeWindow(w, reserve) + describeMerchants(w, r.MerchantsOf(i))
 	}
 	s := strings.Join(parts, "+")
 	if r.Shadow {
@@ -53,12 +53,9 @@ func DescribeRule(r ratelimit.Rule, present bool) string {
 // the window's unit).
 func DescribeWindow(w ratelimit.Window, reserve map[string]int64) string {
 	var b strings.Builder
-	quantity := func(n int64) string { return strconv.FormatInt(n, 10) }
+	quantity := quantityOf(w)
 	if w.Amount {
 		b.WriteString("amount ")
-		if _, ok := iso4217.Exponent(w.Currency); ok {
-			quantity = func(n int64) string { major, _ := iso4217.Major(n, w.Currency); return major }
-		}
 	}
 	b.WriteString(quantity(w.Limit))
 	switch {
@@ -84,6 +81,44 @@ func DescribeWindow(w ratelimit.Window, reserve map[string]int64) string {
 		b.WriteString("{" + strings.Join(names, ",") + "}")
 	}
 	return b.String()
+}
+
+// quantityOf renders a quantity in w's unit: a count, or an amount in
+// major units of w's currency (minor units without one).
+func quantityOf(w ratelimit.Window) func(int64) string {
+	if _, ok := iso4217.Exponent(w.Currency); w.Amount && ok {
+		return func(n int64) string { major, _ := iso4217.Major(n, w.Currency); return major }
+	}
+	return func(n int64) string { return strconv.FormatInt(n, 10) }
+}
+
+// describeMerchants renders the limits per merchant of w, "" for none:
+// "[perMerchant:10,M_VIP:40]" (perMerchant left out when only overrides
+// are set), the overrides sorted by merchant, -1 for no limit.
+func describeMerchants(w ratelimit.Window, m *ratelimit.Merchants) string {
+	if m == nil {
+		return ""
+	}
+	quantity := quantityOf(w)
+	limit := func(n int64) string {
+		if n == ratelimit.Unlimited {
+			return "-1"
+		}
+		return quantity(n)
+	}
+	var parts []string
+	if m.PerMerchant != ratelimit.Unlimited {
+		parts = append(parts, "perMerchant:"+quantity(m.PerMerchant))
+	}
+	ids := make([]string, 0, len(m.Overrides))
+	for id := range m.Overrides {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		parts = append(parts, id+":"+limit(m.Overrides[id]))
+	}
+	return "[" + strings.Join(parts, ",") + "]"
 }
 
 // FormatWindow renders a window size compactly, as the limits document

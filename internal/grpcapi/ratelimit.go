@@ -6,8 +6,9 @@
 //
 // Mapping:
 //   - Each descriptor names one key with the entries "bizType" and
-//     "channel" (required) and may name the member with "request_id".
-//     Any other entry is INVALID_ARGUMENT: a descriptor the service cannot
+//     "channel" (required) and may name the member with "request_id" and
+//     the merchant with "merchant" (checked against the limits per
+//     merchant; without it, the merchant "-" there). Any other entry is INVALID_ARGUMENT: a descriptor the service cannot
 //     key must not be silently unlimited.
 //   - hits_addend (the descriptor's, else the request's; 0 means 1) is the
 //     count of hits. With request_id it must be 1 (one request is one
@@ -193,6 +194,7 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 type hit struct {
 	key      ratelimit.Key
 	member   string // "" when the descriptor named none
+	merchant string // "" when the descriptor named none
 	hits     uint64
 	negative bool
 	// currency, when set, makes the descriptor one payment of amount
@@ -234,7 +236,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			if member == "" {
 				member = uniqueMember()
 			}
-			a, err := s.svc.Decide(ctx, client, limitapi.AcquireRequest{Key: h.key, RequestID: member, Amount: h.amount, Currency: h.currency})
+			a, err := s.svc.Decide(ctx, client, limitapi.AcquireRequest{Key: h.key, RequestID: member, Amount: h.amount, Currency: h.currency, MerchantID: h.merchant})
 			if err != nil {
 				// UNAVAILABLE (a lost answer included, never OVER_LIMIT):
 				// the gateway answers it by its failure mode. When that
@@ -375,8 +377,13 @@ func parseDescriptor(d *commonv3.RateLimitDescriptor, requestHits uint32) (hit, 
 				return h, fmt.Errorf("entry currency: %s", p)
 			}
 			h.currency = v
+		case "merchant":
+			if p := ratelimit.MerchantProblem(v); p != "" {
+				return h, fmt.Errorf("entry merchant: %s", p)
+			}
+			h.merchant = v
 		default:
-			return h, fmt.Errorf("entry %.64q: unknown (want bizType, channel, request_id, currency)", e.GetKey())
+			return h, fmt.Errorf("entry %.64q: unknown (want bizType, channel, request_id, currency, merchant)", e.GetKey())
 		}
 	}
 	for _, k := range []string{"bizType", "channel"} {

@@ -75,6 +75,10 @@ func TestParse(t *testing.T) {
 	if err != nil || h[0].hits != 1 || h[0].amount != 1999 || h[0].currency != "CNY" {
 		t.Errorf("payment: got %+v, %v; want one hit of 1999 CNY", h, err)
 	}
+	h, err = parse(&rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "request_id", "p-2", "merchant", "M1")}})
+	if err != nil || h[0].merchant != "M1" {
+		t.Errorf("merchant: got %+v, %v; want merchant M1", h, err)
+	}
 	negative := desc("bizType", "A", "channel", "B")
 	negative.IsNegativeHits = true
 	for name, req := range map[string]*rlsv3.RateLimitRequest{
@@ -86,6 +90,7 @@ func TestParse(t *testing.T) {
 		"too many hits":    {HitsAddend: MaxHits + 1, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B")}},
 		"bad channel code": {Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "")}},
 		"payment, no id":   {HitsAddend: 1999, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "currency", "CNY")}},
+		"empty merchant":   {Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "merchant", "")}},
 		"bad currency":     {HitsAddend: 1999, Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "B", "request_id", "x", "currency", "XXQ")}},
 	} {
 		t.Run(name, func(t *testing.T) {

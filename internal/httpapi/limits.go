@@ -207,9 +207,10 @@ func describedAlike(a, b ratelimit.Rule) bool {
 }
 
 // plainlyEqual reports whether a and b have equal windows and shadow flags
-// and neither has reservations, so that they are described alike.
+// and neither has reservations or merchant limits, so that they are
+// described alike.
 func plainlyEqual(a, b ratelimit.Rule) bool {
-	return a.Shadow == b.Shadow && !reserves(a) && !reserves(b) && slices.Equal(a.Windows, b.Windows)
+	return a.Shadow == b.Shadow && !reserves(a) && !reserves(b) && a.Merchants == nil && b.Merchants == nil && slices.Equal(a.Windows, b.Windows)
 }
 
 // reserves reports whether some window of r keeps part of its limit for

@@ -24,19 +24,22 @@ type LimitsAPI interface {
 
 // windowUsageJSON is one window's usage as the API shows it.
 type windowUsageJSON struct {
-	Scope     string `json:"scope"`
-	Rule      string `json:"rule"`
-	Amount    bool   `json:"amount"`
-	Limit     int64  `json:"limit"`
-	WindowMs  int64  `json:"windowMs,omitempty"`
-	Used      int64  `json:"used"`
-	Remaining int64  `json:"remaining"`
+	Scope string `json:"scope"`
+	// MerchantID, on the request's merchant's own use of the window under
+	// its merchant limit, names the merchant.
+	MerchantID string `json:"merchantId,omitempty"`
+	Rule       string `json:"rule"`
+	Amount     bool   `json:"amount"`
+	Limit      int64  `json:"limit"`
+	WindowMs   int64  `json:"windowMs,omitempty"`
+	Used       int64  `json:"used"`
+	Remaining  int64  `json:"remaining"`
 }
 
 func windowsUsageJSON(ws []limitapi.WindowUsage) []windowUsageJSON {
 	out := make([]windowUsageJSON, len(ws))
 	for i, w := range ws {
-		out[i] = windowUsageJSON{Scope: w.Scope.String(), Rule: w.Rule, Amount: w.Amount, Limit: w.Limit, WindowMs: w.Window.Milliseconds(), Used: w.Used, Remaining: w.Remaining}
+		out[i] = windowUsageJSON{Scope: w.Scope.String(), MerchantID: w.Merchant, Rule: w.Rule, Amount: w.Amount, Limit: w.Limit, WindowMs: w.Window.Milliseconds(), Used: w.Used, Remaining: w.Remaining}
 	}
 	return out
 }

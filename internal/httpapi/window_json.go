@@ -40,6 +40,12 @@ type windowJSON struct {
 	// strings ("5000000.00" for 500000000 CNY).
 	LimitMajor   string            `json:"limitMajor,omitempty"`
 	ReserveMajor map[string]string `json:"reserveMajor,omitempty"`
+	// PerMerchant and Merchants are the window's limits per merchant, in
+	// its unit: every merchant's (absent when only overrides are set), and
+	// the named merchants' (-1 no limit, 0 refused). Absent without
+	// merchant limits.
+	PerMerchant *int64           `json:"perMerchant,omitempty"`
+	Merchants   map[string]int64 `json:"merchants,omitempty"`
 }
 
 // Text renders the window for people: "100 per 1s", "amount 5,000,000.00
@@ -60,6 +66,28 @@ func (w windowJSON) Text() string {
 			names[i] = name + ": " + w.quantity(w.Reserve[name])
 		}
 		b.WriteString(" (kept for " + strings.Join(names, ", ") + ")")
+	}
+	if w.PerMerchant != nil || len(w.Merchants) > 0 {
+		var parts []string
+		if w.PerMerchant != nil {
+			parts = append(parts, "each merchant at most "+w.quantity(*w.PerMerchant))
+		}
+		ids := make([]string, 0, len(w.Merchants))
+		for id := range w.Merchants {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			switch n := w.Merchants[id]; n {
+			case ratelimit.Unlimited:
+				parts = append(parts, id+": no limit")
+			case 0:
+				parts = append(parts, id+": refused")
+			default:
+				parts = append(parts, id+": "+w.quantity(n))
+			}
+		}
+		b.WriteString(" (" + strings.Join(parts, "; ") + ")")
 	}
 	return b.String()
 }
@@ -122,6 +150,12 @@ func describeWindows(r ratelimit.Rule) []windowJSON {
 		}
 		if i < len(r.Reserve) && len(r.Reserve[i]) > 0 {
 			j.Reserve = r.Reserve[i]
+		}
+		if m := r.MerchantsOf(i); m != nil {
+			if m.PerMerchant != ratelimit.Unlimited {
+				j.PerMerchant = &m.PerMerchant
+			}
+			j.Merchants = m.Overrides
 		}
 		if m := j.major(j.Limit); m != nil {
 			j.LimitMajor = *m

@@ -21,6 +21,10 @@ type AcquireRequest struct {
 	// windows) of the limits document.
 	Amount   int64
 	Currency string
+	// MerchantID is the merchant the slot is taken for, optional: windows
+	// with limits per merchant count a request without one as the merchant
+	// "-" (ratelimit.NoMerchant).
+	MerchantID string
 	// MaxWait is how long a refused request may wait for a slot; 0 means
 	// none.
 	MaxWait time.Duration
@@ -140,13 +144,14 @@ const reasonCurrencyWithAmount = "is required with amount: an amount counts agai
 // DecodeAcquire parses and validates an acquire body with POST /pay's field
 // rules. Every problem is reported in one INVALID_REQUEST error.
 func DecodeAcquire(data []byte) (AcquireRequest, error) {
-	o := decodeObject(data, "bizType", "channel", "requestId", "amount", "currency", "maxWaitMs")
+	o := decodeObject(data, "bizType", "channel", "requestId", "amount", "currency", "merchantId", "maxWaitMs")
 	if o.failed() {
 		return AcquireRequest{}, o.err()
 	}
 	r := AcquireRequest{Key: o.key(), RequestID: o.str("requestId", true, pay.RequestIDProblem)}
 	r.Amount = o.amount()
 	r.Currency = o.str("currency", false, pay.CurrencyProblem)
+	r.MerchantID = o.str("merchantId", false, ratelimit.MerchantProblem)
 	if r.Amount > 0 && pay.AmountProblem(r.Amount) == "" && r.Currency == "" {
 		o.add("currency", reasonCurrencyWithAmount)
 	}

@@ -25,11 +25,11 @@ func fieldsOf(t *testing.T, err error) []string {
 }
 
 func TestDecodeAcquire(t *testing.T) {
-	ok, err := DecodeAcquire([]byte(`{"bizType":"REFUND","channel":"ALIPAY","requestId":"r-1","amount":100,"currency":"CNY","maxWaitMs":2500}`))
+	ok, err := DecodeAcquire([]byte(`{"bizType":"REFUND","channel":"ALIPAY","requestId":"r-1","amount":100,"currency":"CNY","merchantId":"M1","maxWaitMs":2500}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok.Key.String() != "REFUND:ALIPAY" || ok.RequestID != "r-1" || ok.Amount != 100 || ok.Currency != "CNY" || ok.MaxWait != 2500*time.Millisecond {
+	if ok.Key.String() != "REFUND:ALIPAY" || ok.RequestID != "r-1" || ok.Amount != 100 || ok.Currency != "CNY" || ok.MerchantID != "M1" || ok.MaxWait != 2500*time.Millisecond {
 		t.Errorf("got %+v", ok)
 	}
 	if r, err := DecodeAcquire([]byte(`{"bizType":"A","channel":"B","requestId":"x","amount":null,"currency":null,"maxWaitMs":null}`)); err != nil || r.Amount != 0 || r.MaxWait != 0 {
@@ -42,7 +42,9 @@ func TestDecodeAcquire(t *testing.T) {
 		{"not an object", `"x"`, []string{"body"}},
 		{"two objects", `{} {}`, []string{"body"}},
 		{"empty", `{}`, []string{"bizType", "channel", "requestId"}},
-		{"unknown field", `{"bizType":"A","channel":"B","requestId":"x","merchantId":"M"}`, []string{"merchantId"}},
+		{"unknown field", `{"bizType":"A","channel":"B","requestId":"x","merchant":"M"}`, []string{"merchant"}},
+		{"merchantId too long", `{"bizType":"A","channel":"B","requestId":"x","merchantId":"` + strings.Repeat("m", 65) + `"}`, []string{"merchantId"}},
+		{"merchantId not a string", `{"bizType":"A","channel":"B","requestId":"x","merchantId":5}`, []string{"merchantId"}},
 		{"bad codes", `{"bizType":"a","channel":"B:C","requestId":"x"}`, []string{"bizType", "channel"}},
 		{"bad requestId", `{"bizType":"A","channel":"B","requestId":""}`, []string{"requestId"}},
 		{"amount string", `{"bizType":"A","channel":"B","requestId":"x","amount":"5"}`, []string{"amount"}},

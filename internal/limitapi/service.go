@@ -150,7 +150,10 @@ func (s *Service) inScope(client string, op Op, key ratelimit.Key) error {
 // holds (admissions, or amount) and what is left for this request (less
 // what it keeps for other bizTypes' unmet reservations).
 type WindowUsage struct {
-	Scope     ratelimit.Key
+	Scope ratelimit.Key
+	// Merchant, for the request's merchant's own use of Scope's window
+	// under its merchant limit, names the merchant; empty for the window.
+	Merchant  string
 	Rule      string
 	Amount    bool
 	Limit     int64
@@ -200,7 +203,7 @@ func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (
 	}
 	m := member(client, r.RequestID)
 	d, err := s.opts.Admit.Check(ctx, ratelimit.Request{MaxWait: r.MaxWait,
-		Key: r.Key, Member: m, Amount: r.Amount, Currency: r.Currency,
+		Key: r.Key, Member: m, Amount: r.Amount, Currency: r.Currency, Merchant: r.MerchantID,
 	})
 	if err != nil {
 		s.observe(client, OpAcquire, r.Key, ResultFailed)
@@ -245,11 +248,11 @@ func windowsAfter(d ratelimit.Decision) []WindowUsage {
 		return []WindowUsage{}
 	}
 	if len(d.Windows) == 0 {
-		return []WindowUsage{{Scope: d.Scope, Rule: d.Rule, Amount: d.Amount, Limit: d.Limit, Window: d.Window, Used: d.Count, Remaining: d.Remaining}}
+		return []WindowUsage{{Scope: d.Scope, Merchant: d.Merchant, Rule: d.Rule, Amount: d.Amount, Limit: d.Limit, Window: d.Window, Used: d.Count, Remaining: d.Remaining}}
 	}
 	out := make([]WindowUsage, len(d.Windows))
 	for i, w := range d.Windows {
-		out[i] = WindowUsage{Scope: w.Scope, Rule: w.Name(), Amount: w.Amount, Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Kept-w.Count, 0)}
+		out[i] = WindowUsage{Scope: w.Scope, Merchant: w.Merchant, Rule: w.Name(), Amount: w.Amount, Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Kept-w.Count, 0)}
 	}
 	return out
 }

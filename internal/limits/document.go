@@ -75,6 +75,8 @@ type Document struct {
 //	  REFUND:UNIONPAY: {shadow: true, windows: [{limit: 5, window: 1s}]}
 //	  "*:UNIONPAY":            # channel-wide: every bizType together
 //	    - {limit: 200, window: 1s, reserve: {REFUND: 40}}
+//	  ONLINE_PAY:UNIONPAY:     # each merchant at most 10/s, M_VIP 40/s
+//	    - {limit: 100, window: 1s, perMerchant: 10, merchants: {M_VIP: 40}}
 //	  RESOLVE:ALIPAY: {limit: 50, window: 1s}   # the resolver's queries
 //	schedules:                 # replace one key's limits for a while
 //	  - {key: "*:UNIONPAY", from: "2026-12-01T02:00:00+08:00", to: "2026-12-01T04:00:00+08:00", limits: 0}
@@ -311,6 +313,12 @@ func newRule(es []entry, shadow bool) (ratelimit.Rule, error) {
 				r.Reserve = make([]map[string]int64, len(kept))
 			}
 			r.Reserve[i] = e.reserve
+		}
+		if e.merchants != nil {
+			if r.Merchants == nil {
+				r.Merchants = make([]*ratelimit.Merchants, len(kept))
+			}
+			r.Merchants[i] = e.merchants
 		}
 	}
 	return r, nil

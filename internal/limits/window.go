@@ -12,13 +12,14 @@ import (
 
 // entry is one window entry of the document with its reservations.
 type entry struct {
-	w       ratelimit.Window
-	reserve map[string]int64
+	w         ratelimit.Window
+	reserve   map[string]int64
+	merchants *ratelimit.Merchants
 }
 
 // windowFields are the fields of a window entry, as error messages list
 // them.
-const windowFields = "limit or amount, window or calendar, cutoff, zone, currency, reserve"
+const windowFields = "limit or amount, window or calendar, cutoff, zone, currency, reserve, perMerchant, merchants"
 
 // parseWindow reads one window entry:
 //
@@ -35,6 +36,15 @@ const windowFields = "limit or amount, window or calendar, cutoff, zone, currenc
 //	                         (default every currency)
 //	reserve: {BIZTYPE: n}    channel-wide keys only: part of the limit kept
 //	                         for the named bizTypes (never RESOLVE)
+//	perMerchant: n           each merchant's own use of the window may
+//	                         reach at most n (0..the window's limit, -1
+//	                         for none), in the window's unit
+//	merchants: {ID: n}       the limits of named merchants: 0..the
+//	                         window's limit, -1 for no limit, 0 refuses
+//	                         the merchant
+//
+// A RESOLVE key takes no merchant limits: the resolver's queries are made
+// for no merchant.
 //
 // A resolver key (RESOLVE:CHANNEL, ratelimit.ResolveBizType) takes count windows
 // only, sliding or calendar: an amount window on it is refused.
@@ -44,7 +54,7 @@ const windowFields = "limit or amount, window or calendar, cutoff, zone, currenc
 func parseWindow(obj map[string]any, rc ruleContext, allowShadow bool) (entry, error) {
 	for name := range obj {
 		switch name {
-		case "limit", "amount", "window", "calendar", "cutoff", "zone", "currency", "reserve":
+		case "limit", "amount", "window", "calendar", "cutoff", "zone", "currency", "reserve", "perMerchant", "merchants":
 		case "shadow":
 			if !allowShadow {
 				return entry{}, fmt.Errorf("unknown field %q (want %s; shadow goes beside windows)", name, windowFields)
@@ -92,7 +102,62 @@ func parseWindow(obj map[string]any, rc ruleContext, allowShadow bool) (entry, e
 			return entry{}, err
 		}
 	}
+	if e.merchants, err = parseMerchants(obj, rc.key, w); err != nil {
+		return entry{}, err
+	}
 	return e, nil
+}
+
+// parseMerchants reads perMerchant and merchants: nil when the entry has
+// neither.
+func parseMerchants(obj map[string]any, key ratelimit.Key, w ratelimit.Window) (*ratelimit.Merchants, error) {
+	pv, hasPer := obj["perMerchant"]
+	mv, hasOverrides := obj["merchants"]
+	if !hasPer && !hasOverrides {
+		return nil, nil
+	}
+	if key.IsResolve() {
+		return nil, fmt.Errorf("merchant limits on %s: a RESOLVE key counts the resolver's channel queries, which are made for no merchant", key)
+	}
+	if w.Limit == ratelimit.Unlimited {
+		return nil, errors.New("merchant limits on an unlimited window: there is nothing to share")
+	}
+	limitOf := func(field string, v any) (int64, error) {
+		n, err := parseWhole(field, v, w.Limit)
+		if err != nil {
+			return 0, err
+		}
+		if n < ratelimit.Unlimited {
+			return 0, fmt.Errorf("%s %d: want 0..%d (the window's limit), or -1 for no merchant limit", field, n, w.Limit)
+		}
+		return n, nil
+	}
+	m := &ratelimit.Merchants{PerMerchant: ratelimit.Unlimited}
+	if hasPer {
+		n, err := limitOf("perMerchant", pv)
+		if err != nil {
+			return nil, err
+		}
+		m.PerMerchant = n
+	}
+	if hasOverrides {
+		raw, ok := mv.(map[string]any)
+		if !ok || len(raw) == 0 {
+			return nil, errors.New("merchants: want a map of merchant ID to its limit, such as {M_VIP: 40}")
+		}
+		m.Overrides = make(map[string]int64, len(raw))
+		for id, v := range raw {
+			if reason := ratelimit.MerchantProblem(id); reason != "" {
+				return nil, fmt.Errorf("merchants: merchant %q %s", id, reason)
+			}
+			n, err := limitOf("merchants "+id, v)
+			if err != nil {
+				return nil, fmt.Errorf("merchants: %w", err)
+			}
+			m.Overrides[id] = n
+		}
+	}
+	return m, nil
 }
 
 // parseSpan reads window, calendar, cutoff and zone into w.

@@ -17,7 +17,11 @@ import (
 // rule's cap) or amount (an amount rule's cap, in minor units), used (what
 // the window holds), windowMs (a sliding window's length), scope (the
 // channel-wide key "*:CHANNEL" when its window binds) and retryAfterMs (for
-// a calendar window, the time until the next period starts). An amount
+// a calendar window, the time until the next period starts). When a
+// merchant's limit binds (limits per merchant), scope is "merchant",
+// merchantId names the merchant ("-" for a request naming none), limit,
+// amount and used are that merchant's own in the window, and the wait is
+// until that merchant's own use falls. An amount
 // rule also names requestAmount (what the request pays), remaining (what is
 // left of the cap) and currency (the request's).
 //
@@ -69,8 +73,16 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 		e.Details["scope"] = d.Scope.String()
 		e.Message = fmt.Sprintf("channel %s is at its channel-wide limit (%s) for %s", key.Channel, rule, key.BizType)
 	}
+	if d.Merchant != "" {
+		e.Details["scope"] = "merchant"
+		e.Details["merchantId"] = d.Merchant
+		e.Message = fmt.Sprintf("merchant %s is at its limit (%s) of %s", d.Merchant, rule, d.Scope)
+	}
 	if d.Closed() {
 		e.Message = fmt.Sprintf("channel %s is closed for %s", key.Channel, key.BizType)
+		if d.Merchant != "" {
+			e.Message = fmt.Sprintf("merchant %s is refused on %s (its merchant limit is 0)", d.Merchant, d.Scope)
+		}
 		e.Details["closed"] = true
 		if !d.ClosedUntil.IsZero() {
 			// A schedule opens it then: the one closed answer worth a retry.
@@ -85,10 +97,13 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 	// share of what was left, not the cap: a wait can help then.
 	if d.ExceedsCap && !d.Degraded() {
 		e.Message = fmt.Sprintf("amount %d is above the %s cap %d of channel %s for %s", d.RequestAmount, rule, d.Limit, key.Channel, key.BizType)
+		if d.Merchant != "" {
+			e.Message = fmt.Sprintf("amount %d is above merchant %s's %s cap %d of %s", d.RequestAmount, d.Merchant, rule, d.Limit, d.Scope)
+		}
 		e.Details["exceedsCap"] = true
 		return e
 	}
-	if d.Amount && !d.Scope.IsChannelWide() && d.RequestAmount > 0 {
+	if d.Amount && !d.Scope.IsChannelWide() && d.Merchant == "" && d.RequestAmount > 0 {
 		e.Message = fmt.Sprintf("amount %d does not fit the %s cap %d of channel %s for %s: %d used, %d left",
 			d.RequestAmount, rule, d.Limit, key.Channel, key.BizType, d.Count, max(d.Limit-d.Count, 0))
 	}

@@ -578,7 +578,7 @@ func (r *Resolver) discrepancy(ctx context.Context, o *Order, n Notification) er
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	key := ratelimit.Key{BizType: o.BizType, Channel: n.Channel}
-	c, err := r.limiter.Check(cctx, ratelimit.Request{Key: key, Member: o.RequestID, Amount: o.Amount, Currency: o.Currency})
+	c, err := r.limiter.Check(cctx, ratelimit.Request{Key: key, Member: o.RequestID, Amount: o.Amount, Currency: o.Currency, Merchant: o.MerchantID})
 	if err != nil || !c.Allowed {
 		r.log.Warn("the slot of a payment a channel reported paid against its order could not be counted again",
 			"requestId", o.RequestID, "key", key.String(), "allowed", c.Allowed, "unknown", c.Unknown, "err", err)

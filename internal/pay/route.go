@@ -229,7 +229,7 @@ func (s *Service) admit(ctx context.Context, req PayRequest, key ratelimit.Key, 
 	if err := s.ledger.Admitting(); err != nil {
 		return ratelimit.Decision{Key: key}, err
 	}
-	d, err := s.limiter.Check(ctx, ratelimit.Request{Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, MaxWait: maxWait})
+	d, err := s.limiter.Check(ctx, ratelimit.Request{Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, Merchant: req.MerchantID, MaxWait: maxWait})
 	switch {
 	case err != nil:
 		return d, s.limiterFailed(err)

@@ -40,6 +40,9 @@ func RoutesRefusedError(bizType string, refused []candidateRefusal) *apperr.Erro
 			if r.d.Scope.IsChannelWide() {
 				rule["scope"] = r.d.Scope.String()
 			}
+			if r.d.Merchant != "" {
+				rule["scope"], rule["merchantId"] = "merchant", r.d.Merchant
+			}
 			if exceeds {
 				rule["exceedsCap"] = true
 				anyExceeds = true

@@ -41,7 +41,15 @@ func contentHash(cfg *Config) string {
 	})
 	writeRule := func(w io.Writer, r Rule) {
 		// fmt prints maps sorted by key and a zone by its name.
-		fmt.Fprintf(w, "%+v %v %t\n", r.Windows, r.Reserve, r.Shadow)
+		fmt.Fprintf(w, "%+v %v %t", r.Windows, r.Reserve, r.Shadow)
+		for _, m := range r.Merchants {
+			if m != nil {
+				fmt.Fprintf(w, " %+v", *m)
+			} else {
+				fmt.Fprint(w, " -")
+			}
+		}
+		fmt.Fprintln(w)
 	}
 	for _, k := range keys {
 		fmt.Fprintf(h, "%s: ", k)
@@ -76,7 +84,8 @@ func namesOf(cfg *Config, name func(KeyWindow) string) windowNames {
 }
 
 // eachWindow calls f for every window of cfg's rules and schedules, and for
-// the windows counting each reservation's use.
+// the windows counting each reservation's use (not the windows counting
+// each merchant's use: merchants are not known ahead).
 func eachWindow(cfg *Config, f func(KeyWindow)) {
 	add := func(k Key, r Rule) {
 		for i, w := range r.Windows {

@@ -27,6 +27,12 @@ type Decision struct {
 	// Scope is the key whose window binds: Key, or the channel-wide key
 	// "*:CHANNEL" when one of its windows binds.
 	Scope Key
+	// Merchant, when a merchant's limit binds (Rule.Merchants), is that
+	// merchant: the request's, or NoMerchant for a request naming none.
+	// Limit, Count and Remaining are then the merchant's own use of
+	// Scope's window, and RetryAfter the wait for it to fall. Empty when a
+	// window binds.
+	Merchant string
 	// Rule names the binding window's kind, as Window.Name does: "count/1s",
 	// "amount/day". Empty for an unlimited key.
 	Rule string
@@ -147,7 +153,11 @@ type WindowUsage struct {
 	// Scope is the key the window belongs to (the request's key, or the
 	// channel-wide key).
 	Scope Key
-	Count int64
+	// Merchant, for the request's merchant's own use of Scope's window
+	// under its merchant limit, names the merchant; empty for the window
+	// itself.
+	Merchant string
+	Count    int64
 	// Effective is the window's limit at the check: Limit, or its learned
 	// limit when lower (learned.go).
 	Effective int64

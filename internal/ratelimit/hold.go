@@ -87,8 +87,8 @@ func (h Hold) InProcessOnly() Hold {
 // (OwnKey).
 func (h Hold) IsOwnKey() bool { return h.ownKey }
 
-// OwnKey is h released from the windows of its own key only (and its own
-// use of reservations), not from its channel-wide key's windows: for a slot
+// OwnKey is h released from the windows of its own key only (and its
+// merchant's use of them, and its own use of reservations), not from its channel-wide key's windows: for a slot
 // whose requestId is held by a payment of another bizType on the same
 // channel, which counts the same member in those windows.
 func (h Hold) OwnKey() Hold {
@@ -100,7 +100,7 @@ func (h Hold) OwnKey() Hold {
 func (h Hold) ownKeyWindows(ws []KeyWindow) []KeyWindow {
 	out := ws[:0:0]
 	for _, w := range ws {
-		if w.Key == h.Key || w.Track == TrackOwn {
+		if w.Key.base() == h.Key || w.Track == TrackOwn {
 			out = append(out, w)
 		}
 	}
@@ -162,7 +162,8 @@ func HoldFromWindowKeys(key Key, member string, names []string) (Hold, error) {
 // (without its limit, which no name holds): the inverse of WindowKey, and
 // of RedisStore.WindowKey once the prefix (everything before the last '{')
 // is dropped. A reservation's own-use window, whose key is ReserveKey,
-// comes back with Track TrackOwn.
+// comes back with Track TrackOwn; a merchant's use of a window, whose key
+// is MerchantKey, with its Merchant.
 func ParseWindowKey(name string) (KeyWindow, error) {
 	i := strings.LastIndexByte(name, '{')
 	rest := name[i+1:]
@@ -177,7 +178,12 @@ func ParseWindowKey(name string) (KeyWindow, error) {
 	}
 	kw := KeyWindow{Key: Key{BizType: biz, Channel: ch}, Window: w}
 	own := strings.TrimPrefix(biz, AnyBizType)
-	if own != biz && own != "" {
+	if base, merchant, ok := kw.Key.Merchant(); ok {
+		kw.Merchant = merchant
+		if err := base.Validate(); err != nil || MerchantProblem(merchant) != "" {
+			return KeyWindow{}, fmt.Errorf("window name %q: bad merchant window", name)
+		}
+	} else if own != biz && own != "" {
 		kw.Track = TrackOwn
 		if CodeProblem(own) != "" {
 			return KeyWindow{}, fmt.Errorf("window name %q: bad reservation bizType", name)

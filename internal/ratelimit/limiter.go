@@ -190,6 +190,10 @@ type Request struct {
 	Member   string
 	Amount   int64 // minor units
 	Currency string
+	// Merchant is the merchant the request is made for; windows with
+	// merchant limits (Rule.Merchants) count a request that names none as
+	// NoMerchant.
+	Merchant string
 	// MaxWait is how long a refused request may wait for room
 	// (limitwait.Waiter); 0 refuses at once. The limiter itself never
 	// waits.
@@ -276,11 +280,12 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 	if d.Allowed && d.Source == SourceRedis {
 		d.WindowKeys = p.windowKeys(lim.keys, l.names)
 	}
-	if useNear && !d.Allowed && !d.Conflict && !d.Unknown && d.Source == SourceRedis && !d.Amount {
+	if useNear && !d.Allowed && !d.Conflict && !d.Unknown && d.Source == SourceRedis && !d.Amount && d.Merchant == "" {
 		// A count window stays full for every request of the key until its
 		// retry-after, or until a schedule changes a rule; an amount window
 		// may still take a smaller amount. An unknown outcome is its own
-		// member's, never another request's answer.
+		// member's, never another request's answer; a merchant's full use
+		// is that merchant's, not the key's.
 		if next := p.nextChange(lim.cfg, r.Key, now); !next.IsZero() && next.Sub(now) < d.RetryAfter {
 			d.RetryAfter = next.Sub(now)
 		}

@@ -74,6 +74,20 @@ import (
 //     name's reservation is ⌊reservation × L / S⌋, so that no name's
 //     reservation exceeds L and a reserved name is never refused on a
 //     window its reservation keeps room in.
+//   - Limits per merchant: a window may limit each merchant's own use of
+//     it (Rule.Merchants: a limit per merchant, and overrides; Unlimited is
+//     no limit, 0 refuses the merchant). A request of merchant m (NoMerchant
+//     when it names none) is then also checked against m's use of the
+//     window: a window of its own (MerchantKey, KeyWindow.Merchant) with
+//     the same span and unit and m's limit (TrackingLimit when m has none,
+//     so that its use is still counted), which follows every rule above as
+//     any window does. So m is admitted only if both the window and m's use
+//     of it have room, all or nothing across every window of the check; a
+//     refusal by m's limit records nothing anywhere; identity, duplicates,
+//     releases and calendar periods apply to m's use as to the window's;
+//     and a refusal by m's limit waits for m's own use to fall. A
+//     merchant's use does not learn: the window's learned limit binds the
+//     window, and through it every merchant.
 //   - Release removes a member from the windows given (all of a key's, or
 //     only its amount windows, to give an amount back).
 //   - Learned limits (learned.go): a sliding count window that learns
@@ -124,11 +138,15 @@ type KeyWindow struct {
 	// Learn is the window's learned-limit setting (Adaptive resolved for
 	// it); zero for a window that does not learn.
 	Learn Learning
+	// Merchant, on a window counting one merchant's own use of a window
+	// with merchant limits (its key is MerchantKey), names the merchant;
+	// empty for every other window.
+	Merchant string
 }
 
 // same reports whether w and o are one window of a check.
 func (w KeyWindow) same(o KeyWindow) bool {
-	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && w.Learn == o.Learn && slices.Equal(w.Reserved, o.Reserved) && w.OwnReserve == o.OwnReserve
+	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && w.Learn == o.Learn && w.Merchant == o.Merchant && slices.Equal(w.Reserved, o.Reserved) && w.OwnReserve == o.OwnReserve
 }
 
 // Track says whether a window of a check counts a reservation's use.
@@ -611,7 +629,9 @@ func (k Key) CountsChannelWide() bool { return !k.IsChannelWide() && !k.IsResolv
 // each, the windows that count the request (every count window; an amount
 // window only for a request with an amount in its currency, or in any
 // currency when it names none), each with its rule's learning setting
-// (Rule.Adaptive: on for sliding count windows unless Off); a window with
+// (Rule.Adaptive: on for sliding count windows unless Off), and after a
+// window with merchant limits the window counting the request's merchant's
+// use of it (NoMerchant for a request naming none); a window with
 // reservations with its whole limit, the other names' reservations (Reserved) and, after all the
 // windows, one tracking window per named bizType (TrackOwn for the
 // request's, TrackOther for the others', in the names' order). Shadow rules
@@ -655,6 +675,9 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 				}
 			}
 			windows = append(windows, kw)
+			if ml := rule.MerchantsOf(i); ml != nil {
+				windows = append(windows, merchantWindow(k, w, ml, requestMerchant(r.Merchant)))
+			}
 		}
 	}
 	// The tracking windows come last; Reserved indexes point at them.
@@ -668,13 +691,15 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 
 // ReleaseKey removes member from every window the model holds of key and,
 // when key counts there (Key.CountsChannelWide), of its channel-wide key and
-// its own use of that key's reservations, whatever rule made them; only
+// its own use of that key's reservations, and from every merchant's use of
+// those windows, whatever rule made them; only
 // from their amount windows when amountsOnly (a declined payment's
 // give-back).
 func (m *Model) ReleaseKey(key Key, member string, amountsOnly bool) {
 	wide := key.CountsChannelWide()
 	ours := func(id windowID) bool {
-		mine := id.key == key || wide && (id.key == ChannelWide(key.Channel) || id.key == ReserveKey(key.Channel, key.BizType))
+		k := id.key.base() // a merchant's use of a window goes with the window
+		mine := k == key || wide && (k == ChannelWide(key.Channel) || k == ReserveKey(key.Channel, key.BizType))
 		return mine && (id.amount || !amountsOnly)
 	}
 	for id, q := range m.sliding {

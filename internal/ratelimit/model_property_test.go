@@ -311,8 +311,30 @@ func genLearning(t *rapid.T, w Window) Learning {
 	return a.learning(w)
 }
 
+// modelMerchants are the merchants requests are drawn for: none, two
+// plain IDs, and one that needs escaping in a window's key.
+var modelMerchants = []string{NoMerchant, "M1", "M2", "m:{x}@y %"}
+
+// genMerchants draws the merchant limits of w, nil half the time: a limit
+// per merchant (small, so that a merchant's use fills before the window's)
+// or none, and overrides for M1 (no limit, refused, or a limit).
+func genMerchants(t *rapid.T, w Window) *Merchants {
+	if rapid.Bool().Draw(t, "no merchant limits") || w.Limit == 0 {
+		return nil
+	}
+	m := &Merchants{PerMerchant: Unlimited}
+	if rapid.IntRange(0, 3).Draw(t, "perMerchant unset") > 0 {
+		m.PerMerchant = rapid.Int64Range(0, w.Limit).Draw(t, "perMerchant")
+	}
+	if rapid.Bool().Draw(t, "overrides") {
+		m.Overrides = map[string]int64{"M1": rapid.Int64Range(Unlimited, w.Limit).Draw(t, "M1's limit")}
+	}
+	return m
+}
+
 // genWindows draws the windows of one request: 1 to 3 of its own key's and
-// 0 to 2 of its channel-wide key's, of distinct IDs per key; a quarter of
+// 0 to 2 of its channel-wide key's, of distinct IDs per key, each now and
+// then followed by a merchant's use of it (genMerchants); a quarter of
 // the time the plainest key, one sliding count window (RedisStore checks
 // it with plainCheckScript).
 func genWindows(t *rapid.T, own, wide Key) []KeyWindow {
@@ -332,6 +354,9 @@ func genWindows(t *rapid.T, own, wide Key) []KeyWindow {
 			if !seen[w.ID()] {
 				seen[w.ID()] = true
 				out = append(out, KeyWindow{Key: k, Window: w, Learn: genLearning(t, w)})
+				if ml := genMerchants(t, w); ml != nil {
+					out = append(out, merchantWindow(k, w, ml, rapid.SampledFrom(modelMerchants).Draw(t, "merchant")))
+				}
 			}
 		}
 	}

@@ -20,7 +20,8 @@ type plan struct {
 
 // newPlan builds the plan of r under cfg at now: the windows Applicable
 // gives (its key's, and its channel-wide key's when it counts there,
-// Key.CountsChannelWide: never for a resolver key). The rules are the ones
+// Key.CountsChannelWide: never for a resolver key; after a window with
+// merchant limits, the window counting the request's merchant's use). The rules are the ones
 // in force at now (schedules included). An amount window applies only to a
 // request with an amount in its currency (Window.Applies). A rule in
 // shadow mode beside an enforced one (a shadow key under an enforced
@@ -49,7 +50,7 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 	p := plan{shadow: shadowed && !enforced}
 	n := 0
 	for _, x := range rules {
-		n += len(x.rule.Windows)
+		n += len(x.rule.Windows) + len(x.rule.Merchants)
 	}
 	p.windows = make([]KeyWindow, 0, n) // one allocation: this runs on every check
 	var tracking []KeyWindow
@@ -67,6 +68,9 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 				kw.OwnReserve = x.rule.Reserve[i][r.Key.BizType]
 			}
 			p.windows = append(p.windows, kw)
+			if ml := x.rule.MerchantsOf(i); ml != nil {
+				p.windows = append(p.windows, merchantWindow(x.key, w, ml, requestMerchant(r.Merchant)))
+			}
 			p.hasBaseline = p.hasBaseline || w.Amount || w.IsCalendar()
 		}
 	}
@@ -129,7 +133,8 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 	d := Decision{
 		Key:        key,
 		Allowed:    res.Allowed,
-		Scope:      w.Key,
+		Scope:      w.Key.base(),
+		Merchant:   w.Merchant,
 		Rule:       w.Name(),
 		Amount:     w.Amount,
 		Limit:      limit,
@@ -153,7 +158,7 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 		d.Windows = make([]WindowUsage, 0, len(p.windows))
 		for i, w := range p.windows {
 			if w.Track == TrackNone {
-				u := WindowUsage{Window: w.Window, Scope: w.Key, Count: res.Counts[i], Effective: w.Limit}
+				u := WindowUsage{Window: w.Window, Scope: w.Key.base(), Merchant: w.Merchant, Count: res.Counts[i], Effective: w.Limit}
 				if res.Limits != nil {
 					u.Effective = res.Limits[i]
 				}

@@ -16,12 +16,25 @@ type Rule struct {
 	// minus the sum of that window's reservations. Named bizTypes may use the
 	// whole limit.
 	Reserve []map[string]int64
+	// Merchants is for each window (same index as Windows; nil, shorter or
+	// a nil entry when none) its limits per merchant: a request of a
+	// merchant is admitted only if that merchant's own use of the window
+	// stays within its limit too (Model).
+	Merchants []*Merchants
 	// Shadow makes the limiter evaluate and count the rule but always admit.
 	Shadow bool
 	// Adaptive is how the rule's sliding count windows learn a lower limit
 	// from the channel's throttling; the zero value is on, with the
 	// defaults (Adaptive).
 	Adaptive Adaptive
+}
+
+// MerchantsOf returns the limits per merchant of window i, or nil.
+func (r Rule) MerchantsOf(i int) *Merchants {
+	if i < len(r.Merchants) {
+		return r.Merchants[i]
+	}
+	return nil
 }
 
 // IsUnlimited reports whether the rule limits nothing.

@@ -15,9 +15,11 @@ import (
 // TestLimiterAgreesWithModel: the Limiter, on every store, decides as
 // Model.Decide on random sequences of payments of three bizTypes and
 // resolver queries (RESOLVE) on one channel, with amounts in two
-// currencies, under random rules: its own key's windows (counts and
-// amounts, some for one currency; counts only for RESOLVE), the channel's
-// channel-wide key with reservations for one bizType, and a schedule of
+// currencies, for four merchants (one of them none), under random rules:
+// its own key's windows (counts and amounts, some for one currency; counts
+// only for RESOLVE), the channel's channel-wide key with reservations for
+// one bizType, limits per merchant with overrides on any window but
+// RESOLVE's, and a schedule of
 // either key that starts and ends within the sequence; with releases and
 // amounts given back. This covers the rules the store-level test cannot:
 // which windows apply to a request, reservations, and schedules switching
@@ -122,6 +124,7 @@ func genRule(t *rapid.T, reserve bool) Rule {
 			}
 		}
 		r.Reserve = append(r.Reserve, res)
+		r.Merchants = append(r.Merchants, genMerchants(t, w))
 	}
 	switch rapid.IntRange(0, 3).Draw(t, "adaptive") {
 	case 0:
@@ -152,9 +155,10 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 	amounts := rapid.SliceOfN(rapid.Int64Range(0, 6), 6, 6).Draw(t, "amounts")
 	currencies := rapid.SliceOfN(rapid.SampledFrom([]string{"CNY", "USD"}), 6, 6).Draw(t, "currencies")
 	bizTypes := rapid.SliceOfN(rapid.SampledFrom([]string{"PAY", "REFUND", "OTHER", ResolveBizType}), 6, 6).Draw(t, "bizTypes")
+	merchants := rapid.SliceOfN(rapid.SampledFrom([]string{"", "M1", "M2", "m:{x}@y %"}), 6, 6).Draw(t, "merchants")
 	request := func(t *rapid.T) Request {
 		i := rapid.IntRange(0, 5).Draw(t, "member")
-		return Request{Key: Key{BizType: bizTypes[i], Channel: ch}, Member: fmt.Sprintf("m%d", i), Amount: amounts[i], Currency: currencies[i]}
+		return Request{Key: Key{BizType: bizTypes[i], Channel: ch}, Member: fmt.Sprintf("m%d", i), Amount: amounts[i], Currency: currencies[i], Merchant: merchants[i]}
 	}
 	// holds keeps every hold a member was admitted with: releasing them all
 	// frees every window any admission recorded it in, as the model's
@@ -222,7 +226,7 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 				// everything: the model refuses and records nothing too.
 				closedBy := false
 				for _, w := range windows {
-					closedBy = closedBy || (w.Limit == 0 && got.Scope == w.Key && got.Rule == w.Name())
+					closedBy = closedBy || (w.Limit == 0 && got.Scope == w.Key.base() && got.Merchant == w.Merchant && got.Rule == w.Name())
 				}
 				if !closedBy || got.Limit != 0 {
 					t.Fatalf("%+v at %s, windows %v:\n got %+v, closed by no window of limit 0", r, now.UTC().Format(time.RFC3339Nano), windows, got)
@@ -235,7 +239,7 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 			if want.Limits != nil {
 				limit = want.Limits[want.Window]
 			}
-			if got.Allowed != want.Allowed || got.Scope != w.Key || got.Rule != w.Name() || got.Limit != limit || got.Configured != w.Limit || got.Learned != (limit < w.Limit) {
+			if got.Allowed != want.Allowed || got.Scope != w.Key.base() || got.Merchant != w.Merchant || got.Rule != w.Name() || got.Limit != limit || got.Configured != w.Limit || got.Learned != (limit < w.Limit) {
 				t.Fatalf("%+v at %s, windows %v:\n got %+v\nwant %+v (model)", r, now.UTC().Format(time.RFC3339Nano), windows, got, want)
 			}
 			if got.Count != want.Count || got.RetryAfter != want.RetryAfter || got.Duplicate != want.Duplicate || got.ExceedsCap != want.ExceedsCap {
@@ -308,7 +312,7 @@ func genRulesConfig(t *rapid.T, ch string, now time.Time) *Config {
 		// A RESOLVE key takes count windows only.
 		r := genRule(t, false)
 		r.Windows = slices.DeleteFunc(r.Windows, func(w Window) bool { return w.Amount })
-		r.Reserve = nil
+		r.Reserve, r.Merchants = nil, nil
 		cfg.Rules[ResolveKey(ch)] = r
 	}
 	if rapid.Bool().Draw(t, "channel-wide") {
