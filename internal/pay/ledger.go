@@ -53,9 +53,13 @@ type Ledger struct {
 	entries map[string]*entry
 	seq     uint64
 	size    atomic.Int64
-	// unjournaled is set while the last journal write failed: new
-	// payments are refused until one succeeds again.
+	// unwritten counts the entries whose file could not be written
+	// (entry.unwritten; l.mu); unjournaled is set while it is above 0:
+	// new payments are refused, and the workers write those files again
+	// on each pass, Admitting at most once a second.
+	unwritten   int
 	unjournaled atomic.Bool
+	lastRewrite atomic.Int64 // Unix µs of Admitting's last rewrite
 	// carryWaiting is set while a fate to carry out waits on its backoff
 	// after the limiter failed it: the next release the limiter makes
 	// brings them all forward (limiterAnswered).
@@ -141,6 +145,8 @@ type entry struct {
 	due     time.Time
 	backoff backoff
 	busy    bool
+	// unwritten is set while the entry's file could not be written.
+	unwritten bool
 	// seq numbers each keep of the entry's id, so that an entry kept
 	// again while a worker carries out the earlier one is not forgotten
 	// with it.
@@ -211,6 +217,9 @@ func (l *Ledger) Sizes() map[string]int {
 // taking a slot.
 func (l *Ledger) Admitting() error {
 	full := l.size.Load() >= int64(l.opts.Max)
+	if !full && l.unjournaled.Load() {
+		l.rewriteUnwritten()
+	}
 	if !full && !l.unjournaled.Load() {
 		return nil
 	}
@@ -462,6 +471,9 @@ func (l *Ledger) putBack(e *entry, seq uint64, due time.Time) {
 	if e.phase == phaseCarry {
 		l.carryWaiting.Store(true)
 	}
+	if e.unwritten {
+		l.journal(e)
+	}
 	e.busy = false
 	e.due = due
 	if e.seq != seq {
@@ -481,7 +493,12 @@ func (l *Ledger) forget(e *entry, seq uint64) {
 	}
 	delete(l.entries, e.id)
 	l.size.Add(-1)
-	l.unjournal(e)
+	if e.unwritten {
+		e.unwritten = false
+		l.countUnwritten(-1)
+	} else {
+		l.unjournal(e)
+	}
 }
 
 // member is the requestId e is about.

@@ -142,8 +142,8 @@ func carryID(h ratelimit.Hold, amountsOnly bool) string {
 func (l *Ledger) path(id string) string { return filepath.Join(l.opts.Dir, id+".json") }
 
 // journal writes e's file; l.mu is held. A failure is logged, e is kept in
-// memory, and new payments are refused (Admitting) until a write succeeds
-// again.
+// memory, marked unwritten and written again on each pass (putBack), and
+// new payments are refused (Admitting) while any entry is unwritten.
 func (l *Ledger) journal(e *entry) {
 	if l.opts.Dir == "" {
 		return
@@ -158,12 +158,44 @@ func (l *Ledger) journal(e *entry) {
 		err = atomicfile.Write(l.path(e.id), data, 0o600)
 	}
 	if err != nil {
-		l.unjournaled.Store(true)
-		l.opts.Logger.Error("a ledger entry could not be written to disk; a restart forgets it, and payments are refused until the ledger can write",
-			"requestId", e.member(), "phase", e.phase.String(), "err", err)
+		if !e.unwritten {
+			e.unwritten = true
+			l.countUnwritten(1)
+			l.opts.Logger.Error("a ledger entry could not be written to disk; a restart forgets it, and payments are refused until the ledger can write",
+				"requestId", e.member(), "phase", e.phase.String(), "err", err)
+		}
 		return
 	}
-	l.unjournaled.Store(false)
+	if e.unwritten {
+		e.unwritten = false
+		l.countUnwritten(-1)
+	}
+}
+
+// countUnwritten adds d to the entries whose file is not written; l.mu is
+// held.
+func (l *Ledger) countUnwritten(d int) {
+	l.unwritten += d
+	l.unjournaled.Store(l.unwritten > 0)
+}
+
+// rewriteUnwritten writes the files of the unwritten entries again, at
+// most once a second: Admitting calls it while payments are refused for
+// them, so that a disk that came back admits payments again without
+// waiting for the entries' turns.
+func (l *Ledger) rewriteUnwritten() {
+	now := l.opts.Now().UnixMicro()
+	last := l.lastRewrite.Load()
+	if now-last < time.Second.Microseconds() || !l.lastRewrite.CompareAndSwap(last, now) {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.entries {
+		if e.unwritten {
+			l.journal(e)
+		}
+	}
 }
 
 // unjournal removes e's file; l.mu is held.

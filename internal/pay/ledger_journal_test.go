@@ -23,26 +23,35 @@ func runUntil(t *testing.T, l *pay.Ledger, cond func() bool) {
 	waitFor(t, cond)
 }
 
-// TestWatchedSlotSurvivesARestart: a slot watched for an order in flight on
-// another channel is on disk before Settle returns; a process killed then
-// leaves it to the next run, which releases it once that order ends. Kept
-// in memory only, such a slot stayed held by nobody until its window
-// passed.
-func TestWatchedSlotSurvivesARestart(t *testing.T) {
+// loserAndWinner returns a limiter holding the loser's day slot "dup" on
+// CA, and a store holding the winner's PROCESSING order "dup" on CB.
+func loserAndWinner(t *testing.T) (*ratelimit.Limiter, *paytest.MemStore, ratelimit.Decision, *pay.Order) {
+	t.Helper()
 	lim := localLimiter(t, "limits:\n  B:CA: [{limit: 5, calendar: day}]\n  B:CB: [{limit: 5, calendar: day}]\n")
 	store := paytest.NewMemStore()
-	ctx := context.Background()
 	ca := ratelimit.Key{BizType: "B", Channel: "CA"}
-	d, err := lim.Check(ctx, ratelimit.Request{Key: ca, Member: "dup", Amount: 7, Currency: "CNY"})
+	d, err := lim.Check(context.Background(), ratelimit.Request{Key: ca, Member: "dup", Amount: 7, Currency: "CNY"})
 	if err != nil || !d.Allowed {
 		t.Fatalf("the loser's slot: %+v, %v", d, err)
 	}
 	now := time.Now().UTC()
 	winner := &pay.Order{OrderNo: "W1", RequestID: "dup", RequestHash: "w", BizType: "B", Channel: "CB", MerchantID: "M",
 		Amount: 7, Currency: "CNY", Status: pay.StatusProcessing, CreatedAt: now, UpdatedAt: now}
-	if err := store.Create(ctx, winner); err != nil {
+	if err := store.Create(context.Background(), winner); err != nil {
 		t.Fatal(err)
 	}
+	return lim, store, d, winner
+}
+
+// TestWatchedSlotSurvivesARestart: a slot watched for an order in flight on
+// another channel is on disk before Settle returns; a process killed then
+// leaves it to the next run, which releases it once that order ends. Kept
+// in memory only, such a slot stayed held by nobody until its window
+// passed.
+func TestWatchedSlotSurvivesARestart(t *testing.T) {
+	lim, store, d, winner := loserAndWinner(t)
+	ctx := context.Background()
+	ca := ratelimit.Key{BizType: "B", Channel: "CA"}
 	dir := t.TempDir()
 	first, err := pay.NewLedger(store, lim, pay.LedgerOptions{Dir: dir})
 	if err != nil {
@@ -155,5 +164,45 @@ func writeFile(t *testing.T, path, text string) {
 	}
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLedgerAdmitsAgainOnceItsJournalIsWritable: a journal write fails
+// (the ledger's directory is briefly not writable), so new payments are
+// refused; once the disk is back and the entry is settled, payments are
+// admitted again. A refusal that only a later successful write could lift
+// would last forever, since refused payments write nothing.
+func TestLedgerAdmitsAgainOnceItsJournalIsWritable(t *testing.T) {
+	lim, store, d, winner := loserAndWinner(t)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "ledger")
+	l, err := pay.NewLedger(store, lim, pay.LedgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The disk fails: the ledger's directory is not writable (a file stands in its place).
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loser := &pay.Order{OrderNo: "L1", RequestID: "dup", BizType: "B", Channel: "CA", Amount: 7, Currency: "CNY"}
+	l.Settle(ctx, d.Hold, loser, winner)
+	if l.Admitting() == nil {
+		t.Fatal("expected a refusal while the journal cannot be written")
+	}
+	// The disk comes back; the watched slot is settled and forgotten.
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	winner.Status, winner.ChannelTradeNo = pay.StatusSucceeded, "T1"
+	if err := store.Finish(ctx, winner); err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, l, func() bool { return l.Size() == 0 })
+	time.Sleep(200 * time.Millisecond)
+	if err := l.Admitting(); err != nil {
+		t.Fatalf("the ledger is empty and its disk writable, yet Admitting still refuses: %v", err)
 	}
 }

@@ -60,7 +60,7 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	// Detached, as the channel call is: a client leaving now must not
 	// change where a claimed payment ends.
 	chosen, d, refused, left, err := s.pick(context.WithoutCancel(ctx),
-		PayRequest{RequestID: o.RequestID, BizType: o.BizType, Amount: o.Amount, Currency: o.Currency}, rest)
+		PayRequest{RequestID: o.RequestID, BizType: o.BizType, MerchantID: o.MerchantID, Amount: o.Amount, Currency: o.Currency, Subject: o.Subject}, rest)
 	if err != nil || chosen == "" {
 		holds := []ratelimit.Hold{holdFor(from, o)}
 		if err != nil {

@@ -669,3 +669,20 @@ func TestLostClaimToAnotherAmountReleasesItsSlot(t *testing.T) {
 		t.Errorf("%d channel calls, want none", sim.Calls())
 	}
 }
+
+// TestMovingOnKeepsTheMerchant: a routed payment of merchant M that moves
+// on from A (which refuses every call) is checked on B as M's: M's limit
+// on B is 0, so B refuses it and it ends NOT_SENT, unpaid, as it would
+// pinned to B.
+func TestMovingOnKeepsTheMerchant(t *testing.T) {
+	f := newRouteFlow(t, paytest.NewMemStore(),
+		"routes:\n  B: [A, B]\nlimits:\n  B:A: 5\n  B:B: [{limit: 5, window: 1m, merchants: {M: 0}}]\n",
+		map[string]channel.SimulatorConfig{"A": {RefuseRate: 1}}, channel.HealthOptions{})
+	o, err := f.svc.Pay(context.Background(), unpinned("r1"))
+	if o != nil && o.Status == pay.StatusSucceeded {
+		t.Fatalf("merchant M, refused on B by its limit 0, was paid on %s after moving on from A (err %v)", o.Channel, err)
+	}
+	if n := f.sims["B"].Calls(); n != 0 {
+		t.Fatalf("B was called %d times for a merchant it refuses", n)
+	}
+}
