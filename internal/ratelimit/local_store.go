@@ -136,6 +136,12 @@ func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount i
 	for i, w := range windows {
 		held[i] = s.windows.holds(w, member, now)
 	}
+	// A merchant's use holds what its window holds (Model.Check).
+	for i, p := range MerchantParents(windows) {
+		if p >= 0 && held[p] {
+			held[i] = true
+		}
+	}
 	res := s.windows.Check(windows, member, amount, now)
 	if !res.Allowed {
 		return res, false

@@ -44,7 +44,9 @@ const (
 //	                     [b1,b2), [b2,b3), [b3,b4) holding Redis's now; and
 //	                     its track (Track: 0 a rule's window, 1 the
 //	                     request's own use of a reservation, recorded and
-//	                     never refusing, 2 another name's, only read)
+//	                     never refusing, 2 another name's, only read) plus
+//	                     4 × p for a merchant's use of window p (1-based),
+//	                     which holds every member window p holds
 //	ARGV[4+8n]           r, the number of reservations, then r quadruples:
 //	                     window i, the window counting the other name's use,
 //	                     the reservation, and the sum S of window i's
@@ -129,11 +131,14 @@ for j = first, #ARGV, 2 do
   amounts[#amounts + 1] = tonumber(ARGV[j + 1])
 end
 local nm = #members
-local kind, limits, sizes, hk, used, base, present, pstart, pend, mode = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local kind, limits, sizes, hk, used, base, present, pstart, pend, mode, par = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
 local h = n
 for i = 1, n do
   local o = 4 + 8 * (i - 1)
   kind[i], limits[i], sizes[i], mode[i] = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 7])
+  if mode[i] >= 4 then
+    par[i], mode[i] = math.floor(mode[i] / 4), mode[i] % 4
+  end
   local k = KEYS[i]
   if kind[i] >= 2 then
     local at = 0
@@ -223,6 +228,11 @@ end
 local idbase = h
 local function idkey(j, i)
   return KEYS[idbase + (j - 1) * nc + ci[i]]
+end
+-- holds reports whether window i held member j before this call: it
+-- recorded it, or it counts a merchant's use of a window that did
+local function holds(i, j)
+  return present[i][j] or (par[i] ~= nil and present[par[i]][j])
 end
 -- amountIn returns the amount member j is held for in window i, which holds it
 local function amountIn(i, j)
@@ -346,7 +356,7 @@ for j = 1, nm do
     end
     if mode[i] == 2 then
       -- another name's use: read, never recorded, never refusing
-    elseif present[i][j] or seen[member] then
+    elseif holds(i, j) or seen[member] then
       dup = 1
       -- a sliding window's score is when it recorded the member
       if kind[i] < 2 and present[i][j] then
@@ -383,7 +393,7 @@ for j = 1, nm do
   else
     local room = nil
     for i = 1, n do
-      if mode[i] ~= 2 and not (present[i][j] or seen[member]) then
+      if mode[i] ~= 2 and not (holds(i, j) or seen[member]) then
         local w = 1
         if kind[i] % 2 == 1 then
           w = amounts[j]

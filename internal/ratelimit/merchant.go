@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -144,6 +145,37 @@ func merchantWindow(k Key, w Window, ml *Merchants, merchant string) KeyWindow {
 		mw.Limit = TrackingLimit
 	}
 	return mw
+}
+
+// MerchantParents returns, for each window of windows, the index of the
+// window whose merchant's use it counts (a window of the same span and
+// unit, of its key without the merchant), or -1: for every window that
+// counts no merchant's use, and for one whose window is not among windows.
+// It is nil when no window counts a merchant's use. A window is known by
+// its key (MerchantKey), so that windows read back from their names or a
+// journal are linked as those of a check.
+func MerchantParents(windows []KeyWindow) []int {
+	isMerchant := func(w KeyWindow) bool { return strings.Contains(w.Key.BizType, merchantSep) }
+	if !slices.ContainsFunc(windows, isMerchant) {
+		return nil
+	}
+	out := make([]int, len(windows))
+	for i, w := range windows {
+		out[i] = -1
+		base, _, ok := w.Key.Merchant()
+		if !ok {
+			continue
+		}
+		id := idOf(w)
+		id.key = base
+		for j, o := range windows {
+			if !isMerchant(o) && o.Track == TrackNone && idOf(o) == id {
+				out[i] = j
+				break
+			}
+		}
+	}
+	return out
 }
 
 // requestMerchant is the merchant a request of merchant counts as in

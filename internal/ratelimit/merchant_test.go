@@ -84,6 +84,17 @@ func TestModelMerchantLimits(t *testing.T) {
 			t.Fatalf("a3 after a1's release: got %+v, want admitted, counts [2 2 2]", got)
 		}
 	})
+	t.Run("a member held for one merchant is the same slot for another, counted once", func(t *testing.T) {
+		m := NewModel()
+		decide(m, "r1", "A", 0)
+		if _, got := decide(m, "r1", "B", 10*ms); !got.Allowed || !got.Duplicate || fmt.Sprint(got.Counts) != "[1 0 1]" {
+			t.Fatalf("r1 for B: got %+v, want a duplicate of A's slot, recorded nowhere (counts [1 0 1])", got)
+		}
+		decide(m, "b1", "B", 20*ms)
+		if _, got := decide(m, "b2", "B", 30*ms); !got.Allowed || fmt.Sprint(got.Counts) != "[3 2 3]" {
+			t.Fatalf("b2: got %+v, want admitted: B's use holds only b1", got)
+		}
+	})
 }
 
 func TestMerchantKeyRoundTrip(t *testing.T) {

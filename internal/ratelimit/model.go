@@ -85,7 +85,10 @@ import (
 //     of it have room, all or nothing across every window of the check; a
 //     refusal by m's limit records nothing anywhere; identity, duplicates,
 //     releases and calendar periods apply to m's use as to the window's;
-//     and a refusal by m's limit waits for m's own use to fall. A
+//     and a refusal by m's limit waits for m's own use to fall. A member
+//     the window holds is held by every merchant's use of it: a request of
+//     merchant B for a member admitted for merchant A is a duplicate of
+//     A's slot, checked against and recorded in no merchant's use. A
 //     merchant's use does not learn: the window's learned limit binds the
 //     window, and through it every merchant.
 //   - Release removes a member from the windows given (all of a key's, or
@@ -435,12 +438,19 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 			return res
 		}
 	}
+	// holds reports whether window i holds member: it records it, or it
+	// counts a merchant's use of a window of the check that records it
+	// (the member is that merchant's slot, or another's).
+	parent := MerchantParents(windows)
+	holds := func(i int) bool {
+		return slots[i].has(member) || parent != nil && parent[i] >= 0 && slots[parent[i]].has(member)
+	}
 	for i, w := range windows {
 		if w.Track == TrackOther {
 			continue
 		}
 		used := res.Counts[i]
-		if slots[i].has(member) {
+		if holds(i) {
 			held = true
 			if since, ok := slots[i].admittedAt(member); ok && since < first {
 				first = since
@@ -478,11 +488,18 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 		return res
 	}
 	res.Allowed, res.Duplicate, res.At = true, held, time.UnixMicro(first)
+	var before []bool // the merchants' uses that held member before it is recorded
+	if parent != nil {
+		before = make([]bool, len(windows))
+		for i := range windows {
+			before[i] = holds(i)
+		}
+	}
 	for i, w := range windows {
 		if w.Track == TrackOther {
 			continue
 		}
-		if !slots[i].has(member) {
+		if before != nil && !before[i] || before == nil && !slots[i].has(member) {
 			slots[i].add(member, w.Weight(amount), amount, at)
 			res.Counts[i] = slots[i].used()
 		}

@@ -256,9 +256,16 @@ func checkArgsAt(nowMicros int64, periodsAt time.Time, windows []KeyWindow, memb
 }
 
 // appendWindowArgs appends the scripts' arguments for each window: kind,
-// limit, size (µs) and four calendar period boundaries (µs).
+// limit, size (µs), four calendar period boundaries (µs), and its track
+// plus 4 × the 1-based index of the window whose merchant's use it counts
+// (MerchantParents; 0 for none).
 func appendWindowArgs(args []any, periodsAt time.Time, windows []KeyWindow) []any {
-	for _, w := range windows {
+	parent := MerchantParents(windows)
+	for i, w := range windows {
+		track := int(w.Track)
+		if parent != nil {
+			track += 4 * (parent[i] + 1)
+		}
 		kind := kindCount
 		if w.Amount {
 			kind |= kindAmount
@@ -266,10 +273,10 @@ func appendWindowArgs(args []any, periodsAt time.Time, windows []KeyWindow) []an
 		if w.IsCalendar() {
 			kind |= kindCalendar
 			b := w.Calendar.Periods(periodsAt)
-			args = append(args, kind, w.Limit, 0, micros(b[0]), micros(b[1]), micros(b[2]), micros(b[3]), int(w.Track))
+			args = append(args, kind, w.Limit, 0, micros(b[0]), micros(b[1]), micros(b[2]), micros(b[3]), track)
 			continue
 		}
-		args = append(args, kind, w.Limit, w.Size.Microseconds(), 0, 0, 0, 0, int(w.Track))
+		args = append(args, kind, w.Limit, w.Size.Microseconds(), 0, 0, 0, 0, track)
 	}
 	return args
 }
