@@ -163,6 +163,13 @@
 // duplicate at the old amount"): an acquire answered 200 as a duplicate
 // repeats an acquisition of its own amount (the latest acquire of its
 // requestId on its key answered 200 as new, not released before it).
+// Under policy local, while Redis fails (lengthened by FaultSlack), it may
+// instead repeat an earlier acquisition since the last release that its
+// own instance also admitted in the fault: each instance decides in its own
+// windows and cannot know what the others admit (docs/DESIGN.md, "When
+// Redis fails", "Policy `local` cannot be exact across a failover"), so
+// two concurrent acquires at two amounts on two instances each hold a slot
+// at their own amount there.
 //
 // Property one-pay-on-the-wire (docs/DESIGN.md "POST /pay": "the channel
 // is called at most once per requestId"): the ledger holds at most one pay
