@@ -123,7 +123,17 @@
 //     also the in-process
 //     admissions N·min(⌊L/N⌋, ⌊L₁/N⌋·C), L₁ the limit of the key's shortest
 //     sliding count window W₁ and C the W₁-long intervals covering the
-//     faults (N·⌊L/N⌋ for amount windows); under allow, anything.
+//     faults (N·⌊L/N⌋ for amount windows); under allow, anything. Under
+//     local, L and L₁ are the highest limits the windows had in a document
+//     in force in the window's span, and the in-process admissions come on
+//     top of that L, not the limit at the check: they do not see Redis's
+//     record, which after a decrease still holds the members admitted under
+//     the higher limit ("The rules": a change keeps a window's members and
+//     applies the new limit to them). N counts each instance once per
+//     process it ran as during those faults: an instance fault (a kill, a
+//     stop, a restart) between two of them starts a process with empty
+//     in-process windows ("When Redis fails", known imprecision: "a fresh
+//     instance has no history, so up to a whole share").
 //
 // Property 4, no-orphan-slot (docs/DESIGN.md "A slot's fate"): each member
 // still in its window at the dump (a sliding member with score after the
