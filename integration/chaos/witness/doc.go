@@ -123,7 +123,17 @@
 //     also the in-process
 //     admissions N·min(⌊L/N⌋, ⌊L₁/N⌋·C), L₁ the limit of the key's shortest
 //     sliding count window W₁ and C the W₁-long intervals covering the
-//     faults (N·⌊L/N⌋ for amount windows); under allow, anything.
+//     faults (N·⌊L/N⌋ for amount windows); under allow, anything. Under
+//     local, L and L₁ are the highest limits the windows had in a document
+//     in force in the window's span, and the in-process admissions come on
+//     top of that L, not the limit at the check: they do not see Redis's
+//     record, which after a decrease still holds the members admitted under
+//     the higher limit ("The rules": a change keeps a window's members and
+//     applies the new limit to them). N counts each instance once per
+//     process it ran as during those faults: an instance fault (a kill, a
+//     stop, a restart) between two of them starts a process with empty
+//     in-process windows ("When Redis fails", known imprecision: "a fresh
+//     instance has no history, so up to a whole share").
 //
 // Property 4, no-orphan-slot (docs/DESIGN.md "A slot's fate"): each member
 // still in its window at the dump (a sliding member with score after the
@@ -163,6 +173,13 @@
 // duplicate at the old amount"): an acquire answered 200 as a duplicate
 // repeats an acquisition of its own amount (the latest acquire of its
 // requestId on its key answered 200 as new, not released before it).
+// Under policy local, while Redis fails (lengthened by FaultSlack), it may
+// instead repeat an earlier acquisition since the last release that its
+// own instance also admitted in the fault: each instance decides in its own
+// windows and cannot know what the others admit (docs/DESIGN.md, "When
+// Redis fails", "Policy `local` cannot be exact across a failover"), so
+// two concurrent acquires at two amounts on two instances each hold a slot
+// at their own amount there.
 //
 // Property one-pay-on-the-wire (docs/DESIGN.md "POST /pay": "the channel
 // is called at most once per requestId"): the ledger holds at most one pay

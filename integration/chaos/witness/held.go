@@ -163,6 +163,7 @@ func (c *checker) checkIdentity() {
 		// its answer (a concurrent one may have been sent after it), with
 		// no release sent in between.
 		var held *Op
+		var live []*Op // every acquisition admitted as new since the last release
 		for _, prev := range c.opsByReq[op.RequestID] {
 			if prev == op || prev.InvokeUs > completeOr(op, 0) || prev.Channel != op.Channel || prev.BizType != op.BizType {
 				continue
@@ -170,11 +171,12 @@ func (c *checker) checkIdentity() {
 			switch {
 			case prev.Kind == "acquire" && prev.Status == 200 && !isDuplicate(prev):
 				held = prev
+				live = append(live, prev)
 			case prev.Kind == "release" && held != nil && prev.InvokeUs < op.InvokeUs:
-				held = nil
+				held, live = nil, nil
 			}
 		}
-		if held == nil || held.Amount == op.Amount {
+		if held == nil || held.Amount == op.Amount || c.heldInProcess(op, live) {
 			continue
 		}
 		c.report(Violation{Property: Identity, Key: op.BizType + ":" + op.Channel, RequestID: op.RequestID,
@@ -191,4 +193,44 @@ func isDuplicate(op *Op) bool {
 	}
 	_ = json.Unmarshal(op.Body, &body)
 	return body.Duplicate
+}
+
+// heldInProcess says whether the duplicate op may repeat an acquisition of
+// its own amount that its instance decided in process (policy local, both
+// during a Redis fault lengthened by the fault slack), other than the
+// latest. An instance deciding in process keeps its own windows and cannot
+// know what the others admit (docs/DESIGN.md, "When Redis fails": "the
+// same windows in process"; "Policy `local` cannot be exact across a
+// failover": "an instance that admits in process cannot know what the
+// others admit"): two concurrent acquires of one requestId at two amounts
+// on two instances are both admitted, each held at its own amount in its
+// own instance's window, and a retry on one of them at its amount is a
+// duplicate there. Never on Redis, where the rule is exact: the duplicate
+// must be in process too, on the instance that holds that amount.
+func (c *checker) heldInProcess(op *Op, live []*Op) bool {
+	if c.policy != "local" || !c.inRedisFault(op.Channel, op.InvokeUs, completeOr(op, forever)) {
+		return false
+	}
+	for _, prev := range live {
+		if prev.Amount == op.Amount && prev.Currency == op.Currency && prev.Instance == op.Instance &&
+			c.inRedisFault(prev.Channel, prev.InvokeUs, completeOr(prev, forever)) {
+			return true
+		}
+	}
+	return false
+}
+
+// inRedisFault says whether [lo, hi] meets a Redis fault of the channel,
+// lengthened by the fault slack: a limiter check then may have been decided
+// in process.
+func (c *checker) inRedisFault(channel string, lo, hi int64) bool {
+	for _, f := range c.redisFaults {
+		if f.Target != "" && f.Target != channel {
+			continue
+		}
+		if overlaps(lo, hi, f.FromUs-c.skew, f.ToUs+c.faultSlack) {
+			return true
+		}
+	}
+	return false
 }

@@ -196,3 +196,51 @@ adaptive:
 		t.Errorf("Paths = %s, want %s", strings.Join(got, " "), want)
 	}
 }
+
+// Policy local in a Redis outage: each instance decides in its own
+// in-process windows and cannot know what the others admit (docs/DESIGN.md,
+// "When Redis fails": "the same windows in process"; "Policy `local` cannot
+// be exact across a failover": "an instance that admits in process cannot
+// know what the others admit"). Two concurrent acquires of one requestId
+// at two amounts on two instances are then both admitted, each held at its
+// own amount in its instance's window, and a retry on the first instance at
+// the first amount is a duplicate of that instance's slot (seed 20261129:
+// q1-1036-1 for 1450 on i0 and 1365 on i1, then 1450 on i0 again).
+func TestIdentityAcrossInstancesInAnOutage(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		fault   bool
+		retryOn string
+		policy  string
+		want    []Property
+	}{
+		{"both decided in process, retried where its amount is held", true, "i0", "local", nil},
+		{"both decided in process, retried where the other amount is held", true, "i1", "local", []Property{Identity}},
+		{"no Redis fault: Redis holds one amount", false, "i0", "local", []Property{Identity}},
+		{"policy deny: nothing decided in process", true, "i0", "deny", []Property{Identity}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := heldHistory(t)
+			b.h.Config.Policy = tt.policy
+			at := t0 + 19*sec + 700*ms
+			if tt.fault {
+				b.fault("redis", at-500*ms, at+500*ms, 0)
+			}
+			first := b.op("acquire", "a4", "REFUND", "ALIPAY", 1450, at, 200, map[string]any{"allowed": true, "duplicate": false})
+			first.Instance = "i0"
+			second := b.op("acquire", "a4", "REFUND", "ALIPAY", 1365, at, 200, map[string]any{"allowed": true, "duplicate": false})
+			second.Instance = "i1"
+			retry := b.op("acquire", "a4", "REFUND", "ALIPAY", 1450, at+10*ms, 200, map[string]any{"allowed": true, "duplicate": true})
+			retry.Instance = tt.retryOn
+			var got []Property
+			for _, v := range b.check().Violations {
+				if v.RequestID == "a4" {
+					got = append(got, v.Property)
+				}
+			}
+			if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
+				t.Errorf("violations of a4 = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -284,17 +284,23 @@ func (c *checker) anyRedisFault(k groupKey) bool {
 //     limit of the key's shortest sliding count window W₁ and C the
 //     number of W₁-long intervals that cover the faults (each lengthened
 //     by the fault slack); N·⌊L/N⌋ for an amount window or a key without a
-//     sliding count window.
+//     sliding count window. L is the highest limit the window had in a
+//     document in force in its span (see windowHigh), and the in-process
+//     admissions come on top of Redis's record, which after a decrease may
+//     hold that many; N counts each instance once per incarnation that may
+//     have decided in process (see incarnations).
 func (c *checker) excess(k groupKey, ck check, t int64) int64 {
 	id := k.id
 	var lambda, cover int64
 	hit := false
 	var l1, w1 int64
+	var id1 WindowID
 	for _, s := range ck.rs.windowsFor(ck.a.amount, ck.a.currency) {
 		if s.key == k.key && !s.window.ID.Amount && s.window.ID.Calendar == "" && (w1 == 0 || s.window.ID.SpanUs < w1) {
-			l1, w1 = s.window.Limit, s.window.ID.SpanUs
+			l1, w1, id1 = s.window.Limit, s.window.ID.SpanUs, s.window.ID
 		}
 	}
+	var met [][2]int64
 	for _, f := range c.redisFaults {
 		if f.Target != "" && f.Target != channelOf(k.key) {
 			continue
@@ -310,6 +316,7 @@ func (c *checker) excess(k groupKey, ck check, t int64) int64 {
 			continue
 		}
 		hit = true
+		met = append(met, [2]int64{from, to})
 		switch {
 		case f.LostWrites < 0:
 			lambda += c.emptiedWindow(k, f, t)
@@ -325,12 +332,82 @@ func (c *checker) excess(k groupKey, ck check, t int64) int64 {
 	if !hit || c.policy != "local" {
 		return lambda
 	}
-	n := c.instances
-	local := n * (ck.limit / n)
-	if !id.Amount && w1 > 0 {
-		local = n * min(ck.limit/n, (l1/n)*cover)
+	// The in-process admissions do not see Redis's record: they come on
+	// top of it, and after a decrease it may hold the members admitted
+	// under the higher limit (docs/DESIGN.md, "The rules": a change that
+	// keeps a window's id keeps its members and applies the new limit to
+	// them; "Limits changes": the in-process windows keep what they hold,
+	// as Redis does). The in-process shares were cut from the limits then
+	// too.
+	high := max(ck.limit, c.windowHigh(k.key, id, t))
+	if w1 > 0 {
+		l1 = max(l1, c.windowHigh(k.key, id1, t))
 	}
-	return lambda + local
+	n := c.instances
+	inc := c.incarnations(met)
+	local := inc * (high / n)
+	if !id.Amount && w1 > 0 {
+		local = inc * min(high/n, (l1/n)*cover)
+	}
+	return lambda + (high - ck.limit) + local
+}
+
+// windowHigh is the highest limit the window with this id of the key had
+// in a document in force while a member still in it at t may have been
+// admitted: in its span before t (a sliding window), or at any time before
+// t (a calendar window, conservatively).
+func (c *checker) windowHigh(key string, id WindowID, t int64) int64 {
+	lo := int64(math.MinInt64 / 2)
+	if id.Calendar == "" {
+		lo = t - id.SpanUs - c.skew
+	}
+	var most int64
+	for _, d := range c.docsIn(lo, t+c.skew) {
+		most = max(most, d.maxLimit(key, id))
+	}
+	return most
+}
+
+// incarnations counts the instance processes that may have decided in
+// process during the Redis faults met (each [from, to], lengthened): every
+// instance once, and once more for each of its restarts that separates
+// two of those periods. A restarted instance starts with empty in-process
+// windows, its admissions before the restart forgotten (docs/DESIGN.md,
+// "When Redis fails", known imprecision: "a fresh instance has no history,
+// so up to a whole share"; docs/RELIABILITY.md, known gaps: "freshly
+// started instances have no history"), so each process it ran as may
+// admit its share. Every instance fault (a kill, a stop, a graceful
+// restart) counts as a restart at its start.
+func (c *checker) incarnations(met [][2]int64) int64 {
+	kills := map[string][]int64{}
+	for _, f := range c.h.Faults {
+		if f.Kind == "instance" && f.Target != "" {
+			kills[f.Target] = append(kills[f.Target], f.FromUs)
+		}
+	}
+	extra := int64(0)
+	for _, at := range kills {
+		// index(x) is the incarnation running at x: the restarts begun by x.
+		index := func(x int64) int {
+			n := 0
+			for _, k := range at {
+				if k <= x {
+					n++
+				}
+			}
+			return n
+		}
+		seen := map[int]bool{}
+		for _, m := range met {
+			for i := index(m[0]); i <= index(m[1]); i++ {
+				seen[i] = true
+			}
+		}
+		if len(seen) > 1 {
+			extra += int64(len(seen) - 1)
+		}
+	}
+	return c.instances + extra
 }
 
 // emptiedWindow bounds what a Redis restart that lost its data (Fault.

@@ -276,3 +276,96 @@ limits:
 		})
 	}
 }
+
+// Policy local: the admissions decided in process come on top of Redis's
+// record (docs/DESIGN.md, "Policy `local` cannot be exact across a
+// failover"), and that record, after a limit decrease, still holds the
+// members admitted under the old limit (docs/DESIGN.md, "The rules": a
+// change that keeps a window's id keeps its members and applies the new
+// limit to them; "When Redis fails", "Limits changes": the in-process
+// windows keep what they hold, as Redis does). Seed 20261129: 32 CPLM
+// members admitted on Redis under 38, the limit lowered to 23 and then 28,
+// and 24 admitted in process on top (27 allowed), 56 in the 5 min window.
+func TestInProcessAdmissionsOnTopOfALimitDecrease(t *testing.T) {
+	const high = `
+window: 1s
+limits:
+  ONLINE_PAY:ALIPAY: [{limit: 12, window: 1m}]
+`
+	const low = `
+window: 1s
+limits:
+  ONLINE_PAY:ALIPAY: [{limit: 6, window: 1m}]
+`
+	tests := []struct {
+		name      string
+		first     string // the document the Redis admissions were made under
+		onRedis   int
+		inProcess int
+		want      []Property
+	}{
+		{"the old members and the in-process shares", high, 12, 6, nil},
+		{"no decrease: the limit and the in-process shares", low, 6, 6, nil},
+		{"no decrease: one more than the in-process shares", low, 6, 7, []Property{WithinLimits}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHistory(t, tt.first)
+			for i := range tt.onRedis {
+				b.paid(fmt.Sprintf("r%d", i+1), "ONLINE_PAY", "ALIPAY", 10, t0+int64(i)*100*ms)
+			}
+			b.publish(low, t0+10*sec)
+			b.fault("redis", t0+20*sec, t0+22*sec, 0)
+			for i := range tt.inProcess {
+				b.paid(fmt.Sprintf("l%d", i+1), "ONLINE_PAY", "ALIPAY", 10, t0+20*sec+int64(i+1)*100*ms)
+			}
+			wantViolations(t, b.check(), tt.want...)
+		})
+	}
+}
+
+// A restarted instance starts with empty in-process windows: it has no
+// history of what it admitted before (docs/DESIGN.md, "When Redis fails",
+// known imprecision: "a fresh instance has no history, so up to a whole
+// share"; docs/RELIABILITY.md, known gaps: "freshly started instances have
+// no history"). So an instance restarted between two Redis faults inside
+// one window may admit its share in process in each. Seed 20261129: i1,
+// killed at 07:24:15.9 after admitting its share in process in the fault
+// at 07:24:04, admitted its share again in the fault at 07:24:18.
+func TestInProcessSharesOfARestartedInstance(t *testing.T) {
+	const doc = `
+window: 1s
+limits:
+  ONLINE_PAY:ALIPAY: [{limit: 6, window: 1m}]
+`
+	tests := []struct {
+		name    string
+		restart bool
+		second  int // admitted in process in the second fault
+		want    []Property
+	}{
+		{"a restarted instance's second share", true, 2, nil},
+		{"no restart: one share for the window", false, 2, []Property{WithinLimits}},
+		{"a restarted instance: one more than its second share", true, 3, []Property{WithinLimits}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHistory(t, doc)
+			for i := range 6 {
+				b.paid(fmt.Sprintf("r%d", i+1), "ONLINE_PAY", "ALIPAY", 10, t0+int64(i)*100*ms)
+			}
+			b.fault("redis", t0+10*sec, t0+11*sec, 0)
+			for i := range 6 {
+				b.paid(fmt.Sprintf("f%d", i+1), "ONLINE_PAY", "ALIPAY", 10, t0+10*sec+int64(i+1)*100*ms)
+			}
+			if tt.restart {
+				b.h.Faults = append(b.h.Faults, Fault{Kind: "instance", Target: "i1", FromUs: t0 + 25*sec, ToUs: t0 + 27*sec})
+			}
+			b.fault("redis", t0+30*sec, t0+31*sec, 0)
+			for i := range tt.second {
+				b.paid(fmt.Sprintf("s%d", i+1), "ONLINE_PAY", "ALIPAY", 10, t0+30*sec+int64(i+1)*100*ms)
+			}
+			wantViolations(t, b.check(), tt.want...)
+		})
+	}
+}
