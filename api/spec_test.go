@@ -78,7 +78,7 @@ func TestErrorCodesMatchApperr(t *testing.T) {
 	v := newValidator(t)
 	want := []string{
 		string(apperr.RequestLimited), string(apperr.InvalidRequest), string(apperr.ChannelNotSupported),
-		string(apperr.IdempotencyConflict), string(apperr.OrderNotFound), string(apperr.DependencyUnavailable),
+		string(apperr.IdempotencyConflict), string(apperr.OrderNotFound), string(apperr.SlotNotFound), string(apperr.DependencyUnavailable),
 		string(apperr.ChannelError), string(apperr.Unauthorized), string(apperr.Forbidden), string(apperr.AuthThrottled), string(apperr.NotFound),
 		string(apperr.MethodNotAllowed), string(apperr.Internal),
 		string(apperr.UnsupportedMediaType), string(apperr.URITooLong), string(apperr.HeadersTooLarge), string(apperr.BodyTooLarge),
