@@ -408,6 +408,20 @@ func (l *Limiter) InProcessUsage(key Key) []int64 {
 	return counts
 }
 
+// DecidedInProcess returns, for each window of rule on key (in its order),
+// the use by admissions this instance decided in process while the shared
+// store failed that the window still holds: in a calendar window, those
+// since its period began. The shared store does not hold them, so its use
+// (Usage) leaves them out. Zero when the instance never decided in
+// process; nil for an unlimited rule.
+func (l *Limiter) DecidedInProcess(key Key, rule Rule) []int64 {
+	if rule.IsUnlimited() {
+		return nil
+	}
+	uses, _ := l.local.LocalOnly(KeyWindows(key, rule.Windows), l.opts.Now())
+	return uses
+}
+
 // Ping reports whether the shared store answers.
 func (l *Limiter) Ping(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
