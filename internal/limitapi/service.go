@@ -167,9 +167,12 @@ func (s *Service) inScope(client string, op Op, key ratelimit.Key) error {
 // holds (admissions, or amount) and what is left for this request (less
 // what it keeps for other bizTypes' unmet reservations).
 type WindowUsage struct {
-	Scope     ratelimit.Key
-	Rule      string
-	Amount    bool
+	Scope  ratelimit.Key
+	Rule   string
+	Amount bool
+	// Currency is the only currency an amount window counts; "" when it
+	// counts every currency (or is not known).
+	Currency  string
 	Limit     int64
 	Window    time.Duration
 	Used      int64
@@ -266,7 +269,7 @@ func windowsAfter(d ratelimit.Decision) []WindowUsage {
 	}
 	out := make([]WindowUsage, len(d.Windows))
 	for i, w := range d.Windows {
-		out[i] = WindowUsage{Scope: w.Scope, Rule: w.Name(), Amount: w.Amount, Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Kept-w.Count, 0)}
+		out[i] = WindowUsage{Scope: w.Scope, Rule: w.Name(), Amount: w.Amount, Currency: w.Currency, Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Kept-w.Count, 0)}
 	}
 	return out
 }
