@@ -75,6 +75,18 @@ func TestMakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 				read = nil
 			}
 		case err := <-done:
+			// What payserver wrote last may still be on its way.
+			for drain := time.After(2 * time.Second); read != nil; {
+				select {
+				case b, ok := <-read:
+					if !ok {
+						read = nil
+					}
+					out.Write(b)
+				case <-drain:
+					read = nil
+				}
+			}
 			if err != nil || !bytes.Contains(out.Bytes(), []byte("payserver stopped")) {
 				t.Fatalf("make run after Ctrl-C: %v, want exit 0 after payserver stopped\n%s", err, out.Bytes())
 			}
