@@ -16,10 +16,15 @@ FUZZTIME ?= 30s
 ## run: start payserver in the embedded default (SQLite, the in-process limiter journaled in the data dir, configs/channel-limits.yaml, channel simulators)
 # It builds bin/payserver and runs it, not `go run`: interrupted by Ctrl-C, go
 # run exits 1 although payserver stopped cleanly, and make reported an error.
+# At a terminal, payserver runs as its own job (set -m): Ctrl-C reaches it
+# alone, and make exits with its status, 0 after a clean stop. make itself
+# never gets the SIGINT, which would make it exit 130 whatever payserver
+# did. Without a terminal (CI, timeout) it runs as any recipe, so that a
+# signal sent to the process group still reaches it.
 # The banner payserver prints once it is up says how to try it.
 run:
 	$(GO) build -o bin/payserver ./cmd/payserver
-	./bin/payserver
+	@if [ -t 0 ]; then set -m; fi; ./bin/payserver; exit $$?
 
 build:
 	$(GO) build -o bin/payserver ./cmd/payserver

@@ -78,7 +78,7 @@ func TestErrorCodesMatchApperr(t *testing.T) {
 	v := newValidator(t)
 	want := []string{
 		string(apperr.RequestLimited), string(apperr.InvalidRequest), string(apperr.ChannelNotSupported),
-		string(apperr.IdempotencyConflict), string(apperr.OrderNotFound), string(apperr.DependencyUnavailable),
+		string(apperr.IdempotencyConflict), string(apperr.OrderNotFound), string(apperr.SlotNotFound), string(apperr.DependencyUnavailable),
 		string(apperr.ChannelError), string(apperr.Unauthorized), string(apperr.Forbidden), string(apperr.AuthThrottled), string(apperr.NotFound),
 		string(apperr.MethodNotAllowed), string(apperr.Internal),
 		string(apperr.UnsupportedMediaType), string(apperr.URITooLong), string(apperr.HeadersTooLarge), string(apperr.BodyTooLarge),
@@ -156,9 +156,10 @@ const validAmountDay = `{
 
 const validExceedsCap = `{
   "code": "REQUEST_LIMITED",
-  "message": "amount 500 is above the amount/1m cap 100 of channel ALIPAY for ONLINE_PAY",
+  "message": "amount 5.00 CNY is above the amount/1m cap 1.00 CNY of channel ALIPAY for ONLINE_PAY",
   "requestId": "ORD-1",
-  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": 100, "used": 0, "windowMs": 60000, "exceedsCap": true}
+  "details": {"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": 100, "used": 0, "windowMs": 60000, "exceedsCap": true,
+    "currency": "CNY", "requestAmount": 500, "remaining": 100, "amountMajor": "1.00", "usedMajor": "0.00", "remainingMajor": "1.00", "requestAmountMajor": "5.00"}
 }`
 
 const validThrottled = `{

@@ -339,8 +339,8 @@ func TestClientPackage(t *testing.T) {
 	if err := c.Release(ctx, key, "c-2"); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if err := c.Release(ctx, key, "c-2"); err != nil {
-		t.Fatalf("Release again: %v", err)
+	if err := c.Release(ctx, key, "c-2"); !errors.Is(err, client.ErrSlotNotFound) {
+		t.Fatalf("Release again: %v, want ErrSlotNotFound", err)
 	}
 	_, err = c.Acquire(ctx, client.AcquireRequest{Key: client.Key{BizType: "bad", Channel: "ALIPAY"}, RequestID: "c-3"})
 	var invalid *client.InvalidError

@@ -105,8 +105,9 @@ func TestLimitsAPISharesPayExactly(t *testing.T) {
 }
 
 // TestLimitsAPIIdempotentAcquireAndRelease: a retried acquire is admitted
-// without a second slot; release frees the slot once, and again changes
-// nothing; a POST /pay requestId cannot be released by a client.
+// without a second slot; release frees the slot once, and again finds
+// none (404 SLOT_NOT_FOUND, nothing changed), as another client's release
+// does; a POST /pay requestId cannot be released by a client.
 func TestLimitsAPIIdempotentAcquireAndRelease(t *testing.T) {
 	biz := testutil.UniqueName("IDEM")
 	s := startServer(t, serverOptions{Env: limitsEnv(nil),
@@ -130,17 +131,20 @@ func TestLimitsAPIIdempotentAcquireAndRelease(t *testing.T) {
 	}
 	// A caller's requestIds are its own: payouts can neither release
 	// refunds' r-1 nor share its slot.
-	s.release(t, payoutsToken, slot(biz, "ALIPAY", "r-1"))
+	if r := s.release(t, payoutsToken, slot(biz, "ALIPAY", "r-1")); r.Status != 404 || r.JSON(t)["code"] != "SLOT_NOT_FOUND" {
+		t.Fatalf("payouts releasing refunds' r-1: %d %s; want 404 SLOT_NOT_FOUND", r.Status, r.Body)
+	}
 	if u := used(t, s.peek(t, refundsToken, "bizType="+biz+"&channel=ALIPAY"), 0); u != 2 {
 		t.Fatalf("after payouts released refunds' r-1 the window holds %v, want 2", u)
 	}
 	if r := s.acquire(t, payoutsToken, slot(biz, "ALIPAY", "r-1")); r.Status != 429 {
 		t.Fatalf("payouts acquiring refunds' r-1 on a full window: %d, want 429 (a slot of its own, not refunds')", r.Status)
 	}
-	for i := 0; i < 2; i++ {
-		if r := s.release(t, refundsToken, slot(biz, "ALIPAY", "r-1")); r.Status != 200 || r.JSON(t)["released"] != true {
-			t.Fatalf("release #%d: %d %s", i+1, r.Status, r.Body)
-		}
+	if r := s.release(t, refundsToken, slot(biz, "ALIPAY", "r-1")); r.Status != 200 || r.JSON(t)["released"] != true {
+		t.Fatalf("release: %d %s", r.Status, r.Body)
+	}
+	if r := s.release(t, refundsToken, slot(biz, "ALIPAY", "r-1")); r.Status != 404 || r.JSON(t)["code"] != "SLOT_NOT_FOUND" || r.JSON(t)["requestId"] != "r-1" {
+		t.Fatalf("second release: %d %s; want 404 SLOT_NOT_FOUND naming r-1", r.Status, r.Body)
 	}
 	p := s.peek(t, refundsToken, "bizType="+biz+"&channel=ALIPAY")
 	if u := used(t, p, 0); u != 1 {

@@ -135,8 +135,8 @@ func (c *Client) Acquire(ctx context.Context, r AcquireRequest) (Acquired, error
 }
 
 // Release gives back the slot of requestID: the caller never called the
-// channel for it. Releasing a requestId that holds no slot is not an
-// error.
+// channel for it. Releasing a requestId that holds no slot for this client
+// changes nothing and returns ErrSlotNotFound.
 func (c *Client) Release(ctx context.Context, k Key, requestID string) error {
 	body := map[string]any{"bizType": k.BizType, "channel": k.Channel, "requestId": requestID}
 	return c.call(ctx, http.MethodPost, "/v1/limits/release", nil, body, 0, &struct{}{})

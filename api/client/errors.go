@@ -12,6 +12,12 @@ import (
 // ErrUnauthorized is returned when payserver refuses the token (401).
 var ErrUnauthorized = errors.New("payserver: the client token was refused")
 
+// ErrSlotNotFound is returned by Release when no window of the key holds
+// the requestId for this client (404 SLOT_NOT_FOUND): it was never
+// acquired by this client, was released before, or left its window.
+// Nothing changed.
+var ErrSlotNotFound = errors.New("payserver: no slot is held for this requestId")
+
 // Body is payserver's JSON error body.
 type Body struct {
 	Code      string         `json:"code"`
@@ -101,6 +107,10 @@ func decodeError(resp *http.Response, data []byte) error {
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
 		return ErrUnauthorized
+	case http.StatusNotFound:
+		if b.Code == "SLOT_NOT_FOUND" {
+			return ErrSlotNotFound
+		}
 	case http.StatusTooManyRequests:
 		e := &LimitedError{Body: b}
 		if ms, ok := number(b.Details["retryAfterMs"]); ok {

@@ -181,8 +181,8 @@ type stubStore struct{}
 func (stubStore) Check(context.Context, []ratelimit.KeyWindow, string, int64) (ratelimit.StoreResult, error) {
 	return ratelimit.StoreResult{Allowed: true, Count: 1}, nil
 }
-func (stubStore) Release(context.Context, []ratelimit.KeyWindow, string) error {
-	return nil
+func (stubStore) Release(context.Context, []ratelimit.KeyWindow, string) (bool, error) {
+	return false, nil
 }
 func (stubStore) Usage(_ context.Context, ws []ratelimit.KeyWindow) ([]int64, error) {
 	return make([]int64, len(ws)), nil

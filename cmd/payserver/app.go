@@ -38,6 +38,9 @@ type Main struct {
 	// persistence says whether Redis keeps the calendar caps across its
 	// restart; nil without a Redis.
 	persistence *redisPersistence
+	// restarts tells when Redis restarted (its run id changed); nil
+	// without a Redis.
+	restarts *redisRestarts
 	// durable is the embedded limiter's store, journaled in the data dir;
 	// nil with a Redis.
 	durable  *ratelimit.DurableStore

@@ -282,7 +282,10 @@ func (m *Main) startLimitsAPI(ctx context.Context, orders limitapi.OrderFinder) 
 	if err != nil {
 		return err
 	}
-	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Peek: peek, Orders: orders, Observer: m.api.obs, Scopes: m.cfg.API.Scopes,
+	// A client's release goes to the limiter itself: the gate and the
+	// waiting layer pass releases through, and only the limiter says what
+	// it found.
+	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Peek: peek, Release: m.limiter, Orders: orders, Observer: m.api.obs, Scopes: m.cfg.API.Scopes,
 		Logger: m.log.With("component", "limits-api")})
 	if err != nil {
 		return err

@@ -148,6 +148,8 @@ func (m *Main) openRedis(ctx context.Context) error {
 	m.persistence = newRedisPersistence(configGet(func(ctx context.Context, name string) (map[string]string, error) {
 		return m.redis.ConfigGet(ctx, name).Result()
 	}), func() bool { return m.limiter != nil && hasCalendarWindow(m.limiter.Config()) }, time.Now, m.log.With("component", "redis"))
+	m.restarts = newRedisRestarts(redisRunIDs(m.redis), func() bool { return m.limiter != nil && hasCalendarWindow(m.limiter.Config()) },
+		time.Now, m.log.With("component", "redis"))
 	if err := m.checkRedis(ctx, mode); err != nil {
 		return err
 	}
@@ -158,6 +160,8 @@ func (m *Main) openRedis(ctx context.Context) error {
 	} else {
 		m.log.Info("redis persistence", "unknown", st.Unknown)
 	}
+	m.restarts.Check(rctx) // the run id payserver starts with
+	m.goBackground(func() { m.restarts.Run(ctx) })
 	return nil
 }
 

@@ -125,6 +125,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		OldestUnresolved: oldestUnresolved(m.orders),
 		Discrepancies:    m.orders.Discrepancies,
 		Learned:          m.limiter,
+		Outage:           m.outageView(),
 	})
 	if err != nil {
 		return nil, err

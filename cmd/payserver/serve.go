@@ -44,6 +44,7 @@ func (m *Main) serve(svc *pay.Service) error {
 		Observe:      m.metrics.HTTP,
 		Limits:       limitsView{m.limiter, m.manager},
 		Learned:      m.limiter,
+		Outage:       m.outageView(),
 		Admin:        admin,
 		SchemaBehind: m.schema.Behind,
 		Notify: &httpapi.NotifyOptions{Notifier: m.resolver, Keys: m.notifyKeys,
@@ -97,6 +98,29 @@ func (v limitsView) Usage(ctx context.Context, k ratelimit.Key) (ratelimit.Rule,
 }
 func (v limitsView) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
 	return v.limiter.UsageOf(ctx, keys)
+}
+
+// outageView is what GET /limits and the dashboard show of an outage: the
+// admissions decided in process, and Redis's last restart.
+type outageView struct {
+	limiter  *ratelimit.Limiter
+	restarts *redisRestarts // nil without a Redis
+}
+
+func (m *Main) outageView() outageView { return outageView{m.limiter, m.restarts} }
+
+func (v outageView) DecidedInProcess(k ratelimit.Key, r ratelimit.Rule) []int64 {
+	return v.limiter.DecidedInProcess(k, r)
+}
+
+// StoreRestartedAt reads Redis's run id now, within a second.
+func (v outageView) StoreRestartedAt(ctx context.Context) time.Time {
+	if v.restarts == nil {
+		return time.Time{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return v.restarts.Check(ctx)
 }
 
 // startPprof serves net/http/pprof on its own loopback listener when

@@ -28,6 +28,10 @@ const (
 	IdempotencyConflict Code = "IDEMPOTENCY_CONFLICT"
 	// OrderNotFound: no order has the requestId.
 	OrderNotFound Code = "ORDER_NOT_FOUND"
+	// SlotNotFound: a limits-service release found no window of the key
+	// holding the client's requestId (never acquired by this client,
+	// already released, or gone with its window); nothing changed.
+	SlotNotFound Code = "SLOT_NOT_FOUND"
 	// DependencyUnavailable: the database or another dependency is down.
 	DependencyUnavailable Code = "DEPENDENCY_UNAVAILABLE"
 	// ChannelError: the channel answered with a system error; the payment was

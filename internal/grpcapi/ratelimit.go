@@ -224,7 +224,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	ours := map[taken]bool{} // by member and channel (key.BizType empty)
 	for _, h := range hits {
 		if h.negative {
-			if err := s.svc.Release(ctx, client, limitapi.ReleaseRequest{Key: h.key, RequestID: h.member}); err != nil {
+			// A member no window holds is OK too: the protocol has no
+			// per-descriptor "not found", and failing the whole call
+			// would fail the gateway's request for a release that
+			// changed nothing.
+			err := s.svc.Release(ctx, client, limitapi.ReleaseRequest{Key: h.key, RequestID: h.member})
+			if err != nil && apperr.CodeOf(err) != apperr.SlotNotFound {
 				return nil, toStatus(err)
 			}
 			resp.Statuses = append(resp.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK})

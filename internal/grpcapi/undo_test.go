@@ -88,3 +88,25 @@ func rlsOn(t *testing.T, doc string) (*ratelimit.Limiter, *Server, context.Conte
 	}
 	return l, s, metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t"))
 }
+
+// TestNegativeHitsOfAMemberNotHeldAreOK: is_negative_hits of a request_id
+// no window holds for the client (another client's, or released before)
+// answers OK and changes nothing: the protocol has no per-descriptor "not
+// found", and failing the call would fail the gateway's request.
+func TestNegativeHitsOfAMemberNotHeldAreOK(t *testing.T) {
+	l, s, ctx := rlsOn(t, "limits:\n  A:C: [{limit: 5, window: 1m}]\n")
+	if resp, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "A", "channel", "C", "request_id", "r1")}}); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("acquire r1: %v, %v", resp.GetOverallCode(), err)
+	}
+	release := desc("bizType", "A", "channel", "C", "request_id", "r1")
+	release.IsNegativeHits = true
+	for i := range 2 {
+		resp, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{release}})
+		if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("release #%d of r1: %v, %v; want OK", i+1, resp.GetOverallCode(), err)
+		}
+		if _, counts, err := l.Usage(context.Background(), ratelimit.Key{BizType: "A", Channel: "C"}); err != nil || counts[0] != 0 {
+			t.Fatalf("after release #%d the window holds %v (%v), want 0", i+1, counts, err)
+		}
+	}
+}

@@ -252,10 +252,13 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	}
 	if cfg != nil {
 		learned := readLearned(ctx, d.r.opts.Learned, cfg, shown)
-		v.Limits = limitsJSON(cfg, shown, nil, learned, now)
+		v.Limits = limitsJSON(cfg, shown, nil, learned, nil, now)
 	}
 	if d.r.opts.Quotas != nil {
 		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage, now)
+		if d.r.opts.Outage != nil {
+			markQuotas(v.Quotas, d.r.opts.Outage, d.r.opts.Outage.StoreRestartedAt(ctx), now)
+		}
 	}
 	v.Charts = hourCharts(page, rows, changes, from)
 	if err := d.channelWideCharts(ctx, v.Charts, hour, cfg, changes, now); err != nil && v.ChartsError == "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"payserver/internal/iso4217"
+	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
 
@@ -26,6 +27,36 @@ type quotaLine struct {
 	// Stale, when not empty, says how old Used is ("5m0s"): its last read
 	// is past quotaStaleAfter (the limiter's store did not answer since).
 	Stale string
+	// InProcess, when not empty, is the use by admissions this instance
+	// decided in process while Redis failed, in this period, which Used
+	// leaves out ("3", or "1,200.00 CNY").
+	InProcess string
+	// RedisRestarted, when not empty, is when Redis was seen to restart in
+	// this period ("14:05 Asia/Shanghai"): Used may miss admissions made
+	// before then.
+	RedisRestarted string
+	// key and window identify the line's window for markQuotas.
+	key    ratelimit.Key
+	window ratelimit.Window
+}
+
+// markQuotas adds to each line what out knows: the use decided in
+// process, and a Redis restart within the window's period (restartedAt,
+// zero if none).
+func markQuotas(lines []quotaLine, out OutageView, restartedAt, now time.Time) {
+	for i := range lines {
+		l := &lines[i]
+		w := l.window
+		if use := out.DecidedInProcess(l.key, ratelimit.Rule{Windows: []ratelimit.Window{w}}); len(use) == 1 && use[0] > 0 {
+			l.InProcess = strconv.FormatInt(use[0], 10)
+			if w.Amount {
+				l.InProcess = iso4217.Text(use[0], w.Currency)
+			}
+		}
+		if start, _ := w.Calendar.Period(now); !restartedAt.IsZero() && !restartedAt.Before(start) {
+			l.RedisRestarted = clock(restartedAt.In(w.Calendar.Zone), now)
+		}
+	}
 }
 
 // quotaStaleAfter is the age past which a quota's use is marked as not
@@ -60,6 +91,7 @@ func newQuotaLine(f stats.Forecast) quotaLine {
 		Key: f.Key.String(), Rule: f.Window.Name(), Window: f.Window.ID(),
 		Used: strconv.FormatInt(f.Used, 10), Limit: strconv.FormatInt(f.Limit, 10),
 		Percent: strconv.FormatFloat(100*util, 'f', 0, 64) + "%", Color: "#2e9d5b",
+		key: f.Key, window: f.Window,
 	}
 	switch {
 	case util >= 0.9:

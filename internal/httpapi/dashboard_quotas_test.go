@@ -92,3 +92,67 @@ func (q quotaView) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []
 func (q quotaView) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
 	return usageOfEach(ctx, keys, q.Usage)
 }
+
+// fakeOutage decided inProcess[key] in process in each window, and saw
+// Redis restart at restartedAt.
+type fakeOutage struct {
+	inProcess   map[string]int64
+	restartedAt time.Time
+}
+
+func (o fakeOutage) DecidedInProcess(k ratelimit.Key, r ratelimit.Rule) []int64 {
+	out := make([]int64, len(r.Windows))
+	for i := range out {
+		out[i] = o.inProcess[k.String()]
+	}
+	return out
+}
+func (o fakeOutage) StoreRestartedAt(context.Context) time.Time { return o.restartedAt }
+
+// TestDashboardQuotasShowWhatAnOutageHides: a calendar quota shows the use
+// this instance decided in process beside the Redis count, and marks a
+// Redis restart within its period; one before the period is not marked.
+func TestDashboardQuotasShowWhatAnOutageHides(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	parsed, err := limits.Parse([]byte(`zone: Asia/Shanghai
+limits:
+  ONLINE_PAY:ALIPAY: [{amount: 500000000, currency: CNY, calendar: day}]
+  "*:UNIONPAY": [{limit: 300000, calendar: month}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := parsed.Config
+	sh, _ := time.LoadLocation("Asia/Shanghai")
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, sh)
+	src := quotaView{cfg: cfg, used: map[string]int64{"ONLINE_PAY:ALIPAY": 1000, "*:UNIONPAY": 3}}
+	f, err := stats.NewForecaster(stats.ForecasterOptions{Source: src, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Sample(context.Background())
+	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
+	for _, tc := range []struct {
+		restartedAt time.Time
+		marked      bool
+	}{{now.Add(-2 * time.Hour), true}, {now.Add(-13 * time.Hour), false}} {
+		routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+			Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts, Now: func() time.Time { return now },
+			Outage: fakeOutage{inProcess: map[string]int64{"ONLINE_PAY:ALIPAY": 150000}, restartedAt: tc.restartedAt}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := serveAdmin(t, "", routes).get(t, "/dashboard", "").body
+		if !strings.Contains(body, "+ 1,500.00 CNY decided in process") {
+			t.Errorf("restart at %v: the ALIPAY quota lacks its in-process use", tc.restartedAt)
+		}
+		// The day began at 00:00, the month on Nov 1: a restart at 10:00
+		// is in both periods; one at 23:00 the day before is in the
+		// month's only.
+		day, month := strings.Contains(body, "Redis restarted at 10:00 Asia/Shanghai"), strings.Contains(body, "Redis restarted at Nov 22 23:00 Asia/Shanghai")
+		if tc.marked && (!day || strings.Count(body, "Redis restarted at 10:00") != 2) || !tc.marked && (day || !month || strings.Count(body, "Redis restarted at") != 1) {
+			i := strings.Index(body, `id="quotas"`)
+			t.Errorf("restart at %v: marks wrong:\n%s", tc.restartedAt, body[max(i, 0):min(len(body), max(i, 0)+2500)])
+		}
+	}
+}

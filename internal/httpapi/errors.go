@@ -19,6 +19,7 @@ var statusOf = map[apperr.Code]int{
 	apperr.ChannelNotSupported:     http.StatusBadRequest,
 	apperr.IdempotencyConflict:     http.StatusConflict,
 	apperr.OrderNotFound:           http.StatusNotFound,
+	apperr.SlotNotFound:            http.StatusNotFound,
 	apperr.DependencyUnavailable:   http.StatusServiceUnavailable,
 	apperr.ChannelError:            http.StatusBadGateway,
 	apperr.Unauthorized:            http.StatusUnauthorized,

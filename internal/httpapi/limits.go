@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,6 +25,19 @@ type LimitsView interface {
 	Routes() limits.Routes
 }
 
+// OutageView says what the limiter's shared store may not hold after an
+// outage. *ratelimit.Limiter gives DecidedInProcess; payserver adds when
+// Redis last restarted.
+type OutageView interface {
+	// DecidedInProcess returns, for each window of rule on key, the use by
+	// admissions this instance decided in process while the shared store
+	// failed, still in the window (ratelimit.Limiter.DecidedInProcess).
+	DecidedInProcess(key ratelimit.Key, rule ratelimit.Rule) []int64
+	// StoreRestartedAt returns when the shared store was last seen to
+	// restart (or fail over) and lose what it held; zero if never.
+	StoreRestartedAt(ctx context.Context) time.Time
+}
+
 // windowNow is one window of a key's rule in force, with what it holds now.
 type windowNow struct {
 	windowJSON
@@ -33,8 +47,40 @@ type windowNow struct {
 	// UsedMajor is Used in major units of the window's currency, on an
 	// amount window with a currency whose use was read.
 	UsedMajor *string `json:"usedMajor,omitempty"`
+	// InProcess is the use by admissions this instance decided in
+	// process while Redis failed, still in the window (in a calendar
+	// window, since its period began): Used leaves them out. Absent when
+	// not known.
+	InProcess *int64 `json:"inProcess,omitempty"`
+	// InProcessMajor is InProcess in major units, as UsedMajor.
+	InProcessMajor *string `json:"inProcessMajor,omitempty"`
+	// RedisRestartedAt, on a calendar window, is when Redis was seen to
+	// restart (or fail over) within the window's current period: Used may
+	// miss admissions made before then. Absent otherwise.
+	RedisRestartedAt *string `json:"redisRestartedAt,omitempty"`
 	// learnedJSON is the window's learned limit, when one is in force.
 	learnedJSON
+}
+
+// outageJSON is what an outage may have hidden from windows' use.
+type outageJSON struct {
+	view OutageView
+	// restartedAt is OutageView.StoreRestartedAt, read once per answer.
+	restartedAt time.Time
+}
+
+// mark adds to wn, window w at now, what the outage view
+// knows.
+func (o *outageJSON) mark(wn *windowNow, w ratelimit.Window, inProcess int64, now time.Time) {
+	n := inProcess
+	wn.InProcess = &n
+	wn.InProcessMajor = wn.major(n)
+	if w.IsCalendar() && !o.restartedAt.IsZero() {
+		if start, _ := w.Calendar.Period(now); !o.restartedAt.Before(start) {
+			at := formatInstant(o.restartedAt.UTC())
+			wn.RedisRestartedAt = &at
+		}
+	}
 }
 
 // scheduleRef names a schedule by its span.
@@ -123,7 +169,7 @@ func sortKeys(keys []ratelimit.Key) {
 // limitsJSON describes each key's rule in force at now with the use of its
 // windows (reads, parallel to keys; nil when the use was not read) and
 // their learned limits (learned, parallel to keys; nil when not read).
-func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.KeyUsage, learned []ratelimit.KeyLearned, now time.Time) []limitJSON {
+func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.KeyUsage, learned []ratelimit.KeyLearned, outage *outageJSON, now time.Time) []limitJSON {
 	out := make([]limitJSON, 0, len(keys))
 	var texts ruleTexts
 	for i, k := range keys {
@@ -156,12 +202,19 @@ func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.K
 		if learned != nil {
 			lr = learned[i]
 		}
+		var inProcess []int64
+		if outage != nil {
+			inProcess = outage.view.DecidedInProcess(k, r)
+		}
 		for j, w := range windows {
 			wn := windowNow{windowJSON: w}
 			if read.Err == nil && sameRule && j < len(read.Counts) {
 				n := read.Counts[j]
 				wn.Used = &n
 				wn.UsedMajor = w.major(n)
+			}
+			if j < len(inProcess) {
+				outage.mark(&wn, r.Windows[j], inProcess[j], now)
 			}
 			if ll, ok := learnedFor(lr.Limits, r.Windows[j]); ok && lr.Err == nil {
 				wn.learnedJSON = newLearnedJSON(ll, now)
@@ -282,7 +335,12 @@ func (h *handler) getLimits(c *gin.Context) {
 		keys, next := page.of(all)
 		reads := readUsage(c.Request.Context(), h.opts.Limits, keys)
 		learned := readLearned(c.Request.Context(), h.opts.Learned, cfg, keys)
-		body["limits"] = limitsJSON(cfg, keys, reads, learned, now)
+		var outage *outageJSON
+		if h.opts.Outage != nil {
+			outage = &outageJSON{view: h.opts.Outage, restartedAt: h.opts.Outage.StoreRestartedAt(c.Request.Context())}
+			body["redisRestartedAt"] = timeOrNil(outage.restartedAt)
+		}
+		body["limits"] = limitsJSON(cfg, keys, reads, learned, outage, now)
 		body["total"] = len(all)
 		if next != nil {
 			body["next"] = *next

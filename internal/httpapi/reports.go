@@ -71,6 +71,9 @@ type ReportsOptions struct {
 	// Learned, when set, marks the dashboard's windows whose limit is
 	// learned from the channel, as GET /limits shows them.
 	Learned LearnedSource
+	// Outage, when set, adds to the calendar quotas what their use may
+	// leave out after an outage, as GET /limits shows it.
+	Outage OutageView
 }
 
 // usageTimeout bounds reading every key's occupancy for one answer.

@@ -88,6 +88,10 @@ type Options struct {
 	// channel's throttles) to GET /limits. *ratelimit.Limiter implements
 	// it.
 	Learned LearnedSource
+	// Outage, when set, adds to GET /limits what each window's use may
+	// leave out after an outage: the admissions decided in process, and
+	// when Redis restarted.
+	Outage OutageView
 	// Admin registers more admin routes (limits, reports, dashboard) on the
 	// group, which already enforces admin auth.
 	Admin []func(g *gin.RouterGroup)

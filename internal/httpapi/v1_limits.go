@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/apperr"
+	"payserver/internal/iso4217"
 	"payserver/internal/limitapi"
 	"payserver/internal/pay"
 )
@@ -30,16 +31,29 @@ type windowUsageJSON struct {
 	MerchantID string `json:"merchantId,omitempty"`
 	Rule       string `json:"rule"`
 	Amount     bool   `json:"amount"`
+	Currency   string `json:"currency,omitempty"`
 	Limit      int64  `json:"limit"`
 	WindowMs   int64  `json:"windowMs,omitempty"`
 	Used       int64  `json:"used"`
 	Remaining  int64  `json:"remaining"`
+	// LimitMajor, UsedMajor and RemainingMajor are, on an amount window of
+	// one currency, Limit, Used and Remaining in its major units.
+	LimitMajor     string `json:"limitMajor,omitempty"`
+	UsedMajor      string `json:"usedMajor,omitempty"`
+	RemainingMajor string `json:"remainingMajor,omitempty"`
 }
 
 func windowsUsageJSON(ws []limitapi.WindowUsage) []windowUsageJSON {
 	out := make([]windowUsageJSON, len(ws))
 	for i, w := range ws {
-		out[i] = windowUsageJSON{Scope: w.Scope.String(), MerchantID: w.Merchant, Rule: w.Rule, Amount: w.Amount, Limit: w.Limit, WindowMs: w.Window.Milliseconds(), Used: w.Used, Remaining: w.Remaining}
+		j := windowUsageJSON{Scope: w.Scope.String(), MerchantID: w.Merchant, Rule: w.Rule, Amount: w.Amount, Limit: w.Limit, WindowMs: w.Window.Milliseconds(), Used: w.Used, Remaining: w.Remaining}
+		if w.Amount {
+			j.Currency = w.Currency
+			j.LimitMajor, _ = iso4217.Major(w.Limit, w.Currency)
+			j.UsedMajor, _ = iso4217.Major(w.Used, w.Currency)
+			j.RemainingMajor, _ = iso4217.Major(w.Remaining, w.Currency)
+		}
+		out[i] = j
 	}
 	return out
 }

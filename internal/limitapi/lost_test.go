@@ -37,6 +37,9 @@ func (l *lostLimiter) Release(_ context.Context, h ratelimit.Hold) error {
 	l.released = append(l.released, h.Member)
 	return nil
 }
+func (l *lostLimiter) ReleaseHeld(ctx context.Context, h ratelimit.Hold) (bool, error) {
+	return true, l.Release(ctx, h)
+}
 func (l *lostLimiter) ReleaseAmount(context.Context, ratelimit.Hold) error { return nil }
 func (l *lostLimiter) Throttled(context.Context, ratelimit.Hold, time.Duration) error {
 	return nil

@@ -55,3 +55,26 @@ func TestAcquireAndPeekCountAmounts(t *testing.T) {
 		t.Fatalf("peek with the channel-wide window full: %+v, %v; want not allowed", p, err)
 	}
 }
+
+// TestWindowsNameTheirCurrency: an amount window of one currency names it
+// in the acquire and peek answers, so that its amounts can be read in
+// major units; a window over every currency names none.
+func TestWindowsNameTheirCurrency(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
+	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{key: {Windows: []ratelimit.Window{
+		{Limit: 1000, Size: time.Minute, Amount: true, Currency: "BHD"},
+		{Limit: 100000, Size: time.Hour, Amount: true},
+	}}}})
+	svc, err := NewService(Options{Admit: l, Peek: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := svc.Acquire(context.Background(), "refunds", AcquireRequest{Key: key, RequestID: "r1", Amount: 600, Currency: "BHD"})
+	if err != nil || len(a.Windows) != 2 || a.Windows[0].Currency != "BHD" || a.Windows[1].Currency != "" {
+		t.Fatalf("acquire: %+v, %v; want the BHD window named BHD and the other none", a.Windows, err)
+	}
+}

@@ -72,7 +72,8 @@ const (
 	ResultAdmitted Result = "admitted"
 	ResultLimited  Result = "limited"
 	ResultReleased Result = "released"
-	ResultRefused  Result = "refused" // release of a POST /pay requestId, or a bizType outside the client's scope
+	ResultRefused  Result = "refused"  // release of a POST /pay requestId, or a bizType outside the client's scope
+	ResultNotHeld  Result = "not_held" // release of a requestId no window held for the client
 	ResultPeeked   Result = "peeked"
 	ResultFailed   Result = "failed" // the limiter or a dependency failed
 )
@@ -83,10 +84,19 @@ type Observer interface {
 	Called(client string, op Op, key ratelimit.Key, result Result)
 }
 
+// HeldReleaser gives back a slot and reports whether some window held its
+// member. *ratelimit.Limiter implements it.
+type HeldReleaser interface {
+	ReleaseHeld(ctx context.Context, h ratelimit.Hold) (held bool, err error)
+}
+
 // Options wires a Service. Admit and Peek are required.
 type Options struct {
 	Admit Admitter
 	Peek  Peeker
+	// Release frees the slots clients release (Service.Release). Default:
+	// Admit, which must then implement HeldReleaser.
+	Release HeldReleaser
 	// Orders, when set, lets Release refuse a requestId that belongs to a
 	// payment made through POST /pay: payserver itself frees those slots,
 	// only when the channel was never called.
@@ -115,6 +125,13 @@ type Service struct {
 func NewService(opts Options) (*Service, error) {
 	if opts.Admit == nil || opts.Peek == nil {
 		return nil, errors.New("limitapi: nil admitter or peeker")
+	}
+	if opts.Release == nil {
+		r, ok := opts.Admit.(HeldReleaser)
+		if !ok {
+			return nil, errors.New("limitapi: no releaser, and the admitter cannot say what it released")
+		}
+		opts.Release = r
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -153,9 +170,12 @@ type WindowUsage struct {
 	Scope ratelimit.Key
 	// Merchant, for the request's merchant's own use of Scope's window
 	// under its merchant limit, names the merchant; empty for the window.
-	Merchant  string
-	Rule      string
-	Amount    bool
+	Merchant string
+	Rule     string
+	Amount   bool
+	// Currency is the only currency an amount window counts; "" when it
+	// counts every currency (or is not known).
+	Currency  string
 	Limit     int64
 	Window    time.Duration
 	Used      int64
@@ -252,17 +272,20 @@ func windowsAfter(d ratelimit.Decision) []WindowUsage {
 	}
 	out := make([]WindowUsage, len(d.Windows))
 	for i, w := range d.Windows {
-		out[i] = WindowUsage{Scope: w.Scope, Merchant: w.Merchant, Rule: w.Name(), Amount: w.Amount, Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Kept-w.Count, 0)}
+		out[i] = WindowUsage{Scope: w.Scope, Merchant: w.Merchant, Rule: w.Name(), Amount: w.Amount, Currency: w.Currency, Limit: w.Limit, Window: w.Size, Used: w.Count, Remaining: max(w.Limit-w.Kept-w.Count, 0)}
 	}
 	return out
 }
 
 // Release gives back the slot r.RequestID holds in r.Key's windows. A key
 // outside the client's scope (Options.Scopes) is FORBIDDEN, as for Acquire. The
-// caller declares that it never called the channel for it. Releasing a
-// requestId that holds no slot changes nothing: Release is idempotent. A
-// requestId that belongs to a POST /pay payment is refused (409
-// IDEMPOTENCY_CONFLICT): its slot is payserver's to free.
+// caller declares that it never called the channel for it. A requestId
+// that no window of the key holds for this client (never acquired by it,
+// released before, gone with its window, or a key the limits leave
+// unlimited) is SLOT_NOT_FOUND, and nothing changed. A limiter failure is
+// DEPENDENCY_UNAVAILABLE, never SLOT_NOT_FOUND: what the shared store held
+// is then unknown. A requestId that belongs to a POST /pay payment is
+// refused (409 IDEMPOTENCY_CONFLICT): its slot is payserver's to free.
 func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) error {
 	if err := s.inScope(client, OpRelease, r.Key); err != nil {
 		return err
@@ -280,11 +303,16 @@ func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) 
 			return err
 		}
 	}
-	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(r.Key, member(client, r.RequestID))); err != nil {
+	held, err := s.opts.Release.ReleaseHeld(ctx, ratelimit.HoldOf(r.Key, member(client, r.RequestID)))
+	if err != nil {
 		s.observe(client, OpRelease, r.Key, ResultFailed)
 		return limiterDown(err)
 	}
 	s.forget(r.Key, member(client, r.RequestID))
+	if !held {
+		s.observe(client, OpRelease, r.Key, ResultNotHeld)
+		return apperr.New(apperr.SlotNotFound, "no window of %s holds requestId %s for client %s; nothing was released", r.Key, r.RequestID, client)
+	}
 	s.observe(client, OpRelease, r.Key, ResultReleased)
 	return nil
 }

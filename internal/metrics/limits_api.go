@@ -26,7 +26,7 @@ func (m *Metrics) NewLimitsAPI() *LimitsAPI {
 	a := &LimitsAPI{m: m}
 	a.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "payserver_limit_calls_total",
-		Help: "Limiter operations by calling client (token name, or \"pay\" for POST /pay's own), op (acquire, release, peek) and result (admitted, limited, released, refused, peeked, failed).",
+		Help: "Limiter operations by calling client (token name, or \"pay\" for POST /pay's own), op (acquire, release, peek) and result (admitted, limited, released, not_held, refused, peeked, failed).",
 	}, []string{"client", "op", "result"})
 	a.waits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "payserver_limiter_waits_total",

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"payserver/internal/apperr"
+	"payserver/internal/iso4217"
 	"payserver/internal/ratelimit"
 )
 
@@ -23,7 +24,11 @@ import (
 // amount and used are that merchant's own in the window, and the wait is
 // until that merchant's own use falls. An amount
 // rule also names requestAmount (what the request pays), remaining (what is
-// left of the cap) and currency (the request's).
+// left of the cap) and currency (the request's). Each amount is also a
+// decimal string in major units, <field>Major (amountMajor, usedMajor,
+// remainingMajor in the cap's currency, requestAmountMajor in the
+// request's), when its currency has one; the message writes amounts in
+// major units with their currency (iso4217.Text).
 //
 // A closed key (limit 0) says details.closed. When a schedule opens it
 // again, the answer has details.closedUntil (RFC 3339) and a Retry-After
@@ -49,6 +54,7 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 	if rule != "" {
 		e.Details["rule"] = rule
 	}
+	capCurrency := ""
 	if d.Amount {
 		// The cap, and what this request asks of it against what is left.
 		e.Details["amount"] = d.Limit
@@ -56,6 +62,15 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 		e.Details["remaining"] = max(d.Limit-d.Count, 0)
 		if d.Currency != "" {
 			e.Details["currency"] = d.Currency
+		}
+		capCurrency = bindingCurrency(d, rule)
+		for field, n := range map[string]int64{"amount": d.Limit, "used": d.Count, "remaining": max(d.Limit-d.Count, 0)} {
+			if m, ok := iso4217.Major(n, capCurrency); ok {
+				e.Details[field+"Major"] = m
+			}
+		}
+		if m, ok := iso4217.Major(d.RequestAmount, d.Currency); ok {
+			e.Details["requestAmountMajor"] = m
 		}
 	} else {
 		e.Details["limit"] = d.Limit
@@ -96,22 +111,38 @@ func LimitedError(key ratelimit.Key, d ratelimit.Decision) *apperr.Error {
 	// Decided in process while Redis fails, the limit is this instance's
 	// share of what was left, not the cap: a wait can help then.
 	if d.ExceedsCap && !d.Degraded() {
-		e.Message = fmt.Sprintf("amount %d is above the %s cap %d of channel %s for %s", d.RequestAmount, rule, d.Limit, key.Channel, key.BizType)
+		e.Message = fmt.Sprintf("amount %s is above the %s cap %s of channel %s for %s",
+			iso4217.Text(d.RequestAmount, d.Currency), rule, iso4217.Text(d.Limit, capCurrency), key.Channel, key.BizType)
 		if d.Merchant != "" {
-			e.Message = fmt.Sprintf("amount %d is above merchant %s's %s cap %d of %s", d.RequestAmount, d.Merchant, rule, d.Limit, d.Scope)
+			e.Message = fmt.Sprintf("amount %s is above merchant %s's %s cap %s of %s",
+				iso4217.Text(d.RequestAmount, d.Currency), d.Merchant, rule, iso4217.Text(d.Limit, capCurrency), d.Scope)
 		}
 		e.Details["exceedsCap"] = true
 		return e
 	}
 	if d.Amount && !d.Scope.IsChannelWide() && d.Merchant == "" && d.RequestAmount > 0 {
-		e.Message = fmt.Sprintf("amount %d does not fit the %s cap %d of channel %s for %s: %d used, %d left",
-			d.RequestAmount, rule, d.Limit, key.Channel, key.BizType, d.Count, max(d.Limit-d.Count, 0))
+		e.Message = fmt.Sprintf("amount %s does not fit the %s cap %s of channel %s for %s: %s used, %s left",
+			iso4217.Text(d.RequestAmount, d.Currency), rule, iso4217.Text(d.Limit, capCurrency), key.Channel, key.BizType,
+			iso4217.Text(d.Count, capCurrency), iso4217.Text(max(d.Limit-d.Count, 0), capCurrency))
 	}
 	// A refusal always has a time to retry at; at least 1ms, as the
 	// answer promises.
 	e.RetryAfter = max(d.RetryAfter, time.Millisecond)
 	e.Details["retryAfterMs"] = apperr.Ceil(e.RetryAfter, time.Millisecond)
 	return e
+}
+
+// bindingCurrency is the currency of d's binding amount window (named
+// rule, of d.Scope): "" for a window that counts every currency, whose sum
+// has no major unit. A window of one currency binds only requests in it,
+// so without the windows reported (d.Windows nil) it is the request's.
+func bindingCurrency(d ratelimit.Decision, rule string) string {
+	for _, w := range d.Windows {
+		if w.Amount && w.Scope == d.Scope && w.Name() == rule {
+			return w.Currency
+		}
+	}
+	return d.Currency
 }
 
 // ConflictError is the IDEMPOTENCY_CONFLICT answer to a check whose

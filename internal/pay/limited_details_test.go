@@ -29,8 +29,9 @@ func TestLimitedErrorNamesTheBindingRule(t *testing.T) {
 		{"calendar amount: until the next period",
 			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/day", Amount: true, Limit: 500000000, Count: 499990000, RequestAmount: 20000, Currency: "CNY", RetryAfter: 2*time.Hour + 20*time.Minute, Source: ratelimit.SourceRedis},
 			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/day", "amount": int64(500000000), "used": int64(499990000), "retryAfterMs": int64(8400000),
-				"requestAmount": int64(20000), "remaining": int64(10000), "currency": "CNY"},
-			2*time.Hour + 20*time.Minute, "amount 20000 does not fit the amount/day cap 500000000 of channel ALIPAY for ONLINE_PAY: 499990000 used, 10000 left"},
+				"requestAmount": int64(20000), "remaining": int64(10000), "currency": "CNY",
+				"amountMajor": "5000000.00", "usedMajor": "4999900.00", "requestAmountMajor": "200.00", "remainingMajor": "100.00"},
+			2*time.Hour + 20*time.Minute, "amount 200.00 CNY does not fit the amount/day cap 5,000,000.00 CNY of channel ALIPAY for ONLINE_PAY: 4,999,900.00 CNY used, 100.00 CNY left"},
 		{"channel-wide scope",
 			ratelimit.Decision{Key: key, Scope: ratelimit.ChannelWide("ALIPAY"), Rule: "count/1s", Limit: 160, Window: time.Second, Count: 160, RetryAfter: time.Millisecond, Source: ratelimit.SourceRedis},
 			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "count/1s", "limit": int64(160), "used": int64(160), "windowMs": int64(1000), "retryAfterMs": int64(1), "scope": "*:ALIPAY"},
@@ -61,7 +62,7 @@ func TestLimitedErrorNamesTheBindingRule(t *testing.T) {
 			ratelimit.Decision{Key: key, Scope: key, Rule: "amount/1m", Amount: true, Limit: 100, Window: time.Minute, Count: 0, RequestAmount: 500, Source: ratelimit.SourceRedis, ExceedsCap: true},
 			map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "rule": "amount/1m", "amount": int64(100), "used": int64(0), "windowMs": int64(60000), "exceedsCap": true,
 				"requestAmount": int64(500), "remaining": int64(100)},
-			0, "amount 500 is above the amount/1m cap 100 of channel ALIPAY for ONLINE_PAY"},
+			0, "amount 500 minor units is above the amount/1m cap 100 minor units of channel ALIPAY for ONLINE_PAY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,9 +56,9 @@ func (s *cutStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string
 	return s.Store.Check(ctx, ws, m, amount)
 }
 
-func (s *cutStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) error {
+func (s *cutStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) (bool, error) {
 	if s.cut.Load() {
-		return errCut
+		return false, errCut
 	}
 	return s.Store.Release(ctx, ws, m)
 }

@@ -114,7 +114,7 @@ func TestBatchedStoreSameAnswers(t *testing.T) {
 					st ratelimit.Store
 					k  ratelimit.Key
 				}{{plain, kp}, {batched, kb}} {
-					if err := s.st.Release(context.Background(), ratelimit.KeyWindows(s.k, ws), m[1:]); err != nil {
+					if _, err := s.st.Release(context.Background(), ratelimit.KeyWindows(s.k, ws), m[1:]); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -328,18 +328,21 @@ func (s *DurableStore) Check(_ context.Context, windows []KeyWindow, member stri
 func (s *DurableStore) WindowKey(w KeyWindow) string { return WindowKey(w) }
 
 // Release implements Store.
-func (s *DurableStore) Release(_ context.Context, windows []KeyWindow, member string) error {
+func (s *DurableStore) Release(_ context.Context, windows []KeyWindow, member string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.recover(); err != nil {
-		return err
+		return false, err
 	}
-	s.model.Release(windows, member)
+	found := s.model.Release(windows, member)
+	if !found {
+		return false, nil // nothing changed: nothing to journal
+	}
 	if err := s.append(journalRecord{Op: "rel", Windows: toJournalAll(windows), Member: member}, false); err != nil {
 		s.broken = fmt.Errorf("ratelimit: the limiter journal %s failed: %w", s.path, err)
-		return s.broken
+		return false, s.broken
 	}
-	return nil
+	return found, nil
 }
 
 // Usage implements Store.

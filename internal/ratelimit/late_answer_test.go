@@ -30,7 +30,7 @@ func (s *lateStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m strin
 	return res, err
 }
 
-func (s *lateStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) error {
+func (s *lateStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) (bool, error) {
 	return s.shared.Release(ctx, ws, m)
 }
 

@@ -302,6 +302,18 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 // leaves the windows the limits in force before gave its key. The pay flow calls it only when no
 // channel call can happen for the request.
 func (l *Limiter) Release(ctx context.Context, h Hold) error {
+	_, err := l.release(ctx, h, false)
+	return err
+}
+
+// ReleaseHeld is Release, and reports whether some window held h's member:
+// the shared store's or, in process, this instance's own. held is false
+// when no window of them held it (the member was never admitted, or was
+// released before, or its record was swept after its window passed), and
+// when the key has no window. On an error, held is false and says nothing:
+// the shared store's part is unknown (the in-process windows have given
+// the member back all the same).
+func (l *Limiter) ReleaseHeld(ctx context.Context, h Hold) (held bool, err error) {
 	return l.release(ctx, h, false)
 }
 
@@ -309,13 +321,16 @@ func (l *Limiter) Release(ctx context.Context, h Hold) error {
 // its place in count windows: for a payment the channel declined, which
 // used a call but moved no money. The windows are Release's.
 func (l *Limiter) ReleaseAmount(ctx context.Context, h Hold) error {
-	return l.release(ctx, h, true)
+	_, err := l.release(ctx, h, true)
+	return err
 }
 
-func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
+// release gives back h (its amounts only, when amountsOnly) and reports
+// whether some window held its member: see ReleaseHeld.
+func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, error) {
 	key, member := h.Key, h.Member
 	if !h.Known() && !l.Loaded() {
-		return ErrNotLoaded
+		return false, ErrNotLoaded
 	}
 	lim := l.limits.Load()
 	windows := releaseWindows(lim.cfg, key, l.opts.Now(), amountsOnly)
@@ -332,12 +347,13 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
 		windows = h.ownKeyWindows(windows)
 	}
 	if len(windows) == 0 {
-		return nil
+		return false, nil
 	}
+	held := false
 	if h.ownRecord && !h.inProcess {
 		l.local.releaseIfAmount(windows, member, h.amount)
 	} else {
-		_ = l.local.Release(ctx, windows, member) // a LocalStore always answers
+		held, _ = l.local.Release(ctx, windows, member) // a LocalStore always answers
 	}
 	if !amountsOnly {
 		// Its channel-wide windows may have room for other keys too.
@@ -349,19 +365,20 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
 	}
 	l.opts.Observer.Released(key)
 	if h.inProcess {
-		return nil // the shared store never recorded this admission
+		return held, nil // the shared store never recorded this admission
 	}
 	if !l.breaker.allow() {
-		return ErrUnavailable
+		return false, ErrUnavailable
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	if err := l.store.Release(cctx, windows, member); err != nil {
+	found, err := l.store.Release(cctx, windows, member)
+	if err != nil {
 		l.breaker.failure()
-		return fmt.Errorf("ratelimit: release %s: %w", key, err)
+		return false, fmt.Errorf("ratelimit: release %s: %w", key, err)
 	}
 	l.breaker.success()
-	return nil
+	return held || found, nil
 }
 
 // Usage returns the current use of each window of key (its own windows, not
@@ -394,6 +411,20 @@ func (l *Limiter) InProcessUsage(key Key) []int64 {
 	}
 	counts, _ := l.local.Usage(context.Background(), KeyWindows(key, rule.Windows)) // a LocalStore always answers
 	return counts
+}
+
+// DecidedInProcess returns, for each window of rule on key (in its order),
+// the use by admissions this instance decided in process while the shared
+// store failed that the window still holds: in a calendar window, those
+// since its period began. The shared store does not hold them, so its use
+// (Usage) leaves them out. Zero when the instance never decided in
+// process; nil for an unlimited rule.
+func (l *Limiter) DecidedInProcess(key Key, rule Rule) []int64 {
+	if rule.IsUnlimited() {
+		return nil
+	}
+	uses, _ := l.local.LocalOnly(KeyWindows(key, rule.Windows), l.opts.Now())
+	return uses
 }
 
 // Ping reports whether the shared store answers.

@@ -383,13 +383,15 @@ func (s *LocalStore) Retain(keep func(id windowID) bool) {
 }
 
 // Release implements Store: it removes member from every window given, the
-// admissions decided in process included.
-func (s *LocalStore) Release(_ context.Context, windows []KeyWindow, member string) error {
+// admissions decided in process included. It always answers.
+func (s *LocalStore) Release(_ context.Context, windows []KeyWindow, member string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.windows.Release(windows, member)
-	s.localOnly.Release(windows, member)
-	return nil
+	found := s.windows.Release(windows, member)
+	if s.localOnly.Release(windows, member) {
+		found = true
+	}
+	return found, nil
 }
 
 // releaseIfAmount removes member from each window given that holds it for

@@ -611,7 +611,7 @@ return out
 
 // releaseScript removes a member from every window given, with its weight.
 // KEYS as checkScript's; ARGV[1] = n, ARGV[1+i] = kind of window i,
-// ARGV[n+2] = the member.
+// ARGV[n+2] = the member. Returns the number of windows that held it.
 var releaseScript = redis.NewScript(`
 local n = tonumber(ARGV[1])
 local member = ARGV[n + 2]

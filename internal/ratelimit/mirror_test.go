@@ -355,15 +355,15 @@ func TestLocalWindowsLarge(t *testing.T) {
 		s.Check(context.Background(), ratelimit.KeyWindows(k, ws), fmt.Sprint("m", i), 0)
 	}
 	for i := range 2_000 {
-		if err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), fmt.Sprint("absent", i)); err != nil {
-			t.Fatal(err)
+		if found, err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), fmt.Sprint("absent", i)); err != nil || found {
+			t.Fatalf("release absent%d: found %v, %v; want not found", i, found, err)
 		}
 		if r, _ := s.Check(context.Background(), ratelimit.KeyWindows(k, ws), fmt.Sprint("m", i), 0); !r.Allowed || !r.Duplicate {
 			t.Fatalf("m%d: %+v, want an admitted duplicate", i, r)
 		}
 	}
-	if err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), "m7"); err != nil {
-		t.Fatal(err)
+	if found, err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), "m7"); err != nil || !found {
+		t.Fatalf("release m7: found %v, %v; want found", found, err)
 	}
 	// Released, m7 is new again, and its slot is free again.
 	if r, _ := s.Check(context.Background(), ratelimit.KeyWindows(k, ws), "m7", 0); r.Duplicate || !r.Allowed || r.Count != 200_000 {

@@ -514,8 +514,9 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 	return res
 }
 
-// Release removes member from every window given.
-func (m *Model) Release(windows []KeyWindow, member string) {
+// Release removes member from every window given, and reports whether
+// some window held it.
+func (m *Model) Release(windows []KeyWindow, member string) (found bool) {
 	for _, w := range windows {
 		id := idOf(w)
 		if w.IsCalendar() {
@@ -523,12 +524,15 @@ func (m *Model) Release(windows []KeyWindow, member string) {
 				if h, ok := p.held[member]; ok {
 					delete(p.held, member)
 					p.used -= h.weight
+					found = true
 				}
 			}
-		} else if q := m.sliding[id]; q != nil {
+		} else if q := m.sliding[id]; q != nil && q.has(member) {
 			q.remove(member)
+			found = true
 		}
 	}
+	return found
 }
 
 // releaseIfAmount removes member from each window given that holds it for

@@ -30,7 +30,8 @@ type modelTarget interface {
 	// checkBatch decides members in order at now, in one store call where
 	// the store has batches.
 	checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult
-	release(t *rapid.T, ws []KeyWindow, member string)
+	// release reports whether some window held member.
+	release(t *rapid.T, ws []KeyWindow, member string) bool
 	usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64
 	// throttle records a throttle at now (Learner.Throttle); learned reads
 	// the learned limits at now (Learner.Learned).
@@ -54,10 +55,12 @@ func (r redisTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMembe
 	return out
 }
 
-func (r redisTarget) release(t *rapid.T, ws []KeyWindow, member string) {
-	if err := r.s.Release(context.Background(), ws, member); err != nil {
+func (r redisTarget) release(t *rapid.T, ws []KeyWindow, member string) bool {
+	found, err := r.s.Release(context.Background(), ws, member)
+	if err != nil {
 		t.Fatalf("release: %v", err)
 	}
+	return found
 }
 
 func (r redisTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
@@ -101,10 +104,12 @@ func (l localTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMembe
 	return out
 }
 
-func (l localTarget) release(t *rapid.T, ws []KeyWindow, member string) {
-	if err := l.s.Release(context.Background(), ws, member); err != nil {
+func (l localTarget) release(t *rapid.T, ws []KeyWindow, member string) bool {
+	found, err := l.s.Release(context.Background(), ws, member)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return found
 }
 
 func (l localTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
@@ -186,10 +191,12 @@ func (d *durableTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMe
 	return out
 }
 
-func (d *durableTarget) release(t *rapid.T, ws []KeyWindow, member string) {
-	if err := d.s.Release(context.Background(), ws, member); err != nil {
+func (d *durableTarget) release(t *rapid.T, ws []KeyWindow, member string) bool {
+	found, err := d.s.Release(context.Background(), ws, member)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return found
 }
 
 func (d *durableTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
@@ -405,8 +412,19 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 		},
 		"release": func(t *rapid.T) {
 			m := member.Draw(t, "member")
-			target.release(t, ws, m.id)
+			before := target.usage(t, ws, now)
+			found := target.release(t, ws, m.id)
 			model.Release(ws, m.id)
+			// Whether a record past its window is still found depends on
+			// when each store sweeps; what found promises is that a
+			// release that found nothing changed nothing, and that a
+			// second release finds nothing.
+			if after := target.usage(t, ws, now); !found && !slices.Equal(after, before) {
+				t.Fatalf("release %s found nothing but changed the use from %v to %v", m.id, before, after)
+			}
+			if target.release(t, ws, m.id) {
+				t.Fatalf("release %s again: found it", m.id)
+			}
 		},
 		// releaseAmounts gives a member's amount back, as after a decline.
 		"releaseAmounts": func(t *rapid.T) {

@@ -25,7 +25,7 @@ type heldStore struct {
 	enterOnce sync.Once
 }
 
-func (s *heldStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) error {
+func (s *heldStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) (bool, error) {
 	if s.releasing != nil {
 		s.enterOnce.Do(func() { close(s.entered) })
 		<-s.releasing

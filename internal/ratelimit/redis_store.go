@@ -59,8 +59,10 @@ type Store interface {
 	// Check admits or refuses member, paying amount, against every window
 	// at once.
 	Check(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error)
-	// Release removes member from every window given.
-	Release(ctx context.Context, windows []KeyWindow, member string) error
+	// Release removes member from every window given. found reports
+	// whether some window held it (a record of it, counted or not yet
+	// swept past its window).
+	Release(ctx context.Context, windows []KeyWindow, member string) (found bool, err error)
 	// Usage returns the use of each window.
 	Usage(ctx context.Context, windows []KeyWindow) ([]int64, error)
 	// Ping reports whether the store answers.
@@ -388,9 +390,9 @@ func plainWindows(windows []KeyWindow) bool {
 }
 
 // Release implements Store.
-func (s *RedisStore) Release(ctx context.Context, windows []KeyWindow, member string) error {
+func (s *RedisStore) Release(ctx context.Context, windows []KeyWindow, member string) (bool, error) {
 	if len(windows) == 0 {
-		return nil
+		return false, nil
 	}
 	args := make([]any, 0, 2+len(windows))
 	args = append(args, len(windows))
@@ -404,7 +406,8 @@ func (s *RedisStore) Release(ctx context.Context, windows []KeyWindow, member st
 		}
 		args = append(args, kind)
 	}
-	return releaseScript.Run(ctx, s.client, s.keys(windows), append(args, member)...).Err()
+	removed, err := releaseScript.Run(ctx, s.client, s.keys(windows), append(args, member)...).Int64()
+	return removed > 0, err
 }
 
 // Usage implements Store.

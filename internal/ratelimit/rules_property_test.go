@@ -77,7 +77,7 @@ func (c clockedRedis) Check(ctx context.Context, ws []KeyWindow, member string, 
 	return out[0], parseCheckReply(res, len(ws), out)
 }
 
-func (c clockedRedis) Release(ctx context.Context, ws []KeyWindow, member string) error {
+func (c clockedRedis) Release(ctx context.Context, ws []KeyWindow, member string) (bool, error) {
 	return c.s.Release(ctx, ws, member)
 }
 

@@ -169,8 +169,11 @@ func TestStoreSuite(t *testing.T) {
 				s, k := sc.store(t), newKey()
 				ws := []ratelimit.Window{{Limit: 1, Size: 10 * time.Second}, {Limit: 5, Size: time.Minute}}
 				mustCheck(t, s, k, ws, "a")
-				if err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), "a"); err != nil {
-					t.Fatal(err)
+				if found, err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), "a"); err != nil || !found {
+					t.Fatalf("release a: found %v, %v; want found", found, err)
+				}
+				if found, err := s.Release(context.Background(), ratelimit.KeyWindows(k, ws), "a"); err != nil || found {
+					t.Fatalf("release a again: found %v, %v; want not found", found, err)
 				}
 				usage, _ := s.Usage(context.Background(), ratelimit.KeyWindows(k, ws))
 				if usage[0] != 0 || usage[1] != 0 {

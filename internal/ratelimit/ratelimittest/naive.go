@@ -44,9 +44,9 @@ func (s *NaiveStore) Check(ctx context.Context, windows []ratelimit.KeyWindow, m
 	return ratelimit.StoreResult{Allowed: true, Count: count + 1, At: time.UnixMicro(now)}, nil
 }
 
-// Release implements ratelimit.Store.
-func (s *NaiveStore) Release(ctx context.Context, windows []ratelimit.KeyWindow, member string) error {
-	return nil
+// Release implements ratelimit.Store. It removes nothing, and says so.
+func (s *NaiveStore) Release(ctx context.Context, windows []ratelimit.KeyWindow, member string) (bool, error) {
+	return false, nil
 }
 
 // Usage implements ratelimit.Store.
