@@ -484,7 +484,7 @@ func (l *Limiter) Ping(ctx context.Context) error {
 // WindowKeys nil, whatever it answers. Learned limits apply as in Check
 // (Decision.Learned); reading them is a second store call when some
 // window learns and the store is a Learner. Before the first SetConfig it
-// answers as Check does.
+// answers Options.NotLoaded's error, when set, as Check does.
 func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
 	if err := l.notLoaded(); err != nil {
 		return Decision{Key: r.Key}, err
