@@ -127,13 +127,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	// build
+	// The per-caller counts and the waiting metrics before the limiter,
+	// which tells them.
+	m.openLimitsAPI()
 	if err := m.buildLimiter(bg); err != nil {
 		return err
 	}
 	if err := m.startForecaster(bg); err != nil {
-		return err
-	}
-	if err := m.openLimitsAPI(); err != nil {
 		return err
 	}
 	// The channels before the limits: the limits source refuses routes

@@ -15,6 +15,7 @@ import (
 	"payserver/internal/channel"
 	"payserver/internal/channel/gateway"
 	"payserver/internal/configcenter"
+	"payserver/internal/limitapi"
 	"payserver/internal/metrics"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
@@ -32,20 +33,39 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.limiter, err = ratelimit.New(store, ratelimit.Options{
+	m.limiter, err = ratelimit.New(store, m.limiterOptions())
+	if err != nil {
+		return err
+	}
+	m.api.metrics.WatchWaiters(m.limiter.Waiters)
+	m.learned = m.metrics.NewLearnedLimits(m.limiter, m.log.With("component", "learned-limits"))
+	m.goBackground(func() { m.learned.Run(ctx, metrics.LearnedRefresh) })
+	return nil
+}
+
+// limiterOptions are the limiter's settings and what it tells. POST /pay,
+// the resolver and the limits service call the limiter itself; these make
+// it:
+//   - refuse every check and peek with 503 naming the limits source until
+//     the first limits document is in force (fail-safe start);
+//   - wait for room when a request asks to (maxWaitMs), with
+//     PAYSERVER_LIMIT_MAX_WAITERS waiters per key;
+//   - count the checks of POST /pay and the resolver under
+//     limitapi.PayCaller beside the limits service's clients.
+func (m *Main) limiterOptions() ratelimit.Options {
+	source := m.limitsSourceKind()
+	return ratelimit.Options{
 		Timeout:          m.cfg.Limiter.Timeout,
 		Policy:           m.cfg.Limiter.Policy,
 		LocalShare:       m.cfg.LocalShare(),
 		DisableNearCache: !m.cfg.Limiter.NearCache,
 		Logger:           m.log.With("component", "limiter"),
 		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg),
-	})
-	if err != nil {
-		return err
+		NotLoaded:        func() error { return pay.LimitsNotLoaded(source) },
+		MaxWaiters:       m.cfg.API.MaxWaiters,
+		WaitObserver:     m.api.metrics,
+		Checks:           limitapi.CheckCounter{Observer: m.api.obs},
 	}
-	m.learned = m.metrics.NewLearnedLimits(m.limiter, m.log.With("component", "learned-limits"))
-	m.goBackground(func() { m.learned.Run(ctx, metrics.LearnedRefresh) })
-	return nil
 }
 
 // limiterStore opens the store the limiter decides on.
@@ -94,12 +114,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		}
 	})
 	m.log.Info("order store", "groupCommit", m.cfg.DBGroupCommit, "batchReads", m.cfg.DBBatchReads)
-	// Fail-safe start: no payment before the first limits document.
-	gate, err := m.limitsGate(m.payLimiter())
-	if err != nil {
-		return nil, err
-	}
-	routes, health, routed := m.payRouting(gate)
+	routes, health, routed := m.payRouting()
 	instrumented := m.metrics.InstrumentOrders(orders)
 	staleAfter := m.cfg.OrderStaleAfter
 	if staleAfter <= 0 {
@@ -114,7 +129,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	// directory; the files of the earlier lost-answers and owed-releases
 	// directories are moved into it once. It stops with the background
 	// loops, before the database closes (release).
-	ledger, err := pay.NewLedger(instrumented, gate, pay.LedgerOptions{
+	ledger, err := pay.NewLedger(instrumented, m.limiter, pay.LedgerOptions{
 		Dir:      filepath.Join(m.cfg.DataDir, "ledger"),
 		Migrate:  []string{filepath.Join(m.cfg.DataDir, "lost-answers"), filepath.Join(m.cfg.DataDir, "owed-releases")},
 		Grace:    m.cfg.LostAnswerGrace,
@@ -126,7 +141,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	}
 	m.metrics.WatchLedger(ledger.Sizes)
 	m.goBackground(func() { ledger.Run(ctx) })
-	svc, err := pay.NewService(instrumented, gate, m.channels, pay.Options{
+	svc, err := pay.NewService(instrumented, m.limiter, m.channels, pay.Options{
 		ChannelTimeout: m.cfg.ChannelTimeout,
 		StaleAfter:     staleAfter,
 		Ledger:         ledger,
@@ -139,7 +154,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.buildResolver(ctx, orders, gate, ledger); err != nil {
+	if err := m.buildResolver(ctx, orders, m.limiter, ledger); err != nil {
 		return nil, err
 	}
 	m.goBackground(func() { svc.RunSweeper(ctx, sweep) })

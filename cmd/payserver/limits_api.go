@@ -16,9 +16,7 @@ import (
 	"payserver/internal/grpcapi"
 	"payserver/internal/httpapi"
 	"payserver/internal/limitapi"
-	"payserver/internal/limitwait"
 	"payserver/internal/metrics"
-	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 )
 
@@ -69,7 +67,7 @@ type ClientConfig struct {
 // of the settings file. Client tokens must differ from the admin token and
 // from each other, and client names are unique across both sources.
 func loadAPIConfig(getenv func(string) string, adminToken string, fileClients map[string]ClientConfig) (APIConfig, error) {
-	c := APIConfig{GRPCAddr: strings.TrimSpace(getenv("PAYSERVER_GRPC_ADDR")), MaxWaiters: limitwait.DefaultMaxWaiters}
+	c := APIConfig{GRPCAddr: strings.TrimSpace(getenv("PAYSERVER_GRPC_ADDR")), MaxWaiters: ratelimit.DefaultMaxWaiters}
 	if v := strings.TrimSpace(getenv("PAYSERVER_LIMIT_MAX_WAITERS")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100_000 {
@@ -231,7 +229,6 @@ type apiWiring struct {
 	// HTTP API and the gRPC service.
 	authGuard *authguard.Guard
 	metrics   *metrics.LimitsAPI
-	waiter    *limitwait.Waiter
 	tally     *limitapi.Tally
 	obs       limitapi.Observer
 	svc       *limitapi.Service
@@ -240,52 +237,24 @@ type apiWiring struct {
 	started   time.Time
 }
 
-// openLimitsAPI wraps the limiter in the waiting layer (maxWaitMs) and
-// sets up the per-caller counts. It runs once the limiter is built.
-func (m *Main) openLimitsAPI() error {
+// openLimitsAPI sets up the per-caller counts and the metrics of the
+// limits service and of waiting for a slot. It runs before the limiter is
+// built: the limiter tells them of waits and of POST /pay's checks
+// (limiterOptions).
+func (m *Main) openLimitsAPI() {
 	am := m.metrics.NewLimitsAPI()
-	w, err := limitwait.New(m.limiter, limitwait.Options{MaxWaiters: m.cfg.API.MaxWaiters, Observer: am})
-	if err != nil {
-		return err
-	}
-	am.WatchWaiters(w.Total)
 	tally := limitapi.NewTally()
-	m.api = apiWiring{waiter: w, tally: tally, metrics: am, obs: limitapi.MultiObserver{am, tally}, started: time.Now().UTC(),
+	m.api = apiWiring{tally: tally, metrics: am, obs: limitapi.MultiObserver{am, tally}, started: time.Now().UTC(),
 		authGuard: authguard.New(authguard.Options{MaxFailures: m.cfg.AuthMaxFailures, Observer: m.metrics.NewAuth()})}
-	return nil
-}
-
-// limitsGate wraps l so that it refuses, with DEPENDENCY_UNAVAILABLE naming
-// the limits source, until the first limits document is loaded.
-func (m *Main) limitsGate(l pay.Limiter) (*pay.LimitsGate, error) {
-	return pay.NewLimitsGate(l, m.manager.Loaded(), m.limitsSourceKind())
-}
-
-// payLimiter is the limiter POST /pay uses: the waiting layer, counted
-// under limitapi.PayCaller.
-func (m *Main) payLimiter() pay.Limiter {
-	return limitapi.CountedAdmitter{Admitter: m.api.waiter, Caller: limitapi.PayCaller, Observer: m.api.obs}
 }
 
 // startLimitsAPI builds the limits service and, when PAYSERVER_GRPC_ADDR is
 // set, serves Envoy's rate limit protocol on it.
 // The sweeper of its lost answers runs until ctx ends.
 func (m *Main) startLimitsAPI(ctx context.Context, orders limitapi.OrderFinder) error {
-	// Fail-safe start: no acquisition before the first limits document.
-	admit, err := m.limitsGate(m.api.waiter)
-	if err != nil {
-		return err
-	}
-	// Peeks are gated too: before the first document every key would look
-	// unlimited.
-	peek, err := m.limitsGate(m.limiter)
-	if err != nil {
-		return err
-	}
-	// A client's release goes to the limiter itself: the gate and the
-	// waiting layer pass releases through, and only the limiter says what
-	// it found.
-	svc, err := limitapi.NewService(limitapi.Options{Admit: admit, Peek: peek, Release: m.limiter, Orders: orders, Observer: m.api.obs, Scopes: m.cfg.API.Scopes,
+	// The limiter refuses acquisitions and peeks before the first limits
+	// document (limiterOptions), and waits for room itself.
+	svc, err := limitapi.NewService(limitapi.Options{Admit: m.limiter, Peek: m.limiter, Release: m.limiter, Orders: orders, Observer: m.api.obs, Scopes: m.cfg.API.Scopes,
 		Logger: m.log.With("component", "limits-api")})
 	if err != nil {
 		return err

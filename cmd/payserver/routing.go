@@ -82,8 +82,8 @@ func (m *Main) checkRoutes(d *limits.Document) error {
 }
 
 // payRouting returns the routing options of the payment service.
-func (m *Main) payRouting(gate *pay.LimitsGate) (pay.RouteTable, pay.ChannelHealth, pay.RouteObserver) {
-	return routeTable{gate: gate, limits: m.manager}, m.routing.health, routeObserver{metrics: m.routing.metrics, counter: m.routing.counter}
+func (m *Main) payRouting() (pay.RouteTable, pay.ChannelHealth, pay.RouteObserver) {
+	return routeTable{limits: m.manager, source: m.limitsSourceKind()}, m.routing.health, routeObserver{metrics: m.routing.metrics, counter: m.routing.counter}
 }
 
 // routeReports returns the routing reports, for GET /reports/routes and
@@ -96,16 +96,18 @@ func (m *Main) routeReports() (*httpapi.RouteReports, error) {
 }
 
 // routeTable reads the routes of the limits document in force, which the
-// config center holds; before the first one it answers the gate's
-// DEPENDENCY_UNAVAILABLE.
+// config center holds; before the first one it answers
+// pay.LimitsNotLoaded naming source, as the limiter does.
 type routeTable struct {
-	gate   *pay.LimitsGate
 	limits *configcenter.Manager
+	source string
 }
 
 func (t routeTable) Route(bizType string) ([]string, error) {
-	if err := t.gate.NotLoaded(); err != nil {
-		return nil, err
+	select {
+	case <-t.limits.Loaded():
+	default:
+		return nil, pay.LimitsNotLoaded(t.source)
 	}
 	return t.limits.Document().Route(bizType), nil
 }

@@ -17,7 +17,6 @@ import (
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
-	"payserver/internal/limitwait"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
@@ -64,7 +63,7 @@ func (m *Main) serve(svc *pay.Service) error {
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      m.cfg.ChannelTimeout + 15*time.Second + limitwait.MaxWaitCap,
+		WriteTimeout:      m.cfg.ChannelTimeout + 15*time.Second + ratelimit.MaxWaitCap,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    httpapi.ServerMaxHeaderBytes, // the handler answers JSON 414/431 below it
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),

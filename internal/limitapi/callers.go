@@ -1,30 +1,28 @@
 package limitapi
 
 import (
-	"context"
 	"sort"
 	"sync"
 
+	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 )
 
 // PayCaller is the caller name under which POST /pay's own acquisitions are
 // counted, beside the clients' token names. No client token may use it.
-const PayCaller = "pay"
+const PayCaller = pay.LimiterCaller
 
-// CountedAdmitter is an Admitter that tells its Observer of every decision
-// under one caller name: POST /pay's limiter is wrapped in one, so that its
-// acquisitions are counted beside the clients'.
-type CountedAdmitter struct {
-	Admitter
-	Caller   string
+// CheckCounter counts the limiter's checks of the requests that name their
+// caller (ratelimit.Request.Caller: POST /pay's name PayCaller) as
+// acquisitions of that caller, beside the clients', which the Service
+// counts itself. It is the limiter's ratelimit.Options.Checks.
+type CheckCounter struct {
 	Observer Observer
 }
 
-// Check implements Admitter.
-func (c CountedAdmitter) Check(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	key := req.Key
-	d, err := c.Admitter.Check(ctx, req)
+// Checked implements ratelimit.CheckObserver: an error is a failed
+// acquisition, any other refusal a limited one.
+func (c CheckCounter) Checked(req ratelimit.Request, d ratelimit.Decision, err error) {
 	r := ResultAdmitted
 	switch {
 	case err != nil:
@@ -32,8 +30,7 @@ func (c CountedAdmitter) Check(ctx context.Context, req ratelimit.Request) (rate
 	case !d.Allowed:
 		r = ResultLimited
 	}
-	c.Observer.Called(c.Caller, OpAcquire, key, r)
-	return d, err
+	c.Observer.Called(req.Caller, OpAcquire, req.Key, r)
 }
 
 // Tally counts operations per caller and result since the process started,

@@ -33,17 +33,8 @@ const MemberPrefix = "#api:"
 // them.
 func member(client, requestID string) string { return MemberPrefix + client + ":" + requestID }
 
-// Admitter decides admissions, waiting when the context carries a maximum
-// wait. *limitwait.Waiter implements it.
-type Admitter interface {
-	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
-	Release(ctx context.Context, h ratelimit.Hold) error
-	ReleaseAmount(ctx context.Context, h ratelimit.Hold) error
-	Throttled(ctx context.Context, h ratelimit.Hold, retryAfter time.Duration) error
-}
-
 // Peeker says whether a request would be admitted now, consuming nothing.
-// *ratelimit.Limiter implements it (behind *pay.LimitsGate in payserver).
+// *ratelimit.Limiter implements it.
 type Peeker interface {
 	Peek(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
 }
@@ -92,7 +83,10 @@ type HeldReleaser interface {
 
 // Options wires a Service. Admit and Peek are required.
 type Options struct {
-	Admit Admitter
+	// Admit is the limiter that decides acquisitions, waiting for room
+	// when a request carries a maximum wait: POST /pay's, so that the
+	// channel sees one limit.
+	Admit pay.Limiter
 	Peek  Peeker
 	// Release frees the slots clients release (Service.Release). Default:
 	// Admit, which must then implement HeldReleaser.
@@ -354,7 +348,7 @@ func (s *Service) observe(client string, op Op, key ratelimit.Key, r Result) {
 // limiterDown turns a limiter failure into DEPENDENCY_UNAVAILABLE.
 func limiterDown(err error) error {
 	if apperr.CodeOf(err) != apperr.Internal {
-		return err // already classified, e.g. by the limits gate
+		return err // already classified, e.g. pay.LimitsNotLoaded
 	}
 	if errors.Is(err, context.Canceled) {
 		return apperr.Wrap(err, apperr.DependencyUnavailable, "the request was cancelled while waiting for the limiter")

@@ -6,13 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"payserver/internal/limitapi"
-	"payserver/internal/limitwait"
 	"payserver/internal/ratelimit"
 )
 
 // LimitsAPI holds the metrics of the limits service (/v1/limits and gRPC)
 // and of waiting for a slot. It implements limitapi.Observer and
-// limitwait.Observer. The client label is a token name from the
+// ratelimit.WaitObserver. The client label is a token name from the
 // configuration or limitapi.PayCaller, so it is bounded.
 type LimitsAPI struct {
 	calls       *prometheus.CounterVec
@@ -42,7 +41,7 @@ func (m *Metrics) NewLimitsAPI() *LimitsAPI {
 }
 
 // WatchWaiters exports how many requests wait for a slot now; total is
-// (*limitwait.Waiter).Total.
+// (*ratelimit.Limiter).Waiters.
 func (a *LimitsAPI) WatchWaiters(total func() int) {
 	a.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "payserver_limiter_waiting",
@@ -72,8 +71,8 @@ func (a *LimitsAPI) Called(client string, op limitapi.Op, _ ratelimit.Key, r lim
 	a.calls.WithLabelValues(client, string(op), string(r)).Inc()
 }
 
-// Waited implements limitwait.Observer.
-func (a *LimitsAPI) Waited(k ratelimit.Key, o limitwait.Outcome, waited time.Duration) {
+// Waited implements ratelimit.WaitObserver.
+func (a *LimitsAPI) Waited(k ratelimit.Key, o ratelimit.WaitOutcome, waited time.Duration) {
 	biz, ch := a.m.labels(k)
 	a.waits.WithLabelValues(biz, ch, string(o)).Inc()
 	a.waitSeconds.WithLabelValues(string(o)).Observe(waited.Seconds())

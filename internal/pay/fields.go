@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"payserver/internal/limitwait"
+	"payserver/internal/ratelimit"
 )
 
 // The field rules of POST /pay, for the other routes that take the same
@@ -52,7 +52,7 @@ func CurrencyProblem(s string) string {
 }
 
 // MaxWaitMsCap is the largest maxWaitMs accepted (30,000).
-const MaxWaitMsCap = int64(limitwait.MaxWaitCap / time.Millisecond)
+const MaxWaitMsCap = int64(ratelimit.MaxWaitCap / time.Millisecond)
 
 // ParseMaxWaitMs parses the optional maxWaitMs field: a JSON integer in
 // 0..MaxWaitMsCap, absent or null meaning 0 (no waiting). The reason is ""

@@ -467,6 +467,7 @@ func (r *Resolver) finish(ctx context.Context, o *Order, by string) (time.Durati
 func (r *Resolver) admit(ctx context.Context, o *Order, call string) (time.Duration, bool) {
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	d, err := r.limiter.Check(actx, ratelimit.Request{
+		Caller: LimiterCaller,
 		Key:    ratelimit.Key{BizType: ratelimit.ResolveBizType, Channel: o.Channel},
 		Member: "#resolve:" + o.OrderNo + ":" + call,
 	})
@@ -578,7 +579,7 @@ func (r *Resolver) discrepancy(ctx context.Context, o *Order, n Notification) er
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	key := ratelimit.Key{BizType: o.BizType, Channel: n.Channel}
-	c, err := r.limiter.Check(cctx, ratelimit.Request{Key: key, Member: o.RequestID, Amount: o.Amount, Currency: o.Currency, Merchant: o.MerchantID})
+	c, err := r.limiter.Check(cctx, ratelimit.Request{Caller: LimiterCaller, Key: key, Member: o.RequestID, Amount: o.Amount, Currency: o.Currency, Merchant: o.MerchantID})
 	if err != nil || !c.Allowed {
 		r.log.Warn("the slot of a payment a channel reported paid against its order could not be counted again",
 			"requestId", o.RequestID, "key", key.String(), "allowed", c.Allowed, "unknown", c.Unknown, "err", err)

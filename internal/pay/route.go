@@ -210,7 +210,7 @@ func lostLimiterAnswer(c string) error {
 // limiterFailed turns a limiter error into the API's error.
 func (s *Service) limiterFailed(err error) error {
 	if apperr.CodeOf(err) != apperr.Internal {
-		return err // already classified, e.g. by LimitsGate
+		return err // already classified, e.g. LimitsNotLoaded
 	}
 	if errors.Is(err, ratelimit.ErrUnavailable) {
 		return apperr.Wrap(err, apperr.DependencyUnavailable, "the channel limiter is unavailable").
@@ -229,7 +229,7 @@ func (s *Service) admit(ctx context.Context, req PayRequest, key ratelimit.Key, 
 	if err := s.ledger.Admitting(); err != nil {
 		return ratelimit.Decision{Key: key}, err
 	}
-	d, err := s.limiter.Check(ctx, ratelimit.Request{Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, Merchant: req.MerchantID, MaxWait: maxWait})
+	d, err := s.limiter.Check(ctx, ratelimit.Request{Caller: LimiterCaller, Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, Merchant: req.MerchantID, MaxWait: maxWait})
 	switch {
 	case err != nil:
 		return d, s.limiterFailed(err)

@@ -11,7 +11,6 @@ import (
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
 	"payserver/internal/limits"
-	"payserver/internal/limitwait"
 	"payserver/internal/pay"
 	"payserver/internal/pay/paytest"
 	"payserver/internal/ratelimit"
@@ -432,14 +431,10 @@ func TestLostClaimReleasesItsSlotOnceTheWinnerEnds(t *testing.T) {
 // shortest wait, not for the first.
 func TestRoutedWaitGoesToTheShortestWait(t *testing.T) {
 	lim := localLimiter(t, "routes:\n  B: [A, C]\nlimits:\n  B:A: {limit: 1, window: 1m}\n  B:C: {limit: 1, window: 300ms}\n")
-	waiter, err := limitwait.New(lim, limitwait.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	a, _ := channel.NewSimulator("A", channel.SimulatorConfig{})
 	c, _ := channel.NewSimulator("C", channel.SimulatorConfig{})
 	reg, _ := channel.NewRegistry(a, c)
-	svc, err := pay.NewService(paytest.NewMemStore(), waiter, reg, pay.Options{Routes: staticRoutes{lim}})
+	svc, err := pay.NewService(paytest.NewMemStore(), lim, reg, pay.Options{Routes: staticRoutes{lim}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,14 @@ import (
 	"payserver/internal/ratelimit"
 )
 
-// Limiter is the channel limiter the flow asks before each channel call.
-// *ratelimit.Limiter implements it.
+// Limiter is the channel limiter: POST /pay asks it before each channel
+// call, and the limits service (internal/limitapi) serves it to other
+// callers. *ratelimit.Limiter implements it, waiting (Request.MaxWait),
+// refusing before the first limits document and counting per caller
+// included; this is the one declaration of its methods.
 type Limiter interface {
 	// Check checks a payment (its requestId and amount) against every
-	// window that applies to it.
+	// window that applies to it, waiting up to its MaxWait for room.
 	Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error)
 	// Release gives back every slot of requestId: only when no channel
 	// call can happen for it.
@@ -35,6 +38,11 @@ type Limiter interface {
 	// slot is released, so that the call counts among what was sent.
 	Throttled(ctx context.Context, h ratelimit.Hold, retryAfter time.Duration) error
 }
+
+// LimiterCaller names the payment flow's checks to the limiter
+// (ratelimit.Request.Caller): they are counted under it beside the limits
+// service's clients.
+const LimiterCaller = "pay"
 
 // ThrottleObserver counts the channels' throttles. It is called on the
 // request path and must not block.

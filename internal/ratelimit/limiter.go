@@ -7,6 +7,10 @@
 // Limiter puts two wrappers around the store: the near-cache (near_cache.go),
 // which answers a saturated key without a store call, and degraded mode
 // (degraded.go), which keeps the limiter answering when Redis fails.
+// Its callers call it directly: a refused request that asks to may wait for
+// room (wait.go), checks before the first limits document can be refused
+// (Options.NotLoaded), and the checks of named callers are told to an
+// observer (Options.Checks).
 package ratelimit
 
 import (
@@ -54,8 +58,34 @@ type Options struct {
 	BreakerCooldown time.Duration
 	Logger          *slog.Logger
 	Observer        Observer
-	// Now is the clock for local windows and the near-cache. Default time.Now.
+	// Now is the clock for local windows, the near-cache and waiting.
+	// Default time.Now.
 	Now func() time.Time
+	// NotLoaded, when set, makes the error that Check and Peek answer,
+	// consuming nothing, until the first SetConfig: payserver serves no
+	// payment and no acquisition before its first limits document
+	// (fail-safe start), whatever the limiter would answer for a key it
+	// knows no rule of. Nil (the default) leaves every key unlimited until
+	// then.
+	NotLoaded func() error
+	// MaxWaiters bounds the requests waiting for room (Request.MaxWait)
+	// for one key on this instance; past it a request is refused at once.
+	// Default DefaultMaxWaiters.
+	MaxWaiters int
+	// WaitObserver is told how each wait ended; nil means nobody.
+	WaitObserver WaitObserver
+	// Checks is told how each Check of a request that names its Caller
+	// ended; nil means nobody.
+	Checks CheckObserver
+}
+
+// CheckObserver is told how each Check of a request that names its caller
+// (Request.Caller) ended: once per call, after any wait, with the decision
+// and the error the caller got. A check refused before the first limits
+// document (Options.NotLoaded) is not told. It is called on the request
+// path and must not block.
+type CheckObserver interface {
+	Checked(r Request, d Decision, err error)
 }
 
 // Limiter checks requests against the current Config. It is safe for
@@ -68,6 +98,7 @@ type Limiter struct {
 	breaker *breaker
 	log     *slog.Logger
 	near    nearCache
+	waits   *waiter
 
 	limits atomic.Pointer[limits]
 	share  atomic.Uint64 // math.Float64bits of the local share in force
@@ -126,6 +157,12 @@ func New(store Store, opts Options) (*Limiter, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
+	if opts.MaxWaiters < 0 {
+		return nil, errors.New("ratelimit: negative MaxWaiters")
+	}
+	if opts.MaxWaiters == 0 {
+		opts.MaxWaiters = DefaultMaxWaiters
+	}
 	l := &Limiter{
 		store:   store,
 		names:   storeNamer(store),
@@ -134,6 +171,7 @@ func New(store Store, opts Options) (*Limiter, error) {
 		breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.Now),
 		log:     opts.Logger,
 	}
+	l.waits = newWaiter(l.checkOnce, waitOptions{maxWaiters: opts.MaxWaiters, observer: opts.WaitObserver, now: opts.Now})
 	l.limits.Store(&limits{})
 	l.share.Store(math.Float64bits(opts.LocalShare))
 	return l, nil
@@ -194,10 +232,13 @@ type Request struct {
 	// merchant limits (Rule.Merchants) count a request that names none as
 	// NoMerchant.
 	Merchant string
-	// MaxWait is how long a refused request may wait for room
-	// (limitwait.Waiter); 0 refuses at once. The limiter itself never
-	// waits.
+	// MaxWait is how long a refused request may wait for room (cut to
+	// MaxWaitCap); 0 refuses at once.
 	MaxWait time.Duration
+	// Caller names who asks, for Options.Checks (POST /pay's own checks
+	// are counted beside the limits service's clients); "" is told to
+	// nobody. It changes no decision.
+	Caller string
 }
 
 // Allow checks a request without an amount. See Check.
@@ -209,11 +250,40 @@ func (l *Limiter) Allow(ctx context.Context, key Key, member string) (Decision, 
 // against every window that applies to it, atomically: its key's, and its
 // channel-wide key's ("*:CHANNEL"), with the rules in force now (schedules
 // included), and records it if admitted. A refusal is a Decision with
-// Allowed false, not an error. The error is non-nil only when the store
-// failed under PolicyDeny (ErrUnavailable) or ctx ended. Before the first
-// SetConfig every key is unlimited: payserver serves no payment until then
-// (pay.LimitsGate).
+// Allowed false, not an error. A request with a maximum wait
+// (Request.MaxWait) that is refused waits its turn for room (wait.go). The
+// error is non-nil only when the store failed under PolicyDeny
+// (ErrUnavailable), ctx ended, or no SetConfig came yet and
+// Options.NotLoaded is set (its error). Before the first SetConfig every
+// key is otherwise unlimited.
 func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
+	if err := l.notLoaded(); err != nil {
+		return Decision{Key: r.Key}, err
+	}
+	d, err := l.waits.run(ctx, r)
+	if r.Caller != "" && l.opts.Checks != nil {
+		l.opts.Checks.Checked(r, d, err)
+	}
+	return d, err
+}
+
+// notLoaded is Options.NotLoaded's error before the first SetConfig, else
+// nil.
+func (l *Limiter) notLoaded() error {
+	if l.opts.NotLoaded == nil || l.Loaded() {
+		return nil
+	}
+	return l.opts.NotLoaded()
+}
+
+// Waiting returns how many requests wait for room for key now.
+func (l *Limiter) Waiting(key Key) int { return l.waits.waiting(key) }
+
+// Waiters returns how many requests wait for room now, over every key.
+func (l *Limiter) Waiters() int { return l.waits.total() }
+
+// checkOnce decides r at once: Check without the wait.
+func (l *Limiter) checkOnce(ctx context.Context, r Request) (Decision, error) {
 	start := l.opts.Now()
 	lim := l.limits.Load()
 	p := newPlan(lim.cfg, r, start)
@@ -444,8 +514,12 @@ func (l *Limiter) Ping(ctx context.Context) error {
 // as a new one. A peek records nothing: its AdmittedAt is zero and its
 // WindowKeys nil, whatever it answers. Learned limits apply as in Check
 // (Decision.Learned); reading them is a second store call when some
-// window learns and the store is a Learner.
+// window learns and the store is a Learner. Before the first SetConfig it
+// answers Options.NotLoaded's error, when set, as Check does.
 func (l *Limiter) Peek(ctx context.Context, r Request) (Decision, error) {
+	if err := l.notLoaded(); err != nil {
+		return Decision{Key: r.Key}, err
+	}
 	now := l.opts.Now()
 	lim := l.limits.Load()
 	p := newPlan(lim.cfg, r, now)
