@@ -111,7 +111,8 @@ bench-e2e: install-services
 ## bench-scale: cost curves as tables, each with its conditions: a limiter check against 1k to 1M members in its window (sliding count, sliding
 ## amount, calendar day; admitted and refused, unbatched and coalesced; Redis memory per member), against 1 to 8 windows per key with and without a
 ## channel-wide key, a limits document of 1k and 10k keys (parse, SetConfig, GET /limits, /dashboard, the reports) and 100k keys in Redis, and POST /pay
-## at 1, 2 and 3 instances (SCALE_PAY=0 skips it); SCALE_ARGS passes flags (e.g. SCALE_ARGS='-sizes 1000,10000 -checks 2000'); also written to
+## at 1, 2 and 3 instances (SCALE_PAY=0 skips it), and a check on a key with limits per merchant with 1 and 10,000 merchants in its window (Redis memory per
+## merchant and per member); SCALE_ARGS passes flags (e.g. SCALE_ARGS='-sizes 1000,10000 -checks 2000'); also written to
 ## bench/out/scale.txt (about 4 minutes)
 bench-scale: install-services
 	@mkdir -p bench/out

@@ -178,6 +178,7 @@ func TestChaosCampaign(t *testing.T) {
 	rep := witness.Check(h, witness.Options{LostAnswerGrace: 30 * time.Second})
 	fmt.Printf("chaos: seed %d: %s\n", run.seed, rep.Summary())
 	fmt.Printf("chaos: limiter checks by path (refused): %s\n", pathSummary(rep.Paths))
+	fmt.Printf("chaos: admissions held to a merchant's own limit: %d\n", rep.MerchantChecks)
 	// A run that admitted nothing, or refused nothing, checked nothing.
 	var paid, limited int
 	for _, op := range h.Ops {
@@ -191,6 +192,9 @@ func TestChaosCampaign(t *testing.T) {
 	if paid == 0 || limited == 0 || len(h.Orders) == 0 || len(h.Ledger) == 0 {
 		t.Errorf("chaos: seed %d exercised too little to check: %d payments answered 200, %d answers 429, %d orders, %d ledger lines",
 			run.seed, paid, limited, len(h.Orders), len(h.Ledger))
+	}
+	if rep.MerchantChecks == 0 {
+		t.Errorf("chaos: seed %d held no admission to a merchant's own limit: the campaign no longer exercises limits per merchant", run.seed)
 	}
 	if missing := pathsNotLimited(rep.Paths); len(missing) > 0 {
 		t.Errorf("chaos: seed %d drove no check of %s to its limit (no 429): the campaign no longer reaches every limiter path at its limit",
@@ -274,16 +278,17 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 // document draws a limits document: small sliding windows that fill, a
 // money cap per minute, a calendar day in a zone, a channel-wide window
 // with a reservation for the limit-API bizType, a route over both
-// channels, a key of each shape the limiter checks differently (plain,
-// calendar only) and, in later documents, a schedule.
+// channels, limits per merchant on the payment keys' short windows (every
+// merchant's, and an override), a key of each shape the limiter checks
+// differently (plain, calendar only) and, in later documents, a schedule.
 func (c *campaign) document(r *rand.Rand, n int) string {
 	zones := []string{"UTC", "Asia/Shanghai", "America/Santiago", "America/New_York"}
 	var b strings.Builder
 	fmt.Fprintf(&b, "window: 1s\nzone: %s\nroutes:\n  %s: [%s, %s]\nlimits:\n", zones[r.IntN(len(zones))], c.pay, c.chA, c.chB)
 	for _, ch := range []string{c.chA, c.chB} {
 		fmt.Fprintf(&b, "  %s:%s:\n", c.pay, ch)
-		fmt.Fprintf(&b, "    - {limit: %d, window: 1s}\n", 4+r.IntN(8))
-		fmt.Fprintf(&b, "    - {limit: %d, window: 10s}\n", 30+r.IntN(50))
+		fmt.Fprintf(&b, "    - {limit: %d, window: 1s, perMerchant: %d, merchants: {%s: %d}}\n", 4+r.IntN(8), 1+r.IntN(3), chaosMerchants[r.IntN(len(chaosMerchants))], r.IntN(5))
+		fmt.Fprintf(&b, "    - {limit: %d, window: 10s, perMerchant: %d}\n", 30+r.IntN(50), 8+r.IntN(12))
 		fmt.Fprintf(&b, "    - {amount: %d, window: 1m, currency: CNY}\n", 150000+r.IntN(500000))
 		fmt.Fprintf(&b, "    - {limit: %d, calendar: day, cutoff: \"%02d:00\"}\n", 600+r.IntN(1000), r.IntN(24))
 	}
@@ -388,7 +393,7 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			c.atTheLimit(hc, id, n, r)
 		case p < 50 || len(sent) == 0:
 			body := map[string]any{"requestId": fmt.Sprintf("c%d-%d-%s", id, n, c.tag), "bizType": c.pay,
-				"merchantId": "M1", "amount": 100 + r.IntN(5000), "currency": []string{"CNY", "CNY", "CNY", "USD"}[r.IntN(4)]}
+				"merchantId": chaosMerchants[r.IntN(len(chaosMerchants))], "amount": 100 + r.IntN(5000), "currency": []string{"CNY", "CNY", "CNY", "USD"}[r.IntN(4)]}
 			switch r.IntN(3) {
 			case 0:
 				body["channel"] = c.chA
@@ -408,7 +413,7 @@ func (c *campaign) client(ctx context.Context, id int, r *rand.Rand) {
 			// second with the same amount or another, on the same channel
 			// or not: one claim wins.
 			body := map[string]any{"requestId": fmt.Sprintf("d%d-%d-%s", id, n, c.tag), "bizType": c.pay,
-				"merchantId": "M1", "amount": 100 + r.IntN(5000), "currency": "CNY"}
+				"merchantId": chaosMerchants[r.IntN(len(chaosMerchants))], "amount": 100 + r.IntN(5000), "currency": "CNY"}
 			if r.IntN(2) == 0 {
 				body["channel"] = c.chA
 			}
@@ -497,6 +502,10 @@ func (c *campaign) acquireOp(hc *http.Client, in *chaosInstance, client int, op 
 	return st
 }
 
+// chaosMerchants are the merchants the campaign's payments name: few, so
+// that each fills its own limit in the payment keys' short windows.
+var chaosMerchants = []string{"M1", "M2", "M3", "M4"}
+
 // atTheLimit drives one of chB's single-shape keys (plain for 1 s, plain
 // for 5 min, calendar only) past its limit: a burst of 2 to 5 payments or
 // acquisitions sent at once to random instances, some with a concurrent
@@ -513,7 +522,7 @@ func (c *campaign) atTheLimit(hc *http.Client, id, n int, r *rand.Rand) {
 	var burst []req
 	for i := range 2 + r.IntN(4) {
 		op := witness.Op{Kind: "pay", RequestID: fmt.Sprintf("l%d-%d-%d-%s", id, n, i, c.tag), BizType: biz, Channel: c.chB,
-			Amount: int64(100 + r.IntN(3000)), Currency: "CNY"}
+			Amount: int64(100 + r.IntN(3000)), Currency: "CNY", MerchantID: "M1"}
 		if acquire {
 			op.Kind, op.RequestID = "acquire", "q"+op.RequestID[1:]
 		}
@@ -529,7 +538,7 @@ func (c *campaign) atTheLimit(hc *http.Client, id, n int, r *rand.Rand) {
 			return c.acquireOp(hc, q.in, id, q.op)
 		}
 		return c.payOp(hc, q.in, id, map[string]any{"requestId": q.op.RequestID, "bizType": q.op.BizType, "channel": q.op.Channel,
-			"merchantId": "M1", "amount": int(q.op.Amount), "currency": q.op.Currency})
+			"merchantId": q.op.MerchantID, "amount": int(q.op.Amount), "currency": q.op.Currency})
 	}
 	var wg sync.WaitGroup
 	for _, q := range burst {
@@ -552,7 +561,8 @@ func (c *campaign) atTheLimit(hc *http.Client, id, n int, r *rand.Rand) {
 // payOp sends one POST /pay and logs it; it returns the status (0: no
 // answer).
 func (c *campaign) payOp(hc *http.Client, in *chaosInstance, id int, body map[string]any) int {
-	op := witness.Op{Kind: "pay", RequestID: body["requestId"].(string), BizType: body["bizType"].(string), Amount: int64(body["amount"].(int)), Currency: body["currency"].(string)}
+	op := witness.Op{Kind: "pay", RequestID: body["requestId"].(string), BizType: body["bizType"].(string), Amount: int64(body["amount"].(int)), Currency: body["currency"].(string),
+		MerchantID: body["merchantId"].(string)}
 	if ch, ok := body["channel"].(string); ok {
 		op.Channel = ch
 	}
@@ -755,7 +765,7 @@ func (c *campaign) awaitQuiet(within time.Duration) {
 func (c *campaign) collect(quietFrom int64) witness.History {
 	t := c.t
 	h := witness.History{Config: witness.Config{Instances: 3, Policy: c.policy, QuietFromUs: quietFrom}}
-	rows, err := c.db.Query(`SELECT order_no, request_id, biz_type, channel, amount, currency, status, COALESCE(channel_trade_no,''),
+	rows, err := c.db.Query(`SELECT order_no, request_id, biz_type, channel, amount, currency, merchant_id, status, COALESCE(channel_trade_no,''),
 		COALESCE(failure_code,''), created_at, updated_at, COALESCE(routed_from,''), admitted_at_us, COALESCE(admitted_keys,''),
 		COALESCE(limits_version,''), COALESCE(resolved_by,''), resolved_at_us FROM orders`)
 	if err != nil {
@@ -764,7 +774,7 @@ func (c *campaign) collect(quietFrom int64) witness.History {
 	for rows.Next() {
 		var o witness.Order
 		var created, updated time.Time
-		if err := rows.Scan(&o.OrderNo, &o.RequestID, &o.BizType, &o.Channel, &o.Amount, &o.Currency, &o.Status, &o.ChannelTradeNo,
+		if err := rows.Scan(&o.OrderNo, &o.RequestID, &o.BizType, &o.Channel, &o.Amount, &o.Currency, &o.MerchantID, &o.Status, &o.ChannelTradeNo,
 			&o.FailureCode, &created, &updated, &o.RoutedFrom, &o.AdmittedAtUs, &o.AdmittedKeys, &o.LimitsVersion, &o.ResolvedBy, &o.ResolvedAtUs); err != nil {
 			t.Fatal(err)
 		}

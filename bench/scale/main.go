@@ -14,6 +14,9 @@
 //     made.
 //  4. pay: POST /pay at 1, 2 and 3 instances on one durable MariaDB and one
 //     Redis, by scripts/bench-e2e.sh (E2E_SCALE); SCALE_PAY=0 skips it.
+//  5. merchants: a check on a key with limits per merchant whose window's
+//     members are spread over 1 merchant and over 10,000, side by side,
+//     with the Redis memory per merchant and per member.
 //
 // Checks go through ratelimit.Limiter as payserver makes them (the plan of
 // the rules in force, learning windows included), with the near-cache off
@@ -27,7 +30,7 @@
 // Usage (make bench-scale runs it under the testenv command, which starts
 // the Redis and the durable MariaDB):
 //
-//	go run ./bench/scale [-only members,windows,keys,pay] [-sizes 1000,10000,100000,1000000] [-checks 5000]
+//	go run ./bench/scale [-only members,windows,keys,pay,merchants] [-sizes 1000,10000,100000,1000000] [-checks 5000] [-merchants 1,10000]
 package main
 
 import (
@@ -58,15 +61,19 @@ type options struct {
 	redisKeys   int
 	httpKeys    []int
 	payDuration time.Duration
+	// merchants are the merchants the merchants table spreads
+	// merchantMembers members over, smallest first.
+	merchants       []int
+	merchantMembers int
 }
 
 // parts are the tables, in the order they print.
-var parts = []string{"members", "windows", "keys", "pay"}
+var parts = []string{"members", "windows", "keys", "pay", "merchants"}
 
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	var o options
-	var only, sizes, httpKeys string
+	var only, sizes, httpKeys, merchants string
 	fs.StringVar(&o.addr, "addr", os.Getenv("PAYSERVER_TEST_REDIS_ADDR"), "Redis address (loopback only); default $PAYSERVER_TEST_REDIS_ADDR")
 	fs.StringVar(&only, "only", strings.Join(parts, ","), "the tables to print: "+strings.Join(parts, ", ")+" (SCALE_PAY=0 also leaves out pay)")
 	fs.StringVar(&sizes, "sizes", "1000,10000,100000,1000000", "members already in the window (members table)")
@@ -75,6 +82,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.redisKeys, "redis-keys", 100_000, "distinct keys checked once each for Redis memory per key (keys table)")
 	fs.StringVar(&httpKeys, "http-keys", "1000,10000", "keys of the limits documents (keys table; at most 10000, limits.MaxKeys)")
 	fs.DurationVar(&o.payDuration, "pay-duration", 10*time.Second, "wrk time per instance count (pay table: E2E_DURATION)")
+	fs.StringVar(&merchants, "merchants", "1,10000", "merchants the members of the merchants table's window are spread over")
+	fs.IntVar(&o.merchantMembers, "merchant-members", 10_000, "members in the merchants table's window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -95,6 +104,13 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.httpKeys, err = positiveInts("-http-keys", httpKeys); err != nil {
 		return o, err
+	}
+	if o.merchants, err = positiveInts("-merchants", merchants); err != nil {
+		return o, err
+	}
+	slices.Sort(o.merchants)
+	if o.merchantMembers < slices.Max(o.merchants) {
+		return o, errors.New("need -merchant-members >= the most -merchants, so that every merchant is in the window")
 	}
 	if o.checks < 100 || o.callers < 1 || o.redisKeys < 1 || o.payDuration < time.Second {
 		return o, errors.New("need -checks >= 100, -callers >= 1, -redis-keys >= 1, -pay-duration >= 1s")
@@ -129,7 +145,7 @@ type bench struct {
 }
 
 func run(o options) error {
-	needRedis := o.only["members"] || o.only["windows"] || o.only["keys"]
+	needRedis := o.only["members"] || o.only["windows"] || o.only["keys"] || o.only["merchants"]
 	var b *bench
 	if needRedis {
 		var err error
@@ -143,8 +159,8 @@ func run(o options) error {
 		fmt.Printf("redis:    %s at %s (%s, maxmemory %s)\n", redisinfo.Field(b.ctx, b.client, "server", "redis_version"), o.addr,
 			redisinfo.Field(b.ctx, b.client, "server", "redis_mode"), redisinfo.Field(b.ctx, b.client, "memory", "maxmemory_human"))
 	}
-	fmt.Printf("settings: -only %s -sizes %s -checks %d -callers %d -redis-keys %d -http-keys %s -pay-duration %s\n",
-		strings.Join(selected(o.only), ","), joinInts(o.sizes), o.checks, o.callers, o.redisKeys, joinInts(o.httpKeys), o.payDuration)
+	fmt.Printf("settings: -only %s -sizes %s -checks %d -callers %d -redis-keys %d -http-keys %s -pay-duration %s -merchants %s -merchant-members %d\n",
+		strings.Join(selected(o.only), ","), joinInts(o.sizes), o.checks, o.callers, o.redisKeys, joinInts(o.httpKeys), o.payDuration, joinInts(o.merchants), o.merchantMembers)
 	steps := []struct {
 		name string
 		fn   func() error
@@ -153,6 +169,7 @@ func run(o options) error {
 		{"windows", func() error { return b.windows() }},
 		{"keys", func() error { return b.keys() }},
 		{"pay", func() error { return pay(o) }},
+		{"merchants", func() error { return b.merchants() }},
 	}
 	for _, s := range steps {
 		if !o.only[s.name] {

@@ -193,6 +193,20 @@ func (b *bench) membersPoint(k kind, n int) (memory, []measured, error) {
 		return mem, nil, err
 	}
 	var out []measured
+	err = b.outcomes(full, roomy, n, func(tag string, i int) ratelimit.Request {
+		return ratelimit.Request{Key: key, Member: member(tag, i), Amount: checkAmount, Currency: "CNY"}
+	}, func(outcome string, m mode, p point) error {
+		out = append(out, measured{outcome, m.name, p})
+		return nil
+	})
+	return mem, out, err
+}
+
+// outcomes measures the checks req makes under full (every one refused)
+// and then under roomy (every one admitted), in every mode, against a
+// window of n members, and passes each row to row. req gets a tag that
+// makes each row's members its own.
+func (b *bench) outcomes(full, roomy *ratelimit.Config, n int, req func(tag string, i int) ratelimit.Request, row func(outcome string, m mode, p point) error) error {
 	for _, phase := range []struct {
 		outcome string
 		cfg     *ratelimit.Config
@@ -201,16 +215,16 @@ func (b *bench) membersPoint(k kind, n int) (memory, []measured, error) {
 		for mi, m := range b.modes() {
 			tag := fmt.Sprintf("%c%d", phase.outcome[0], mi)
 			p, err := b.measure(series{lim: m.lim, n: b.o.checks, callers: m.callers, admit: phase.outcome == "admitted", chunk: m.chunk(n),
-				req: func(i int) ratelimit.Request {
-					return ratelimit.Request{Key: key, Member: member(tag, i), Amount: checkAmount, Currency: "CNY"}
-				}})
+				req: func(i int) ratelimit.Request { return req(tag, i) }})
 			if err != nil {
-				return mem, nil, fmt.Errorf("%s, %s: %w", phase.outcome, m.name, err)
+				return fmt.Errorf("%s, %s: %w", phase.outcome, m.name, err)
 			}
-			out = append(out, measured{phase.outcome, m.name, p})
+			if err := row(phase.outcome, m, p); err != nil {
+				return err
+			}
 		}
 	}
-	return mem, out, nil
+	return nil
 }
 
 // fill admits members 0..n-1 into windows through the coalescing store.

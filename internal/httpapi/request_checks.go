@@ -21,7 +21,7 @@ var queryParams = map[string][]string{
 	"/reports/routes":          {"from", "to", "bizType"},
 	"/reports/admissions":      {"from", "to", "channel", "limit"},
 	"/reports/discrepancies":   {"limit"},
-	"/v1/limits/peek":          {"bizType", "channel", "amount", "currency"},
+	"/v1/limits/peek":          {"bizType", "channel", "amount", "currency", "merchantId"},
 }
 
 // checkPublic runs checkRequest for every route but the authenticated ones

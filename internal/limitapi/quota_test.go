@@ -78,3 +78,49 @@ func TestWindowsNameTheirCurrency(t *testing.T) {
 		t.Fatalf("acquire: %+v, %v; want the BHD window named BHD and the other none", a.Windows, err)
 	}
 }
+
+// TestPeekAnswersForTheMerchant: a peek for merchant m answers for m's own
+// limit in a window with limits per merchant: refused once m's use is
+// full, while another merchant, and a peek naming none (the merchant "-"),
+// would still be admitted, and the merchant's window names it.
+func TestPeekAnswersForTheMerchant(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
+	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{
+		key: {
+			Windows:   []ratelimit.Window{{Limit: 10, Size: time.Minute}},
+			Merchants: []*ratelimit.Merchants{{PerMerchant: 2, Overrides: map[string]int64{"M_VIP": 5}}},
+		},
+	}})
+	svc, err := NewService(Options{Admit: l, Peek: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, id := range []string{"r1", "r2"} {
+		if _, err := svc.Acquire(ctx, "refunds", AcquireRequest{Key: key, RequestID: id, MerchantID: "M1"}); err != nil {
+			t.Fatalf("acquire %s for M1: %v", id, err)
+		}
+	}
+	for _, tc := range []struct {
+		merchant string
+		want     bool
+		used     int64
+		limit    int64
+	}{{"M1", false, 2, 2}, {"M2", true, 0, 2}, {"M_VIP", true, 0, 5}, {"", true, 0, 2}} {
+		p, err := svc.Peek(ctx, "refunds", PeekRequest{Key: key, MerchantID: tc.merchant})
+		if err != nil || p.Allowed != tc.want {
+			t.Fatalf("peek for %q: %+v, %v; want allowed %v", tc.merchant, p, err, tc.want)
+		}
+		want := tc.merchant
+		if want == "" {
+			want = ratelimit.NoMerchant
+		}
+		if len(p.Windows) != 2 || p.Windows[0].Used != 2 || p.Windows[1].Merchant != want || p.Windows[1].Used != tc.used || p.Windows[1].Limit != tc.limit {
+			t.Fatalf("peek for %q: windows %+v; want the window at 2 used, then %s's at %d/%d", tc.merchant, p.Windows, want, tc.used, tc.limit)
+		}
+	}
+}

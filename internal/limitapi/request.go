@@ -41,6 +41,10 @@ type PeekRequest struct {
 	Key      ratelimit.Key
 	Amount   int64  // 0 means none
 	Currency string // "" means none
+	// MerchantID is the merchant the peek answers for, optional: windows
+	// with limits per merchant answer for "-" (ratelimit.NoMerchant)
+	// without one, as acquire counts it.
+	MerchantID string
 }
 
 // object is a decoded JSON object body, field by field, with the problems
@@ -177,12 +181,12 @@ func DecodeRelease(data []byte) (ReleaseRequest, error) {
 	return r, nil
 }
 
-// ParsePeek validates a peek query: bizType and channel required, amount
-// optional. get returns a parameter's values.
+// ParsePeek validates a peek query: bizType and channel required, amount,
+// currency and merchantId optional. get returns a parameter's values.
 func ParsePeek(get func(name string) []string, names []string) (PeekRequest, error) {
 	var bad []apperr.FieldError
 	for _, n := range names {
-		if n != "bizType" && n != "channel" && n != "amount" && n != "currency" {
+		if n != "bizType" && n != "channel" && n != "amount" && n != "currency" && n != "merchantId" {
 			bad = append(bad, apperr.FieldError{Field: n, Reason: "unknown parameter"})
 		}
 	}
@@ -228,6 +232,12 @@ func ParsePeek(get func(name string) []string, names []string) (PeekRequest, err
 			bad = append(bad, apperr.FieldError{Field: "currency", Reason: reason})
 		}
 		r.Currency = v
+	}
+	if v, ok := one("merchantId", false); ok {
+		if reason := ratelimit.MerchantProblem(v); reason != "" {
+			bad = append(bad, apperr.FieldError{Field: "merchantId", Reason: reason})
+		}
+		r.MerchantID = v
 	}
 	if r.Amount > 0 && r.Currency == "" {
 		bad = append(bad, apperr.FieldError{Field: "currency", Reason: reasonCurrencyWithAmount})

@@ -87,12 +87,13 @@ func TestParsePeek(t *testing.T) {
 		query map[string][]string
 		want  []string // bad fields; nil means valid
 	}{
-		{"valid", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "amount": {"10"}, "currency": {"CNY"}}, nil},
+		{"valid", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "amount": {"10"}, "currency": {"CNY"}, "merchantId": {"M1"}}, nil},
 		{"amount without currency", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "amount": {"10"}}, []string{"currency"}},
 		{"missing", map[string][]string{}, []string{"bizType", "channel"}},
 		{"repeated", map[string][]string{"bizType": {"A", "B"}, "channel": {"B"}}, []string{"bizType"}},
 		{"bad amount", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "amount": {"0"}}, []string{"amount"}},
 		{"unknown", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "x": {"1"}}, []string{"x"}},
+		{"bad merchantId", map[string][]string{"bizType": {"A"}, "channel": {"B"}, "merchantId": {"\x01"}}, []string{"merchantId"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var names []string
@@ -101,7 +102,7 @@ func TestParsePeek(t *testing.T) {
 			}
 			r, err := ParsePeek(func(n string) []string { return tc.query[n] }, names)
 			if tc.want == nil {
-				if err != nil || r.Key.String() != "A:B" || r.Amount != 10 {
+				if err != nil || r.Key.String() != "A:B" || r.Amount != 10 || r.MerchantID != "M1" {
 					t.Fatalf("got %+v, %v", r, err)
 				}
 				return

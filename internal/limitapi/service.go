@@ -324,10 +324,12 @@ type Peeked struct {
 }
 
 // Peek reports whether a request for r.Key, paying r.Amount in r.Currency
-// (both optional), would be admitted now, and the room left in each window
-// that applies to it. It consumes nothing.
+// (both optional) for merchant r.MerchantID (optional, as in Acquire),
+// would be admitted now, and the room left in each window that applies to
+// it, the merchant's own use of a window with merchant limits included. It
+// consumes nothing.
 func (s *Service) Peek(ctx context.Context, client string, r PeekRequest) (Peeked, error) {
-	d, err := s.opts.Peek.Peek(ctx, ratelimit.Request{Key: r.Key, Amount: r.Amount, Currency: r.Currency})
+	d, err := s.opts.Peek.Peek(ctx, ratelimit.Request{Key: r.Key, Amount: r.Amount, Currency: r.Currency, Merchant: r.MerchantID})
 	if err != nil {
 		s.observe(client, OpPeek, r.Key, ResultFailed)
 		return Peeked{}, limiterDown(err)

@@ -20,6 +20,8 @@ type scoped struct {
 	key    string
 	window Window
 	shadow bool
+	// merchant, on a merchant's own use of a window (windowsOf), names it.
+	merchant string
 }
 
 // windowsFor lists the rule set's windows that count a request of this
@@ -76,6 +78,7 @@ func (c *checker) rulesFor(bizType, channel string, docs []*Document, lo, hi int
 // acquisition's (member "#api:chaos:<requestId>").
 type admission struct {
 	member   string
+	merchant string // as the order or request named it; "" for none
 	bizType  string
 	channel  string
 	amount   int64
@@ -114,7 +117,7 @@ func (c *checker) buildAdmissions() {
 				Excerpt: []string{excerpt(Record{Order: o})}})
 			continue
 		}
-		a := &admission{member: o.RequestID, bizType: o.BizType, channel: o.Channel, amount: o.Amount, currency: o.Currency,
+		a := &admission{member: o.RequestID, merchant: o.MerchantID, bizType: o.BizType, channel: o.Channel, amount: o.Amount, currency: o.Currency,
 			lo: o.AdmittedAtUs, hi: o.AdmittedAtUs, countUntil: forever, amountUntil: forever, rec: Record{Order: o}}
 		// A retry or a concurrent duplicate may have found the member
 		// already held (admitted earlier, at a time no row records); the
@@ -172,7 +175,7 @@ func (c *checker) addAcquisition(op *Op) {
 	default:
 		return
 	}
-	a := &admission{member: acquisitionPrefix + op.RequestID, bizType: op.BizType, channel: op.Channel, amount: op.Amount, currency: op.Currency,
+	a := &admission{member: acquisitionPrefix + op.RequestID, merchant: op.MerchantID, bizType: op.BizType, channel: op.Channel, amount: op.Amount, currency: op.Currency,
 		lo: op.InvokeUs - c.skew, hi: op.CompleteUs + c.skew, countUntil: forever, amountUntil: forever, rec: Record{Op: op}}
 	if op.AdmittedAtUs != 0 {
 		a.lo, a.hi = op.AdmittedAtUs, op.AdmittedAtUs
@@ -191,7 +194,7 @@ func (c *checker) addAcquisition(op *Op) {
 // it: its answer was lost, or it was a 503 after the limiter.
 func (c *checker) addGhost(op *Op, bizType, channel, member string) {
 	lo, hi := op.InvokeUs-c.skew, completeOr(op, c.grace)+c.skew
-	a := &admission{member: member, bizType: bizType, channel: channel, amount: op.Amount, currency: op.Currency,
+	a := &admission{member: member, merchant: op.MerchantID, bizType: bizType, channel: channel, amount: op.Amount, currency: op.Currency,
 		lo: lo, hi: hi, countUntil: forever, amountUntil: forever, possibleOnly: true, rec: Record{Op: op}}
 	a.rules = c.rulesFor(bizType, channel, c.docsIn(lo, hi), lo, hi)
 	c.admissions = append(c.admissions, a)
@@ -237,7 +240,7 @@ func (c *checker) buildGroups() {
 		count := map[groupKey]int{}
 		for _, rs := range a.rules {
 			seen := map[groupKey]bool{}
-			for _, s := range rs.windowsFor(a.amount, a.currency) {
+			for _, s := range rs.windowsOf(a.amount, a.currency, a.merchant) {
 				k := groupKey{s.key, s.window.ID}
 				if !seen[k] {
 					seen[k] = true

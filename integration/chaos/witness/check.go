@@ -91,6 +91,9 @@ type Report struct {
 	// Paths counts the limiter checks of the history by the shape of what
 	// they checked (Path), in Paths' order.
 	Paths []PathCount
+	// MerchantChecks counts the admissions held to a merchant's own limit
+	// in a window with limits per merchant.
+	MerchantChecks int
 }
 
 // Summary is one line: "1234 operations, 57 faults, 0 violations".
@@ -149,7 +152,7 @@ func Check(h History, opts Options) Report {
 	c.checkHeld()
 	c.checkIdentity()
 	c.checkRefusals()
-	return Report{Operations: len(h.Ops), Faults: len(h.Faults), Violations: c.violations, Paths: c.paths()}
+	return Report{Operations: len(h.Ops), Faults: len(h.Faults), Violations: c.violations, Paths: c.paths(), MerchantChecks: c.merchantChecks}
 }
 
 // docSpan is a parsed document and when it was in force.
@@ -183,6 +186,9 @@ type checker struct {
 	groupOrder  []groupKey
 	maxAmount   int64
 	redisFaults []Fault
+	// merchantChecks counts the checks of a merchant's own use of a window
+	// against its limit.
+	merchantChecks int
 }
 
 func newChecker(h History, o Options) *checker {

@@ -19,7 +19,8 @@ func (c *checker) memberIndex() map[heldKey]*Member {
 	for i := range c.h.Members {
 		m := &c.h.Members[i]
 		if rw, ok := parseRedisKey(m.Key); ok {
-			out[heldKey{rw.channel, rw.bizType, rw.id, m.Member}] = m
+			bizType, _, _ := strings.Cut(rw.key(), ":")
+			out[heldKey{rw.channel, bizType, rw.id, m.Member}] = m
 		}
 	}
 	return out

@@ -58,6 +58,8 @@ type Op struct {
 	Channel  string `json:"channel,omitempty"`
 	Amount   int64  `json:"amount,omitempty"`
 	Currency string `json:"currency,omitempty"`
+	// MerchantID is the merchant as sent; "" for none.
+	MerchantID string `json:"merchantId,omitempty"`
 	// InvokeUs is when the request left the client (Unix µs); CompleteUs
 	// when its answer arrived, 0 when none did.
 	InvokeUs   int64 `json:"invokeUs"`
@@ -81,6 +83,7 @@ type Order struct {
 	Channel        string `json:"channel"`
 	Amount         int64  `json:"amount"`
 	Currency       string `json:"currency"`
+	MerchantID     string `json:"merchant_id"`
 	Status         string `json:"status"`
 	ChannelTradeNo string `json:"channel_trade_no,omitempty"`
 	FailureCode    string `json:"failure_code,omitempty"`

@@ -100,8 +100,11 @@ func (c *checker) partitions(g *group) []partition {
 		if a.certain() {
 			end = max(end, a.hi+1) // it held its slot at its own instant
 			rs := a.rules[0]
-			for _, s := range rs.windowsFor(a.amount, a.currency) {
+			for _, s := range rs.windowsOf(a.amount, a.currency, a.merchant) {
 				if s.key == g.key.key && s.window.ID == id && !s.shadow {
+					if s.merchant != "" {
+						c.merchantChecks++
+					}
 					get(p).checks = append(get(p).checks, check{a: a, w: w, t: a.hi, win: s.window, rs: rs, limit: s.window.Limit})
 				}
 			}
@@ -295,7 +298,7 @@ func (c *checker) excess(k groupKey, ck check, t int64) int64 {
 	hit := false
 	var l1, w1 int64
 	var id1 WindowID
-	for _, s := range ck.rs.windowsFor(ck.a.amount, ck.a.currency) {
+	for _, s := range ck.rs.windowsOf(ck.a.amount, ck.a.currency, ck.a.merchant) {
 		if s.key == k.key && !s.window.ID.Amount && s.window.ID.Calendar == "" && (w1 == 0 || s.window.ID.SpanUs < w1) {
 			l1, w1, id1 = s.window.Limit, s.window.ID.SpanUs, s.window.ID
 		}

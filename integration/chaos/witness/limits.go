@@ -74,7 +74,22 @@ type Window struct {
 	Limit int64
 	// Reserve keeps part of a channel-wide window for named bizTypes.
 	Reserve map[string]int64
-	loc     *time.Location
+	// PerMerchant and Merchants are the window's limits per merchant:
+	// each merchant's own use of the window may reach its override, else
+	// PerMerchant; -1 is no limit. HasMerchants says the window has any.
+	PerMerchant  int64
+	Merchants    map[string]int64
+	HasMerchants bool
+	loc          *time.Location
+}
+
+// merchantLimit is merchant's own limit in w: its override, else
+// PerMerchant; -1 for none.
+func (w Window) merchantLimit(merchant string) int64 {
+	if n, ok := w.Merchants[merchant]; ok {
+		return n
+	}
+	return w.PerMerchant
 }
 
 // WindowID identifies a window across documents: everything but the limit
@@ -314,7 +329,7 @@ func (p docParser) window(n *yaml.Node, channelWide bool) (w Window, shadow, unl
 		w.Limit = limit
 		return w, false, false, nil
 	}
-	fields, err := fieldsOf(n, "limit", "amount", "window", "calendar", "cutoff", "zone", "currency", "reserve", "shadow")
+	fields, err := fieldsOf(n, "limit", "amount", "window", "calendar", "cutoff", "zone", "currency", "reserve", "shadow", "perMerchant", "merchants")
 	if err != nil {
 		return w, false, false, err
 	}
@@ -399,6 +414,24 @@ func (p docParser) window(n *yaml.Node, channelWide bool) (w Window, shadow, unl
 		if sum > w.Limit {
 			return w, false, false, fmt.Errorf("reserve: the reservations sum to more than the limit %d", w.Limit)
 		}
+	}
+	w.PerMerchant = -1
+	if f := fields["perMerchant"]; f != nil {
+		if w.PerMerchant, err = parseInt(f); err != nil || w.PerMerchant < 0 {
+			return w, false, false, fmt.Errorf("perMerchant: %q, want a limit of at least 0", f.Value)
+		}
+		w.HasMerchants = true
+	}
+	if f := fields["merchants"]; f != nil {
+		if err := f.Decode(&w.Merchants); err != nil {
+			return w, false, false, fmt.Errorf("merchants: %w", err)
+		}
+		for m, n := range w.Merchants {
+			if m == "" || n < -1 {
+				return w, false, false, fmt.Errorf("merchants: %q: %d", m, n)
+			}
+		}
+		w.HasMerchants = true
 	}
 	return w, shadow, false, nil
 }
@@ -494,6 +527,7 @@ type scheduleRef int
 // hasWindow says whether any rule of key in the document (its own or a
 // schedule's) has a window with this id.
 func (d *Document) hasWindow(key string, id WindowID) bool {
+	key, merchant, isMerchant := splitMerchantKey(key)
 	rules := []Rule{d.Keys[key]}
 	for _, s := range d.Schedules {
 		if s.Key == key {
@@ -502,7 +536,7 @@ func (d *Document) hasWindow(key string, id WindowID) bool {
 	}
 	for _, r := range rules {
 		for _, w := range r.Windows {
-			if w.ID == id {
+			if w.ID == id && (!isMerchant || w.HasMerchants && w.merchantLimit(merchant) != -1) {
 				return true
 			}
 		}
@@ -514,6 +548,7 @@ func (d *Document) hasWindow(key string, id WindowID) bool {
 // key's rules in the document (its own and its schedules'); 0 when none
 // has that window.
 func (d *Document) maxLimit(key string, id WindowID) int64 {
+	key, merchant, isMerchant := splitMerchantKey(key)
 	rules := []Rule{d.Keys[key]}
 	for _, s := range d.Schedules {
 		if s.Key == key {
@@ -523,8 +558,12 @@ func (d *Document) maxLimit(key string, id WindowID) int64 {
 	var most int64
 	for _, r := range rules {
 		for _, w := range r.Windows {
-			if w.ID == id {
+			switch {
+			case w.ID != id:
+			case !isMerchant:
 				most = max(most, w.Limit)
+			case w.HasMerchants && w.merchantLimit(merchant) != -1:
+				most = max(most, w.merchantLimit(merchant))
 			}
 		}
 	}

@@ -179,7 +179,7 @@ func (c *checker) checkLimited(op *Op, index map[groupKey]*possibleIndex) {
 func (c *checker) refusalJustified(op *Op, channel, member string, index map[groupKey]*possibleIndex) bool {
 	from, to := op.InvokeUs-c.skew-c.nearHold, completeOr(op, 0)+c.skew
 	for _, rs := range c.rulesFor(op.BizType, channel, c.docsIn(from, to), from, to) {
-		for _, s := range rs.windowsFor(op.Amount, op.Currency) {
+		for _, s := range rs.windowsOf(op.Amount, op.Currency, op.MerchantID) {
 			if s.shadow {
 				continue
 			}

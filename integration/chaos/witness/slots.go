@@ -9,9 +9,11 @@ import (
 
 // redisKeyRE reads a limiter key (docs/DESIGN.md, "The limiter"):
 // payserver:rl:{CHANNEL}:BIZTYPE:<window id>, bizType "*" for the
-// channel-wide key and "*NAME" for a reservation name's own use, and an
+// channel-wide key and "*NAME" for a reservation name's own use, then
+// "@MERCHANT" for a merchant's own use of the key's window (the merchant
+// escaped: every byte but A-Z, a-z, 0-9, '_', '-' and '.' as %XX), and an
 // optional ":v" for a sliding amount window's amounts hash.
-var redisKeyRE = regexp.MustCompile(`^payserver:rl:\{([A-Z0-9_]+)\}:(\*?[A-Z0-9_]*):([^:]+)(:v)?$`)
+var redisKeyRE = regexp.MustCompile(`^payserver:rl:\{([A-Z0-9_]+)\}:(\*?[A-Z0-9_]*)(?:@([A-Za-z0-9_.%-]+))?:([^:]+)(:v)?$`)
 
 // Window ids: 1000 (sliding count, ms), a60000 / a60000.CNY (sliding
 // amount), day.2300.Asia/Shanghai (calendar count), aday.0000.UTC.CNY
@@ -24,7 +26,19 @@ var (
 // redisWindow is what a limiter key says about its window.
 type redisWindow struct {
 	channel, bizType string
-	id               WindowID
+	// merchant, for a merchant's own use of the key's window, names the
+	// merchant as the key writes it.
+	merchant string
+	id       WindowID
+}
+
+// key is the limits key the window counts for, merchantKey's for a
+// merchant's own use.
+func (rw redisWindow) key() string {
+	if rw.merchant != "" {
+		return merchantKey(rw.bizType+":"+rw.channel, rw.merchant)
+	}
+	return rw.bizType + ":" + rw.channel
 }
 
 func parseRedisKey(key string) (redisWindow, bool) {
@@ -32,13 +46,13 @@ func parseRedisKey(key string) (redisWindow, bool) {
 	if m == nil {
 		return redisWindow{}, false
 	}
-	rw := redisWindow{channel: m[1], bizType: m[2]}
-	if s := slidingIDRE.FindStringSubmatch(m[3]); s != nil {
+	rw := redisWindow{channel: m[1], bizType: m[2], merchant: m[3]}
+	if s := slidingIDRE.FindStringSubmatch(m[4]); s != nil {
 		ms, _ := strconv.ParseInt(s[2], 10, 64)
 		rw.id = WindowID{Amount: s[1] == "a", SpanUs: ms * 1000, Currency: s[3]}
 		return rw, true
 	}
-	if s := calendarIDRE.FindStringSubmatch(m[3]); s != nil {
+	if s := calendarIDRE.FindStringSubmatch(m[4]); s != nil {
 		h, _ := strconv.Atoi(s[3])
 		mi, _ := strconv.Atoi(s[4])
 		if _, err := loadZone(s[5]); err != nil {
@@ -201,7 +215,7 @@ func (c *checker) acquisitionOwner(rid string, rw redisWindow, wide bool, bizOK 
 // from t to the dump has the member's window for its key: one not yet
 // replaced on every instance at t (its toUs, less the clock uncertainty).
 func (c *checker) windowLiveSince(rw redisWindow, t int64) bool {
-	key := rw.bizType + ":" + rw.channel
+	key := rw.key()
 	for _, s := range c.spans {
 		if (s.toUs == forever || s.toUs+c.skew > t) && s.fromUs <= c.h.Config.DumpedAtUs && s.doc.hasWindow(key, rw.id) {
 			return true

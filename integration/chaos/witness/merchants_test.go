@@ -1,0 +1,51 @@
+package witness
+
+import "testing"
+
+const merchantDoc = `
+limits:
+  ONLINE_PAY:ALIPAY:
+    - {limit: 10, window: 1s, perMerchant: 2, merchants: {M_VIP: 3, M_FREE: -1}}
+`
+
+// TestMerchantLimits: a merchant's own use of a window is held to its
+// limit (its override, else perMerchant; none for -1), apart from the
+// window's, and a refusal by a full merchant limit is justified.
+func TestMerchantLimits(t *testing.T) {
+	pay := func(b *builder, rid, merchant string, at int64) {
+		b.paid(rid, "ONLINE_PAY", "ALIPAY", 100, at)
+		b.h.Orders[len(b.h.Orders)-1].MerchantID = merchant
+		b.h.Ops[len(b.h.Ops)-1].MerchantID = merchant
+	}
+	tests := []struct {
+		name      string
+		merchants []string
+		want      []Property
+		checks    int
+	}{
+		{"each within its own", []string{"M1", "M1", "M2", "M2", "M_VIP", "M_VIP", "M_VIP"}, nil, 7},
+		{"a third of M1's", []string{"M1", "M1", "M1"}, []Property{WithinLimits}, 3},
+		{"a fourth of M_VIP's", []string{"M_VIP", "M_VIP", "M_VIP", "M_VIP"}, []Property{WithinLimits}, 4},
+		{"no limit for M_FREE", []string{"M_FREE", "M_FREE", "M_FREE", "M_FREE"}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHistory(t, merchantDoc)
+			for i, m := range tt.merchants {
+				pay(b, "r"+string(rune('a'+i)), m, t0+int64(i)*10*ms)
+			}
+			r := b.check()
+			wantViolations(t, r, tt.want...)
+			if r.MerchantChecks != tt.checks {
+				t.Errorf("merchant checks = %d, want %d", r.MerchantChecks, tt.checks)
+			}
+		})
+	}
+	t.Run("refused by a full merchant limit", func(t *testing.T) {
+		b := newHistory(t, merchantDoc)
+		pay(b, "ra", "M1", t0)
+		pay(b, "rb", "M1", t0+10*ms)
+		b.refused("rc", "ONLINE_PAY", "ALIPAY", 100, t0+20*ms).MerchantID = "M1"
+		wantViolations(t, b.check())
+	})
+}
