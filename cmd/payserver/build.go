@@ -38,7 +38,7 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 		LocalShare:       m.cfg.LocalShare(),
 		DisableNearCache: !m.cfg.Limiter.NearCache,
 		Logger:           m.log.With("component", "limiter"),
-		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg),
+		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg, m.decisionObserver(ctx)),
 	})
 	if err != nil {
 		return err
@@ -185,7 +185,7 @@ func (m *Main) startLimits(ctx context.Context) error {
 		Logger:       m.log.With("component", "limits"),
 		History:      history,
 		LastGoodPath: filepath.Join(m.cfg.DataDir, "limits", "last-good.yaml"),
-		Hooks:        configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused},
+		Hooks:        configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused, Document: m.documentApplied},
 		Check:        m.checkRoutes,
 	})
 	if err != nil {

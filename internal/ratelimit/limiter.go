@@ -68,6 +68,8 @@ type Limiter struct {
 	breaker *breaker
 	log     *slog.Logger
 	near    nearCache
+	// holds is the Observer as a HoldObserver; nil when it is not one.
+	holds HoldObserver
 
 	limits atomic.Pointer[limits]
 	share  atomic.Uint64 // math.Float64bits of the local share in force
@@ -133,6 +135,7 @@ func New(store Store, opts Options) (*Limiter, error) {
 		opts:    opts,
 		breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.Now),
 		log:     opts.Logger,
+		holds:   holdObserver(opts.Observer),
 	}
 	l.limits.Store(&limits{})
 	l.share.Store(math.Float64bits(opts.LocalShare))
@@ -230,13 +233,19 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	d.LimitsVersion = lim.name
 	if err != nil {
+		if l.holds != nil && errors.Is(err, ErrUnavailable) {
+			l.holds.Unavailable(r, start)
+		}
 		return d, err
 	}
 	if !d.Allowed && !d.Conflict && p.shadow {
 		d.Allowed, d.Shadow = true, true
 		unrecorded(&d, start)
 	}
-	d.RequestAmount, d.Currency = r.Amount, r.Currency
+	d.RequestAmount, d.Currency, d.RequestMerchant = r.Amount, r.Currency, r.Merchant
+	if d.DecidedAt.IsZero() {
+		d.DecidedAt = time.UnixMicro(start.UnixMicro())
+	}
 	d.Hold = Hold{Key: r.Key, Member: r.Member, amount: r.Amount}
 	if d.Allowed && d.WindowKeys != nil || d.Unknown {
 		// An admission's windows; for an unknown outcome, the windows the
@@ -348,6 +357,9 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) error {
 		defer l.near.forgetChannel(key.Channel)
 	}
 	l.opts.Observer.Released(key)
+	if l.holds != nil {
+		l.holds.ReleasedHold(h, amountsOnly, l.opts.Now())
+	}
 	if h.inProcess {
 		return nil // the shared store never recorded this admission
 	}
