@@ -56,16 +56,16 @@ type Main struct {
 	metrics *metrics.Metrics
 	// learned exports the learned limits (payserver_limit_learned…),
 	// refreshed in the background.
-	learned  *metrics.LearnedLimits
+	learned *metrics.LearnedLimits
 	// decisions is the decision log (decision_log.go); nil when off.
 	decisions *decisionlog.Log
-	stats    statsWiring
-	routing  routingWiring
-	api      apiWiring
-	server   *http.Server
-	listener net.Listener
-	lock     *dataDirLock
-	pprof    *http.Server
+	stats     statsWiring
+	routing   routingWiring
+	api       apiWiring
+	server    *http.Server
+	listener  net.Listener
+	lock      *dataDirLock
+	pprof     *http.Server
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 
+	"github.com/gin-gonic/gin"
+
 	"payserver/internal/decisionlog"
+	"payserver/internal/httpapi"
 	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
+	"payserver/internal/whatif"
 )
 
 // decisionObserver starts the decision log (internal/decisionlog) on the
@@ -43,4 +47,19 @@ func (m *Main) documentApplied(version string, content []byte) {
 	if m.decisions != nil {
 		m.decisions.DocumentApplied(version, content)
 	}
+}
+
+// withWhatIf adds POST /limits/what-if to the admin routes.
+func (m *Main) withWhatIf(admin []func(*gin.RouterGroup)) ([]func(*gin.RouterGroup), error) {
+	store, err := repo.NewDecisionLog(m.db)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := whatif.NewService(store)
+	if err != nil {
+		return nil, err
+	}
+	return append(admin, httpapi.WhatIfRoute(httpapi.WhatIfOptions{
+		Service: svc, MaxDecisions: m.cfg.DecisionLog.WhatIfMaxDecisions, Logger: m.log.With("component", "what-if"),
+	})), nil
 }
