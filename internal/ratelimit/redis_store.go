@@ -51,7 +51,8 @@ type StoreResult struct {
 	At time.Time
 	// Now is the store's time of the call, admission or refusal: for
 	// RedisStore the Redis TIME its check script read (in whole
-	// microseconds); zero for the stores that keep no time of their own.
+	// microseconds); for Model and the in-process stores the time of the
+	// check.
 	Now time.Time
 }
 
