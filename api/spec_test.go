@@ -44,13 +44,13 @@ func TestSpecLoadsAndValidates(t *testing.T) {
 	}
 	for _, p := range []string{"/pay", "/pay/{requestId}", "/healthz", "/readyz", "/limits", "/limits/history", "/metrics",
 		"/reports/channel-limits", "/reports/channel-amounts", "/channels/usage", "/dashboard", "/dashboard/login", "/dashboard/logout",
-		"/v1/limits/acquire", "/v1/limits/release", "/v1/limits/peek", "/reports/limit-callers", "/reports/routes", "/channels/{code}/notify", "/reports/admissions", "/reports/discrepancies", "/limits/learned/reset", "/"} {
+		"/v1/limits/acquire", "/v1/limits/release", "/v1/limits/peek", "/reports/limit-callers", "/reports/routes", "/channels/{code}/notify", "/reports/admissions", "/reports/discrepancies", "/limits/learned/reset", "/limits/what-if", "/"} {
 		if v.Doc().Paths.Value(p) == nil {
 			t.Errorf("path %s is not documented", p)
 		}
 	}
-	if got := len(v.Doc().Paths.Map()); got != 23 {
-		t.Errorf("%d paths documented, want 23", got)
+	if got := len(v.Doc().Paths.Map()); got != 24 {
+		t.Errorf("%d paths documented, want 24", got)
 	}
 	// Spec returns a copy: scribbling on it must not change the embedded one.
 	s := Spec()

@@ -16,6 +16,7 @@ import (
 	"payserver/internal/channel"
 	"payserver/internal/channel/gateway"
 	"payserver/internal/configcenter"
+	"payserver/internal/decisionlog"
 	"payserver/internal/metrics"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
@@ -58,14 +59,16 @@ type Main struct {
 	metrics *metrics.Metrics
 	// learned exports the learned limits (payserver_limit_learned…),
 	// refreshed in the background.
-	learned  *metrics.LearnedLimits
-	stats    statsWiring
-	routing  routingWiring
-	api      apiWiring
-	server   *http.Server
-	listener net.Listener
-	lock     *dataDirLock
-	pprof    *http.Server
+	learned *metrics.LearnedLimits
+	// decisions is the decision log (decision_log.go); nil when off.
+	decisions *decisionlog.Log
+	stats     statsWiring
+	routing   routingWiring
+	api       apiWiring
+	server    *http.Server
+	listener  net.Listener
+	lock      *dataDirLock
+	pprof     *http.Server
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -33,7 +33,7 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.limiter, err = ratelimit.New(store, m.limiterOptions())
+	m.limiter, err = ratelimit.New(store, m.limiterOptions(ctx))
 	if err != nil {
 		return err
 	}
@@ -51,8 +51,9 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 //   - wait for room when a request asks to (maxWaitMs), with
 //     PAYSERVER_LIMIT_MAX_WAITERS waiters per key;
 //   - count the checks of POST /pay and the resolver under
-//     limitapi.PayCaller beside the limits service's clients.
-func (m *Main) limiterOptions() ratelimit.Options {
+//     limitapi.PayCaller beside the limits service's clients;
+//   - record every decision in the decision log (what-if), owned by ctx.
+func (m *Main) limiterOptions(ctx context.Context) ratelimit.Options {
 	source := m.limitsSourceKind()
 	return ratelimit.Options{
 		Timeout:          m.cfg.Limiter.Timeout,
@@ -60,7 +61,7 @@ func (m *Main) limiterOptions() ratelimit.Options {
 		LocalShare:       m.cfg.LocalShare(),
 		DisableNearCache: !m.cfg.Limiter.NearCache,
 		Logger:           m.log.With("component", "limiter"),
-		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg),
+		Observer:         ratelimit.MultiObserver(m.metrics, m.stats.agg, m.decisionObserver(ctx)),
 		NotLoaded:        func() error { return pay.LimitsNotLoaded(source) },
 		MaxWaiters:       m.cfg.API.MaxWaiters,
 		WaitObserver:     m.api.metrics,
@@ -200,7 +201,7 @@ func (m *Main) startLimits(ctx context.Context) error {
 		Logger:       m.log.With("component", "limits"),
 		History:      history,
 		LastGoodPath: filepath.Join(m.cfg.DataDir, "limits", "last-good.yaml"),
-		Hooks:        configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused},
+		Hooks:        configcenter.Hooks{Applied: m.metrics.ConfigApplied, Refused: m.metrics.ConfigRefused, Document: m.documentApplied},
 		Check:        m.checkRoutes,
 	})
 	if err != nil {

@@ -70,6 +70,9 @@ type Config struct {
 	Nacos   NacosConfig   `yaml:"nacos"`
 	Stats   StatsConfig   `yaml:"stats"`
 	Routing RoutingConfig `yaml:"routing"`
+	// DecisionLog is the decision log and its what-if replays
+	// (config_whatif.go).
+	DecisionLog DecisionLogConfig `yaml:"decisionLog"`
 
 	ChannelTimeout  time.Duration `yaml:"channelTimeout"`  // PAYSERVER_CHANNEL_TIMEOUT
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"` // PAYSERVER_SHUTDOWN_TIMEOUT
@@ -161,6 +164,7 @@ func DefaultConfig() Config {
 		Nacos:           NacosConfig{Group: "PAY_GROUP", DataID: "payserver-channel-limits"},
 		Stats:           StatsConfig{FlushInterval: 5 * time.Second},
 		Routing:         RoutingConfig{BreakerFailures: 5, BreakerCooldown: 30 * time.Second, BreakerProbes: 1},
+		DecisionLog:     defaultDecisionLog,
 		ChannelTimeout:  5 * time.Second,
 		ShutdownTimeout: 15 * time.Second,
 		Resolver:        ResolverConfig{Backoff: 5 * time.Second, MaxBackoff: time.Minute},
@@ -213,6 +217,9 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("dataDir is empty"))
+	}
+	if err := c.DecisionLog.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Nacos.Addrs) == 0 && c.LimitsFile == "" {
 		errs = append(errs, errors.New("neither a limits file nor a Nacos address is set"))

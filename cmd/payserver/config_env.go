@@ -70,6 +70,8 @@ var envKeys = map[string]string{
 	"PAYSERVER_ROUTE_BREAKER_FAILURES":  "routing.breakerFailures",
 	"PAYSERVER_ROUTE_BREAKER_COOLDOWN":  "routing.breakerCooldown",
 	"PAYSERVER_ROUTE_BREAKER_PROBES":    "routing.breakerProbes",
+	"PAYSERVER_DECISION_LOG_RETENTION":  "decisionLog.retention",
+	"PAYSERVER_WHATIF_MAX_DECISIONS":    "decisionLog.whatIfMaxDecisions",
 }
 
 // envLists are the keys whose variable is a comma list.

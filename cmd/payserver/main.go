@@ -5,6 +5,7 @@
 //	payserver migrate              apply database migrations and exit
 //	payserver check-limits FILE    validate a limits document offline
 //	payserver report [--from …]    print the channel-limit report from the database
+//	payserver what-if PROPOSED     replay the recorded decisions under a proposed limits document
 package main
 
 import (
@@ -35,16 +36,18 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 		return checkLimits(args, environ, stdout, stderr)
 	case "report":
 		return reportCmd(args, environ, stdout, stderr)
+	case "what-if":
+		return whatIfCmd(args, environ, stdout, stderr)
 	case "migrate":
 		if len(args) > 0 {
 			return migrateHelp(args, stdout, stderr)
 		}
 	case "serve":
 	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: payserver [serve | migrate | check-limits FILE | report [--from TIME] ...]")
+		fmt.Fprintln(stdout, "usage: payserver [serve | migrate | check-limits FILE | report [--from TIME] ... | what-if PROPOSED.yaml [--from TIME] ...]")
 		return 0
 	default:
-		fmt.Fprintf(stderr, "payserver: unknown command %q\nusage: payserver [serve | migrate | check-limits FILE | report [--from TIME] ...]\n", cmd)
+		fmt.Fprintf(stderr, "payserver: unknown command %q\nusage: payserver [serve | migrate | check-limits FILE | report [--from TIME] ... | what-if PROPOSED.yaml [--from TIME] ...]\n", cmd)
 		return 2
 	}
 	cfg, err := LoadConfig(environ)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -218,24 +217,11 @@ func reportCmd(args []string, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "payserver report: %v\n", err)
 		return 2
 	}
-	log := newLogger(cfg, stderr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	opts, err := dbOpenOptions(cfg, log.With("component", "db"))
-	if err != nil {
-		fmt.Fprintf(stderr, "payserver report: %v\n", err)
-		return 2
-	}
-	if opts.Driver == repo.SQLite {
-		if _, err := os.Stat(opts.DSN); err != nil {
-			fmt.Fprintf(stderr, "payserver report: no embedded database at %s (set PAYSERVER_DATA_DIR, or PAYSERVER_MYSQL_DSN for MySQL)\n", opts.DSN)
-			return 1
-		}
-	}
-	db, err := openDatabase(ctx, cfg, opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "payserver report: %v\n", err)
-		return 1
+	db, code := openCommandDB(ctx, "report", cfg, stderr)
+	if db == nil {
+		return code
 	}
 	defer func() { _ = repo.Close(db) }()
 	store, err := repo.NewChannelStats(db)

@@ -35,6 +35,9 @@ func (m *Main) serve(svc *pay.Service) error {
 	if err != nil {
 		return err
 	}
+	if admin, err = m.withWhatIf(admin); err != nil {
+		return err
+	}
 	h, err := httpapi.New(m.withLimitsAPI(httpapi.Options{
 		Pay:          svc,
 		Logger:       m.log.With("component", "http"),

@@ -82,6 +82,10 @@ type History interface {
 type Hooks struct {
 	Applied func(source string)
 	Refused func(source string)
+	// Document, when set, is told of every document applied, with its
+	// version and bytes (the decision log keeps them for replays). It is
+	// called under the Manager's lock and must not block.
+	Document func(version string, content []byte)
 }
 
 // Status is what GET /limits and /readyz show about the limits in force.
@@ -318,6 +322,9 @@ func (m *Manager) apply(d Document) (*Change, error) {
 	}
 	if m.opts.Hooks.Applied != nil {
 		m.opts.Hooks.Applied(d.Source)
+	}
+	if m.opts.Hooks.Document != nil {
+		m.opts.Hooks.Document(d.MD5, d.Content)
 	}
 	m.log.Info("limits applied", "kind", kind, "source", d.Source, "name", d.Name, "md5", d.MD5, "keys", len(doc.Config.Rules), "changed", changed)
 	if kind == KindLoad {

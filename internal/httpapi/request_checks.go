@@ -16,6 +16,7 @@ var queryParams = map[string][]string{
 	loginPath:                  {"next"},
 	"/limits":                  {"limit", "after"},
 	"/limits/history":          {"limit", "before"},
+	"/limits/what-if":          {"from", "to"},
 	"/reports/channel-limits":  {"from", "to", "bizType", "channel", "granularity", "format"},
 	"/reports/channel-amounts": {"from", "to", "bizType", "channel", "granularity", "format"},
 	"/reports/routes":          {"from", "to", "bizType"},

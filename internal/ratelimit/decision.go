@@ -112,6 +112,17 @@ type Decision struct {
 	//     check began.
 	// Zero for a refusal (Allowed false), whatever its source.
 	AdmittedAt time.Time
+	// DecidedAt is when the decision was taken, in whole microseconds,
+	// admission or refusal: for SourceRedis the Redis TIME the check script
+	// read (StoreResult.Now); for every other source, and a Redis answer
+	// that carried none, the limiter's clock when the check began. A
+	// Duplicate's DecidedAt is this check's time, its AdmittedAt the first
+	// admission's.
+	DecidedAt time.Time
+	// RequestMerchant is the merchant the request named (Request.Merchant;
+	// empty for none), for reports and the decision log, whichever window
+	// binds.
+	RequestMerchant string
 	// WindowKeys names the windows that count the admitted member, in the
 	// order they applied (the key's, its channel-wide key's, then its own
 	// use of that key's reservations); nil for a refusal and for an

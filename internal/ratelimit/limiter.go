@@ -99,6 +99,8 @@ type Limiter struct {
 	log     *slog.Logger
 	near    nearCache
 	waits   *waiter
+	// holds is the Observer as a HoldObserver; nil when it is not one.
+	holds HoldObserver
 
 	limits atomic.Pointer[limits]
 	share  atomic.Uint64 // math.Float64bits of the local share in force
@@ -170,6 +172,7 @@ func New(store Store, opts Options) (*Limiter, error) {
 		opts:    opts,
 		breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.Now),
 		log:     opts.Logger,
+		holds:   holdObserver(opts.Observer),
 	}
 	l.waits = newWaiter(l.checkOnce, waitOptions{maxWaiters: opts.MaxWaiters, observer: opts.WaitObserver, now: opts.Now})
 	l.limits.Store(&limits{})
@@ -300,13 +303,19 @@ func (l *Limiter) checkOnce(ctx context.Context, r Request) (Decision, error) {
 	}
 	d.LimitsVersion = lim.name
 	if err != nil {
+		if l.holds != nil && errors.Is(err, ErrUnavailable) {
+			l.holds.Unavailable(r, start)
+		}
 		return d, err
 	}
 	if !d.Allowed && !d.Conflict && p.shadow {
 		d.Allowed, d.Shadow = true, true
 		unrecorded(&d, start)
 	}
-	d.RequestAmount, d.Currency = r.Amount, r.Currency
+	d.RequestAmount, d.Currency, d.RequestMerchant = r.Amount, r.Currency, r.Merchant
+	if d.DecidedAt.IsZero() {
+		d.DecidedAt = time.UnixMicro(start.UnixMicro())
+	}
 	d.Hold = Hold{Key: r.Key, Member: r.Member, amount: r.Amount}
 	if d.Allowed && d.WindowKeys != nil || d.Unknown {
 		// An admission's windows; for an unknown outcome, the windows the
@@ -434,6 +443,9 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, 
 		defer l.near.forgetChannel(key.Channel)
 	}
 	l.opts.Observer.Released(key)
+	if l.holds != nil {
+		l.holds.ReleasedHold(h, amountsOnly, l.opts.Now())
+	}
 	if h.inProcess {
 		return held, nil // the shared store never recorded this admission
 	}

@@ -109,6 +109,9 @@ func (s *LocalStore) wallAt(res *StoreResult) {
 	if !res.At.IsZero() {
 		res.At = time.UnixMicro(micros(s.wall(res.At)))
 	}
+	if !res.Now.IsZero() {
+		res.Now = time.UnixMicro(micros(s.wall(res.Now)))
+	}
 }
 
 // WindowKey implements WindowKeyer: WindowKey(w).

@@ -394,7 +394,7 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 	}
 	at := micros(now)
 	slots := make([]slot, len(windows))
-	res := StoreResult{Counts: make([]int64, len(windows)), Window: -1}
+	res := StoreResult{Counts: make([]int64, len(windows)), Window: -1, Now: time.UnixMicro(at)}
 	held, first := false, at // first: when the member was first admitted
 	for i, w := range windows {
 		if w.IsCalendar() {

@@ -152,6 +152,7 @@ func (p plan) decision(key Key, res StoreResult, src Source) Decision {
 	if res.Allowed {
 		d.AdmittedAt = res.At
 	}
+	d.DecidedAt = res.Now
 	if len(res.Counts) == len(p.windows) {
 		// What other names keep is no room for this request.
 		d.Remaining = max(limit-w.unmet(res.Counts, limit)-res.Count, 0)

@@ -49,6 +49,11 @@ type StoreResult struct {
 	// time of this check when only calendar windows hold it (they keep no
 	// times). Zero for a refusal, and for a check of no windows.
 	At time.Time
+	// Now is the store's time of the call, admission or refusal: for
+	// RedisStore the Redis TIME its check script read (in whole
+	// microseconds); for Model and the in-process stores the time of the
+	// check.
+	Now time.Time
 }
 
 // Store is the shared state behind the limiter: one atomic check per call.
@@ -356,6 +361,7 @@ func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 			Conflict:   r[3] == 2,
 			ExceedsCap: r[3] == 3,
 			Limits:     limits,
+			Now:        time.UnixMicro(now),
 		}
 		if out[i].Allowed {
 			// r[2] is how long before now the member was first admitted.
