@@ -454,9 +454,13 @@ return out
 `)
 
 // plainCheckScript is checkScript for the plainest key: one sliding count
-// window of a rule's own (no reservation, not learning), called with
-// checkScript's KEYS and ARGV (ARGV[5] its limit, ARGV[6] its size, members
-// from ARGV[14]). It follows the same rules and gives the same reply, and
+// window of a rule's own (no reservation), called with checkScript's KEYS
+// and ARGV (ARGV[5] its limit, ARGV[6] its size, ARGV[13] 1 when the
+// window learns, with its learned-limit hash at KEYS[2], then members).
+// A learning window costs one HGET while no learned limit is in force (a
+// state that ended is deleted, as checkScript does); while one is, the
+// script changes nothing and answers {now, -1}, and the store asks
+// checkScript, which applies it. It follows the same rules and gives the same reply, and
 // does only what such a window needs: TIME, the trim, ZCARD, one ZMSCORE
 // when the window holds anyone, a GET of the identity of a member it holds,
 // one ZRANGE for a refusal's retry-after, and, when something was
@@ -472,11 +476,23 @@ if now == 0 then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local k, lim, size = KEYS[1], tonumber(ARGV[5]), tonumber(ARGV[6])
+-- na: 1 when the window learns; its learned-limit hash is then KEYS[2],
+-- and the identity keys and members come one later
+local na = tonumber(ARGV[13])
+if na > 0 then
+  local e = redis.call('HGET', KEYS[2], 'e')
+  if e then
+    if now < tonumber(e) then
+      return {now, -1}
+    end
+    redis.call('DEL', KEYS[2])
+  end
+end
 redis.call('ZREMRANGEBYSCORE', k, '-inf', now - size)
 local base = redis.call('ZCARD', k)
 local used = base
 local members = {}
-for j = 14, #ARGV, 2 do
+for j = 14 + 2 * na, #ARGV, 2 do
   members[#members + 1] = ARGV[j]
 end
 local present = {}
@@ -485,10 +501,10 @@ if base > 0 then
 end
 local out, seen, add, ids, retry = {now, 0}, {}, {'NX'}, {}, nil
 for j = 1, #members do
-  local m, amount = members[j], tonumber(ARGV[13 + 2 * j])
+  local m, amount = members[j], tonumber(ARGV[13 + 2 * na + 2 * j])
   local was = seen[m]
   if was == nil and present[j] then
-    was = tonumber(redis.call('GET', KEYS[1 + j]))
+    was = tonumber(redis.call('GET', KEYS[1 + na + j]))
   end
   local o = #out
   if was and was ~= amount then
@@ -519,7 +535,7 @@ for j = 1, #members do
   else
     used = used + 1
     add[#add + 1], add[#add + 2] = now, m
-    ids[#ids + 1] = {KEYS[1 + j], amount}
+    ids[#ids + 1] = {KEYS[1 + na + j], amount}
     seen[m] = amount
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, 1, 0, 0
   end

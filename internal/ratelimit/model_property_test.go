@@ -342,12 +342,13 @@ func genMerchants(t *rapid.T, w Window) *Merchants {
 // genWindows draws the windows of one request: 1 to 3 of its own key's and
 // 0 to 2 of its channel-wide key's, of distinct IDs per key, each now and
 // then followed by a merchant's use of it (genMerchants); a quarter of
-// the time the plainest key, one sliding count window (RedisStore checks
-// it with plainCheckScript).
+// the time the plainest key, one sliding count window, learning or not
+// (RedisStore checks it with plainCheckScript, and with checkScript while
+// a learned limit is in force).
 func genWindows(t *rapid.T, own, wide Key) []KeyWindow {
 	if rapid.IntRange(0, 3).Draw(t, "plain") == 0 {
 		w := Window{Limit: rapid.Int64Range(0, 4).Draw(t, "limit"), Size: rapid.SampledFrom(modelSizes).Draw(t, "size")}
-		return []KeyWindow{{Key: own, Window: w}}
+		return []KeyWindow{{Key: own, Window: w, Learn: genLearning(t, w)}}
 	}
 	var out []KeyWindow
 	for _, k := range []Key{own, wide} {

@@ -378,21 +378,26 @@ func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 // for windows; a plain key's check runs plainCheckScript, which reads
 // them the same way.
 func (s *RedisStore) runCheck(ctx context.Context, windows []KeyWindow, keys []string, args []any) ([]int64, error) {
-	script := checkScript
 	if plainWindows(windows) {
-		script = plainCheckScript
+		res, err := plainCheckScript.Run(ctx, s.client, keys, args...).Int64Slice()
+		if err != nil || len(res) != 2 || res[1] != -1 {
+			return res, err
+		}
+		// A learned limit is in force: the plain script changed nothing,
+		// and the general one applies it.
 	}
-	return script.Run(ctx, s.client, keys, args...).Int64Slice()
+	return checkScript.Run(ctx, s.client, keys, args...).Int64Slice()
 }
 
 // plainWindows reports whether windows are one sliding count window of a
-// rule's own, with no reservation and not learning: plainCheckScript's.
+// rule's own, with no reservation: plainCheckScript's (which hands a
+// window under a learned limit to checkScript).
 func plainWindows(windows []KeyWindow) bool {
 	if len(windows) != 1 {
 		return false
 	}
 	w := windows[0]
-	return !w.Amount && !w.IsCalendar() && w.Track == TrackNone && len(w.Reserved) == 0 && !w.learns()
+	return !w.Amount && !w.IsCalendar() && w.Track == TrackNone && len(w.Reserved) == 0
 }
 
 // Release implements Store.
