@@ -100,6 +100,12 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 	case lookupErr != nil:
 		return nil, lookupErr
 	}
+	keys := make([]ratelimit.Key, len(candidates))
+	for i, c := range candidates {
+		keys[i] = ratelimit.Key{BizType: req.BizType, Channel: c}
+	}
+	inFlight := s.admissionInFlight(req, keys...)
+	defer inFlight()
 	chosen, d, refused, rest, err := s.pick(ctx, req, candidates)
 	if err != nil {
 		return nil, err
@@ -117,7 +123,9 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
 		RoutedFrom: skipsOf(refused), Admission: admissionOf(d), hold: d.Hold,
 	}
-	if won, answer, err := s.claim(ctx, req, o); !won {
+	won, answer, err := s.claim(ctx, req, o)
+	inFlight() // the order, or the ledger, owns the slot now
+	if !won {
 		return answer, err
 	}
 	return s.sendRouted(ctx, o, rest)

@@ -57,6 +57,14 @@ func (s *Service) sendRouted(ctx context.Context, o *Order, rest []string) (*Ord
 func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bool, left []string, err error) {
 	from := ratelimit.Key{BizType: o.BizType, Channel: o.Channel}
 	skipped := append(append([]RouteSkip{}, o.RoutedFrom...), RouteSkip{Channel: o.Channel, Reason: ReasonUnhealthy})
+	// A kill between the next candidate's check and the claim naming it
+	// leaves that slot to the next run (admissionInFlight); the claim on
+	// from is the sweeper's and the resolver's as before.
+	keys := make([]ratelimit.Key, len(rest))
+	for i, c := range rest {
+		keys[i] = ratelimit.Key{BizType: o.BizType, Channel: c}
+	}
+	defer s.ledger.inFlight(o, keys...)()
 	// Detached, as the channel call is: a client leaving now must not
 	// change where a claimed payment ends.
 	chosen, d, refused, left, err := s.pick(context.WithoutCancel(ctx),

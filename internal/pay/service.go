@@ -167,6 +167,8 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	}
 
 	key := req.Key()
+	inFlight := s.admissionInFlight(req, key)
+	defer inFlight()
 	d, err := s.admit(ctx, req, key, req.MaxWait)
 	if err != nil {
 		return nil, err
@@ -184,10 +186,20 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 		Status: StatusProcessing, CreatedAt: now, UpdatedAt: now,
 		Admission: admissionOf(d), hold: d.Hold,
 	}
-	if won, answer, err := s.claim(ctx, req, o); !won {
+	won, answer, err := s.claim(ctx, req, o)
+	inFlight() // the order, or the ledger, owns the slot now
+	if !won {
 		return answer, err
 	}
 	return s.callChannel(ctx, ch, o)
+}
+
+// admissionInFlight keeps req, about to be checked on keys, on disk until
+// the returned func is called: a process killed before its claim leaves
+// its slots to the next run's ledger (Ledger.inFlight).
+func (s *Service) admissionInFlight(req PayRequest, keys ...ratelimit.Key) func() {
+	return s.ledger.inFlight(&Order{RequestID: req.RequestID, RequestHash: req.Hash(), BizType: req.BizType, Channel: req.Channel,
+		MerchantID: req.MerchantID, Amount: req.Amount, Currency: req.Currency, Subject: req.Subject}, keys...)
 }
 
 // callChannel calls the channel once and records the outcome. It is detached
