@@ -3,6 +3,7 @@ package pay_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestAKillBetweenTheCheckAndTheClaimLeavesTheSlotToTheNextRun(t *testing.T) 
 		t.Run(name, func(t *testing.T) {
 			lim := localLimiter(t, "routes:\n  B: [ALIPAY, WECHAT]\nlimits:\n  B:ALIPAY: [{limit: 5, calendar: day}]\n  B:WECHAT: [{limit: 5, calendar: day}]\n")
 			mem := paytest.NewMemStore()
-			dir := t.TempDir()
+			dir := filepath.Join(t.TempDir(), "ledger") // made by NewLedger
 			dying := &dyingStore{OrderStore: mem, entered: make(chan struct{}), dead: make(chan struct{})}
 			first, err := pay.NewLedger(dying, lim, pay.LedgerOptions{Dir: dir})
 			if err != nil {

@@ -221,6 +221,11 @@ func (l *Ledger) recover() error {
 	if err != nil {
 		return fmt.Errorf("pay: the ledger in %s cannot be read: %w", l.opts.Dir, err)
 	}
+	// Made now, not at the first entry: admissions in flight are written
+	// into it from the first payment on (ledger_inflight.go).
+	if err := os.MkdirAll(l.opts.Dir, 0o700); err != nil {
+		return fmt.Errorf("pay: the ledger's directory %s cannot be made: %w", l.opts.Dir, err)
+	}
 	var found []*entry
 	for _, name := range names {
 		e, err := readEntry(filepath.Join(l.opts.Dir, name))

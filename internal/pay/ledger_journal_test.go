@@ -181,6 +181,9 @@ func TestLedgerAdmitsAgainOnceItsJournalIsWritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The disk fails: the ledger's directory is not writable (a file stands in its place).
+	if err := os.Remove(dir); err != nil { // NewLedger made it
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(dir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
