@@ -98,7 +98,10 @@ type Limiter struct {
 	breaker *breaker
 	log     *slog.Logger
 	near    nearCache
-	waits   *waiter
+	// reg is what is still to register in a store that keeps the windows
+	// each key has had (RunWindowRegistry).
+	reg   registration
+	waits *waiter
 	// holds is the Observer as a HoldObserver; nil when it is not one.
 	holds HoldObserver
 
@@ -175,6 +178,7 @@ func New(store Store, opts Options) (*Limiter, error) {
 		holds:   holdObserver(opts.Observer),
 	}
 	l.waits = newWaiter(l.checkOnce, waitOptions{maxWaiters: opts.MaxWaiters, observer: opts.WaitObserver, now: opts.Now})
+	l.reg.wake = make(chan struct{}, 1)
 	l.limits.Store(&limits{})
 	l.share.Store(math.Float64bits(opts.LocalShare))
 	return l, nil
@@ -198,10 +202,10 @@ func (l *Limiter) SetConfig(c *Config) {
 		}
 	}
 	l.near.clear()
-	if reg, ok := l.store.(windowRegistry); ok {
+	if _, ok := l.store.(windowRegistry); ok {
 		// A release with unknown windows, on any instance, finds the
-		// windows of next.prev and c there (window_registry.go).
-		go l.register(reg, next.prev, c)
+		// windows of next.prev and c there (RunWindowRegistry).
+		l.reg.queue(next.prev, c, l.opts.Now())
 	}
 	// next.keys names every window c can check.
 	l.local.Retain(func(id windowID) bool { _, ok := next.keys[id]; return ok })

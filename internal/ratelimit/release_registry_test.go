@@ -32,11 +32,13 @@ func TestReleaseByRequestIDAfterTwoLimitsChangesLeavesNoMember(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx := context.Background()
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
 			acquirer, err := ratelimit.New(store, ratelimit.Options{DisableNearCache: true})
 			if err != nil {
 				t.Fatal(err)
 			}
+			go acquirer.RunWindowRegistry(ctx)
 			first := mustConfig(t, docs[0])
 			acquirer.SetConfig(first)
 			const member = "#api:c:q2-1342-2"
@@ -54,11 +56,12 @@ func TestReleaseByRequestIDAfterTwoLimitsChangesLeavesNoMember(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				go releaser.RunWindowRegistry(ctx)
 				releaser.SetConfig(mustConfig(t, docs[2]))
 			}
 			var use []int64
 			var held bool
-			// The windows are kept in the background: a release made
+			// The windows are registered in the background: a release made
 			// before that holds them is made again, as a client would.
 			for deadline := time.Now().Add(3 * time.Second); ; {
 				h, err := releaser.ReleaseHeld(ctx, ratelimit.HoldOf(keyAB, member))

@@ -3,9 +3,12 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"payserver/internal/retry"
 )
 
 // The windows each key has had. A hold whose windows are unknown (an
@@ -13,10 +16,10 @@ import (
 // from the windows the limits give its key now and gave it before; but an
 // instance knows only the documents it loaded since it started, and
 // remembers one before the one in force. An acquisition made two documents
-// before its release, or before the releasing instance (re)started, stayed
-// in the calendar windows of its document (a zone, a cut-off, a currency
-// name the window), counted to the end of the period while the release
-// answered 200 (chaos seeds 20261131 and 20261132). So a store shared by
+// before its release, or before the releasing instance (re)started, would
+// stay in the calendar windows of its document (a zone, a cut-off, a
+// currency name the window), counted to the end of the period while the
+// release answered that it was freed. So a store shared by
 // the instances keeps, beside the windows, the windows each key's
 // documents gave it and when they were last in force (windowRegistry):
 // every instance registers the document it loads and the one it replaces,
@@ -149,35 +152,89 @@ func reserved(wide Key, r Rule, keys map[Key]bool) {
 	}
 }
 
-// registerRetries bounds the tries of one registration, a second or more
-// apart: a store that fails longer has lost no admission under the
-// document to a release (none was made there).
-const registerRetries = 60
+// registration is what the limiter has still to register in its store:
+// the windows of each document set (SetConfig) and of the one it replaced,
+// by key, merged until RunWindowRegistry registers them.
+type registration struct {
+	mu      sync.Mutex
+	pending map[Key][]KeyWindow
+	wake    chan struct{}
+}
 
-// register records in reg the windows of prev (last in force now) and of
-// cfg (in force from now), trying again while the store fails; a try
-// records the time it is made (later than prev was last in force: a
-// longer retention, never a shorter one).
-func (l *Limiter) register(reg windowRegistry, prev, cfg *Config) {
-	now := l.opts.Now()
-	byKey := map[Key][]KeyWindow{}
-	registeredWindows(prev, now, byKey)
-	registeredWindows(cfg, now, byKey)
-	if len(byKey) == 0 {
+// registryBackoff is the wait between two tries of a registration while
+// the store fails.
+var registryBackoff = retry.Schedule{First: 100 * time.Millisecond, Most: 5 * time.Second}
+
+// queue adds the windows of prev (last in force now) and of cfg (in force
+// from now) to what is to register, and wakes RunWindowRegistry.
+func (r *registration) queue(prev, cfg *Config, now time.Time) {
+	r.mu.Lock()
+	if r.pending == nil {
+		r.pending = map[Key][]KeyWindow{}
+	}
+	registeredWindows(prev, now, r.pending)
+	registeredWindows(cfg, now, r.pending)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what is to register, and forgets it.
+func (r *registration) take() map[Key][]KeyWindow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.pending
+	r.pending = nil
+	return out
+}
+
+// putBack keeps byKey, which could not be registered, to register again.
+func (r *registration) putBack(byKey map[Key][]KeyWindow) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending = map[Key][]KeyWindow{}
+	}
+	for k, ws := range byKey {
+		r.pending[k] = unionWindows(r.pending[k], ws)
+	}
+}
+
+// RunWindowRegistry registers in the shared store the windows of each
+// limits document set and of the one it replaced (windowRegistry), trying
+// again on its retry schedule while the store fails, until ctx ends. Each
+// try records the time it is made: later than the windows were last in
+// force, so a longer retention, never a shorter one. Main runs it; with a
+// store that keeps no registry it returns at once.
+func (l *Limiter) RunWindowRegistry(ctx context.Context) {
+	reg, ok := l.store.(windowRegistry)
+	if !ok {
 		return
 	}
-	wait := 100 * time.Millisecond
-	for range registerRetries {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*l.opts.Timeout)
-		err := reg.RegisterWindows(ctx, byKey, l.opts.Now())
-		cancel()
-		if err == nil {
+	b := registryBackoff
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-l.reg.wake:
 		}
-		time.Sleep(wait)
-		wait = min(2*wait, 5*time.Second)
+		for byKey := l.reg.take(); len(byKey) > 0; byKey = l.reg.take() {
+			cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
+			err := reg.RegisterWindows(cctx, byKey, l.opts.Now())
+			cancel()
+			if err == nil {
+				b.Reset()
+				continue
+			}
+			l.reg.putBack(byKey)
+			l.log.Warn("the windows of a limits document could not be registered for releases by requestId; trying again", "err", err)
+			if !retry.Sleep(ctx, b.Wait()) {
+				return
+			}
+		}
 	}
-	l.log.Warn("limiter store failing; the windows of a limits document are not registered for releases by requestId")
 }
 
 // registered adds to windows the windows key and, when it counts there,
