@@ -17,6 +17,8 @@
 //  5. merchants: a check on a key with limits per merchant whose window's
 //     members are spread over 1 merchant and over 10,000, side by side,
 //     with the Redis memory per merchant and per member.
+//  6. whatif: the replay of 1M and 10M recorded decisions of one busy key
+//     (decisions/s, peak heap), and the decision log's bytes per decision.
 //
 // Checks go through ratelimit.Limiter as payserver makes them (the plan of
 // the rules in force, learning windows included), with the near-cache off
@@ -30,7 +32,7 @@
 // Usage (make bench-scale runs it under the testenv command, which starts
 // the Redis and the durable MariaDB):
 //
-//	go run ./bench/scale [-only members,windows,keys,pay,merchants] [-sizes 1000,10000,100000,1000000] [-checks 5000] [-merchants 1,10000]
+//	go run ./bench/scale [-only members,windows,keys,pay,merchants] [-sizes 1000,10000,100000,1000000] [-checks 5000] [-merchants 1,10000] [-whatif-decisions 1000000]
 package main
 
 import (
@@ -65,15 +67,18 @@ type options struct {
 	// merchantMembers members over, smallest first.
 	merchants       []int
 	merchantMembers int
+	// whatIfDecisions are the recorded decisions the what-if table
+	// replays, one run each.
+	whatIfDecisions []int
 }
 
 // parts are the tables, in the order they print.
-var parts = []string{"members", "windows", "keys", "pay", "merchants"}
+var parts = []string{"members", "windows", "keys", "pay", "merchants", "whatif"}
 
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	var o options
-	var only, sizes, httpKeys, merchants string
+	var only, sizes, httpKeys, merchants, whatIfDecisions string
 	fs.StringVar(&o.addr, "addr", os.Getenv("PAYSERVER_TEST_REDIS_ADDR"), "Redis address (loopback only); default $PAYSERVER_TEST_REDIS_ADDR")
 	fs.StringVar(&only, "only", strings.Join(parts, ","), "the tables to print: "+strings.Join(parts, ", ")+" (SCALE_PAY=0 also leaves out pay)")
 	fs.StringVar(&sizes, "sizes", "1000,10000,100000,1000000", "members already in the window (members table)")
@@ -83,6 +88,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&httpKeys, "http-keys", "1000,10000", "keys of the limits documents (keys table; at most 10000, limits.MaxKeys)")
 	fs.DurationVar(&o.payDuration, "pay-duration", 10*time.Second, "wrk time per instance count (pay table: E2E_DURATION)")
 	fs.StringVar(&merchants, "merchants", "1,10000", "merchants the members of the merchants table's window are spread over")
+	fs.StringVar(&whatIfDecisions, "whatif-decisions", "1000000", "recorded decisions the what-if table replays (10000000 takes over 25 minutes on 2 cores)")
 	fs.IntVar(&o.merchantMembers, "merchant-members", 10_000, "members in the merchants table's window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -106,6 +112,9 @@ func parseFlags(args []string) (options, error) {
 		return o, err
 	}
 	if o.merchants, err = positiveInts("-merchants", merchants); err != nil {
+		return o, err
+	}
+	if o.whatIfDecisions, err = positiveInts("-whatif-decisions", whatIfDecisions); err != nil {
 		return o, err
 	}
 	slices.Sort(o.merchants)
@@ -159,8 +168,8 @@ func run(o options) error {
 		fmt.Printf("redis:    %s at %s (%s, maxmemory %s)\n", redisinfo.Field(b.ctx, b.client, "server", "redis_version"), o.addr,
 			redisinfo.Field(b.ctx, b.client, "server", "redis_mode"), redisinfo.Field(b.ctx, b.client, "memory", "maxmemory_human"))
 	}
-	fmt.Printf("settings: -only %s -sizes %s -checks %d -callers %d -redis-keys %d -http-keys %s -pay-duration %s -merchants %s -merchant-members %d\n",
-		strings.Join(selected(o.only), ","), joinInts(o.sizes), o.checks, o.callers, o.redisKeys, joinInts(o.httpKeys), o.payDuration, joinInts(o.merchants), o.merchantMembers)
+	fmt.Printf("settings: -only %s -sizes %s -checks %d -callers %d -redis-keys %d -http-keys %s -pay-duration %s -merchants %s -merchant-members %d -whatif-decisions %s\n",
+		strings.Join(selected(o.only), ","), joinInts(o.sizes), o.checks, o.callers, o.redisKeys, joinInts(o.httpKeys), o.payDuration, joinInts(o.merchants), o.merchantMembers, joinInts(o.whatIfDecisions))
 	steps := []struct {
 		name string
 		fn   func() error
@@ -170,6 +179,7 @@ func run(o options) error {
 		{"keys", func() error { return b.keys() }},
 		{"pay", func() error { return pay(o) }},
 		{"merchants", func() error { return b.merchants() }},
+		{"whatif", func() error { return whatIf(o) }},
 	}
 	for _, s := range steps {
 		if !o.only[s.name] {

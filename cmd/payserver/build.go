@@ -40,6 +40,7 @@ func (m *Main) buildLimiter(ctx context.Context) error {
 	m.api.metrics.WatchWaiters(m.limiter.Waiters)
 	m.learned = m.metrics.NewLearnedLimits(m.limiter, m.log.With("component", "learned-limits"))
 	m.goBackground(func() { m.learned.Run(ctx, metrics.LearnedRefresh) })
+	m.goBackground(func() { m.limiter.RunWindowRegistry(ctx) })
 	return nil
 }
 

@@ -59,6 +59,13 @@ func TestOperationsFiguresMatchTheBinary(t *testing.T) {
 	if !strings.Contains(doc, grant) {
 		t.Errorf("OPERATIONS.md lacks the servers' grant %q", grant)
 	}
+	prune := "GRANT DELETE ON payserver." + repotest.PrunedTable + " TO 'payserver'@'%';"
+	if !strings.Contains(doc, prune) {
+		t.Errorf("OPERATIONS.md lacks the servers' grant %q (pruning the decision log)", prune)
+	}
+	if want := "DELETE on " + repotest.PrunedTable; !strings.Contains(migrateUsage, want) {
+		t.Errorf("migrate --help does not say serving needs %s:\n%s", want, migrateUsage)
+	}
 	if want := strings.Replace(repotest.ServingGrants, ", UPDATE", " and UPDATE", 1); !strings.Contains(migrateUsage, want) {
 		t.Errorf("migrate --help does not say serving needs only %s:\n%s", want, migrateUsage)
 	}

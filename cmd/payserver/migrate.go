@@ -20,7 +20,8 @@ and exits. It first prints which database it migrates (the driver, then
 user@host:port/database or the SQLite path; never a password), then each
 migration applied and "schema at version N (was M)", or "already at N"
 when there is nothing to do. It needs DDL privileges; serving needs
-only SELECT, INSERT and UPDATE (docs/OPERATIONS.md, "Least privilege").
+only SELECT, INSERT and UPDATE, and DELETE on decision_log to prune it
+(docs/OPERATIONS.md, "Least privilege").
 `
 
 // migrateHelp answers `payserver migrate ARGS…`: migrate takes no

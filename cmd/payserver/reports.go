@@ -48,8 +48,9 @@ func (m *Main) openStats(ctx context.Context) error {
 		return err
 	}
 	agg, err := stats.NewAggregator(stats.AggregatorOptions{
-		Store:   store,
-		Amounts: store,
+		Store:     store,
+		Amounts:   store,
+		Merchants: store,
 		Config: func() *ratelimit.Config {
 			if m.limiter == nil {
 				return nil
@@ -104,7 +105,8 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 	if err != nil {
 		return nil, err
 	}
-	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: m.stats.store, History: history, Flusher: m.stats.agg, Amounts: m.stats.store})
+	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: m.stats.store, History: history, Flusher: m.stats.agg, Amounts: m.stats.store,
+		Merchants: m.stats.store})
 	if err != nil {
 		return nil, err
 	}

@@ -13,25 +13,56 @@ import (
 	"testing"
 
 	"payserver/internal/testenv"
+	"payserver/internal/testutil"
 	"payserver/internal/whatif"
 )
 
 // TestWhatIfReplaysRealTraffic drives payments through real Redis and the
 // decision log, then replays them: the documents in force reproduce the
 // record (fidelity ≥ 0.99), a proposal equal to the document in force
-// changes nothing, and a lower limit refuses newly.
+// changes nothing, and a lower limit refuses newly. It runs on standalone
+// Redis with the embedded SQLite file and with MariaDB, and on a Redis
+// Cluster.
 func TestWhatIfReplaysRealTraffic(t *testing.T) {
 	if !testenv.Installed() {
 		t.Skip("redis-server not installed")
 	}
-	rd := testenv.StartRedis(t, testenv.RedisOptions{})
+	t.Run("standalone/sqlite", func(t *testing.T) {
+		rd := testenv.StartRedis(t, testenv.RedisOptions{})
+		replayRealTraffic(t, func(cfg *Config) []string {
+			cfg.RedisMode, cfg.RedisAddrs = RedisStandalone, []string{rd.Addr}
+			return []string{"PAYSERVER_DATA_DIR=" + cfg.DataDir}
+		})
+	})
+	t.Run("standalone/mariadb", func(t *testing.T) {
+		dsn := testutil.MustFreshMySQL(t)
+		rd := testenv.StartRedis(t, testenv.RedisOptions{})
+		replayRealTraffic(t, func(cfg *Config) []string {
+			cfg.RedisMode, cfg.RedisAddrs = RedisStandalone, []string{rd.Addr}
+			cfg.MySQLDSN, cfg.AutoMigrate = dsn, true
+			return []string{"PAYSERVER_MYSQL_DSN=" + dsn}
+		})
+	})
+	t.Run("cluster/sqlite", func(t *testing.T) {
+		cluster := testenv.StartCluster(t, testenv.ClusterOptions{})
+		replayRealTraffic(t, func(cfg *Config) []string {
+			cfg.RedisMode, cfg.RedisAddrs = RedisCluster, cluster.Addrs()
+			return []string{"PAYSERVER_DATA_DIR=" + cfg.DataDir}
+		})
+	})
+}
+
+// replayRealTraffic runs payserver as setup configures it (its Redis and
+// database), sends 200 payments over a limit of 5 a second, and replays
+// them with `payserver what-if --json` in the environment setup returns.
+func replayRealTraffic(t *testing.T, setup func(*Config) []string) {
 	dir := t.TempDir()
 	cfg := embeddedConfig(t, dir)
 	const doc = "limits:\n  ONLINE_PAY:ALIPAY: 5\n"
 	if err := os.WriteFile(cfg.LimitsFile, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.RedisMode, cfg.RedisAddrs = RedisStandalone, []string{rd.Addr}
+	env := setup(&cfg)
 	m := NewMain(cfg, slog.New(slog.DiscardHandler))
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -61,7 +92,7 @@ func TestWhatIfReplaysRealTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out, errOut bytes.Buffer
-		if code := run([]string{"what-if", file, "--json"}, []string{"PAYSERVER_DATA_DIR=" + cfg.DataDir}, &out, &errOut); code != 0 {
+		if code := run([]string{"what-if", file, "--json"}, env, &out, &errOut); code != 0 {
 			t.Fatalf("what-if exited %d: %s", code, errOut.String())
 		}
 		var res whatif.Result

@@ -39,9 +39,11 @@ type Options struct {
 	// full (payserver_decision_log_dropped_total); nil counts nothing.
 	Dropped func()
 	Logger  *slog.Logger
-	// Now is the clock of pruning and of the documents' application time.
-	// Default time.Now.
-	Now func() time.Time
+	// Now is the clock of pruning and of the documents' application time,
+	// and After the timer of Run's flushes; defaults time.Now and
+	// time.After. Tests pass a fake clock.
+	Now   func() time.Time
+	After func(time.Duration) <-chan time.Time
 }
 
 // Log is a ratelimit.HoldObserver that records every decision, release and
@@ -82,6 +84,9 @@ func New(store Store, opts Options) (*Log, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.After == nil {
+		opts.After = time.After
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -160,8 +165,6 @@ func (l *Log) DocumentApplied(version string, content []byte) {
 // the retention once a minute, until ctx ends; it then writes what is left
 // (under a short timeout of its own) and returns. Main starts it once.
 func (l *Log) Run(ctx context.Context) {
-	tick := time.NewTicker(l.opts.FlushEvery)
-	defer tick.Stop()
 	lastPrune := time.Time{}
 	for {
 		select {
@@ -170,7 +173,7 @@ func (l *Log) Run(ctx context.Context) {
 			l.Flush(fctx)
 			cancel()
 			return
-		case <-tick.C:
+		case <-l.opts.After(l.opts.FlushEvery):
 		case <-l.kick:
 		}
 		l.Flush(ctx)

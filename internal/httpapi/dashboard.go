@@ -98,6 +98,10 @@ type dashboardView struct {
 	// OtherChannel and OtherCurrency say that Amounts has a row under
 	// stats.Other, which the page explains.
 	OtherChannel, OtherCurrency bool
+	// Merchants are the top merchants of the page's keys over the chart's
+	// hour; MerchantsError says why they are missing.
+	Merchants      []merchantLine
+	MerchantsError string
 	// Unresolved is the UNKNOWN orders being resolved with their
 	// channels; nil when not wired.
 	Unresolved *unresolvedView
@@ -227,6 +231,7 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 	keys := q.keys(cfg, others, changes)
 	page, paging := q.page(keys)
 	v.Paging = paging
+	v.Merchants, v.MerchantsError = d.merchants(ctx, hour, page)
 	rows, rowsErr := d.pageRows(ctx, hour, page, others)
 	if err := errors.Join(othersErr, rowsErr); err != nil {
 		d.r.log.Warn("dashboard: could not read the last hour's stats", "err", err)

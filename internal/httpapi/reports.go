@@ -22,6 +22,9 @@ import (
 type ReportService interface {
 	Report(ctx context.Context, q stats.Query) (stats.Report, error)
 	Amounts(ctx context.Context, q stats.Query) (stats.AmountReport, error)
+	// Merchants is the channel-limit report grouped by merchant
+	// (groupBy=merchant, and the dashboard's top merchants).
+	Merchants(ctx context.Context, q stats.Query) (stats.MerchantReport, error)
 	// Changes lists the limit changes of q's buckets for every key, with
 	// traffic or without (the dashboard's "limit changed" badges).
 	Changes(ctx context.Context, q stats.Query) ([]stats.KeyChange, error)
@@ -118,26 +121,40 @@ func Reports(opts ReportsOptions) (func(g *gin.RouterGroup), error) {
 	}, nil
 }
 
-// getReport answers GET /reports/channel-limits.
+// getReport answers GET /reports/channel-limits: a row per key and
+// bucket, or with groupBy=merchant per merchant, key and bucket.
 func (r *reports) getReport(c *gin.Context) {
 	q, err := stats.ParseQuery(c.Request.URL.Query(), r.opts.Now())
 	if err != nil {
 		writeError(c, r.log, err, "")
 		return
 	}
-	rep, err := r.opts.Reports.Report(c.Request.Context(), q)
-	if err != nil {
-		writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
-		return
+	var rep any
+	var writeCSV func(*bytes.Buffer) error
+	name := "channel-limits-"
+	if q.GroupBy == stats.GroupByMerchant {
+		m, err := r.opts.Reports.Merchants(c.Request.Context(), q)
+		rep, writeCSV, name = m, func(b *bytes.Buffer) error { return stats.WriteMerchantsCSV(b, m) }, "channel-merchants-"
+		if err != nil {
+			writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+			return
+		}
+	} else {
+		k, err := r.opts.Reports.Report(c.Request.Context(), q)
+		rep, writeCSV = k, func(b *bytes.Buffer) error { return stats.WriteCSV(b, k) }
+		if err != nil {
+			writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+			return
+		}
 	}
 	c.Header("Cache-Control", "no-store")
 	if q.Format == stats.FormatCSV {
 		var buf bytes.Buffer
-		if err := stats.WriteCSV(&buf, rep); err != nil {
+		if err := writeCSV(&buf); err != nil {
 			writeError(c, r.log, err, "")
 			return
 		}
-		name := "channel-limits-" + q.From.Format("20060102T1504Z") + "-" + string(q.Granularity) + ".csv"
+		name += q.From.Format("20060102T1504Z") + "-" + string(q.Granularity) + ".csv"
 		c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
 		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 		return

@@ -34,11 +34,12 @@ func (nopPay) Pay(context.Context, pay.PayRequest) (*pay.Order, error) {
 func (nopPay) Get(context.Context, string) (*pay.Order, error) { return nil, errors.New("unused") }
 
 type fakeReports struct {
-	rep     stats.Report
-	amounts []stats.AmountBucket
-	changes []stats.KeyChange
-	err     error
-	got     []stats.Query
+	rep       stats.Report
+	merchants []stats.MerchantReportRow
+	amounts   []stats.AmountBucket
+	changes   []stats.KeyChange
+	err       error
+	got       []stats.Query
 	// reported are the queries of Report alone.
 	reported []stats.Query
 }
@@ -62,6 +63,24 @@ func (f *fakeReports) Amounts(_ context.Context, q stats.Query) (stats.AmountRep
 		return stats.AmountReport{}, f.err
 	}
 	return stats.AmountReport{From: q.From, To: q.To, Granularity: q.Granularity, Rows: f.amounts}, nil
+}
+
+// Merchants answers the rows of f.merchants that q selects: its bizType,
+// channel and keys.
+func (f *fakeReports) Merchants(_ context.Context, q stats.Query) (stats.MerchantReport, error) {
+	f.got = append(f.got, q)
+	if f.err != nil {
+		return stats.MerchantReport{}, f.err
+	}
+	r := stats.MerchantReport{From: q.From, To: q.To, Granularity: q.Granularity, GroupBy: stats.GroupByMerchant, Rows: []stats.MerchantReportRow{}}
+	for _, row := range f.merchants {
+		key := ratelimit.Key{BizType: row.BizType, Channel: row.Channel}
+		if (q.BizType == "" || q.BizType == row.BizType) && (q.Channel == "" || q.Channel == row.Channel) &&
+			(len(q.Keys) == 0 || slices.Contains(q.Keys, key)) {
+			r.Rows = append(r.Rows, row)
+		}
+	}
+	return r, nil
 }
 
 // Report answers the rows of f.rep that q selects, as the stats store
@@ -431,5 +450,36 @@ func TestAmountReportRoute(t *testing.T) {
 		if a.status != 400 || !strings.Contains(a.body, `"field":"`+bad.field+`"`) {
 			t.Errorf("%s: status %d %s; want 400 naming %s", bad.q, a.status, a.body, bad.field)
 		}
+	}
+}
+
+// TestReportRouteByMerchant: groupBy=merchant answers the merchant rows,
+// as JSON and CSV, true to api/openapi.yaml; another groupBy is 400.
+func TestReportRouteByMerchant(t *testing.T) {
+	s := newTestServer(t, "tok")
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	s.reports.merchants = []stats.MerchantReportRow{
+		{BizType: "PAY", Channel: "ALIPAY", Merchant: "M_1", Bucket: at, Attempts: 5, Admitted: 3, Refused: 2},
+		{BizType: "PAY", Channel: "ALIPAY", Merchant: stats.Other, Bucket: at, Attempts: 1, Admitted: 1},
+	}
+	tests := []struct {
+		query, wantType, want string
+		status                int
+	}{
+		{"&groupBy=merchant", "application/json", `"merchant":"M_1","bucket":"2026-03-01T10:00:00Z","attempts":5,"admitted":3,"refused":2`, 200},
+		{"&groupBy=merchant&format=csv", "text/csv", "bizType,channel,merchant,bucket,attempts,admitted,refused\nPAY,ALIPAY,M_1,2026-03-01T10:00:00Z,5,3,2\nPAY,ALIPAY,other,", 200},
+		{"&groupBy=key", "application/json", `"limitChanged"`, 200},
+		{"&groupBy=currency", "application/json", `"field":"groupBy"`, 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			a := s.get(t, "/reports/channel-limits?"+window+tt.query, "tok")
+			if a.status != tt.status || !strings.HasPrefix(a.header.Get("Content-Type"), tt.wantType) || !strings.Contains(a.body, tt.want) {
+				t.Errorf("status %d, type %q, body\n%s\nwant %d, %s, %q", a.status, a.header.Get("Content-Type"), a.body, tt.status, tt.wantType, tt.want)
+			}
+		})
+	}
+	if q := s.reports.got[len(s.reports.got)-1]; q.GroupBy != stats.GroupByKey {
+		t.Errorf("groupBy=key reached the service as %q", q.GroupBy)
 	}
 }

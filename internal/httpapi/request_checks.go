@@ -17,7 +17,7 @@ var queryParams = map[string][]string{
 	"/limits":                  {"limit", "after"},
 	"/limits/history":          {"limit", "before"},
 	"/limits/what-if":          {"from", "to"},
-	"/reports/channel-limits":  {"from", "to", "bizType", "channel", "granularity", "format"},
+	"/reports/channel-limits":  {"from", "to", "bizType", "channel", "granularity", "format", "groupBy"},
 	"/reports/channel-amounts": {"from", "to", "bizType", "channel", "granularity", "format"},
 	"/reports/routes":          {"from", "to", "bizType"},
 	"/reports/admissions":      {"from", "to", "channel", "limit"},

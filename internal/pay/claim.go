@@ -6,6 +6,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/ratelimit"
+	"payserver/internal/retry"
 )
 
 // unconfirmedClaim is the failure message of a claim settled as NOT_SENT
@@ -105,11 +106,11 @@ func (s *Service) resolveClaim(ctx context.Context, o *Order, claimErr error) (c
 			// answer: there is nothing to wait for.
 			return claimNotMade, nil
 		}
-		wait := b.wait()
+		wait := b.Wait()
 		if deadline.Sub(s.opts.Now()) < wait {
 			return claimUnknown, nil
 		}
-		sleepCtx(base, wait)
+		retry.Sleep(base, wait)
 	}
 }
 

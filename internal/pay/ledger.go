@@ -10,6 +10,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/ratelimit"
+	"payserver/internal/retry"
 )
 
 // Ledger is the one owner of every limiter slot whose fate the pay flow
@@ -143,7 +144,7 @@ type entry struct {
 	amountsOnly bool
 
 	due     time.Time
-	backoff backoff
+	backoff retry.Schedule
 	busy    bool
 	// unwritten is set while the entry's file could not be written.
 	unwritten bool
@@ -351,7 +352,7 @@ func (l *Ledger) limiterAnswered() {
 	for _, e := range l.entries {
 		if e.phase == phaseCarry && !e.busy {
 			e.due = now
-			e.backoff.reset()
+			e.backoff.Reset()
 		}
 	}
 	l.mu.Unlock()
@@ -365,7 +366,7 @@ func (l *Ledger) add(e *entry, wait time.Duration) {
 	now := l.opts.Now()
 	e.at, e.backoff = now, workBackoff
 	if wait <= 0 {
-		wait = e.backoff.wait()
+		wait = e.backoff.Wait()
 	}
 	e.due = now.Add(wait)
 	l.mu.Lock()
@@ -438,7 +439,7 @@ func (l *Ledger) work(ctx context.Context) {
 			l.forget(e, seq)
 			continue
 		}
-		l.putBack(e, seq, now.Add(e.backoff.wait()))
+		l.putBack(e, seq, now.Add(e.backoff.Wait()))
 	}
 }
 

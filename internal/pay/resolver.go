@@ -12,6 +12,7 @@ import (
 	"payserver/internal/channel"
 	"payserver/internal/ratelimit"
 	"payserver/internal/ratelog"
+	"payserver/internal/retry"
 )
 
 // ResolveStore is what the Resolver needs of the order store.
@@ -240,7 +241,7 @@ func (r *Resolver) Run(ctx context.Context) {
 		if len(due) == r.opts.Batch {
 			pause = min(pause, 100*time.Millisecond)
 		}
-		if !sleepCtx(ctx, pause) {
+		if !retry.Sleep(ctx, pause) {
 			return
 		}
 		if ctx.Err() != nil {

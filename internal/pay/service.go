@@ -15,6 +15,7 @@ import (
 	"payserver/internal/apperr"
 	"payserver/internal/channel"
 	"payserver/internal/ratelimit"
+	"payserver/internal/retry"
 )
 
 // Limiter is the channel limiter: POST /pay asks it before each channel
@@ -286,7 +287,7 @@ func (s *Service) finish(ctx context.Context, o *Order) error {
 	var err error
 	b := requestBackoff
 	for attempt := 0; attempt < 8; attempt++ {
-		if attempt > 0 && !sleepCtx(context.WithoutCancel(ctx), b.wait()) {
+		if attempt > 0 && !retry.Sleep(context.WithoutCancel(ctx), b.Wait()) {
 			break
 		}
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -387,7 +388,7 @@ func (s *Service) awaitExisting(ctx context.Context, requestID, hash string) (*O
 			return nil, apperr.New(apperr.IdempotencyConflict, "requestId %s is still being processed; retry later", requestID).
 				WithDetails(map[string]any{"orderNo": o.OrderNo, "status": string(o.Status)})
 		}
-		if !sleepCtx(ctx, b.wait()) {
+		if !retry.Sleep(ctx, b.Wait()) {
 			return nil, apperr.Wrap(ctx.Err(), apperr.IdempotencyConflict, "requestId %s is still being processed", requestID)
 		}
 	}

@@ -98,7 +98,10 @@ type Limiter struct {
 	breaker *breaker
 	log     *slog.Logger
 	near    nearCache
-	waits   *waiter
+	// reg is what is still to register in a store that keeps the windows
+	// each key has had (RunWindowRegistry).
+	reg   registration
+	waits *waiter
 	// holds is the Observer as a HoldObserver; nil when it is not one.
 	holds HoldObserver
 
@@ -175,6 +178,7 @@ func New(store Store, opts Options) (*Limiter, error) {
 		holds:   holdObserver(opts.Observer),
 	}
 	l.waits = newWaiter(l.checkOnce, waitOptions{maxWaiters: opts.MaxWaiters, observer: opts.WaitObserver, now: opts.Now})
+	l.reg.wake = make(chan struct{}, 1)
 	l.limits.Store(&limits{})
 	l.share.Store(math.Float64bits(opts.LocalShare))
 	return l, nil
@@ -198,6 +202,11 @@ func (l *Limiter) SetConfig(c *Config) {
 		}
 	}
 	l.near.clear()
+	if _, ok := l.store.(windowRegistry); ok {
+		// A release with unknown windows, on any instance, finds the
+		// windows of next.prev and c there (RunWindowRegistry).
+		l.reg.queue(next.prev, c, l.opts.Now())
+	}
 	// next.keys names every window c can check.
 	l.local.Retain(func(id windowID) bool { _, ok := next.keys[id]; return ok })
 }
@@ -378,7 +387,9 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 // the limits in force give its key now (those of the rules in force and of
 // the base rules, should a schedule have switched since), in the shared
 // store and in the local fallback. A hold whose windows are unknown also
-// leaves the windows the limits in force before gave its key. The pay flow calls it only when no
+// leaves the windows the limits in force before gave its key, and those
+// the shared store registered for it (window_registry.go: every document
+// any instance loaded, while its windows may hold a member). The pay flow calls it only when no
 // channel call can happen for the request.
 func (l *Limiter) Release(ctx context.Context, h Hold) error {
 	_, err := l.release(ctx, h, false)
@@ -421,6 +432,12 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, 
 		// moved its calendar window): released from that one's windows
 		// too, it is left in none.
 		windows = unionWindows(windows, releaseWindows(lim.prev, key, l.opts.Now(), amountsOnly))
+	}
+	if !h.Known() {
+		// And every window a document gave its key that may still hold
+		// it: one loaded before this instance started, or replaced
+		// since the one before.
+		windows = l.registered(ctx, key, windows, amountsOnly)
 	}
 	if h.ownKey {
 		windows = h.ownKeyWindows(windows)

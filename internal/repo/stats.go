@@ -152,26 +152,7 @@ func (s *ChannelStats) Buckets(ctx context.Context, q stats.Query) ([]stats.Buck
 	if len(q.Keys) > stats.MaxQueryKeys {
 		return nil, fmt.Errorf("repo: channel stats: %d keys asked, at most %d", len(q.Keys), stats.MaxQueryKeys)
 	}
-	where := "minute >= ? AND minute < ?"
-	args := []any{q.From.Unix(), q.To.Unix()}
-	if q.BizType != "" {
-		where += " AND biz_type = ?"
-		args = append(args, q.BizType)
-	}
-	if q.Channel != "" {
-		where += " AND channel = ?"
-		args = append(args, q.Channel)
-	}
-	if len(q.Keys) > 0 {
-		// Each pair reads its own range of the (biz_type, channel, minute)
-		// index.
-		pairs := make([]string, len(q.Keys))
-		for i, k := range q.Keys {
-			pairs[i] = "(biz_type = ? AND channel = ?)"
-			args = append(args, k.BizType, k.Channel)
-		}
-		where += " AND (" + strings.Join(pairs, " OR ") + ")"
-	}
+	where, args := keyWhere(q)
 	// A minute is one row: the grouping below would sum one row per group
 	// and join it back to itself, four times the work of reading it (1.3 s
 	// against 5.3 s for an hour of 10,000 keys on SQLite).
@@ -208,6 +189,33 @@ ORDER BY minute, biz_type, channel`
 		return nil, fmt.Errorf("repo: read channel stats: %w", err)
 	}
 	return out, nil
+}
+
+// keyWhere is the condition (and its arguments) on the minute, biz_type
+// and channel columns that selects the rows of q: its From..To, BizType,
+// Channel and Keys.
+func keyWhere(q stats.Query) (string, []any) {
+	where := "minute >= ? AND minute < ?"
+	args := []any{q.From.Unix(), q.To.Unix()}
+	if q.BizType != "" {
+		where += " AND biz_type = ?"
+		args = append(args, q.BizType)
+	}
+	if q.Channel != "" {
+		where += " AND channel = ?"
+		args = append(args, q.Channel)
+	}
+	if len(q.Keys) > 0 {
+		// Each pair reads its own range of the (biz_type, channel, minute)
+		// index.
+		pairs := make([]string, len(q.Keys))
+		for i, k := range q.Keys {
+			pairs[i] = "(biz_type = ? AND channel = ?)"
+			args = append(args, k.BizType, k.Channel)
+		}
+		where += " AND (" + strings.Join(pairs, " OR ") + ")"
+	}
+	return where, args
 }
 
 // groupedBuckets is the query of buckets step seconds long over the rows

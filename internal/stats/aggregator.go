@@ -28,6 +28,13 @@ type AggregatorOptions struct {
 	// Amounts, when set, receives the pending amount rows at each flush,
 	// after Store: the amounts of decisions on requests with an amount.
 	Amounts AmountStore
+	// Merchants, when set, receives the pending merchant rows after
+	// Amounts: the admissions and refusals per key, minute and merchant,
+	// TopMerchants per key and minute and the rest under Other. A minute's
+	// merchant rows are written once the minute has ended (Drain writes
+	// them all), so that each instance writes at most TopMerchants+1 rows
+	// per key and minute.
+	Merchants MerchantStore
 	// Config returns the limits snapshot in force (nil before the first
 	// one): it decides which keys are counted under their own name, and the
 	// rule recorded with them. (*ratelimit.Limiter).Config fits.
@@ -62,11 +69,14 @@ type Aggregator struct {
 	opts AggregatorOptions
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	pending  map[slot]*entry
-	amounts  map[amountSlot]*AmountCounts
-	inflight int   // rows taken by a flush that has not finished
-	dropped  int64 // events dropped since the last flush logged them
+	mu      sync.Mutex
+	pending map[slot]*entry
+	amounts map[amountSlot]*AmountCounts
+	// merchants counts the merchants of each key and minute, at most
+	// MaxMerchantsTracked apart.
+	merchants map[slot]map[string]*MerchantCounts
+	inflight  int   // rows taken by a flush that has not finished
+	dropped   int64 // events dropped since the last flush logged them
 
 	flushMu sync.Mutex // one flush at a time
 	view    atomic.Pointer[keyView]
@@ -103,7 +113,8 @@ func NewAggregator(opts AggregatorOptions) (*Aggregator, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Aggregator{opts: opts, log: opts.Logger, pending: map[slot]*entry{}, amounts: map[amountSlot]*AmountCounts{}}, nil
+	return &Aggregator{opts: opts, log: opts.Logger, pending: map[slot]*entry{}, amounts: map[amountSlot]*AmountCounts{},
+		merchants: map[slot]map[string]*MerchantCounts{}}, nil
 }
 
 var _ ratelimit.Observer = (*Aggregator)(nil)
@@ -135,6 +146,10 @@ func (a *Aggregator) Decided(d ratelimit.Decision, _ time.Duration) {
 		c.PeakUtilization = float64(d.Count) / float64(d.Limit)
 	}
 	a.add(d.Key, c)
+	if a.opts.Merchants != nil {
+		mc := MerchantCounts{Admitted: c.Admitted, Refused: c.Limited}
+		a.addMerchant(d.Key, merchantLabel(d), mc)
+	}
 	// A duplicate admission (the requestId already held its slot: a
 	// concurrent or retried duplicate) moved no new money.
 	if d.RequestAmount > 0 && a.opts.Amounts != nil && !(d.Allowed && d.Duplicate) {
@@ -157,7 +172,7 @@ func (a *Aggregator) addAmount(channel, currency string, ac AmountCounts) {
 	defer a.mu.Unlock()
 	c := a.amounts[s]
 	if c == nil {
-		if len(a.pending)+len(a.amounts)+a.inflight >= a.opts.MaxPending {
+		if a.heldLocked() >= a.opts.MaxPending {
 			a.dropped++
 			a.droppedTotal.Add(1)
 			return
@@ -166,6 +181,31 @@ func (a *Aggregator) addAmount(channel, currency string, ac AmountCounts) {
 		a.amounts[s] = c
 	}
 	c.Add(ac)
+}
+
+// addMerchant counts mc under its minute, counted key and merchant.
+func (a *Aggregator) addMerchant(k ratelimit.Key, merchant string, mc MerchantCounts) {
+	key, _ := a.keys().resolve(k)
+	s := slot{minute: minuteOf(a.opts.Now()), key: key}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.merchants[s]
+	if m == nil {
+		if a.heldLocked() >= a.opts.MaxPending {
+			a.dropped++
+			a.droppedTotal.Add(1)
+			return
+		}
+		m = map[string]*MerchantCounts{}
+		a.merchants[s] = m
+	}
+	addMerchant(m, merchant, mc, MaxMerchantsTracked)
+}
+
+// heldLocked is how many rows (minute × key, or × channel and currency)
+// are held, pending or being flushed; a.mu must be held.
+func (a *Aggregator) heldLocked() int {
+	return len(a.pending) + len(a.amounts) + len(a.merchants) + a.inflight
 }
 
 // Released implements ratelimit.Observer: it counts one released slot.
@@ -182,7 +222,7 @@ func (a *Aggregator) add(k ratelimit.Key, c Counts) {
 	defer a.mu.Unlock()
 	e := a.pending[s]
 	if e == nil {
-		if len(a.pending)+len(a.amounts)+a.inflight >= a.opts.MaxPending {
+		if a.heldLocked() >= a.opts.MaxPending {
 			a.dropped += c.Events()
 			a.droppedTotal.Add(c.Events())
 			return
@@ -300,14 +340,19 @@ func rowsOf(m map[slot]*entry) []Row {
 // written yet) go back into the pending set, added to whatever arrived
 // meanwhile, and are retried by the next flush: nothing is lost while the
 // cap holds. Flushes run one at a time.
-func (a *Aggregator) Flush(ctx context.Context) error {
+func (a *Aggregator) Flush(ctx context.Context) error { return a.flush(ctx, false) }
+
+// flush is Flush; with all, it also writes the merchant rows of the
+// minute in progress.
+func (a *Aggregator) flush(ctx context.Context, all bool) error {
 	a.flushMu.Lock()
 	defer a.flushMu.Unlock()
 	a.mu.Lock()
 	batch, amounts := a.pending, a.amounts
 	a.pending = make(map[slot]*entry, len(batch))
 	a.amounts = make(map[amountSlot]*AmountCounts, len(amounts))
-	a.inflight = len(batch) + len(amounts)
+	merchants := a.takeMerchantsLocked(all)
+	a.inflight = len(batch) + len(amounts) + len(merchants)
 	dropped := a.dropped
 	a.dropped = 0
 	a.mu.Unlock()
@@ -320,6 +365,9 @@ func (a *Aggregator) Flush(ctx context.Context) error {
 		rows = rowsOf(batch)
 		err = a.opts.Store.Add(ctx, rows)
 	}
+	if err == nil {
+		batch = nil // written: nothing of it goes back
+	}
 	var amountRows []AmountRow
 	if err == nil && len(amounts) > 0 {
 		amountRows = amountRowsOf(amounts)
@@ -329,10 +377,27 @@ func (a *Aggregator) Flush(ctx context.Context) error {
 	} else if err == nil {
 		amounts = nil
 	}
+	var merchantRows []MerchantRow
+	if err == nil && len(merchants) > 0 {
+		merchantRows = merchantRowsOf(merchants)
+		if err = a.opts.Merchants.AddMerchants(ctx, merchantRows); err == nil {
+			merchants = nil
+		}
+	}
 	a.mu.Lock()
 	a.inflight = 0
+	for s, m := range merchants { // not written: back for the next flush
+		cur := a.merchants[s]
+		if cur == nil {
+			a.merchants[s] = m
+			continue
+		}
+		for id, c := range m {
+			addMerchant(cur, id, *c, MaxMerchantsTracked)
+		}
+	}
 	if err != nil {
-		if rows != nil && amountRows == nil {
+		if rows != nil {
 			for s, e := range batch {
 				if cur := a.pending[s]; cur != nil {
 					cur.c.Add(e.c) // cur.rule is newer; keep it
@@ -349,17 +414,18 @@ func (a *Aggregator) Flush(ctx context.Context) error {
 			}
 		}
 	}
-	held := len(a.pending) + len(a.amounts)
+	held := len(a.pending) + len(a.amounts) + len(a.merchants)
 	a.mu.Unlock()
 	if err != nil {
 		a.failures.Add(1)
-		a.log.Warn("stats flush failed; counts kept for the next flush", "rows", len(rows), "amountRows", len(amountRows), "pendingRows", held, "err", err)
-		return fmt.Errorf("stats: flush %d rows: %w", len(rows)+len(amountRows), err)
+		a.log.Warn("stats flush failed; counts kept for the next flush", "rows", len(rows), "amountRows", len(amountRows),
+			"merchantRows", len(merchantRows), "pendingRows", held, "err", err)
+		return fmt.Errorf("stats: flush %d rows: %w", len(rows)+len(amountRows)+len(merchantRows), err)
 	}
-	if n := len(rows) + len(amountRows); n > 0 {
+	if n := len(rows) + len(amountRows) + len(merchantRows); n > 0 {
 		a.flushes.Add(1)
 		a.written.Add(int64(n))
-		a.log.Debug("stats flushed", "rows", len(rows), "amountRows", len(amountRows))
+		a.log.Debug("stats flushed", "rows", len(rows), "amountRows", len(amountRows), "merchantRows", len(merchantRows))
 	}
 	return nil
 }
@@ -380,6 +446,42 @@ func amountRowsOf(m map[amountSlot]*AmountCounts) []AmountRow {
 			return a.Channel < b.Channel
 		}
 		return a.Currency < b.Currency
+	})
+	return rows
+}
+
+// takeMerchantsLocked removes and returns the merchant counts of the
+// minutes that have ended, or of every minute with all; a.mu must be held.
+func (a *Aggregator) takeMerchantsLocked(all bool) map[slot]map[string]*MerchantCounts {
+	current := minuteOf(a.opts.Now())
+	out := map[slot]map[string]*MerchantCounts{}
+	for s, m := range a.merchants {
+		if all || s.minute < current {
+			out[s] = m
+			delete(a.merchants, s)
+		}
+	}
+	return out
+}
+
+// merchantRowsOf returns the rows of m, TopMerchants per key and minute
+// and the rest under Other, sorted by minute, key and merchant.
+func merchantRowsOf(m map[slot]map[string]*MerchantCounts) []MerchantRow {
+	var rows []MerchantRow
+	for s, ms := range m {
+		for _, mc := range topMerchants(ms, TopMerchants) {
+			rows = append(rows, MerchantRow{Minute: time.Unix(s.minute, 0).UTC(), Key: s.key, Merchant: mc.Merchant, MerchantCounts: mc.MerchantCounts})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if !a.Minute.Equal(b.Minute) {
+			return a.Minute.Before(b.Minute)
+		}
+		if a.Key != b.Key {
+			return a.Key.String() < b.Key.String()
+		}
+		return a.Merchant < b.Merchant
 	})
 	return rows
 }
@@ -407,7 +509,7 @@ func (a *Aggregator) Run(ctx context.Context) {
 func (a *Aggregator) Drain(ctx context.Context) error {
 	wait := 50 * time.Millisecond
 	for {
-		err := a.Flush(ctx)
+		err := a.flush(ctx, true)
 		if err == nil {
 			return nil
 		}
@@ -430,7 +532,7 @@ func (a *Aggregator) Drain(ctx context.Context) error {
 // Stats returns the Aggregator's own counters.
 func (a *Aggregator) Stats() AggregatorStats {
 	a.mu.Lock()
-	pending := len(a.pending) + len(a.amounts) + a.inflight
+	pending := a.heldLocked()
 	a.mu.Unlock()
 	return AggregatorStats{
 		Pending: pending, Flushes: a.flushes.Load(), FlushFailures: a.failures.Load(),

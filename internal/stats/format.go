@@ -102,3 +102,25 @@ func WriteAmountsCSV(w io.Writer, rep AmountReport) error {
 	cw.Flush()
 	return cw.Error()
 }
+
+// MerchantColumns are the merchant report's CSV columns, in order, named as
+// in the JSON form.
+var MerchantColumns = []string{"bizType", "channel", "merchant", "bucket", "attempts", "admitted", "refused"}
+
+// WriteMerchantsCSV writes the report grouped by merchant as CSV (RFC
+// 4180): a header row of MerchantColumns, then one line per row.
+func WriteMerchantsCSV(w io.Writer, rep MerchantReport) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(MerchantColumns); err != nil {
+		return err
+	}
+	i := func(n int64) string { return strconv.FormatInt(n, 10) }
+	for _, r := range rep.Rows {
+		line := []string{r.BizType, r.Channel, r.Merchant, r.Bucket.UTC().Format(time.RFC3339), i(r.Attempts), i(r.Admitted), i(r.Refused)}
+		if err := cw.Write(line); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -72,12 +72,28 @@ type Query struct {
 	Keys        []ratelimit.Key
 	Granularity Granularity
 	Format      Format
+	// GroupBy is what a row of the report counts: a key (the default) or a
+	// merchant of a key.
+	GroupBy GroupBy
 	// MaxRows, when positive, caps the rows of the report: a query that
 	// finds more is INVALID_REQUEST naming the cap (Reporter.Report), and
 	// a Reader need read no more than MaxRows+1 buckets. ParseQuery sets
 	// it to MaxReportRows; 0 means no cap.
 	MaxRows int
 }
+
+// GroupBy is what one row of a channel-limit report counts.
+type GroupBy string
+
+// The groupings of GET /reports/channel-limits.
+const (
+	// GroupByKey is a row per key and bucket (Report).
+	GroupByKey GroupBy = "key"
+	// GroupByMerchant is a row per merchant, key and bucket, at most
+	// TopMerchants per key and bucket and the rest under Other
+	// (MerchantReport).
+	GroupByMerchant GroupBy = "merchant"
+)
 
 // MaxQueryKeys is the most keys a Query may select (Query.Keys).
 const MaxQueryKeys = 500
@@ -89,7 +105,7 @@ const MaxQueryKeys = 500
 const MaxReportRows = 100_000
 
 // queryParams are the parameters ParseQuery accepts.
-var queryParams = []string{"from", "to", "bizType", "channel", "granularity", "format"}
+var queryParams = []string{"from", "to", "bizType", "channel", "granularity", "format", "groupBy"}
 
 // earliest is the earliest from accepted: stats are stored as Unix minutes.
 var earliest = time.Unix(0, 0).UTC()
@@ -105,7 +121,8 @@ var latest = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // negative duration; to defaults to now and from to DefaultSpan before to),
 // and the span must be within Granularity.MaxRange; bizType and
 // channel, when given, are codes ([A-Z0-9_]{1,32}) or "other"; granularity
-// is minute (the default), hour or day; format is json (the default) or csv.
+// is minute (the default), hour or day; format is json (the default) or csv;
+// groupBy is key (the default) or merchant.
 // Unknown or repeated parameters are refused too. The error is an
 // *apperr.Error with code INVALID_REQUEST whose details.fields names every
 // bad parameter and why.
@@ -129,10 +146,17 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 	}
 	sort.Strings(unknown)
 	for _, name := range unknown {
-		fail(name, "is not a parameter of this report (want from, to, bizType, channel, granularity, format)")
+		fail(name, "is not a parameter of this report (want from, to, bizType, channel, granularity, format, groupBy)")
 	}
 
-	q := Query{Granularity: Minute, Format: FormatJSON}
+	q := Query{Granularity: Minute, Format: FormatJSON, GroupBy: GroupByKey}
+	switch g := GroupBy(v.Get("groupBy")); g {
+	case "":
+	case GroupByKey, GroupByMerchant:
+		q.GroupBy = g
+	default:
+		fail("groupBy", "must be key or merchant")
+	}
 	switch g := Granularity(v.Get("granularity")); g {
 	case "":
 	case Minute, Hour, Day:

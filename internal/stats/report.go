@@ -103,6 +103,9 @@ type ReporterOptions struct {
 	Flusher Flusher
 	// Amounts, when set, serves the amounts report (Reporter.Amounts).
 	Amounts AmountStore
+	// Merchants, when set, serves the report grouped by merchant
+	// (Reporter.Merchants).
+	Merchants MerchantStore
 }
 
 // Reporter builds reports from stored counts.
@@ -131,10 +134,7 @@ func (r *Reporter) Report(ctx context.Context, q Query) (Report, error) {
 		return Report{}, err
 	}
 	if q.MaxRows > 0 && len(buckets) > q.MaxRows {
-		e := apperr.Invalid(apperr.FieldError{Field: "to", Reason: fmt.Sprintf(
-			"the report would have more than %d rows (one per key and bucket); narrow from..to, use a coarser granularity, or name a bizType or channel", q.MaxRows)})
-		e.Details["maxRows"] = q.MaxRows
-		return Report{}, e
+		return Report{}, tooManyRows(q.MaxRows, "have more than %d rows (one per key and bucket)")
 	}
 	changes, err := r.changes(ctx, q)
 	if err != nil {
@@ -149,6 +149,15 @@ func (r *Reporter) Report(ctx context.Context, q Query) (Report, error) {
 		rep.Rows = append(rep.Rows, row)
 	}
 	return rep, nil
+}
+
+// tooManyRows is the INVALID_REQUEST of a report past its cap of max rows;
+// what says what was past it, with a %d for max.
+func tooManyRows(max int, what string) error {
+	e := apperr.Invalid(apperr.FieldError{Field: "to", Reason: fmt.Sprintf(
+		"the report would "+what+"; narrow from..to, use a coarser granularity, or name a bizType or channel", max)})
+	e.Details["maxRows"] = max
+	return e
 }
 
 // KeyChange is the recorded limit changes of one key in one report

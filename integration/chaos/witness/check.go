@@ -124,6 +124,11 @@ type Options struct {
 	// taken by a payment answered 503 may stay held with no order.
 	// Default 30s.
 	LostAnswerGrace time.Duration
+	// LimiterTimeout is PAYSERVER_LIMITER_TIMEOUT: the deadline of a
+	// limiter check on Redis, past which the check is decided by the
+	// policy (docs/PERFORMANCE.md), a 503 under deny or when its outcome
+	// is unknown. Default 50ms.
+	LimiterTimeout time.Duration
 }
 
 func (o Options) us(d, def time.Duration) int64 {
@@ -167,12 +172,14 @@ type checker struct {
 	h          History
 	skew       int64 // ClockUncertainty, µs
 	faultSlack int64
-	schedSlack int64
-	nearHold   int64
-	grace      int64
-	instances  int64
-	policy     string
-	violations []Violation
+	// limiterTimeout is Options.LimiterTimeout, µs.
+	limiterTimeout int64
+	schedSlack     int64
+	nearHold       int64
+	grace          int64
+	instances      int64
+	policy         string
+	violations     []Violation
 
 	spans    []docSpan
 	versions map[string]*Document
@@ -193,15 +200,16 @@ type checker struct {
 
 func newChecker(h History, o Options) *checker {
 	c := &checker{
-		h:          h,
-		skew:       o.us(o.ClockUncertainty, 50*time.Millisecond),
-		faultSlack: o.us(o.FaultSlack, 10*time.Second),
-		schedSlack: o.us(o.ScheduleSlack, time.Second),
-		nearHold:   o.us(o.NearCacheHold, time.Second),
-		grace:      o.us(o.LostAnswerGrace, 30*time.Second),
-		instances:  int64(max(h.Config.Instances, 1)),
-		policy:     h.Config.Policy,
-		versions:   map[string]*Document{},
+		h:              h,
+		skew:           o.us(o.ClockUncertainty, 50*time.Millisecond),
+		faultSlack:     o.us(o.FaultSlack, 10*time.Second),
+		schedSlack:     o.us(o.ScheduleSlack, time.Second),
+		nearHold:       o.us(o.NearCacheHold, time.Second),
+		grace:          o.us(o.LostAnswerGrace, 30*time.Second),
+		limiterTimeout: o.us(o.LimiterTimeout, 50*time.Millisecond),
+		instances:      int64(max(h.Config.Instances, 1)),
+		policy:         h.Config.Policy,
+		versions:       map[string]*Document{},
 	}
 	if c.policy == "" {
 		c.policy = "local"

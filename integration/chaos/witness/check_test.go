@@ -337,3 +337,30 @@ func TestNearCacheRefusesARetry(t *testing.T) {
 	b.refused("p3", "ONLINE_PAY", "ALIPAY", 10, t0+3500*ms)
 	wantViolations(t, b.check(), NoFalseRefusal)
 }
+
+// Chaos seed 20261132: the campaign's first payments took 80-190 ms on a
+// loaded host, and one limiter check passed its deadline (50 ms,
+// PAYSERVER_LIMITER_TIMEOUT) with no fault marked; its retry found the
+// window full, so the first call's fate was unknown: 503. A 503 of the
+// limiter's store is what a check past its deadline answers
+// (docs/PERFORMANCE.md, PAYSERVER_LIMITER_TIMEOUT: "on a loaded host checks
+// past it are decided by the policy"), so one that lasted the deadline
+// needs no fault; a quicker one, or another dependency's, still does.
+func TestLimiter503PastItsDeadlineWithoutFault(t *testing.T) {
+	late := map[string]any{"code": "DEPENDENCY_UNAVAILABLE", "message": "the channel limiter did not answer in time for ALIPAY; retry with the same requestId",
+		"details": map[string]any{"dependency": "redis"}}
+	b := cleanHistory(t)
+	op := b.op("pay", "x3", "ONLINE_PAY", "ALIPAY", 10, t0+60*sec, 503, late)
+	op.CompleteUs = op.InvokeUs + 72*ms
+	wantViolations(t, b.check())
+
+	b = cleanHistory(t)
+	b.op("pay", "x4", "ONLINE_PAY", "ALIPAY", 10, t0+60*sec, 503, late) // 5 ms: no deadline passed
+	wantViolations(t, b.check(), NoFalseRefusal)
+
+	b = cleanHistory(t)
+	op = b.op("pay", "x5", "ONLINE_PAY", "ALIPAY", 10, t0+60*sec, 503, map[string]any{"code": "DEPENDENCY_UNAVAILABLE",
+		"details": map[string]any{"dependency": "mariadb"}})
+	op.CompleteUs = op.InvokeUs + 72*ms
+	wantViolations(t, b.check(), NoFalseRefusal)
+}

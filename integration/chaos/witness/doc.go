@@ -211,7 +211,10 @@
 // accepted; after one, under local, the possible use is raised by (N-1)
 // times the admissions made during it that may still be in the window (the
 // estimate of the in-process admissions, docs/DESIGN.md "Back to Redis").
-// A 503 overlaps a fault of any kind, lengthened by FaultSlack.
+// A 503 overlaps a fault of any kind, lengthened by FaultSlack, or is the
+// limiter store's (details.dependency redis) and lasted at least the
+// limiter's deadline (PAYSERVER_LIMITER_TIMEOUT: on a loaded host a check
+// past it is decided by the policy, docs/PERFORMANCE.md).
 // A learned limit (docs/OPERATIONS.md, "Limits learned from the channel")
 // is bounded rather than replayed: a 429 with room in every configured
 // window is justified when the channel answered THROTTLED to some pay

@@ -51,11 +51,17 @@ func Databases() map[string]func(t testing.TB) *gorm.DB {
 }
 
 // ServingGrants are the only privileges the serving process needs on its
-// database (docs/OPERATIONS.md, "Least privilege: serving needs only DML").
+// database (docs/OPERATIONS.md, "Least privilege: serving needs only DML"),
+// with DELETE on PrunedTable alone.
 const ServingGrants = "SELECT, INSERT, UPDATE"
 
+// PrunedTable is the one table the serving process deletes from: the
+// decision log, pruned past PAYSERVER_DECISION_LOG_RETENTION.
+const PrunedTable = "decision_log"
+
 // LeastPrivilegeMySQL opens a fresh MariaDB database, migrated by the test
-// server's user, as a new user granted only ServingGrants on it: what a
+// server's user, as a new user granted only ServingGrants on it and
+// DELETE on PrunedTable: what a
 // server whose migrations run apart (payserver migrate) holds. The user is
 // dropped when the test ends.
 func LeastPrivilegeMySQL(t testing.TB) *gorm.DB {
@@ -92,6 +98,7 @@ func LeastPrivilegeMySQL(t testing.TB) *gorm.DB {
 		for _, stmt := range []string{
 			"CREATE USER '" + user + "'@'" + host + "' IDENTIFIED BY '" + password + "'",
 			"GRANT " + ServingGrants + " ON `" + cfg.DBName + "`.* TO '" + user + "'@'" + host + "'",
+			"GRANT DELETE ON `" + cfg.DBName + "`.`" + PrunedTable + "` TO '" + user + "'@'" + host + "'",
 		} {
 			if _, err := root.Exec(stmt); err != nil {
 				t.Fatalf("%s: %v", stmt, err)

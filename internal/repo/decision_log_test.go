@@ -1,0 +1,79 @@
+package repo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"payserver/internal/decisionlog"
+	"payserver/internal/ratelimit"
+	"payserver/internal/repo"
+)
+
+// TestDecisionLogWritesReadsAndPrunes writes entries on every database,
+// the MariaDB user holding exactly the documented serving grants among
+// them (pruning is the one DELETE serving does), counts and streams them
+// back in order, and prunes the old ones in batches.
+func TestDecisionLogWritesReadsAndPrunes(t *testing.T) {
+	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	base := time.UnixMicro(1_700_000_000_000_000)
+	for name, open := range databases() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s, err := repo.NewDecisionLog(open(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var entries []decisionlog.Entry
+			for i := range 7 {
+				entries = append(entries, decisionlog.Entry{
+					At: base.Add(time.Duration(6-i) * time.Minute), Kind: decisionlog.KindDecision, Key: key,
+					Member: "R-" + string(rune('a'+i)), Merchant: "M1", Amount: 100, Currency: "CNY",
+					Outcome: decisionlog.Admitted, Source: ratelimit.SourceRedis, Version: "v1",
+				})
+			}
+			if err := s.Insert(ctx, entries); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SaveDocument(ctx, "v1", []byte("limits: {}\n"), base); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SaveDocument(ctx, "v1", []byte("other"), base); err != nil {
+				t.Fatalf("a version kept already: %v, want it left as it is", err)
+			}
+			if docs, err := s.Documents(ctx); err != nil || string(docs["v1"]) != "limits: {}\n" {
+				t.Errorf("Documents = %q, %v; want v1 as first kept", docs, err)
+			}
+			all := decisionlog.Filter{From: base.Add(-time.Hour), To: base.Add(time.Hour)}
+			var at []time.Time
+			if err := s.Stream(ctx, all, func(e decisionlog.Entry) error { at = append(at, e.At); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i < len(at); i++ {
+				if at[i].Before(at[i-1]) {
+					t.Fatalf("streamed out of order: %v", at)
+				}
+			}
+
+			// Prune the 5 entries older than base+5m, 2 a statement.
+			before := base.Add(5 * time.Minute)
+			var deleted []int
+			for {
+				n, err := s.Prune(ctx, before, 2)
+				if err != nil {
+					t.Fatalf("Prune: %v (the serving user needs DELETE on decision_log)", err)
+				}
+				deleted = append(deleted, n)
+				if n < 2 {
+					break
+				}
+			}
+			if want := []int{2, 2, 1}; len(deleted) != 3 || deleted[0] != 2 || deleted[1] != 2 || deleted[2] != 1 {
+				t.Errorf("Prune deleted %v, want %v", deleted, want)
+			}
+			if n, err := s.Count(ctx, all); err != nil || n != 2 {
+				t.Errorf("Count after pruning = %d, %v; want the 2 entries at or after the cut", n, err)
+			}
+		})
+	}
+}
