@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,9 @@ type Ledger struct {
 	// after the limiter failed it: the next release the limiter makes
 	// brings them all forward (limiterAnswered).
 	carryWaiting atomic.Bool
-	wake         chan struct{}
+	// flight is the log of admissions in flight (ledger_inflight.go).
+	flight inflightLog
+	wake   chan struct{}
 }
 
 // LedgerOptions configures a Ledger. The zero value is usable: memory only,
@@ -188,6 +191,7 @@ func NewLedger(orders OrderStore, limiter Limiter, opts LedgerOptions) (*Ledger,
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := &Ledger{orders: orders, limiter: limiter, opts: opts, entries: map[string]*entry{}, wake: make(chan struct{}, 1)}
+	l.flight = inflightLog{path: filepath.Join(opts.Dir, inflightName), live: map[string][]byte{}}
 	if err := l.recover(); err != nil {
 		return nil, err
 	}

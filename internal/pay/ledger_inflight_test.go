@@ -37,10 +37,8 @@ func (s *dyingStore) Create(ctx context.Context, o *pay.Order) error {
 // claim is committed leaves no order and has answered nothing. The next
 // run finds it in the ledger's directory and, its client not having
 // retried within the grace, closes it NOT_SENT and releases its slot.
-// Before, nothing was on disk before the claim, and the slot stayed held
-// by nobody until its window passed (the chaos campaign, seed 20261133: a
-// routed payment's member left in a day window, the instance SIGKILLed
-// 38 ms after the request).
+// Kept nowhere, such a slot would stay held by nobody until its window
+// passed (a day window: until the next day).
 func TestAKillBetweenTheCheckAndTheClaimLeavesTheSlotToTheNextRun(t *testing.T) {
 	for _, routed := range []bool{false, true} {
 		name := "pinned"

@@ -226,6 +226,9 @@ func (l *Ledger) recover() error {
 	if err := os.MkdirAll(l.opts.Dir, 0o700); err != nil {
 		return fmt.Errorf("pay: the ledger's directory %s cannot be made: %w", l.opts.Dir, err)
 	}
+	if err := l.recoverInFlight(); err != nil {
+		return err
+	}
 	var found []*entry
 	for _, name := range names {
 		e, err := readEntry(filepath.Join(l.opts.Dir, name))
@@ -272,6 +275,11 @@ func readEntry(path string) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return entryOf(data)
+}
+
+// entryOf reads an entry as journal wrote it.
+func entryOf(data []byte) (*entry, error) {
 	var j journaledEntry
 	if err := json.Unmarshal(data, &j); err != nil {
 		return nil, err
@@ -290,6 +298,7 @@ func readEntry(path string) (*entry, error) {
 	default:
 		return nil, fmt.Errorf("unknown phase %q", j.Phase)
 	}
+	var err error
 	if e.holds, err = holdsOf(j.Holds); err != nil {
 		return nil, err
 	}

@@ -11,12 +11,12 @@ import (
 )
 
 // An acquisition of the limits API is released by requestId, its windows
-// unknown. Chaos seeds 20261131 and 20261132: acquired under one document,
+// unknown. Acquired under one document and
 // released two documents later (or on an instance restarted since, which
-// knows only the document in force), it stayed in the first document's
-// calendar windows, the release answered 200, and a later document with
-// the same amount/day window counted the released amount to the end of the
-// day. The windows every document gave a key are kept in Redis beside the
+// knows only the document in force), it would stay in the first
+// document's calendar windows while the release answered that it was
+// freed, and a later document with the same amount/day window would count
+// the released amount to the end of the day. The windows every document gave a key are kept in Redis beside the
 // windows, so any instance releases from all of them.
 func TestReleaseByRequestIDAfterTwoLimitsChangesLeavesNoMember(t *testing.T) {
 	docs := []string{

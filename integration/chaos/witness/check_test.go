@@ -338,9 +338,9 @@ func TestNearCacheRefusesARetry(t *testing.T) {
 	wantViolations(t, b.check(), NoFalseRefusal)
 }
 
-// Chaos seed 20261132: the campaign's first payments took 80-190 ms on a
-// loaded host, and one limiter check passed its deadline (50 ms,
-// PAYSERVER_LIMITER_TIMEOUT) with no fault marked; its retry found the
+// On a loaded host a campaign's first payments can take 80-190 ms, and a
+// limiter check can pass its deadline (50 ms, PAYSERVER_LIMITER_TIMEOUT)
+// with no fault marked; its retry found the
 // window full, so the first call's fate was unknown: 503. A 503 of the
 // limiter's store is what a check past its deadline answers
 // (docs/PERFORMANCE.md, PAYSERVER_LIMITER_TIMEOUT: "on a loaded host checks

@@ -204,8 +204,8 @@ adaptive:
 // know what the others admit"). Two concurrent acquires of one requestId
 // at two amounts on two instances are then both admitted, each held at its
 // own amount in its instance's window, and a retry on the first instance at
-// the first amount is a duplicate of that instance's slot (seed 20261129:
-// q1-1036-1 for 1450 on i0 and 1365 on i1, then 1450 on i0 again).
+// the first amount is a duplicate of that instance's slot (say 1450 on
+// i0 and 1365 on i1, then 1450 on i0 again).
 func TestIdentityAcrossInstancesInAnOutage(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
