@@ -19,7 +19,7 @@ func (noService) Decide(context.Context, string, limitapi.AcquireRequest) (limit
 	return limitapi.Acquired{}, nil
 }
 func (noService) Release(context.Context, string, limitapi.ReleaseRequest) error { return nil }
-func (noService) Undo(context.Context, string, ratelimit.Key, string) error      { return nil }
+func (noService) Undo(context.Context, string, ratelimit.Key, string, string) error      { return nil }
 func (noService) ReleaseLater(string, ratelimit.Hold)                            {}
 
 // TestRefusedTokensAreLoggedRateLimited: a scan of bad tokens logs a burst,

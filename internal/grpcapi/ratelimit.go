@@ -88,7 +88,7 @@ const MaxStreams = 32
 type Service interface {
 	Decide(ctx context.Context, client string, r limitapi.AcquireRequest) (limitapi.Acquired, error)
 	Release(ctx context.Context, client string, r limitapi.ReleaseRequest) error
-	Undo(ctx context.Context, client string, key ratelimit.Key, member string) error
+	Undo(ctx context.Context, client string, key ratelimit.Key, member, merchant string) error
 	// ReleaseLater releases, after a grace, a member whose check's answer
 	// was lost, unless its requestId is admitted again meanwhile.
 	ReleaseLater(client string, h ratelimit.Hold)
@@ -228,7 +228,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			// per-descriptor "not found", and failing the whole call
 			// would fail the gateway's request for a release that
 			// changed nothing.
-			err := s.svc.Release(ctx, client, limitapi.ReleaseRequest{Key: h.key, RequestID: h.member})
+			err := s.svc.Release(ctx, client, limitapi.ReleaseRequest{Key: h.key, RequestID: h.member, MerchantID: h.merchant})
 			if err != nil && apperr.CodeOf(err) != apperr.SlotNotFound {
 				return nil, toStatus(err)
 			}
@@ -268,9 +268,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			if !a.Decision.Allowed {
 				break
 			}
-			mine := taken{ratelimit.Key{Channel: h.key.Channel}, member}
+			mine := taken{ratelimit.Key{Channel: h.key.Channel}, member, h.merchant}
 			if a.Decision.Source != ratelimit.SourceUnlimited && (!a.Decision.Duplicate || ours[mine]) {
-				took = append(took, taken{h.key, member})
+				took = append(took, taken{h.key, member, h.merchant})
 				ours[mine] = true
 			}
 		}
@@ -290,15 +290,16 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 
 // taken is a slot a check took.
 type taken struct {
-	key    ratelimit.Key
-	member string
+	key      ratelimit.Key
+	member   string
+	merchant string
 }
 
 func (s *Server) undo(client string, took []taken) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for _, t := range took {
-		if err := s.svc.Undo(ctx, client, t.key, t.member); err != nil {
+		if err := s.svc.Undo(ctx, client, t.key, t.member, t.merchant); err != nil {
 			s.log.Warn("could not give back a slot of a refused rate limit check; it frees itself when the window passes",
 				"client", client, "key", t.key.String(), "err", err)
 		}

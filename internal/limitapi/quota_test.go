@@ -124,3 +124,32 @@ func TestPeekAnswersForTheMerchant(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseGivesBackTheMerchantsUse: a release naming the merchant the
+// slot was acquired for gives back that merchant's use of a window with
+// limits per merchant: M, limited to 1, acquires again.
+func TestReleaseGivesBackTheMerchantsUse(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.NewLocalStore(nil), ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
+	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{key: {
+		Windows:   []ratelimit.Window{{Limit: 10, Size: time.Minute}},
+		Merchants: []*ratelimit.Merchants{{PerMerchant: 1}},
+	}}})
+	svc, err := NewService(Options{Admit: l, Peek: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if a, err := svc.Acquire(ctx, "refunds", AcquireRequest{Key: key, RequestID: "r1", MerchantID: "M"}); err != nil || !a.Decision.Allowed {
+		t.Fatalf("r1 for M: %+v, %v", a, err)
+	}
+	if err := svc.Release(ctx, "refunds", ReleaseRequest{Key: key, RequestID: "r1", MerchantID: "M"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := svc.Acquire(ctx, "refunds", AcquireRequest{Key: key, RequestID: "r2", MerchantID: "M"}); err != nil || !a.Decision.Allowed {
+		t.Fatalf("r2 for M after r1's release: %+v, %v; want admitted", a, err)
+	}
+}

@@ -34,6 +34,10 @@ type AcquireRequest struct {
 type ReleaseRequest struct {
 	Key       ratelimit.Key
 	RequestID string
+	// MerchantID is the merchant the slot was acquired for, optional:
+	// windows with limits per merchant release that merchant's use ("-"
+	// without one, as acquire counts it).
+	MerchantID string
 }
 
 // PeekRequest is a validated GET /v1/limits/peek query.
@@ -170,11 +174,12 @@ func DecodeAcquire(data []byte) (AcquireRequest, error) {
 
 // DecodeRelease parses and validates a release body.
 func DecodeRelease(data []byte) (ReleaseRequest, error) {
-	o := decodeObject(data, "bizType", "channel", "requestId")
+	o := decodeObject(data, "bizType", "channel", "requestId", "merchantId")
 	if o.failed() {
 		return ReleaseRequest{}, o.err()
 	}
-	r := ReleaseRequest{Key: o.key(), RequestID: o.str("requestId", true, pay.RequestIDProblem)}
+	r := ReleaseRequest{Key: o.key(), RequestID: o.str("requestId", true, pay.RequestIDProblem),
+		MerchantID: o.str("merchantId", false, ratelimit.MerchantProblem)}
 	if err := o.err(); err != nil {
 		return ReleaseRequest{}, err
 	}

@@ -244,9 +244,9 @@ func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (
 // Undo gives back a slot this service admitted moments ago for a request
 // that will not go ahead (another descriptor of the same gRPC request was
 // refused). Unlike Release it skips the POST /pay check: the caller made
-// the slot itself.
-func (s *Service) Undo(ctx context.Context, client string, key ratelimit.Key, requestID string) error {
-	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(key, member(client, requestID))); err != nil {
+// the slot itself, for merchant ("" for none).
+func (s *Service) Undo(ctx context.Context, client string, key ratelimit.Key, requestID, merchant string) error {
+	if err := s.opts.Admit.Release(ctx, ratelimit.HoldOf(key, member(client, requestID)).OfMerchant(merchant)); err != nil {
 		s.observe(client, OpRelease, key, ResultFailed)
 		return limiterDown(err)
 	}
@@ -297,7 +297,7 @@ func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) 
 			return err
 		}
 	}
-	held, err := s.opts.Release.ReleaseHeld(ctx, ratelimit.HoldOf(r.Key, member(client, r.RequestID)))
+	held, err := s.opts.Release.ReleaseHeld(ctx, ratelimit.HoldOf(r.Key, member(client, r.RequestID)).OfMerchant(r.MerchantID))
 	if err != nil {
 		s.observe(client, OpRelease, r.Key, ResultFailed)
 		return limiterDown(err)

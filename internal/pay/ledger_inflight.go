@@ -198,7 +198,7 @@ func (l *Ledger) inFlight(o *Order, keys ...ratelimit.Key) (done func()) {
 	j := journaledEntry{Version: journalVersion, Phase: phaseClose.String(), AtUs: l.opts.Now().UnixMicro(),
 		Order: journalOrder(p), Why: notSentKilled}
 	for _, k := range keys {
-		j.Holds = append(j.Holds, journalHold(ratelimit.HoldOf(k, o.RequestID)))
+		j.Holds = append(j.Holds, journalHold(ratelimit.HoldOf(k, o.RequestID).OfMerchant(o.MerchantID)))
 	}
 	id := newEntryID()
 	data, err := json.Marshal(j)

@@ -65,13 +65,16 @@ type journaledHold struct {
 	OwnKey    bool  `json:"ownKey,omitempty"`
 	OwnRecord bool  `json:"ownRecord,omitempty"`
 	Amount    int64 `json:"amount,omitempty"`
+	// Merchant is the merchant the member was checked for
+	// (ratelimit.Hold.OfMerchant).
+	Merchant string `json:"merchant,omitempty"`
 }
 
 // journalHold is h as a file keeps it: its key, member, the windows that
 // hold it and where it is released from.
 func journalHold(h ratelimit.Hold) journaledHold {
 	return journaledHold{Key: h.Key.String(), Member: h.Member, Windows: h.WindowNames(), InProcess: h.InProcess(), OwnKey: h.IsOwnKey(),
-		OwnRecord: h.IsOwnRecord(), Amount: h.Amount()}
+		OwnRecord: h.IsOwnRecord(), Amount: h.Amount(), Merchant: h.Merchant()}
 }
 
 // hold is the Hold jh keeps.
@@ -87,7 +90,7 @@ func (jh journaledHold) hold() (ratelimit.Hold, error) {
 	if jh.OwnKey {
 		h = h.OwnKey()
 	}
-	h = h.WithAmount(jh.Amount)
+	h = h.WithAmount(jh.Amount).OfMerchant(jh.Merchant)
 	if jh.OwnRecord {
 		h = h.OwnRecord()
 	}

@@ -79,7 +79,7 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 			// so no call can follow under any of them: release them all
 			// (releasing a member a window does not hold changes nothing).
 			for _, c := range rest {
-				holds = append(holds, ratelimit.HoldOf(ratelimit.Key{BizType: o.BizType, Channel: c}, o.RequestID))
+				holds = append(holds, ratelimit.HoldOf(ratelimit.Key{BizType: o.BizType, Channel: c}, o.RequestID).OfMerchant(o.MerchantID))
 			}
 		}
 		s.opts.RouteObserver.Exhausted(o.BizType, append(skipped, skipsOf(refused)...))

@@ -167,7 +167,7 @@ func holdFor(key ratelimit.Key, o *Order) ratelimit.Hold {
 			return h
 		}
 	}
-	return ratelimit.HoldOf(key, o.RequestID)
+	return ratelimit.HoldOf(key, o.RequestID).OfMerchant(o.MerchantID)
 }
 
 // where is hold, the slot s keeps, narrowed to the records w names.

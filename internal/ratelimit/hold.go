@@ -22,6 +22,8 @@ type Hold struct {
 	// read only for other bizTypes' reservations (TrackOther) are skipped
 	// when releasing. Shared with the check's plan, never changed.
 	windows []KeyWindow
+	// merchant is the merchant the member was checked for (OfMerchant).
+	merchant string
 	// inProcess: the admission was decided in process during an outage
 	// (SourceLocal, an outcome known, the member new to the in-process
 	// windows): this admission is not in the shared store, so releasing
@@ -118,6 +120,15 @@ func (h Hold) Everywhere() Hold {
 
 // HoldOf is the hold of member on key with unknown windows: see Hold.
 func HoldOf(key Key, member string) Hold { return Hold{Key: key, Member: member} }
+
+// OfMerchant returns h for a member checked for merchant: a release of a
+// hold whose windows are unknown (HoldOf) also leaves that merchant's own
+// use of the windows with limits per merchant (the merchant "-" for "",
+// as the check counted it).
+func (h Hold) OfMerchant(merchant string) Hold { h.merchant = merchant; return h }
+
+// Merchant is the merchant OfMerchant gave h.
+func (h Hold) Merchant() string { return h.merchant }
 
 // Known reports whether h knows the windows that recorded its member.
 func (h Hold) Known() bool { return h.windows != nil }

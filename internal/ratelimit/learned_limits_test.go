@@ -180,6 +180,16 @@ func TestExactAgainstLearnedLimitUnderConcurrency(t *testing.T) {
 	}
 }
 
+// storeLimiter is a Limiter on store, with no near cache.
+func storeLimiter(t *testing.T, store ratelimit.Store) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(store, ratelimit.Options{Timeout: 5 * time.Second, DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // learnerStores are the Limiter's stores that learn, on the wall clock.
 func learnerStores() map[string]func(t *testing.T) ratelimit.Store {
 	return map[string]func(t *testing.T) ratelimit.Store{
@@ -212,10 +222,7 @@ func learnerStores() map[string]func(t *testing.T) ratelimit.Store {
 func TestThrottleStormKeepsTheFloor(t *testing.T) {
 	for name, mk := range learnerStores() {
 		t.Run(name, func(t *testing.T) {
-			l, err := ratelimit.New(mk(t), ratelimit.Options{Timeout: 5 * time.Second, DisableNearCache: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := storeLimiter(t, mk(t))
 			k := newKey()
 			l.SetConfig(learningConfig(k, 200, ratelimit.Adaptive{Floor: 5}))
 			holds := admitN(t, l, k, 200)

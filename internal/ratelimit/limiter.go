@@ -423,7 +423,7 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, 
 		return false, ErrNotLoaded
 	}
 	lim := l.limits.Load()
-	windows := releaseWindows(lim.cfg, key, l.opts.Now(), amountsOnly)
+	windows := releaseWindows(lim.cfg, key, l.opts.Now(), amountsOnly, h.merchant)
 	if h.Known() {
 		windows = unionWindows(h.held(amountsOnly), windows)
 	} else if lim.prev != nil {
@@ -431,7 +431,7 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, 
 		// (a limits-API acquisition released just after a change that
 		// moved its calendar window): released from that one's windows
 		// too, it is left in none.
-		windows = unionWindows(windows, releaseWindows(lim.prev, key, l.opts.Now(), amountsOnly))
+		windows = unionWindows(windows, releaseWindows(lim.prev, key, l.opts.Now(), amountsOnly, h.merchant))
 	}
 	if !h.Known() {
 		// And every window a document gave its key that may still hold

@@ -220,9 +220,11 @@ func (p plan) nextChange(cfg *Config, key Key, now time.Time) time.Time {
 // every window of key and, when it counts there (Key.CountsChannelWide), of
 // its channel-wide key, under the base rules and
 // every schedule's (a schedule may have started or ended since the
-// admission), each once; only amount windows when amountsOnly. Removing a
-// member from a window that does not hold it changes nothing.
-func releaseWindows(cfg *Config, key Key, now time.Time, amountsOnly bool) []KeyWindow {
+// admission), each once, and merchant's use of each window with limits
+// per merchant (the merchant "-" for ""); only amount windows when
+// amountsOnly. Removing a member from a window that does not hold it
+// changes nothing.
+func releaseWindows(cfg *Config, key Key, now time.Time, amountsOnly bool, merchant string) []KeyWindow {
 	keys := []Key{key}
 	if key.CountsChannelWide() {
 		keys = append(keys, ChannelWide(key.Channel))
@@ -253,6 +255,9 @@ func releaseWindows(cfg *Config, key Key, now time.Time, amountsOnly bool) []Key
 		for _, r := range rules {
 			for i, w := range r.Windows {
 				add(KeyWindow{Key: k, Window: w})
+				if ml := r.MerchantsOf(i); ml != nil {
+					add(merchantWindow(k, w, ml, requestMerchant(merchant)))
+				}
 				if i < len(r.Reserve) {
 					if _, named := r.Reserve[i][key.BizType]; named && k.IsChannelWide() && !key.IsChannelWide() {
 						// The member's own use of the reservation.

@@ -15,10 +15,7 @@ import (
 // that channel by bizType.
 func reservedLimiter(t *testing.T, store ratelimit.Store) (*ratelimit.Limiter, func(bizType string) ratelimit.Key) {
 	t.Helper()
-	l, err := ratelimit.New(store, ratelimit.Options{Timeout: 5 * time.Second, DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := storeLimiter(t, store)
 	channel := testutil.UniqueName("C")
 	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{
 		ratelimit.ChannelWide(channel): {

@@ -41,7 +41,7 @@ func TestApplicableResolveOwnKeyOnly(t *testing.T) {
 	if n := len(slices.DeleteFunc(slices.Clone(pay), func(w KeyWindow) bool { return w.Key != wide })); n != 2 {
 		t.Fatalf("Applicable(PAY:CH) = %+v, want the two channel-wide windows", pay)
 	}
-	if d := releaseWindows(cfg, res, now, false); len(d) != 1 || d[0].Key != res {
+	if d := releaseWindows(cfg, res, now, false, ""); len(d) != 1 || d[0].Key != res {
 		t.Fatalf("releaseWindows(RESOLVE:CH) = %+v, want RESOLVE:CH's window only", d)
 	}
 }

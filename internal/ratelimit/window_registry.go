@@ -135,7 +135,7 @@ func registeredWindows(cfg *Config, now time.Time, into map[Key][]KeyWindow) {
 		reserved(sc.Key, sc.Rule, keys)
 	}
 	for k := range keys {
-		into[k] = unionWindows(into[k], releaseWindows(cfg, k, now, false))
+		into[k] = unionWindows(into[k], releaseWindows(cfg, k, now, false, NoMerchant))
 	}
 }
 
