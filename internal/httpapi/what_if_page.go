@@ -129,6 +129,7 @@ func (p *whatIfPage) post(c *gin.Context) {
 		p.answer(c, view, err)
 		return
 	}
+	view.From, view.To = q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339) // the defaults, when empty
 	q.Document = doc
 	res, err := p.opts.Service.WhatIf(c.Request.Context(), q)
 	if err != nil {
