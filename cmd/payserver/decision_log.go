@@ -59,7 +59,11 @@ func (m *Main) withWhatIf(admin []func(*gin.RouterGroup)) ([]func(*gin.RouterGro
 	if err != nil {
 		return nil, err
 	}
-	return append(admin, httpapi.WhatIfRoute(httpapi.WhatIfOptions{
+	route, err := httpapi.WhatIfRoute(httpapi.WhatIfOptions{
 		Service: svc, MaxDecisions: m.cfg.DecisionLog.WhatIfMaxDecisions, Logger: m.log.With("component", "what-if"),
-	})), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(admin, route), nil
 }

@@ -54,12 +54,15 @@ func parseLoginTemplate() (*template.Template, error) {
 	return t, nil
 }
 
-// isFormRoute reports whether route takes an HTML form body
-// (application/x-www-form-urlencoded) rather than JSON: the login and
-// logout forms, which a page without script can only send that way. Both
-// refuse requests from other sites (crossSiteProblem), which is what
-// requireJSON's rule protects against.
-func isFormRoute(route string) bool { return route == loginPath || route == logoutPath }
+// isFormRoute reports whether route takes an HTML form body rather than
+// JSON: the login and logout forms (application/x-www-form-urlencoded) and
+// the what-if page's (multipart/form-data, for its file), which a page
+// without script can only send that way. All refuse requests from other
+// sites (crossSiteProblem), which is what requireJSON's rule protects
+// against.
+func isFormRoute(route string) bool {
+	return route == loginPath || route == logoutPath || route == whatIfPagePath
+}
 
 // registerLogin adds the login page, the login and the logout.
 func (h *handler) registerLogin(r *gin.Engine) {
@@ -133,15 +136,19 @@ func (h *handler) login(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, to)
 }
 
+// isDashboardPage reports whether route is a page of the dashboard, which
+// a browser without a session is asked to log in for.
+func isDashboardPage(route string) bool { return route == "/dashboard" || route == whatIfPagePath }
+
 // dashboardURL returns next when it is a URL of this server's dashboard
-// (path /dashboard, any query), as path and query; else "". Nothing else
-// is followed after a login: not another site, not another route.
+// (a path isDashboardPage, any query), as path and query; else "". Nothing
+// else is followed after a login: not another site, not another route.
 func dashboardURL(next string) string {
 	if next == "" || strings.ContainsAny(next, "\\\r\n") {
 		return ""
 	}
 	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || u.User != nil || u.Path != "/dashboard" || !strings.HasPrefix(next, "/dashboard") {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || u.User != nil || !isDashboardPage(u.Path) || !strings.HasPrefix(next, "/dashboard") {
 		return ""
 	}
 	if u.RawQuery == "" {
@@ -190,7 +197,7 @@ func (h *handler) adminAuth(c *gin.Context) {
 		if id != "" {
 			http.SetCookie(c.Writer, sessionCookie(c.Request, "", -1))
 		}
-		if c.Request.Method == http.MethodGet && c.FullPath() == "/dashboard" && acceptsHTML(c.Request) {
+		if c.Request.Method == http.MethodGet && isDashboardPage(c.FullPath()) && acceptsHTML(c.Request) {
 			h.logAdminAuthFailure(c, "no admin session: login form shown")
 			c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
 			h.loginPage(c, http.StatusUnauthorized, "", c.Request.URL.RequestURI())
@@ -201,8 +208,12 @@ func (h *handler) adminAuth(c *gin.Context) {
 	}
 	if changesState(c.Request.Method) {
 		reason := crossSiteProblem(c.Request)
-		if reason == "" && !equalSecret(c.GetHeader(CSRFHeader), sess.csrf) {
-			reason = "no valid " + CSRFHeader
+		csrf := c.GetHeader(CSRFHeader)
+		if csrf == "" && isFormRoute(c.FullPath()) {
+			csrf = c.PostForm(csrfField) // a form cannot send a header
+		}
+		if reason == "" && !equalSecret(csrf, sess.csrf) {
+			reason = "no valid " + CSRFHeader + " (or form field " + csrfField + ")"
 		}
 		if reason != "" {
 			h.logAdminAuthFailure(c, "session request refused: "+reason)

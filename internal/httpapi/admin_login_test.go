@@ -25,7 +25,7 @@ const loginToken = "adm-login-secret-0123456789"
 
 // loginServer serves the dashboard, /channels/usage and a state-changing
 // admin route (POST /test/state) behind the admin token, on a clock the
-// test moves, logging into a buffer.
+// test moves, logging into a buffer; extra are more admin routes.
 type loginServer struct {
 	url   string
 	v     *api.Validator
@@ -35,7 +35,7 @@ type loginServer struct {
 
 func (s *loginServer) logs() string { return s.log.String() }
 
-func newLoginServer(t *testing.T, token string) *loginServer {
+func newLoginServer(t *testing.T, token string, extra ...func(*gin.RouterGroup)) *loginServer {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	s := &loginServer{clock: testutil.NewClock(now)}
@@ -54,7 +54,7 @@ func newLoginServer(t *testing.T, token string) *loginServer {
 		g.POST("/test/state", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"changed": true}) })
 	}
 	h, err := httpapi.New(httpapi.Options{AuthGuard: authguard.New(authguard.Options{MaxFailures: 1 << 20}), Pay: nopPay{}, Logger: log, AdminToken: token, Now: s.clock.Now,
-		Admin: []func(*gin.RouterGroup){routes, state}})
+		Admin: append([]func(*gin.RouterGroup){routes, state}, extra...)})
 	if err != nil {
 		t.Fatal(err)
 	}

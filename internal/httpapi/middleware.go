@@ -112,9 +112,9 @@ func headersTooLarge(limit int) *apperr.Error {
 // preflight ("simple" requests); application/json always needs one, so no
 // web page can make a payment. Unknown routes stay 404. It runs in
 // checkRequest: on every public route (checkPublic), and on the
-// authenticated ones after their authentication. The admin login
-// and logout forms (isFormRoute) take a form body instead, and refuse
-// other sites' requests themselves.
+// authenticated ones after their authentication. The admin login and
+// logout forms and the what-if page's form (isFormRoute) take a form body
+// instead, and refuse other sites' requests themselves.
 func (h *handler) requireJSON(c *gin.Context) {
 	switch c.Request.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:

@@ -34,31 +34,21 @@ type WhatIfOptions struct {
 // JSON, sent as application/json), from and to (RFC 3339, default the last
 // 24 hours) bound the decisions replayed, and the answer is
 // whatif.Result's JSON. A document the server would refuse is 400 naming
-// the reason.
-func WhatIfRoute(opts WhatIfOptions) func(g *gin.RouterGroup) {
+// the reason. It also registers the dashboard's what-if page
+// (whatIfPagePath), which asks the same question from a form.
+func WhatIfRoute(opts WhatIfOptions) (func(g *gin.RouterGroup), error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	page, err := newWhatIfPage(opts)
+	if err != nil {
+		return nil, err
+	}
 	return func(g *gin.RouterGroup) {
 		g.POST("/limits/what-if", func(c *gin.Context) {
-			now := opts.Now()
-			q := whatif.Query{From: now.Add(-24 * time.Hour), To: now, MaxDecisions: opts.MaxDecisions}
-			var bad []apperr.FieldError
-			for _, p := range []struct {
-				name string
-				into *time.Time
-			}{{"from", &q.From}, {"to", &q.To}} {
-				if v, ok := c.GetQuery(p.name); ok {
-					t, err := time.Parse(time.RFC3339, v)
-					if err != nil {
-						bad = append(bad, apperr.FieldError{Field: p.name, Reason: "must be an RFC 3339 time"})
-						continue
-					}
-					*p.into = t
-				}
-			}
-			if len(bad) > 0 {
-				writeError(c, opts.Logger, apperr.Invalid(bad...), "")
+			q, err := parseWhatIfRange(opts, c.GetQuery)
+			if err != nil {
+				writeError(c, opts.Logger, err, "")
 				return
 			}
 			body, err := io.ReadAll(c.Request.Body)
@@ -74,5 +64,32 @@ func WhatIfRoute(opts WhatIfOptions) func(g *gin.RouterGroup) {
 			}
 			writeJSON(c, opts.Logger, http.StatusOK, res)
 		})
+		g.GET(whatIfPagePath, page.get)
+		g.POST(whatIfPagePath, page.post)
+	}, nil
+}
+
+// parseWhatIfRange returns the query of from and to as get finds them (RFC
+// 3339; absent, the last 24 hours before opts.Now), with opts.MaxDecisions.
+func parseWhatIfRange(opts WhatIfOptions, get func(name string) (string, bool)) (whatif.Query, error) {
+	now := opts.Now()
+	q := whatif.Query{From: now.Add(-24 * time.Hour), To: now, MaxDecisions: opts.MaxDecisions}
+	var bad []apperr.FieldError
+	for _, p := range []struct {
+		name string
+		into *time.Time
+	}{{"from", &q.From}, {"to", &q.To}} {
+		if v, ok := get(p.name); ok {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				bad = append(bad, apperr.FieldError{Field: p.name, Reason: "must be an RFC 3339 time"})
+				continue
+			}
+			*p.into = t
+		}
 	}
+	if len(bad) > 0 {
+		return whatif.Query{}, apperr.Invalid(bad...)
+	}
+	return q, nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"payserver/internal/decisionlog"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
@@ -67,14 +69,18 @@ func keysOf(t *testing.T, v any) []string {
 // replay in exactly the JSON of `payserver what-if --json`, 400 naming the
 // reason for a document the server would refuse, and 400 naming the cap
 // and the CLI for a range over PAYSERVER_WHATIF_MAX_DECISIONS.
-func TestWhatIfRoute(t *testing.T) {
+// whatIfFixture returns a what-if service over three decisions of
+// ONLINE_PAY:ALIPAY at at (an hour before now) under a limit of 2: M1 and
+// M2 admitted, M3 refused. Under a limit of 1, M2 is newly refused.
+func whatIfFixture(t *testing.T) (svc *whatif.Service, at time.Time) {
+	t.Helper()
 	const inForce = "limits:\n  ONLINE_PAY:ALIPAY: 2\n"
 	doc, err := limits.Parse([]byte(inForce))
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
-	at := now.Add(-time.Hour).Truncate(time.Minute)
+	at = now.Add(-time.Hour).Truncate(time.Minute)
 	store := &memDecisions{docs: map[string][]byte{doc.Config.Version: []byte(inForce)}}
 	for i, o := range []decisionlog.Outcome{decisionlog.Admitted, decisionlog.Admitted, decisionlog.Refused} {
 		store.entries = append(store.entries, decisionlog.Entry{
@@ -83,12 +89,28 @@ func TestWhatIfRoute(t *testing.T) {
 			Outcome: o, Source: ratelimit.SourceRedis, Version: doc.Config.Version,
 		})
 	}
-	svc, err := whatif.NewService(store)
+	svc, err = whatif.NewService(store)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return svc, at
+}
+
+// mustWhatIfRoute returns httpapi.WhatIfRoute(opts), failing the test on
+// an error.
+func mustWhatIfRoute(t *testing.T, opts httpapi.WhatIfOptions) func(*gin.RouterGroup) {
+	t.Helper()
+	route, err := httpapi.WhatIfRoute(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return route
+}
+
+func TestWhatIfRoute(t *testing.T) {
+	svc, at := whatIfFixture(t)
 	route := func(maxDecisions int64) *testServer {
-		return serveAdmin(t, "tok", httpapi.WhatIfRoute(httpapi.WhatIfOptions{
+		return serveAdmin(t, "tok", mustWhatIfRoute(t, httpapi.WhatIfOptions{
 			Service: svc, MaxDecisions: maxDecisions, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
 		}))
 	}
