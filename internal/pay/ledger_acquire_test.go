@@ -3,7 +3,6 @@ package pay_test
 import (
 	"errors"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,26 +10,18 @@ import (
 	"payserver/internal/pay"
 	"payserver/internal/pay/paytest"
 	"payserver/internal/ratelimit"
+	"payserver/internal/testutil"
 )
 
 // acquireGrace is the limits API's grace in these tests.
 const acquireGrace = 60 * time.Second
 
-// fakeClock is a clock the test moves; workers read it concurrently.
-type fakeClock struct{ us atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.us.Store(time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC).UnixMicro())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.UnixMicro(c.us.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.us.Add(d.Microseconds()) }
+// t0 is where the tests' clocks start.
+var t0 = time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)
 
 // acquireLedger is a ledger of lost acquires on lim in dir, on clock, its
 // workers looking again every few milliseconds of real time.
-func acquireLedger(t *testing.T, lim pay.Limiter, dir string, clock *fakeClock, max int) *pay.Ledger {
+func acquireLedger(t *testing.T, lim pay.Limiter, dir string, clock *testutil.Clock, max int) *pay.Ledger {
 	t.Helper()
 	l, err := pay.NewLedger(paytest.NewMemStore(), lim, pay.LedgerOptions{Dir: dir, Max: max, Now: clock.Now,
 		After: func(time.Duration) <-chan time.Time { return time.After(2 * time.Millisecond) }})
@@ -50,7 +41,7 @@ func TestLostAcquireSurvivesARestart(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  REFUND:ALIPAY: [{limit: 5, calendar: day}]\n")
 	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
 	h := mustAdmit(t, lim, key, "refunds\x00R1")
-	dir, clock := t.TempDir(), newFakeClock()
+	dir, clock := t.TempDir(), testutil.NewClock(t0)
 	first := acquireLedger(t, lim, dir, clock, 0)
 	first.KeepLostAcquire(h, acquireGrace)
 	if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) != 1 {
@@ -80,7 +71,7 @@ func TestLostAcquireSurvivesARestart(t *testing.T) {
 func TestLostAcquireAcquiredAgainIsNotReleased(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  REFUND:ALIPAY: [{limit: 5, calendar: day}]\n")
 	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
-	clock := newFakeClock()
+	clock := testutil.NewClock(t0)
 	l := acquireLedger(t, lim, t.TempDir(), clock, 0)
 	for _, m := range []string{"R1", "R2", "R3"} {
 		l.KeepLostAcquire(mustAdmit(t, lim, key, m), acquireGrace)
@@ -106,7 +97,7 @@ func TestLostAcquireAcquiredAgainIsNotReleased(t *testing.T) {
 func TestFullLedgerRefusesAcquires(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  REFUND:ALIPAY: [{limit: 5, calendar: day}]\n")
 	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
-	l := acquireLedger(t, lim, t.TempDir(), newFakeClock(), 2)
+	l := acquireLedger(t, lim, t.TempDir(), testutil.NewClock(t0), 2)
 	if err := l.Admitting(); err != nil {
 		t.Fatalf("an empty ledger: %v, want it admitting", err)
 	}
