@@ -150,11 +150,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.startLimits(bg); err != nil {
 		return err
 	}
-	svc, err := m.buildPay(bg)
+	svc, ledger, err := m.buildPay(bg)
 	if err != nil {
 		return err
 	}
-	if err := m.startLimitsAPI(bg, svc); err != nil {
+	if err := m.startLimitsAPI(svc, ledger); err != nil {
 		return err
 	}
 	// serve

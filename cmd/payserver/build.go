@@ -98,14 +98,15 @@ func (m *Main) limiterStore(ctx context.Context) (ratelimit.Store, error) {
 	return store, nil
 }
 
-// buildPay makes the order store and the payment service, and starts the
-// sweeper of stale orders.
-func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
+// buildPay makes the order store, the ledger of slots whose fate is not
+// known yet and the payment service, and starts the sweeper of stale
+// orders and the ledger's workers. The limits API shares the ledger.
+func (m *Main) buildPay(ctx context.Context) (*pay.Service, *pay.Ledger, error) {
 	orders, err := repo.NewOrdersWithOptions(m.db, repo.OrdersOptions{
 		GroupCommit: m.cfg.DBGroupCommit, BatchGets: m.cfg.DBBatchReads, MaxBatch: m.cfg.DBMaxBatch,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.metrics.WatchOrderBatches(func() map[string][2]int64 {
 		st := orders.Stats()
@@ -126,8 +127,9 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 	if m.cfg.OrderStaleAfter > 0 {
 		sweep = min(sweep, max(m.cfg.OrderStaleAfter/2, 100*time.Millisecond))
 	}
-	// One ledger keeps every slot whose fate a request, the resolver or a
-	// notification could not carry out at once, journaled in the data
+	// One ledger keeps every slot whose fate a request, the resolver, a
+	// notification or a limits API acquire could not carry out at once
+	// (a lost acquire's grace is limitapi.LostAnswerGrace), journaled in the data
 	// directory; the files of the earlier lost-answers and owed-releases
 	// directories are moved into it once. It stops with the background
 	// loops, before the database closes (release).
@@ -139,7 +141,7 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		Logger:   m.log.With("component", "ledger"),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.metrics.WatchLedger(ledger.Sizes)
 	m.goBackground(func() { ledger.Run(ctx) })
@@ -154,13 +156,13 @@ func (m *Main) buildPay(ctx context.Context) (*pay.Service, error) {
 		Logger:         m.log.With("component", "pay"),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := m.buildResolver(ctx, orders, m.limiter, ledger); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.goBackground(func() { svc.RunSweeper(ctx, sweep) })
-	return svc, nil
+	return svc, ledger, nil
 }
 
 // startLimits picks the limits source (Nacos when an address is set, else

@@ -51,10 +51,6 @@ type APIConfig struct {
 	GRPCFailureModeDeny bool
 }
 
-// lostAnswersSweep is how often the members of lost acquire answers are
-// checked for their grace.
-const lostAnswersSweep = 5 * time.Second
-
 // ClientConfig is a client of the limits service in the settings file
 // (YAML clients.<name>): its token, and the bizTypes it may acquire and
 // release (at least one).
@@ -249,19 +245,18 @@ func (m *Main) openLimitsAPI() {
 }
 
 // startLimitsAPI builds the limits service and, when PAYSERVER_GRPC_ADDR is
-// set, serves Envoy's rate limit protocol on it.
-// The sweeper of its lost answers runs until ctx ends.
-func (m *Main) startLimitsAPI(ctx context.Context, orders limitapi.OrderFinder) error {
+// set, serves Envoy's rate limit protocol on it. The members of acquires
+// whose limiter answer was lost are kept by ledger, POST /pay's, whose
+// workers Main runs.
+func (m *Main) startLimitsAPI(orders limitapi.OrderFinder, ledger limitapi.Ledger) error {
 	// The limiter refuses acquisitions and peeks before the first limits
 	// document (limiterOptions), and waits for room itself.
 	svc, err := limitapi.NewService(limitapi.Options{Admit: m.limiter, Peek: m.limiter, Release: m.limiter, Orders: orders, Observer: m.api.obs, Scopes: m.cfg.API.Scopes,
-		Logger: m.log.With("component", "limits-api")})
+		Ledger: ledger})
 	if err != nil {
 		return err
 	}
 	m.api.svc = svc
-	m.api.metrics.WatchLostAnswers(svc.LostAnswersWaiting, svc.LostAnswersDropped)
-	m.goBackground(func() { svc.RunLostAnswers(ctx, lostAnswersSweep) })
 	if len(m.cfg.API.ClientTokens) == 0 {
 		m.log.Warn("no client tokens configured (PAYSERVER_CLIENT_TOKENS); /v1/limits and gRPC answer 401 to everyone")
 	}

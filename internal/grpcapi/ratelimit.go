@@ -89,8 +89,9 @@ type Service interface {
 	Decide(ctx context.Context, client string, r limitapi.AcquireRequest) (limitapi.Acquired, error)
 	Release(ctx context.Context, client string, r limitapi.ReleaseRequest) error
 	Undo(ctx context.Context, client string, key ratelimit.Key, member, merchant string) error
-	// ReleaseLater releases, after a grace, a member whose check's answer
-	// was lost, unless its requestId is admitted again meanwhile.
+	// ReleaseLater hands a member whose check's answer was lost to the
+	// ledger, which releases it after a grace unless its requestId is
+	// admitted again meanwhile.
 	ReleaseLater(client string, h ratelimit.Hold)
 }
 

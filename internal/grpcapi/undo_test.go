@@ -12,6 +12,7 @@ import (
 
 	"payserver/internal/limitapi"
 	"payserver/internal/limits"
+	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 )
 
@@ -78,7 +79,11 @@ func rlsOn(t *testing.T, doc string) (*ratelimit.Limiter, *Server, context.Conte
 	}
 	cfg := parsed.Config
 	l.SetConfig(cfg)
-	svc, err := limitapi.NewService(limitapi.Options{Admit: l, Peek: l})
+	ledger, err := pay.NewLedger(nil, l, pay.LedgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := limitapi.NewService(limitapi.Options{Admit: l, Peek: l, Ledger: ledger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,13 +37,21 @@ func (lostAdmitter) Peek(context.Context, ratelimit.Request) (ratelimit.Decision
 	return ratelimit.Decision{}, nil
 }
 
+// keptLedger takes every lost acquire and keeps it in memory: the
+// answers, not the slots' fate, are under test here.
+type keptLedger struct{}
+
+func (keptLedger) Admitting() error                              { return nil }
+func (keptLedger) KeepLostAcquire(ratelimit.Hold, time.Duration) {}
+func (keptLedger) AcquiredAgain(ratelimit.Key, string)           {}
+
 // lostLimitsServer serves the limits service over lostAdmitter to one
 // client, with scopes, and returns it with the validator of
 // api/openapi.yaml. It closes with the test.
 func lostLimitsServer(t *testing.T, client httpapi.ClientToken, scopes map[string][]string) (*httptest.Server, *api.Validator) {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	svc, err := limitapi.NewService(limitapi.Options{Admit: lostAdmitter{}, Peek: lostAdmitter{}, Scopes: scopes})
+	svc, err := limitapi.NewService(limitapi.Options{Admit: lostAdmitter{}, Peek: lostAdmitter{}, Ledger: keptLedger{}, Scopes: scopes})
 	if err != nil {
 		t.Fatal(err)
 	}

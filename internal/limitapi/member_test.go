@@ -32,7 +32,7 @@ func TestCallerRequestIDsNeverShareAPaymentsSlot(t *testing.T) {
 	if d, err := l.Allow(ctx, key, "X"); err != nil || !d.Allowed {
 		t.Fatalf("pay X: %+v, %v", d, err)
 	}
-	svc, err := NewService(Options{Admit: l, Peek: l})
+	svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestCallerAndPaymentNamespacesNeverMeet(t *testing.T) {
 			t.Fatalf("pay %s: %+v, %v", id, d, err)
 		}
 	}
-	svc, err := NewService(Options{Admit: l, Peek: l})
+	svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestClientsKeepTheirRequestIDsApart(t *testing.T) {
 	l.SetConfig(parsed.Config)
 	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
 	ctx := context.Background()
-	svc, err := NewService(Options{Admit: l, Peek: l})
+	svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l)})
 	if err != nil {
 		t.Fatal(err)
 	}

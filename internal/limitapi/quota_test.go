@@ -28,7 +28,7 @@ func TestAcquireAndPeekCountAmounts(t *testing.T) {
 		key:                       {Windows: []ratelimit.Window{{Limit: 1000, Size: time.Minute, Amount: true, Currency: "CNY"}}},
 		ratelimit.ChannelWide(ch): {Windows: []ratelimit.Window{{Limit: 2, Size: time.Minute}}},
 	}})
-	svc, err := NewService(Options{Admit: l, Peek: l})
+	svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestWindowsNameTheirCurrency(t *testing.T) {
 		{Limit: 1000, Size: time.Minute, Amount: true, Currency: "BHD"},
 		{Limit: 100000, Size: time.Hour, Amount: true},
 	}}}})
-	svc, err := NewService(Options{Admit: l, Peek: l})
+	svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestPeekAnswersForTheMerchant(t *testing.T) {
 			Merchants: []*ratelimit.Merchants{{PerMerchant: 2, Overrides: map[string]int64{"M_VIP": 5}}},
 		},
 	}})
-	svc, err := NewService(Options{Admit: l, Peek: l})
+	svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestReleaseGivesBackTheMerchantsUse(t *testing.T) {
 		Windows:   []ratelimit.Window{{Limit: 10, Size: time.Minute}},
 		Merchants: []*ratelimit.Merchants{{PerMerchant: 1}},
 	}}})
-	svc, err := NewService(Options{Admit: l, Peek: l})
+	svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestReleaseOfASlotNotHeldIsNotFound(t *testing.T) {
 				{Limit: 10_000, Size: time.Minute, Amount: true, Currency: "CNY"},
 				{Limit: 50, Calendar: ratelimit.Calendar{Unit: ratelimit.CalendarDay, Zone: time.UTC}},
 			}}}})
-			svc, err := NewService(Options{Admit: l, Peek: l})
+			svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestReleaseWhileTheStoreIsDownIsNever404(t *testing.T) {
 	}
 	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
 	l.SetConfig(&ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{key: {Windows: []ratelimit.Window{{Limit: 5, Size: time.Minute}}}}})
-	svc, err := NewService(Options{Admit: l, Peek: l})
+	svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l)})
 	if err != nil {
 		t.Fatal(err)
 	}

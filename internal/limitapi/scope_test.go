@@ -24,7 +24,7 @@ func TestClientScopes(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.SetConfig(parsed.Config)
-	svc, err := NewService(Options{Admit: l, Peek: l, Scopes: map[string][]string{"refunds": {"REFUND"}}})
+	svc, err := NewService(Options{Admit: l, Peek: l, Ledger: memLedger(t, l), Scopes: map[string][]string{"refunds": {"REFUND"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ package limitapi
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"payserver/internal/apperr"
@@ -81,7 +80,7 @@ type HeldReleaser interface {
 	ReleaseHeld(ctx context.Context, h ratelimit.Hold) (held bool, err error)
 }
 
-// Options wires a Service. Admit and Peek are required.
+// Options wires a Service. Admit, Peek and Ledger are required.
 type Options struct {
 	// Admit is the limiter that decides acquisitions, waiting for room
 	// when a request carries a maximum wait: POST /pay's, so that the
@@ -99,10 +98,11 @@ type Options struct {
 	// Scopes are the bizTypes each client may acquire and release, by
 	// client name; a client not in it may use every bizType.
 	Scopes map[string][]string
-	// Now is the clock of the lost answers' grace. Default time.Now.
-	Now func() time.Time
-	// Logger logs the releases of lost answers. Default: discarded.
-	Logger *slog.Logger
+	// Ledger keeps the members of acquires whose limiter answer was
+	// lost (ReleaseLater), and refuses new acquires while it cannot take
+	// them: POST /pay's, so that every slot whose fate is not known has
+	// one owner.
+	Ledger Ledger
 }
 
 // Service is the limiter as a service. It is safe for concurrent use.
@@ -110,15 +110,12 @@ type Service struct {
 	opts Options
 	// scopes is Options.Scopes as sets.
 	scopes map[string]map[string]bool
-	// lost holds the members whose acquire answer was lost, until their
-	// client retries or their grace passes (lost_answers.go).
-	lost lostAnswers
 }
 
 // NewService returns a Service.
 func NewService(opts Options) (*Service, error) {
-	if opts.Admit == nil || opts.Peek == nil {
-		return nil, errors.New("limitapi: nil admitter or peeker")
+	if opts.Admit == nil || opts.Peek == nil || opts.Ledger == nil {
+		return nil, errors.New("limitapi: nil admitter, peeker or ledger")
 	}
 	if opts.Release == nil {
 		r, ok := opts.Admit.(HeldReleaser)
@@ -126,12 +123,6 @@ func NewService(opts Options) (*Service, error) {
 			return nil, errors.New("limitapi: no releaser, and the admitter cannot say what it released")
 		}
 		opts.Release = r
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = discardLogger()
 	}
 	scopes := make(map[string]map[string]bool, len(opts.Scopes))
 	for client, bizTypes := range opts.Scopes {
@@ -190,8 +181,10 @@ type Acquired struct {
 // REQUEST_LIMITED error POST /pay answers; a bizType outside the client's
 // scope (Options.Scopes) is FORBIDDEN, naming it; a limiter failure is
 // DEPENDENCY_UNAVAILABLE. So is a lost limiter answer (LostAnswer), whose
-// member is released after LostAnswerGrace unless the requestId is
-// admitted again.
+// member the ledger keeps, on disk before Acquire returns, and releases
+// after LostAnswerGrace unless the requestId is admitted again. While the
+// ledger cannot take it (full, or its disk failing) Acquire answers
+// DEPENDENCY_UNAVAILABLE (dependency "ledger") before taking a slot.
 func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
 	a, err := s.Decide(ctx, client, r)
 	switch {
@@ -210,9 +203,14 @@ func (s *Service) Acquire(ctx context.Context, client string, r AcquireRequest) 
 // their own terms (gRPC). A lost limiter answer is LostAnswer's error with
 // the decision (Unknown, its Hold naming the windows the lost call would
 // have recorded the member in); Decide leaves its settling to the caller
-// (ReleaseLater, or nothing when the slot is to stay counted).
+// (ReleaseLater, or nothing when the slot is to stay counted). It asks
+// the ledger first, as Acquire does.
 func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (Acquired, error) {
 	if err := s.inScope(client, OpAcquire, r.Key); err != nil {
+		return Acquired{}, err
+	}
+	if err := s.opts.Ledger.Admitting(); err != nil {
+		s.observe(client, OpAcquire, r.Key, ResultFailed)
 		return Acquired{}, err
 	}
 	m := member(client, r.RequestID)
@@ -231,7 +229,7 @@ func (s *Service) Decide(ctx context.Context, client string, r AcquireRequest) (
 		// The retry's admission owns the slot an earlier lost answer may
 		// have taken. A refusal settles nothing: a near-cache refusal or
 		// a conflict does not say the member holds no slot.
-		s.forget(r.Key, m)
+		s.opts.Ledger.AcquiredAgain(r.Key, m)
 	}
 	if !d.Allowed {
 		s.observe(client, OpAcquire, r.Key, ResultLimited)
@@ -302,7 +300,7 @@ func (s *Service) Release(ctx context.Context, client string, r ReleaseRequest) 
 		s.observe(client, OpRelease, r.Key, ResultFailed)
 		return limiterDown(err)
 	}
-	s.forget(r.Key, member(client, r.RequestID))
+	s.opts.Ledger.AcquiredAgain(r.Key, member(client, r.RequestID))
 	if !held {
 		s.observe(client, OpRelease, r.Key, ResultNotHeld)
 		return apperr.New(apperr.SlotNotFound, "no window of %s holds requestId %s for client %s; nothing was released", r.Key, r.RequestID, client)

@@ -17,7 +17,7 @@ var _ pay.LedgerObserver = (*Ledger)(nil)
 func (m *Metrics) NewLedger() *Ledger {
 	l := &Ledger{refused: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "payserver_slot_ledger_refusals_total",
-		Help: "Payments refused (503, dependency ledger) before taking a slot because the ledger of unsettled slots was full or could not write to disk.",
+		Help: "Payments and limits API acquires refused (503, dependency ledger) before taking a slot because the ledger of unsettled slots was full or could not write to disk.",
 	})}
 	m.Registry.MustRegister(l.refused)
 	return l
@@ -27,12 +27,13 @@ func (m *Metrics) NewLedger() *Ledger {
 func (l *Ledger) LedgerRefused() { l.refused.Inc() }
 
 // WatchLedger exports how many slots the ledger keeps in each phase
-// (pay.Ledger.Sizes): claims to close, slots watched, fates to carry out.
+// (pay.Ledger.Sizes): claims to close, slots watched, fates to carry out,
+// lost acquires.
 func (m *Metrics) WatchLedger(sizes func() map[string]int) {
-	for _, phase := range []string{"close", "watch", "carry"} {
+	for _, phase := range []string{"close", "watch", "carry", "acquire"} {
 		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "payserver_slot_ledger_entries",
-			Help:        "Limiter slots whose fate is not carried out yet, by phase: close (a 503'd payment's requestId to close NOT_SENT), watch (waiting for the order holding the requestId), carry (a release or give-back the limiter failed).",
+			Help:        "Limiter slots whose fate is not carried out yet, by phase: close (a 503'd payment's requestId to close NOT_SENT), watch (waiting for the order holding the requestId), carry (a release or give-back the limiter failed), acquire (a limits API acquire answered 503 with its outcome unknown, its member released after the grace unless acquired again).",
 			ConstLabels: prometheus.Labels{"phase": phase},
 		}, func() float64 { return float64(sizes()[phase]) }))
 	}

@@ -49,23 +49,6 @@ func (a *LimitsAPI) WatchWaiters(total func() int) {
 	}, func() float64 { return float64(total()) }))
 }
 
-// WatchLostAnswers exports the acquires whose limiter answer was lost and
-// whose member waits for its grace, and those a full set did not keep;
-// waiting and dropped are limitapi.Service's LostAnswersWaiting and
-// LostAnswersDropped.
-func (a *LimitsAPI) WatchLostAnswers(waiting func() int, dropped func() int64) {
-	a.m.Registry.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "payserver_limit_lost_answers_waiting",
-			Help: "Acquires whose limiter answer was lost, waiting for a retry before their member is released.",
-		}, func() float64 { return float64(waiting()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "payserver_limit_lost_answers_dropped_total",
-			Help: "Lost acquire answers not remembered because 10,000 were waiting: their slot frees itself when its window passes.",
-		}, func() float64 { return float64(dropped()) }),
-	)
-}
-
 // Called implements limitapi.Observer.
 func (a *LimitsAPI) Called(client string, op limitapi.Op, _ ratelimit.Key, r limitapi.Result) {
 	a.calls.WithLabelValues(client, string(op), string(r)).Inc()

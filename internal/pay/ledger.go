@@ -32,6 +32,10 @@ import (
 //   - a fate to carry out: the release or the give-back the limiter
 //     failed (its store unreachable, its breaker open), made again until
 //     it answers.
+//   - a lost acquire: the member of a limits API acquire answered 503
+//     with its outcome unknown (KeepLostAcquire). It is released once its
+//     grace has passed, unless the same member is acquired again first
+//     (AcquiredAgain): the retry then owns the slot.
 //
 // Each entry is kept in one file in Dir (ledger_journal.go) before the
 // call that handed it over returns, so that a kill of the process
@@ -125,9 +129,12 @@ const (
 	phaseWatch
 	// phaseCarry: the fate is known; the limiter must carry it out.
 	phaseCarry
+	// phaseAcquire: a limits API acquire's answer was lost; its member is
+	// released once notBefore has passed, unless it is acquired again.
+	phaseAcquire
 )
 
-var phaseNames = [...]string{"close", "watch", "carry"}
+var phaseNames = [...]string{"close", "watch", "carry", "acquire"}
 
 func (p phase) String() string { return phaseNames[p] }
 
@@ -145,6 +152,12 @@ type entry struct {
 	holds []ratelimit.Hold
 	// amountsOnly: phaseCarry gives the amounts back; else it releases.
 	amountsOnly bool
+	// notBefore: phaseAcquire releases its member from then on, the end of
+	// its grace; acquiredAgain is set when the member was acquired again
+	// while a worker had the entry (l.mu): it is then forgotten, not
+	// released.
+	notBefore     time.Time
+	acquiredAgain bool
 
 	due     time.Time
 	backoff retry.Schedule
@@ -202,7 +215,7 @@ func NewLedger(orders OrderStore, limiter Limiter, opts LedgerOptions) (*Ledger,
 func (l *Ledger) Size() int { return int(l.size.Load()) }
 
 // Sizes is how many entries are in each phase ("close", "watch",
-// "carry").
+// "carry", "acquire").
 func (l *Ledger) Sizes() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -217,9 +230,9 @@ func (l *Ledger) Sizes() map[string]int {
 }
 
 // Admitting returns nil while the ledger can take the entries a new payment
-// may leave, and DEPENDENCY_UNAVAILABLE (dependency "ledger") while it
-// keeps Max entries or cannot journal them: the pay flow asks it before
-// taking a slot.
+// or acquire may leave, and DEPENDENCY_UNAVAILABLE (dependency "ledger")
+// while it keeps Max entries or cannot journal them: the pay flow and the
+// limits API ask it before taking a slot.
 func (l *Ledger) Admitting() error {
 	full := l.size.Load() >= int64(l.opts.Max)
 	if !full && l.unjournaled.Load() {
@@ -229,11 +242,11 @@ func (l *Ledger) Admitting() error {
 		return nil
 	}
 	l.opts.Observer.LedgerRefused()
-	why := "the slots of earlier payments could not be settled yet (the database or the limiter is failing)"
+	why := "the slots of earlier requests could not be settled yet (the database or the limiter is failing)"
 	if !full {
 		why = "the ledger of unsettled slots cannot be written to disk"
 	}
-	return apperr.New(apperr.DependencyUnavailable, "payments are refused for now: %s; retry later", why).
+	return apperr.New(apperr.DependencyUnavailable, "new slots are refused for now: %s; retry later", why).
 		WithDetails(map[string]any{"dependency": "ledger"})
 }
 
@@ -317,6 +330,34 @@ func (l *Ledger) AddLostAnswer(req PayRequest, holds ...ratelimit.Hold) {
 	l.closeClaim(o, notSentLost, l.opts.Grace, holds...)
 }
 
+// KeepLostAcquire keeps h, the member of a limits API acquire whose
+// limiter answer was lost, to be released once grace has passed, unless
+// AcquiredAgain names it first. It is on disk (Dir) before it returns. The
+// same member lost again starts its grace again.
+func (l *Ledger) KeepLostAcquire(h ratelimit.Hold, grace time.Duration) {
+	grace = max(grace, 0)
+	l.add(&entry{id: acquireID(h.Key, h.Member), phase: phaseAcquire, holds: []ratelimit.Hold{h},
+		notBefore: l.opts.Now().Add(grace)}, max(grace, time.Nanosecond))
+}
+
+// AcquiredAgain forgets the lost acquire of member on key, if one is kept:
+// the member was admitted again (the retry owns the slot) or released by
+// its client. When a worker has the entry, it is forgotten instead of
+// released, unless the release is already under way.
+func (l *Ledger) AcquiredAgain(key ratelimit.Key, member string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[acquireID(key, member)]
+	if !ok || e.phase != phaseAcquire {
+		return
+	}
+	if e.busy {
+		e.acquiredAgain = true
+		return
+	}
+	l.drop(e)
+}
+
 // notSentLost is the failure message of a payment closed after its
 // limiter answer was lost, or its claim failed, and it was not retried.
 const notSentLost = "the payment was answered 503 (the limiter's answer was lost, or its order could not be written) and was not retried in time; it was closed without being sent, and nothing was charged"
@@ -354,8 +395,8 @@ func (l *Ledger) limiterAnswered() {
 	now := l.opts.Now()
 	l.mu.Lock()
 	for _, e := range l.entries {
-		if e.phase == phaseCarry && !e.busy {
-			e.due = now
+		if (e.phase == phaseCarry || e.phase == phaseAcquire) && !e.busy {
+			e.due = e.dueFrom(now)
 			e.backoff.Reset()
 		}
 	}
@@ -377,7 +418,15 @@ func (l *Ledger) add(e *entry, wait time.Duration) {
 	l.seq++
 	if prev, ok := l.entries[e.id]; ok {
 		prev.seq = l.seq
-		if !prev.busy && e.due.Before(prev.due) {
+		if prev.phase == phaseAcquire {
+			// Lost again: the grace starts again, and a release under
+			// way is not the last (putBack, forget).
+			prev.at, prev.notBefore, prev.acquiredAgain = now, e.notBefore, false
+			l.journal(prev)
+			if !prev.busy {
+				prev.due = e.due
+			}
+		} else if !prev.busy && e.due.Before(prev.due) {
 			prev.due = e.due
 		}
 		l.mu.Unlock()
@@ -473,7 +522,7 @@ func (l *Ledger) next() (*entry, uint64, time.Duration) {
 // while a worker had it.
 func (l *Ledger) putBack(e *entry, seq uint64, due time.Time) {
 	l.mu.Lock()
-	if e.phase == phaseCarry {
+	if e.phase == phaseCarry || e.phase == phaseAcquire {
 		l.carryWaiting.Store(true)
 	}
 	if e.unwritten {
@@ -484,6 +533,7 @@ func (l *Ledger) putBack(e *entry, seq uint64, due time.Time) {
 	if e.seq != seq {
 		e.due = l.opts.Now()
 	}
+	e.due = e.dueFrom(e.due)
 	l.mu.Unlock()
 }
 
@@ -493,9 +543,14 @@ func (l *Ledger) forget(e *entry, seq uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e.seq != seq {
-		e.busy, e.due = false, l.opts.Now()
+		e.busy, e.due = false, e.dueFrom(l.opts.Now())
 		return
 	}
+	l.drop(e)
+}
+
+// drop removes e and its file; l.mu is held.
+func (l *Ledger) drop(e *entry) {
 	delete(l.entries, e.id)
 	l.size.Add(-1)
 	if e.unwritten {
@@ -504,6 +559,15 @@ func (l *Ledger) forget(e *entry, seq uint64) {
 	} else {
 		l.unjournal(e)
 	}
+}
+
+// dueFrom is t, or the end of e's grace when that is later: a lost
+// acquire is never released before it.
+func (e *entry) dueFrom(t time.Time) time.Time {
+	if e.phase == phaseAcquire && t.Before(e.notBefore) {
+		return e.notBefore
+	}
+	return t
 }
 
 // member is the requestId e is about.
@@ -525,8 +589,33 @@ func (l *Ledger) step(ctx context.Context, e *entry) bool {
 		return l.stepClose(ctx, e)
 	case phaseWatch:
 		return l.stepWatch(ctx, e)
+	case phaseAcquire:
+		return l.stepAcquire(ctx, e)
 	}
 	return l.carry(ctx, e.holds[0], e.amountsOnly) == nil
+}
+
+// stepAcquire releases e's member once its grace has passed, unless it
+// was acquired again meanwhile.
+func (l *Ledger) stepAcquire(ctx context.Context, e *entry) bool {
+	l.mu.Lock()
+	again, early := e.acquiredAgain, l.opts.Now().Before(e.notBefore)
+	l.mu.Unlock()
+	if again {
+		return true
+	}
+	if early {
+		return false
+	}
+	h := e.holds[0]
+	if err := l.carry(ctx, h, false); err != nil {
+		l.opts.Logger.Warn("the member of a lost acquire could not be released yet; the ledger tries again",
+			"key", h.Key.String(), "member", h.Member, "err", err)
+		return false
+	}
+	l.opts.Logger.Info("released the member of an acquire whose limiter answer was lost and that was not acquired again",
+		"key", h.Key.String(), "member", h.Member)
+	return true
 }
 
 // stepClose makes e's requestId belong to a final order, then settles

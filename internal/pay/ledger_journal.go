@@ -39,6 +39,8 @@ type journaledEntry struct {
 	Why         string          `json:"why,omitempty"`
 	Holds       []journaledHold `json:"holds"`
 	AmountsOnly bool            `json:"amountsOnly,omitempty"`
+	// NotBeforeUs is the end of a lost acquire's grace (Unix µs).
+	NotBeforeUs int64 `json:"notBeforeUs,omitempty"`
 }
 
 // journaledOrder is what an entry keeps of a payment (paymentOf).
@@ -113,6 +115,13 @@ func (jo *journaledOrder) order() *Order {
 		Channel: jo.Channel, MerchantID: jo.MerchantID, Amount: jo.Amount, Currency: jo.Currency, Subject: jo.Subject}
 }
 
+// acquireID names a lost acquire: one per member and key, so that
+// AcquiredAgain finds it and a member lost twice is kept once.
+func acquireID(key ratelimit.Key, member string) string {
+	sum := sha256.Sum256([]byte("acquire\x00" + key.String() + "\x00" + member))
+	return hex.EncodeToString(sum[:16])
+}
+
 // newEntryID names a new close or watch entry.
 func newEntryID() string {
 	var b [16]byte
@@ -153,6 +162,9 @@ func (l *Ledger) journal(e *entry) {
 	}
 	j := journaledEntry{Version: journalVersion, Phase: e.phase.String(), AtUs: e.at.UnixMicro(), Order: journalOrder(e.order),
 		Why: e.why, AmountsOnly: e.amountsOnly}
+	if e.phase == phaseAcquire {
+		j.NotBeforeUs = e.notBefore.UnixMicro()
+	}
 	for _, h := range e.holds {
 		j.Holds = append(j.Holds, journalHold(h))
 	}
@@ -256,10 +268,11 @@ func (l *Ledger) recover() error {
 	return nil
 }
 
-// restore takes e, read back, due at once.
+// restore takes e, read back, due at once (a lost acquire: at the end of
+// its grace).
 func (l *Ledger) restore(e *entry) {
 	e.backoff = workBackoff
-	e.due = l.opts.Now()
+	e.due = e.dueFrom(l.opts.Now())
 	if e.phase == phaseClose && e.order != nil && e.why == "" {
 		e.why = notSentLost
 	}
@@ -298,6 +311,8 @@ func entryOf(data []byte) (*entry, error) {
 		e.phase = phaseWatch
 	case "carry":
 		e.phase = phaseCarry
+	case "acquire":
+		e.phase, e.notBefore = phaseAcquire, time.UnixMicro(j.NotBeforeUs)
 	default:
 		return nil, fmt.Errorf("unknown phase %q", j.Phase)
 	}
@@ -305,7 +320,7 @@ func entryOf(data []byte) (*entry, error) {
 	if e.holds, err = holdsOf(j.Holds); err != nil {
 		return nil, err
 	}
-	if len(e.holds) == 0 || e.phase != phaseCarry && e.order == nil {
+	if len(e.holds) == 0 || (e.phase == phaseClose || e.phase == phaseWatch) && e.order == nil {
 		return nil, errors.New("an entry without its slot or its payment")
 	}
 	return e, nil
