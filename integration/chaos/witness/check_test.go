@@ -364,3 +364,33 @@ func TestLimiter503PastItsDeadlineWithoutFault(t *testing.T) {
 	op.CompleteUs = op.InvokeUs + 72*ms
 	wantViolations(t, b.check(), NoFalseRefusal)
 }
+
+// TestReleaseLostWithAKilledMaster: Redis replicates asynchronously, so a
+// release the master acknowledged can be lost with it like an admission
+// (docs/DESIGN.md "Writes lost with a killed master"): a member released
+// before a fault that lost writes may be back in its window. The same
+// member with the fault before the release, or one that lost nothing, is
+// still held by nobody.
+func TestReleaseLostWithAKilledMaster(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		from, to int64
+		lost     int64
+		want     []Property
+	}{
+		{"a fault after the release that lost writes", t0 + 19*sec + 400*ms, t0 + 19*sec + 600*ms, -1, nil},
+		{"a fault after the release that lost nothing", t0 + 19*sec + 400*ms, t0 + 19*sec + 600*ms, 0, []Property{NoOrphanSlot}},
+		{"a fault that lost writes before the release", t0 + 15*sec, t0 + 15*sec + 200*ms, -1, []Property{NoOrphanSlot}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := cleanHistory(t)
+			b.h.Config.DumpedAtUs = t0 + 20*sec
+			heldInTheMinute(b)
+			b.acquired("a7", "REFUND", "ALIPAY", t0+19*sec+200*ms)
+			b.op("release", "a7", "REFUND", "ALIPAY", 0, t0+19*sec+300*ms, 200, map[string]any{"released": true})
+			b.member("payserver:rl:{ALIPAY}:REFUND:1000", "#api:chaos:a7", t0+19*sec+200*ms)
+			b.fault("redis", tt.from, tt.to, tt.lost)
+			wantViolations(t, b.check(), tt.want...)
+		})
+	}
+}

@@ -143,7 +143,10 @@
 // another channel; a payment answered 503 or not at all within
 // LostAnswerGrace of the dump; an acquisition its answers say may own it
 // (refusal-took-nothing below); or, for "#resolve:<orderNo>:q<n>", an
-// order of that channel.
+// order of that channel. Not when a Redis fault that lost writes
+// (lostWrites ≠ 0) ended after the member should have left (its last
+// release answered 200, or its order's end): an acknowledged release is
+// lost with a killed master as an admission is.
 //
 // Property slot-held, the converse (docs/DESIGN.md "A slot's fate": a
 // slot whose fate is to stay counted is never given back): each admission

@@ -106,7 +106,7 @@ func (c *checker) checkSlots() {
 				Message: "every request of this requestId was answered 429, yet its member is in the window after the quiet period", Excerpt: ex})
 			continue
 		}
-		if why := c.slotOwner(m, rw); why != "" {
+		if why := c.slotOwner(m, rw); why != "" && !c.releaseMayHaveBeenLost(strings.TrimPrefix(m.Member, acquisitionPrefix), rw.channel) {
 			ex := []string{excerpt(Record{Member: m})}
 			rid := strings.TrimPrefix(m.Member, acquisitionPrefix)
 			if o := c.ordersByReq[rid]; o != nil {
@@ -119,6 +119,33 @@ func (c *checker) checkSlots() {
 				Message: "slot held by nobody: " + why, Excerpt: ex})
 		}
 	}
+}
+
+// releaseMayHaveBeenLost says whether a Redis fault that lost writes
+// ended after rid's member should have left its windows (its last release
+// answered 200, or its order's end, after which the pay flow releases):
+// Redis replicates asynchronously, so a release the master acknowledged
+// is lost with a killed master as an admission is (docs/DESIGN.md
+// "Writes lost with a killed master"), and the member is back.
+func (c *checker) releaseMayHaveBeenLost(rid, channel string) bool {
+	var freed int64
+	for _, op := range c.opsByReq[rid] {
+		if op.Kind == "release" && op.Status == 200 {
+			freed = max(freed, op.InvokeUs)
+		}
+	}
+	if o := c.ordersByReq[rid]; o != nil {
+		freed = max(freed, o.UpdatedAtUs)
+	}
+	if freed == 0 {
+		return false
+	}
+	for _, f := range c.redisFaults {
+		if (f.Target == "" || f.Target == channel) && f.LostWrites != 0 && f.ToUs+c.skew >= freed {
+			return true
+		}
+	}
+	return false
 }
 
 // slotOwner says why a member has no owner that can still use it; "" when
