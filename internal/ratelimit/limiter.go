@@ -437,7 +437,11 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, 
 		// And every window a document gave its key that may still hold
 		// it: one loaded before this instance started, or replaced
 		// since the one before.
-		windows = l.registered(ctx, key, windows, amountsOnly)
+		var err error
+		if windows, err = l.registered(ctx, key, windows, amountsOnly); err != nil {
+			// Nothing released: a retry finds the member where it is.
+			return false, err
+		}
 	}
 	if h.ownKey {
 		windows = h.ownKeyWindows(windows)

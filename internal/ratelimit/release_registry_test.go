@@ -87,3 +87,37 @@ func TestReleaseByRequestIDAfterTwoLimitsChangesLeavesNoMember(t *testing.T) {
 		})
 	}
 }
+
+// unreadableRegistry is a shared store whose registry of windows
+// (RegisterWindows, RegisteredWindows) cannot be read: the windows of a
+// key's earlier documents are unknown to a release by requestId.
+type unreadableRegistry struct{ *ratelimit.LocalStore }
+
+func (unreadableRegistry) RegisterWindows(context.Context, map[ratelimit.Key][]ratelimit.KeyWindow, time.Time) error {
+	return nil
+}
+
+func (unreadableRegistry) RegisteredWindows(context.Context, []ratelimit.Key, time.Time) ([]ratelimit.KeyWindow, error) {
+	return nil, fmt.Errorf("registry: connection reset")
+}
+
+// A release by requestId whose registry read fails cannot know the
+// windows earlier documents gave the key: it must not answer that it
+// released (200) while the member may stay in one of them; it fails, so
+// the client retries (503).
+func TestReleaseByRequestIDFailsWhenTheRegistryIsUnreadable(t *testing.T) {
+	l, err := ratelimit.New(unreadableRegistry{ratelimit.NewLocalStore(nil)}, ratelimit.Options{DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(mustConfig(t, "zone: Asia/Shanghai\nlimits:\n  A:B: [{limit: 78, calendar: day, cutoff: \"10:00\"}, {amount: 118008, calendar: day, currency: CNY}]\n"))
+	ctx := context.Background()
+	const member = "#api:c:q0-83-2"
+	if d, err := l.Check(ctx, ratelimit.Request{Key: keyAB, Member: member, Amount: 583, Currency: "CNY"}); err != nil || !d.Allowed {
+		t.Fatalf("acquire: %+v, %v", d, err)
+	}
+	held, err := l.ReleaseHeld(ctx, ratelimit.HoldOf(keyAB, member))
+	if err == nil {
+		t.Fatalf("release with the registry unreadable: held=%v, nil error; want an error (503), not an answer that it released", held)
+	}
+}

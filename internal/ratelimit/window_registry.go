@@ -239,12 +239,15 @@ func (l *Limiter) RunWindowRegistry(ctx context.Context) {
 
 // registered adds to windows the windows key and, when it counts there,
 // its channel-wide key have had (windowRegistry), for a hold with unknown
-// windows; windows unchanged when the store keeps none or fails (its
-// release fails then too).
-func (l *Limiter) registered(ctx context.Context, key Key, windows []KeyWindow, amountsOnly bool) []KeyWindow {
+// windows; windows unchanged when the store keeps none. When the registry
+// cannot be read, the windows the member may be in are unknown: the error,
+// so that the release fails (503, the client retries) rather than answer
+// that it released while the member stays in a window of an earlier
+// document.
+func (l *Limiter) registered(ctx context.Context, key Key, windows []KeyWindow, amountsOnly bool) ([]KeyWindow, error) {
 	reg, ok := l.store.(windowRegistry)
 	if !ok {
-		return windows
+		return windows, nil
 	}
 	keys := []Key{key}
 	if key.CountsChannelWide() {
@@ -254,12 +257,12 @@ func (l *Limiter) registered(ctx context.Context, key Key, windows []KeyWindow, 
 	defer cancel()
 	ws, err := reg.RegisteredWindows(cctx, keys, l.opts.Now())
 	if err != nil {
-		return windows
+		return nil, fmt.Errorf("ratelimit: release %s: read the windows its documents gave it: %w", key, err)
 	}
 	if amountsOnly {
 		ws = amountWindows(ws)
 	}
-	return unionWindows(windows, ws)
+	return unionWindows(windows, ws), nil
 }
 
 // amountWindows keeps the amount windows of ws.
