@@ -18,9 +18,9 @@ type noService struct{}
 func (noService) Decide(context.Context, string, limitapi.AcquireRequest) (limitapi.Acquired, error) {
 	return limitapi.Acquired{}, nil
 }
-func (noService) Release(context.Context, string, limitapi.ReleaseRequest) error { return nil }
-func (noService) Undo(context.Context, string, ratelimit.Key, string, string) error      { return nil }
-func (noService) ReleaseLater(string, ratelimit.Hold)                            {}
+func (noService) Release(context.Context, string, limitapi.ReleaseRequest) error    { return nil }
+func (noService) Undo(context.Context, string, ratelimit.Key, string, string) error { return nil }
+func (noService) ReleaseLater(string, ratelimit.Hold)                               {}
 
 // TestRefusedTokensAreLoggedRateLimited: a scan of bad tokens logs a burst,
 // then nothing more within the interval, as the HTTP API does.
