@@ -129,7 +129,7 @@ func TestLimitsAPIBadInput(t *testing.T) {
 		{"bad currency", "POST", "/v1/limits/acquire", `{"bizType":"A","channel":"B","requestId":"x","currency":"cny"}`, "currency"},
 		{"maxWaitMs too big", "POST", "/v1/limits/acquire", `{"bizType":"A","channel":"B","requestId":"x","maxWaitMs":30001}`, "maxWaitMs"},
 		{"maxWaitMs negative", "POST", "/v1/limits/acquire", `{"bizType":"A","channel":"B","requestId":"x","maxWaitMs":-1}`, "maxWaitMs"},
-		{"unknown field", "POST", "/v1/limits/acquire", `{"bizType":"A","channel":"B","requestId":"x","merchantId":"M"}`, "merchantId"},
+		{"unknown field", "POST", "/v1/limits/acquire", `{"bizType":"A","channel":"B","requestId":"x","merchant":"M"}`, "merchant"},
 		{"release missing channel", "POST", "/v1/limits/release", `{"bizType":"A","requestId":"x"}`, "channel"},
 		{"release maxWaitMs", "POST", "/v1/limits/release", `{"bizType":"A","channel":"B","requestId":"x","maxWaitMs":1}`, "maxWaitMs"},
 		{"peek missing bizType", "GET", "/v1/limits/peek?channel=B", "", "bizType"},

@@ -171,11 +171,18 @@ report-to = { values = ["2026-03-01T11:00:00Z", "2026-03-01T12:00:01.5Z", "2026-
 include-operation-id = ["pay", "getChannelLimitReport", "getRouteReport", "getChannelAmountReport", "admissionsReport"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", 400, 401, 403, 404, 409, 429, "5xx"]
 
-# The limits service: a full window is 429 (acquire), and a requestId of a
-# POST /pay payment cannot be released by a client (409).
+# The limits service: a full window is 429 (acquire), a requestId of a
+# POST /pay payment cannot be released by a client (409), and a release
+# that finds no slot of the client's is 404.
 [[operations]]
 include-operation-id = ["releaseLimit"]
-checks.positive_data_acceptance.expected-statuses = ["2xx", 409, 429]
+checks.positive_data_acceptance.expected-statuses = ["2xx", 404, 409, 429]
+
+# A proposed limits document the server would refuse is a 400 naming the
+# reason: the schema cannot say what a valid document is.
+[[operations]]
+include-operation-id = ["postLimitsWhatIf", "dashboardWhatIf"]
+checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", 400, 401, 403, 404, 409, 429, "5xx"]
 
 [[operations]]
 include-operation-id = ["acquireLimit", "peekLimit"]
@@ -281,10 +288,11 @@ for path, item in spec["paths"].items():
             failures.append(f"{method.upper()} {path}: 415 is not documented")
         auth = client_auth if path.startswith("/v1/limits/") else admin_auth
         media = set(op.get("requestBody", {}).get("content", {}))
-        # A browser form (the dashboard's login and logout) takes its own
-        # type and refuses every other, JSON included, with the JSON 415.
+        # A browser form (the dashboard's login, logout and what-if) takes
+        # its own types and refuses every other, JSON included, with the
+        # JSON 415.
         form = sorted(media)[0] if media and "application/json" not in media else None
-        refused = [c for c in wrong if c != form] + (["application/json"] if form else [])
+        refused = [c for c in wrong if c != form and not (form and c and c.split(";")[0] in media)] + (["application/json"] if form else [])
         for ct in refused:
             headers = dict(auth)
             if ct is not None:
