@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -122,9 +121,7 @@ func whatIfCmd(args []string, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := writeJSON(stdout, res); err != nil {
 			return 1
 		}
 		// The fidelity, and below 0.99 its differences, go to stderr: the
