@@ -173,6 +173,11 @@ func TestOrphanSlotTolerated(t *testing.T) {
 	b.op("pay", "lost-1", "ONLINE_PAY", "ALIPAY", 10, t0+19*sec, 503, map[string]any{"code": "DEPENDENCY_UNAVAILABLE"})
 	b.fault("mariadb", t0+19*sec, t0+19*sec+100*ms, 0)
 	b.member(alipayDay, "lost-1", 0) // within the lost-answer grace
+	// A duplicate of a requestId paid on another channel, whose own check
+	// on this one lost its answer: kept through the grace as well.
+	b.paid("dup-1", "ONLINE_PAY", "WECHAT", 10, t0+19*sec)
+	b.op("pay", "dup-1", "ONLINE_PAY", "ALIPAY", 10, t0+19*sec, 503, map[string]any{"code": "DEPENDENCY_UNAVAILABLE"})
+	b.member(alipayDay, "dup-1", 0)
 	// Released through the limits API from the windows in force; no
 	// document has this one, so it counts the member nowhere.
 	b.acquired("a9", "REFUND", "ALIPAY", t0+5*sec)

@@ -165,15 +165,11 @@ func (c *checker) slotOwner(m *Member, rw redisWindow) string {
 	case strings.HasPrefix(m.Member, acquisitionPrefix):
 		return c.acquisitionOwner(strings.TrimPrefix(m.Member, acquisitionPrefix), rw, wide, bizOK)
 	}
+	if c.heldForALostAnswer(m.Member, rw.channel) {
+		return ""
+	}
 	o := c.ordersByReq[m.Member]
 	if o == nil {
-		// A payment answered 503 (or not at all) after the limiter keeps
-		// its slot, with no row, until the lost-answer grace closes it.
-		for _, op := range c.opsByReq[m.Member] {
-			if op.Kind == "pay" && (op.Status == 0 || op.Status == 503) && completeOr(op, 0)+c.grace+c.skew > c.h.Config.DumpedAtUs {
-				return ""
-			}
-		}
 		return "no order has this requestId"
 	}
 	if !bizOK(o.BizType) || (!wide && o.BizType != rw.bizType) {
@@ -195,6 +191,23 @@ func (c *checker) slotOwner(m *Member, rw redisWindow) string {
 		return "the order ended FAILED: its amount should have been given back"
 	}
 	return ""
+}
+
+// heldForALostAnswer says whether a payment of rid to channel (or routed)
+// was answered 503, or not at all, within the lost-answer grace of the
+// dump: its slot on the channel, if it took one, is kept until the grace
+// has passed, whatever order holds the requestId (a duplicate's on
+// another channel, a NOT_SENT one), and only then settled against it: a
+// check whose answer was lost may still reach the limiter's store, and a
+// release before it would leave its record behind.
+func (c *checker) heldForALostAnswer(rid, channel string) bool {
+	for _, op := range c.opsByReq[rid] {
+		if op.Kind == "pay" && (op.Channel == "" || op.Channel == channel) && (op.Status == 0 || op.Status == 503) &&
+			completeOr(op, 0)+c.grace+c.skew > c.h.Config.DumpedAtUs {
+			return true
+		}
+	}
+	return false
 }
 
 // acquisitionOwner reads an acquisition's owner from the answers to its
