@@ -184,6 +184,9 @@ func (stubStore) Check(context.Context, []ratelimit.KeyWindow, string, int64) (r
 func (stubStore) Release(context.Context, []ratelimit.KeyWindow, string) (bool, error) {
 	return false, nil
 }
+func (stubStore) ReleaseIfAmount(context.Context, []ratelimit.KeyWindow, string, int64) (bool, error) {
+	return false, nil
+}
 func (stubStore) Usage(_ context.Context, ws []ratelimit.KeyWindow) ([]int64, error) {
 	return make([]int64, len(ws)), nil
 }

@@ -92,13 +92,15 @@ type Slot struct {
 //     the requestId: release everywhere.
 //   - o on s's channel for another amount: s is an attempt of another
 //     payment with the same requestId, which lost the claim. The limiter
-//     refuses a member held for another amount, so s's record is
-//     s's alone (the winner's admission, if under the same windows, was
-//     decided elsewhere, in process): release it, and only it. An
+//     refuses a member held for another amount, so a record of the member
+//     for s's amount is s's alone, and one for o's amount is the
+//     winner's: release the records for s's amount, and only them. An
 //     admission decided in process releases its in-process record only
-//     (the shared record of the member is the winner's); a shared one
-//     leaves an in-process record of the member for another amount (the
-//     winner's, decided here while cut off).
+//     (the shared record of the member is the winner's); a shared one, or
+//     a check whose answer was lost (which may have recorded nothing, the
+//     store having refused it for the winner's record), releases the
+//     member's records for its amount, in the shared store and in
+//     process, never one for the winner's.
 //   - o on s's channel for another bizType, same amount: its call is made
 //     under its own key, never s's, and it counts the same member in the
 //     channel-wide windows. Release s's own key's windows, at once.

@@ -18,14 +18,16 @@ import (
 )
 
 // The slot-life property: two instances share one store (Redis), each
-// cut off from it now and then (deciding in process, policy local). One
-// requestId is attempted several times, from either instance, under two
-// bizTypes of a channel with a channel-wide key, or on another channel,
-// for two amounts: retries, duplicates, in-process admissions and their
-// retries. The first admitted attempt wins the claim (its order), the
-// others lose it; the order ends in a random state. Every admitted
-// attempt's slot is then settled through DecideSlot and its instance's
-// limiter. The oracle is a model of who holds what in the shared store,
+// cut off from it now and then (deciding in process under policy local,
+// refusing under deny), or losing its answers (the store ran the call, the
+// instance never heard). One requestId is attempted several times, from
+// either instance, under two bizTypes of a channel with a channel-wide
+// key, or on another channel, for two amounts: retries, duplicates,
+// in-process admissions, lost answers and their retries. The first
+// admitted attempt wins the claim (its order), the others lose it; the
+// order ends in a random state. Every admitted attempt's slot, and every
+// slot a lost answer may hold (a 503 its ledger keeps), is then settled
+// through DecideSlot and its instance's limiter. The oracle is a model of who holds what in the shared store,
 // written from the rules alone: a window's record of the member was
 // created by the first attempt the shared store admitted there, with that
 // attempt's amount; it stays counted exactly when the order is on that
@@ -41,10 +43,14 @@ const slotLifeDoc = `limits:
 `
 
 // cutStore is one instance's way to the shared store: while cut, a call
-// fails as a refused connection does (provably never run).
+// fails as a refused connection does (provably never run); while lost, a
+// check runs on the store and its answer is lost (a timeout), and ran
+// keeps whether the first such call was admitted there.
 type cutStore struct {
 	ratelimit.Store
-	cut atomic.Bool
+	cut, lost atomic.Bool
+	ran       atomic.Int32 // 0: no lost call yet; 1: admitted; 2: refused
+	reached   atomic.Int32 // checks that reached the store
 }
 
 var errCut = &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
@@ -53,7 +59,17 @@ func (s *cutStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string
 	if s.cut.Load() {
 		return ratelimit.StoreResult{}, errCut
 	}
-	return s.Store.Check(ctx, ws, m, amount)
+	s.reached.Add(1)
+	res, err := s.Store.Check(ctx, ws, m, amount)
+	if err != nil || !s.lost.Load() {
+		return res, err
+	}
+	if res.Allowed {
+		s.ran.CompareAndSwap(0, 1)
+	} else {
+		s.ran.CompareAndSwap(0, 2)
+	}
+	return ratelimit.StoreResult{}, context.DeadlineExceeded
 }
 
 func (s *cutStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m string) (bool, error) {
@@ -61,6 +77,13 @@ func (s *cutStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m stri
 		return false, errCut
 	}
 	return s.Store.Release(ctx, ws, m)
+}
+
+func (s *cutStore) ReleaseIfAmount(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (bool, error) {
+	if s.cut.Load() {
+		return false, errCut
+	}
+	return s.Store.ReleaseIfAmount(ctx, ws, m, amount)
 }
 
 // slotLifeTarget makes, for each history, a fresh shared store.
@@ -96,7 +119,8 @@ type slotAttempt struct {
 	key      ratelimit.Key
 	amount   int64
 	admitted bool
-	shared   bool // the shared store admitted it (SourceRedis)
+	shared   bool // the shared store admitted it (SourceRedis, or a lost answer's call)
+	lost     bool // its answer was lost: a 503 whose slot the ledger keeps
 	hold     ratelimit.Hold
 }
 
@@ -121,13 +145,14 @@ func TestSlotLifeAgreesWithWhoHoldsWhat(t *testing.T) {
 func slotLifeHistory(rt *rapid.T, store ratelimit.Store, cfg *ratelimit.Config, member string) {
 	ctx := context.Background()
 	clock := testutil.NewClock(time.Now())
+	policy := rapid.SampledFrom([]ratelimit.Policy{ratelimit.PolicyLocal, ratelimit.PolicyDeny}).Draw(rt, "policy")
 	var ways [2]*cutStore
 	var lims [2]*ratelimit.Limiter
 	for i := range lims {
 		ways[i] = &cutStore{Store: store}
 		// A second per store call: a loaded machine must not turn a slow
 		// answer into a lost one (another history).
-		l, err := ratelimit.New(ways[i], ratelimit.Options{Now: clock.Now, DisableNearCache: true, Policy: ratelimit.PolicyLocal, Timeout: time.Second})
+		l, err := ratelimit.New(ways[i], ratelimit.Options{Now: clock.Now, DisableNearCache: true, Policy: policy, Timeout: time.Second})
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -143,15 +168,31 @@ func slotLifeHistory(rt *rapid.T, store ratelimit.Store, cfg *ratelimit.Config, 
 			key:    rapid.SampledFrom(keys).Draw(rt, "key"),
 			amount: rapid.SampledFrom([]int64{100, 200}).Draw(rt, "amount"),
 		}
-		if cut := rapid.Bool().Draw(rt, "cut"); cut != ways[a.inst].cut.Load() {
-			ways[a.inst].cut.Store(cut)
+		way := ways[a.inst]
+		if cut := rapid.Bool().Draw(rt, "cut"); cut != way.cut.Load() {
+			way.cut.Store(cut)
 			clock.Advance(time.Minute) // past the breaker's cool-down either way
 		}
+		lost := !way.cut.Load() && rapid.IntRange(0, 3).Draw(rt, "lost") == 0
+		way.lost.Store(lost)
+		way.ran.Store(0)
+		way.reached.Store(0)
 		d, err := lims[a.inst].Check(ctx, ratelimit.Request{Key: a.key, Member: member, Amount: a.amount, Currency: "CNY"})
-		if err != nil {
-			rt.Fatalf("check: %v", err)
+		way.lost.Store(false)
+		lost = lost && way.reached.Load() > 0 // an open breaker asks no store
+		switch {
+		case err != nil && way.reached.Load() == 0 && policy == ratelimit.PolicyDeny && errors.Is(err, ratelimit.ErrUnavailable):
+			// Refused without the store (cut off, or its breaker open
+			// after failures): it took nothing.
+		case err != nil:
+			rt.Fatalf("check (cut %v, lost %v, policy %s): %v", way.cut.Load(), lost, policy, err)
+		case lost && (d.Allowed || !d.Unknown):
+			rt.Fatalf("a check whose answers were lost: %+v, want a refusal with an unknown outcome", d)
 		}
 		a.admitted, a.shared, a.hold = d.Allowed, d.Allowed && d.Source == ratelimit.SourceRedis, d.Hold
+		if lost {
+			a.lost, a.shared = true, way.ran.Load() == 1
+		}
 		attempts = append(attempts, a)
 	}
 	// The first admitted attempt wins the claim.
@@ -182,7 +223,7 @@ func slotLifeHistory(rt *rapid.T, store ratelimit.Store, cfg *ratelimit.Config, 
 	}
 	clock.Advance(time.Minute)
 	for i, a := range attempts {
-		if !a.admitted {
+		if !a.admitted && !a.lost {
 			continue
 		}
 		mine := &Order{OrderNo: fmt.Sprintf("O%d", i), RequestID: member, BizType: a.key.BizType, Channel: a.key.Channel, Amount: a.amount, Currency: "CNY"}
@@ -219,7 +260,7 @@ func slotLifeHistory(rt *rapid.T, store ratelimit.Store, cfg *ratelimit.Config, 
 	}
 	var log []string
 	for i, a := range attempts {
-		log = append(log, fmt.Sprintf("%d: instance %d %s %d admitted %v shared %v inProcess %v", i, a.inst, a.key, a.amount, a.admitted, a.shared, a.hold.InProcess()))
+		log = append(log, fmt.Sprintf("%d: instance %d %s %d admitted %v shared %v lost %v inProcess %v", i, a.inst, a.key, a.amount, a.admitted, a.shared, a.lost, a.hold.InProcess()))
 	}
 	wantCount := map[ratelimit.Key]int64{}
 	wantAmount := map[ratelimit.Key]int64{}

@@ -36,8 +36,12 @@ func ParsePolicy(s string) (Policy, error) {
 // member without telling us. A late answer must never become an extra
 // admission, so under PolicyLocal it is refused, not decided in process;
 // the client may retry (with the same requestId it is never counted twice).
+// Under PolicyDeny it is the same refusal, not ErrUnavailable: the call may
+// hold a slot, and only an unknown outcome (with its Hold) tells the caller
+// to keep it until its fate is known. PolicyAllow admits it: the member's
+// record, if the call made one, is that admission's.
 func (l *Limiter) unknownOutcome(p plan, key Key) (Decision, error) {
-	if l.opts.Policy != PolicyLocal {
+	if l.opts.Policy == PolicyAllow {
 		return l.allowOrDeny(p, key)
 	}
 	d := p.decision(key, StoreResult{}, SourceLocal)

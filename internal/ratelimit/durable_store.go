@@ -92,8 +92,11 @@ type journalRecord struct {
 	Windows []journalWindow `json:"ws"`
 	Member  string          `json:"m"`
 	Amount  int64           `json:"am,omitempty"`
-	At      int64           `json:"at,omitempty"` // µs, wall clock
-	Weight  int64           `json:"wt,omitempty"` // put
+	// IfAmount makes a release (rel) one of the member's records for
+	// Amount only (ReleaseIfAmount).
+	IfAmount bool  `json:"ia,omitempty"`
+	At       int64 `json:"at,omitempty"` // µs, wall clock
+	Weight   int64 `json:"wt,omitempty"` // put
 	// RetryAfter is a throttle's retry-after (thr), in µs.
 	RetryAfter int64 `json:"ra,omitempty"`
 	// Learned is a learned state {l, t, nb, e} (lrn).
@@ -178,7 +181,11 @@ func (s *DurableStore) replay() error {
 		case "check":
 			s.model.Check(ws, rec.Member, rec.Amount, at)
 		case "rel":
-			s.model.Release(ws, rec.Member)
+			if rec.IfAmount {
+				s.model.ReleaseIfAmount(ws, rec.Member, rec.Amount)
+			} else {
+				s.model.Release(ws, rec.Member)
+			}
 		case "put":
 			if len(ws) == 1 {
 				s.model.put(ws[0], rec.Member, rec.Weight, rec.Amount, at)
@@ -329,16 +336,31 @@ func (s *DurableStore) WindowKey(w KeyWindow) string { return WindowKey(w) }
 
 // Release implements Store.
 func (s *DurableStore) Release(_ context.Context, windows []KeyWindow, member string) (bool, error) {
+	return s.release(journalRecord{Op: "rel", Windows: toJournalAll(windows), Member: member}, func() bool {
+		return s.model.Release(windows, member)
+	})
+}
+
+// ReleaseIfAmount implements Store.
+func (s *DurableStore) ReleaseIfAmount(_ context.Context, windows []KeyWindow, member string, amount int64) (bool, error) {
+	return s.release(journalRecord{Op: "rel", Windows: toJournalAll(windows), Member: member, Amount: amount, IfAmount: true}, func() bool {
+		return s.model.ReleaseIfAmount(windows, member, amount)
+	})
+}
+
+// release applies a release to the model and journals rec when it found
+// the member.
+func (s *DurableStore) release(rec journalRecord, apply func() bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.recover(); err != nil {
 		return false, err
 	}
-	found := s.model.Release(windows, member)
+	found := apply()
 	if !found {
 		return false, nil // nothing changed: nothing to journal
 	}
-	if err := s.append(journalRecord{Op: "rel", Windows: toJournalAll(windows), Member: member}, false); err != nil {
+	if err := s.append(rec, false); err != nil {
 		s.broken = fmt.Errorf("ratelimit: the limiter journal %s failed: %w", s.path, err)
 		return false, s.broken
 	}

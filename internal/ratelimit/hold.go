@@ -41,8 +41,8 @@ type Hold struct {
 	// identity in the windows.
 	amount int64
 	// ownRecord keeps the release of a shared admission to its own
-	// records: the shared store's, and in process only a record of the
-	// same amount (its copy), never another admission's: OwnRecord.
+	// records, those of the member for its amount, in the shared store and
+	// in process, never another admission's: OwnRecord.
 	ownRecord bool
 }
 
@@ -59,10 +59,11 @@ func (h Hold) WithAmount(amount int64) Hold {
 
 // OwnRecord is h released from its own admission's records only: for an
 // admission decided in process, its in-process records (InProcess); for a
-// shared one, the shared store's record and, in process, only a record of
-// the same amount (a copy of it). An in-process record of the member for
-// another amount is another admission's (one this instance decided while
-// cut off from the shared store) and stays.
+// shared one, or a check whose answer was lost, the records of the member
+// for h's amount, in the shared store and in process
+// (Store.ReleaseIfAmount). A record of the member for another amount is
+// another admission's (the store refused this one there, or this instance
+// decided the other while cut off from the shared store) and stays.
 func (h Hold) OwnRecord() Hold {
 	h.ownRecord = true
 	return h

@@ -34,6 +34,10 @@ func (s *lateStore) Release(ctx context.Context, ws []ratelimit.KeyWindow, m str
 	return s.shared.Release(ctx, ws, m)
 }
 
+func (s *lateStore) ReleaseIfAmount(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (bool, error) {
+	return s.shared.ReleaseIfAmount(ctx, ws, m, amount)
+}
+
 func (s *lateStore) Usage(ctx context.Context, ws []ratelimit.KeyWindow) ([]int64, error) {
 	return s.shared.Usage(ctx, ws)
 }
@@ -65,8 +69,10 @@ func TestLateRedisAnswerIsRetriedNotDecidedLocally(t *testing.T) {
 // TestLateRedisRefusalNeverBecomesALocalAdmission: other instances filled
 // the key on Redis; this instance's check is refused by Redis but both
 // answers are lost. Deciding it in process would admit it (this instance's
-// own windows are empty): one over the limit. It must be refused under
-// policy local, and fail under deny.
+// own windows are empty): one over the limit. It must be refused with an
+// unknown outcome under policy local and under deny: an ErrUnavailable
+// carries no slot, and a caller told so keeps none of what the lost call
+// may have taken.
 func TestLateRedisRefusalNeverBecomesALocalAdmission(t *testing.T) {
 	for _, p := range []ratelimit.Policy{ratelimit.PolicyLocal, ratelimit.PolicyDeny} {
 		t.Run(string(p), func(t *testing.T) {
@@ -80,14 +86,8 @@ func TestLateRedisRefusalNeverBecomesALocalAdmission(t *testing.T) {
 			l, _ := ratelimit.New(store, ratelimit.Options{Policy: p})
 			l.SetConfig(mustConfig(t, lateDoc))
 			d, err := l.Allow(context.Background(), keyAB, "z")
-			if p == ratelimit.PolicyDeny {
-				if err == nil {
-					t.Fatalf("got %+v, nil error; want ErrUnavailable", d)
-				}
-				return
-			}
-			if err != nil || d.Allowed {
-				t.Fatalf("got %+v, %v; want refused (the key is full on Redis)", d, err)
+			if err != nil || d.Allowed || !d.Unknown || d.Hold.Member != "z" {
+				t.Fatalf("got %+v, %v; want refused with an unknown outcome holding z (the key is full on Redis)", d, err)
 			}
 			if u, _ := shared.Usage(context.Background(), ratelimit.KeyWindows(keyAB, mustConfig(t, lateDoc).RuleAt(keyAB, time.Now()).Windows)); u[0] != 2 {
 				t.Fatalf("Redis holds %v, want 2", u)

@@ -451,7 +451,7 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, 
 	}
 	held := false
 	if h.ownRecord && !h.inProcess {
-		l.local.releaseIfAmount(windows, member, h.amount)
+		held, _ = l.local.ReleaseIfAmount(ctx, windows, member, h.amount) // a LocalStore always answers
 	} else {
 		held, _ = l.local.Release(ctx, windows, member) // a LocalStore always answers
 	}
@@ -475,7 +475,13 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, 
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	found, err := l.store.Release(cctx, windows, member)
+	var found bool
+	var err error
+	if h.ownRecord {
+		found, err = l.store.ReleaseIfAmount(cctx, windows, member, h.amount)
+	} else {
+		found, err = l.store.Release(cctx, windows, member)
+	}
 	if err != nil {
 		l.breaker.failure()
 		return false, fmt.Errorf("ratelimit: release %s: %w", key, err)

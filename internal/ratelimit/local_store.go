@@ -397,14 +397,18 @@ func (s *LocalStore) Release(_ context.Context, windows []KeyWindow, member stri
 	return found, nil
 }
 
-// releaseIfAmount removes member from each window given that holds it for
-// amount: an admission's own record, never another's of the same member
-// for another amount.
-func (s *LocalStore) releaseIfAmount(windows []KeyWindow, member string, amount int64) {
+// ReleaseIfAmount implements Store: it removes member from each window
+// given that holds it for amount (an admission's own record, never
+// another's of the same member for another amount), the admissions decided
+// in process included. It always answers.
+func (s *LocalStore) ReleaseIfAmount(_ context.Context, windows []KeyWindow, member string, amount int64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.windows.releaseIfAmount(windows, member, amount)
-	s.localOnly.releaseIfAmount(windows, member, amount)
+	found := s.windows.ReleaseIfAmount(windows, member, amount)
+	if s.localOnly.ReleaseIfAmount(windows, member, amount) {
+		found = true
+	}
+	return found, nil
 }
 
 // Usage implements Store.

@@ -627,16 +627,30 @@ return out
 
 // releaseScript removes a member from every window given, with its weight.
 // KEYS as checkScript's; ARGV[1] = n, ARGV[1+i] = kind of window i,
-// ARGV[n+2] = the member. Returns the number of windows that held it.
+// ARGV[n+2] = the member. With ARGV[n+3], an amount, it removes the member
+// only from the windows that hold it for that amount (Store.ReleaseIfAmount):
+// a calendar window's hash and a sliding amount window's amounts hash hold
+// it, and a sliding count window's identity key, whose KEYS follow the
+// amounts hashes (one per sliding count window, in order; checkKeys). A
+// window holding the member for another amount, or a sliding count window
+// whose identity key is gone, keeps it. Returns the number of windows that
+// held it and were released.
 var releaseScript = redis.NewScript(`
 local n = tonumber(ARGV[1])
 local member = ARGV[n + 2]
-local h, removed = n, 0
+local want = ARGV[n + 3] and tonumber(ARGV[n + 3])
+local na = 0
+for i = 1, n do
+  if tonumber(ARGV[1 + i]) == 1 then
+    na = na + 1
+  end
+end
+local h, c, removed = n, n + na, 0
 for i = 1, n do
   local kind, k = tonumber(ARGV[1 + i]), KEYS[i]
   if kind >= 2 then
     local w = redis.call('HGET', k, member)
-    if w then
+    if w and (want == nil or tonumber(w) == want) then
       if kind == 2 then
         w = 1
       end
@@ -646,14 +660,17 @@ for i = 1, n do
     end
   elseif kind == 1 then
     h = h + 1
-    if redis.call('ZREM', k, member) == 1 then
-      local w = redis.call('HGET', KEYS[h], member)
+    local w = redis.call('HGET', KEYS[h], member)
+    if (want == nil or tonumber(w) == want) and redis.call('ZREM', k, member) == 1 then
       redis.call('HDEL', KEYS[h], member)
       redis.call('HINCRBY', KEYS[h], '#s', -(tonumber(w) or 0))
       removed = removed + 1
     end
   else
-    removed = removed + redis.call('ZREM', k, member)
+    c = c + 1
+    if want == nil or tonumber(redis.call('GET', KEYS[c])) == want then
+      removed = removed + redis.call('ZREM', k, member)
+    end
   end
 end
 return removed

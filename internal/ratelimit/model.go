@@ -535,9 +535,13 @@ func (m *Model) Release(windows []KeyWindow, member string) (found bool) {
 	return found
 }
 
-// releaseIfAmount removes member from each window given that holds it for
-// amount.
-func (m *Model) releaseIfAmount(windows []KeyWindow, member string, amount int64) {
+// ReleaseIfAmount removes member from each window given that holds it for
+// amount, and reports whether some window did. A record of the member for
+// another amount is another admission's (the limiter refuses a member held
+// for another amount, so a check for this amount recorded nothing there)
+// and stays: what a caller that cannot know whether its check was
+// recorded (its answer was lost) may release.
+func (m *Model) ReleaseIfAmount(windows []KeyWindow, member string, amount int64) (found bool) {
 	for _, w := range windows {
 		id := idOf(w)
 		if w.IsCalendar() {
@@ -545,14 +549,17 @@ func (m *Model) releaseIfAmount(windows []KeyWindow, member string, amount int64
 				if h, ok := p.held[member]; ok && h.amount == amount {
 					delete(p.held, member)
 					p.used -= h.weight
+					found = true
 				}
 			}
 		} else if q := m.sliding[id]; q != nil {
 			if was, ok := q.amountOf(member); ok && was == amount {
 				q.remove(member)
+				found = true
 			}
 		}
 	}
+	return found
 }
 
 // Usage returns the use of each window at now.

@@ -30,13 +30,23 @@ type modelTarget interface {
 	// checkBatch decides members in order at now, in one store call where
 	// the store has batches.
 	checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult
-	// release reports whether some window held member.
-	release(t *rapid.T, ws []KeyWindow, member string) bool
+	// release reports whether some window held member; with an amount,
+	// it releases the member's records for that amount only
+	// (ReleaseIfAmount).
+	release(t *rapid.T, ws []KeyWindow, member string, amount *int64) bool
 	usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64
 	// throttle records a throttle at now (Learner.Throttle); learned reads
 	// the learned limits at now (Learner.Learned).
 	throttle(t *rapid.T, ws []KeyWindow, now time.Time, retryAfter time.Duration)
 	learned(t *rapid.T, ws []KeyWindow, now time.Time) []LearnedLimit
+}
+
+// releaseFrom is s.Release, or s.ReleaseIfAmount with an amount.
+func releaseFrom(s Store, ws []KeyWindow, member string, amount *int64) (bool, error) {
+	if amount != nil {
+		return s.ReleaseIfAmount(context.Background(), ws, member, *amount)
+	}
+	return s.Release(context.Background(), ws, member)
 }
 
 // redisTarget runs the check script on a Redis server with the time passed
@@ -55,8 +65,8 @@ func (r redisTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMembe
 	return out
 }
 
-func (r redisTarget) release(t *rapid.T, ws []KeyWindow, member string) bool {
-	found, err := r.s.Release(context.Background(), ws, member)
+func (r redisTarget) release(t *rapid.T, ws []KeyWindow, member string, amount *int64) bool {
+	found, err := releaseFrom(r.s, ws, member, amount)
 	if err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -104,8 +114,8 @@ func (l localTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMembe
 	return out
 }
 
-func (l localTarget) release(t *rapid.T, ws []KeyWindow, member string) bool {
-	found, err := l.s.Release(context.Background(), ws, member)
+func (l localTarget) release(t *rapid.T, ws []KeyWindow, member string, amount *int64) bool {
+	found, err := releaseFrom(l.s, ws, member, amount)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +201,8 @@ func (d *durableTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMe
 	return out
 }
 
-func (d *durableTarget) release(t *rapid.T, ws []KeyWindow, member string) bool {
-	found, err := d.s.Release(context.Background(), ws, member)
+func (d *durableTarget) release(t *rapid.T, ws []KeyWindow, member string, amount *int64) bool {
+	found, err := releaseFrom(d.s, ws, member, amount)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +424,7 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 		"release": func(t *rapid.T) {
 			m := member.Draw(t, "member")
 			before := target.usage(t, ws, now)
-			found := target.release(t, ws, m.id)
+			found := target.release(t, ws, m.id, nil)
 			model.Release(ws, m.id)
 			// Whether a record past its window is still found depends on
 			// when each store sweeps; what found promises is that a
@@ -423,8 +433,27 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 			if after := target.usage(t, ws, now); !found && !slices.Equal(after, before) {
 				t.Fatalf("release %s found nothing but changed the use from %v to %v", m.id, before, after)
 			}
-			if target.release(t, ws, m.id) {
+			if target.release(t, ws, m.id, nil) {
 				t.Fatalf("release %s again: found it", m.id)
+			}
+		},
+		// releaseIfAmount gives back a member's records for one amount
+		// only, as for a check whose answer was lost: the member's own
+		// amount, or another (a record it must leave alone).
+		"releaseIfAmount": func(t *rapid.T) {
+			m := member.Draw(t, "member")
+			amount := m.amount
+			if rapid.Bool().Draw(t, "another amount") {
+				amount = rapid.Int64Range(1, 6).Draw(t, "amount")
+			}
+			before := target.usage(t, ws, now)
+			found := target.release(t, ws, m.id, &amount)
+			model.ReleaseIfAmount(ws, m.id, amount)
+			if after := target.usage(t, ws, now); !found && !slices.Equal(after, before) {
+				t.Fatalf("release %s for %d found nothing but changed the use from %v to %v", m.id, amount, before, after)
+			}
+			if want := model.Usage(ws, now); !slices.Equal(target.usage(t, ws, now), want) {
+				t.Fatalf("release %s for %d: use %v, want %v (model)", m.id, amount, target.usage(t, ws, now), want)
 			}
 		},
 		// releaseAmounts gives a member's amount back, as after a decline.
@@ -439,7 +468,7 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 			if len(amountWindows) == 0 {
 				t.Skip("no amount window")
 			}
-			target.release(t, amountWindows, m.id)
+			target.release(t, amountWindows, m.id, nil)
 			model.Release(amountWindows, m.id)
 		},
 		"advance": func(t *rapid.T) {

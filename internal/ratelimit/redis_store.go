@@ -68,6 +68,10 @@ type Store interface {
 	// whether some window held it (a record of it, counted or not yet
 	// swept past its window).
 	Release(ctx context.Context, windows []KeyWindow, member string) (found bool, err error)
+	// ReleaseIfAmount is Release from the windows that hold member for
+	// amount only (Model.ReleaseIfAmount): a record of it for another
+	// amount is another admission's and stays.
+	ReleaseIfAmount(ctx context.Context, windows []KeyWindow, member string, amount int64) (found bool, err error)
 	// Usage returns the use of each window.
 	Usage(ctx context.Context, windows []KeyWindow) ([]int64, error)
 	// Ping reports whether the store answers.
@@ -273,12 +277,8 @@ func appendWindowArgs(args []any, periodsAt time.Time, windows []KeyWindow) []an
 		if parent != nil {
 			track += 4 * (parent[i] + 1)
 		}
-		kind := kindCount
-		if w.Amount {
-			kind |= kindAmount
-		}
+		kind := windowKind(w)
 		if w.IsCalendar() {
-			kind |= kindCalendar
 			b := w.Calendar.Periods(periodsAt)
 			args = append(args, kind, w.Limit, 0, micros(b[0]), micros(b[1]), micros(b[2]), micros(b[3]), track)
 			continue
@@ -408,17 +408,45 @@ func (s *RedisStore) Release(ctx context.Context, windows []KeyWindow, member st
 	args := make([]any, 0, 2+len(windows))
 	args = append(args, len(windows))
 	for _, w := range windows {
-		kind := kindCount
-		if w.Amount {
-			kind |= kindAmount
-		}
-		if w.IsCalendar() {
-			kind |= kindCalendar
-		}
-		args = append(args, kind)
+		args = append(args, windowKind(w))
 	}
 	removed, err := releaseScript.Run(ctx, s.client, s.keys(windows), append(args, member)...).Int64()
 	return removed > 0, err
+}
+
+// ReleaseIfAmount implements Store with one script call: the release
+// script given the amount, and the member's identity key in each sliding
+// count window (checkKeys), which is where such a window keeps the amount
+// a member was admitted for.
+func (s *RedisStore) ReleaseIfAmount(ctx context.Context, windows []KeyWindow, member string, amount int64) (bool, error) {
+	if len(windows) == 0 {
+		return false, nil
+	}
+	keys := s.keys(windows)
+	for i, w := range windows {
+		if !w.Amount && !w.IsCalendar() {
+			keys = append(keys, keys[i]+":#"+member)
+		}
+	}
+	args := make([]any, 0, 3+len(windows))
+	args = append(args, len(windows))
+	for _, w := range windows {
+		args = append(args, windowKind(w))
+	}
+	removed, err := releaseScript.Run(ctx, s.client, keys, append(args, member, amount)...).Int64()
+	return removed > 0, err
+}
+
+// windowKind is w's kind as the scripts receive it.
+func windowKind(w KeyWindow) int {
+	kind := kindCount
+	if w.Amount {
+		kind |= kindAmount
+	}
+	if w.IsCalendar() {
+		kind |= kindCalendar
+	}
+	return kind
 }
 
 // Usage implements Store.

@@ -81,6 +81,10 @@ func (c clockedRedis) Release(ctx context.Context, ws []KeyWindow, member string
 	return c.s.Release(ctx, ws, member)
 }
 
+func (c clockedRedis) ReleaseIfAmount(ctx context.Context, ws []KeyWindow, member string, amount int64) (bool, error) {
+	return c.s.ReleaseIfAmount(ctx, ws, member, amount)
+}
+
 func (c clockedRedis) Usage(ctx context.Context, ws []KeyWindow) ([]int64, error) {
 	return c.s.usageAt(ctx, micros(*c.now), *c.now, ws)
 }

@@ -49,6 +49,12 @@ func (s *NaiveStore) Release(ctx context.Context, windows []ratelimit.KeyWindow,
 	return false, nil
 }
 
+// ReleaseIfAmount implements ratelimit.Store. It removes nothing, and says
+// so.
+func (s *NaiveStore) ReleaseIfAmount(context.Context, []ratelimit.KeyWindow, string, int64) (bool, error) {
+	return false, nil
+}
+
 // Usage implements ratelimit.Store.
 func (s *NaiveStore) Usage(ctx context.Context, windows []ratelimit.KeyWindow) ([]int64, error) {
 	return make([]int64, len(windows)), nil
