@@ -10,7 +10,7 @@ GO ?= go
 # integration/ starts its own in TestMain.
 TESTENV = $(GO) run ./internal/testenv/cmd/testenv
 
-.PHONY: chaos bench-adaptive run build test unit race bench-smoke services install-services browser alerts integration vet bench bench-e2e bench-scale bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
+.PHONY: chaos bench-adaptive run build test unit bench-smoke services install-services browser alerts integration vet bench bench-e2e bench-scale bench-codec bench-routing bench-gateway bench-nacos fuzz schemathesis vulncheck check-limits clean
 FUZZTIME ?= 30s
 
 ## run: start payserver in the embedded default (SQLite, the in-process limiter journaled in the data dir, configs/channel-limits.yaml, channel simulators)

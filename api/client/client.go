@@ -2,8 +2,8 @@
 // (/v1/limits): Acquire a slot before calling a payment channel outside
 // POST /pay, Release it when the channel was never called, Peek at the
 // room left. Every call has a timeout, and every failure is a typed error:
-// *LimitedError (with RetryAfter), *InvalidError, ErrUnauthorized, or
-// *UnavailableError.
+// *LimitedError (with RetryAfter), *InvalidError, *ConflictError,
+// ErrUnauthorized, ErrSlotNotFound, or *UnavailableError.
 package client
 
 import (

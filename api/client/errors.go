@@ -81,11 +81,24 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string { return "payserver: invalid request: " + e.Message }
 
+// ConflictError is a 409: the requestId is held otherwise than this call
+// asks (Body.Code says how: IDEMPOTENCY_CONFLICT for a requestId of
+// another request, such as a release of a POST /pay requestId, or one
+// held for another amount). Retrying the same call meets the same answer;
+// a new request needs a new requestId.
+type ConflictError struct {
+	Body Body
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("payserver: conflict: %s: %s", e.Body.Code, e.Body.Message)
+}
+
 // UnavailableError is anything else: payserver or its dependencies could
-// not answer (5xx, a transport error, a timeout), or answered another
-// status (Body.Code says which, e.g. IDEMPOTENCY_CONFLICT on a release of
-// a POST /pay requestId). It is worth retrying with the same requestId
-// when Status is 0 or 5xx.
+// not answer (5xx, a transport error, a timeout), answered another status
+// (Body.Code says which), or answered an error whose body is not
+// payserver's JSON error body (Err says so: a proxy's page, a cut body).
+// It is worth retrying with the same requestId when Status is 0 or 5xx.
 type UnavailableError struct {
 	Status int // 0 for transport errors and timeouts
 	Body   Body
@@ -103,10 +116,22 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 
 func decodeError(resp *http.Response, data []byte) error {
 	var b Body
-	_ = json.Unmarshal(data, &b)
+	if err := json.Unmarshal(data, &b); err != nil || b.Code == "" {
+		if resp.StatusCode == http.StatusUnauthorized {
+			return ErrUnauthorized
+		}
+		if err == nil {
+			err = errors.New("no error code")
+		}
+		// Not payserver's answer (a proxy's, or cut short): nothing in it
+		// can be trusted to say more than its status.
+		return &UnavailableError{Status: resp.StatusCode, Err: fmt.Errorf("an error answer that is not payserver's JSON error body: %w", err)}
+	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
 		return ErrUnauthorized
+	case http.StatusConflict:
+		return &ConflictError{Body: b}
 	case http.StatusNotFound:
 		if b.Code == "SLOT_NOT_FOUND" {
 			return ErrSlotNotFound

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,5 +38,27 @@ func TestLimitedErrorSaysWhenNotToWait(t *testing.T) {
 				t.Errorf("got exceedsCap %v closed %v until %v retry %v, want %v %v %v %v", e.ExceedsCap, e.Closed, e.ClosedUntil, e.RetryAfter, tc.exceeds, tc.closed, tc.closedUntil, tc.retry)
 			}
 		})
+	}
+}
+
+// TestErrorBodiesAreDecodedOrSaidSo: a 409 is a *ConflictError with its
+// code, never an UnavailableError a caller would retry; an error answer
+// that is not payserver's JSON body (a proxy's page) says so, whatever its
+// status, instead of passing for an error with an empty code.
+func TestErrorBodiesAreDecodedOrSaidSo(t *testing.T) {
+	conflict := decodeError(&http.Response{StatusCode: http.StatusConflict}, []byte(`{"code":"IDEMPOTENCY_CONFLICT","message":"requestId r1 belongs to a payment"}`))
+	var ce *ConflictError
+	if !errors.As(conflict, &ce) || ce.Body.Code != "IDEMPOTENCY_CONFLICT" {
+		t.Fatalf("409: got %T %v, want *ConflictError with IDEMPOTENCY_CONFLICT", conflict, conflict)
+	}
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusBadRequest, http.StatusBadGateway} {
+		err := decodeError(&http.Response{StatusCode: status, Header: http.Header{}}, []byte("<html>bad gateway</html>"))
+		var ue *UnavailableError
+		if !errors.As(err, &ue) || ue.Status != status || ue.Err == nil || !strings.Contains(err.Error(), "not payserver's JSON error body") {
+			t.Errorf("%d with an HTML body: got %T %v, want *UnavailableError saying the body is not payserver's", status, err, err)
+		}
+	}
+	if err := decodeError(&http.Response{StatusCode: http.StatusUnauthorized}, nil); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("401 with no body: got %v, want ErrUnauthorized", err)
 	}
 }

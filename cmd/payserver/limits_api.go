@@ -307,7 +307,7 @@ func (m *Main) withLimitsAPI(opts httpapi.Options) httpapi.Options {
 	opts.ClientTokens = m.cfg.API.ClientTokens
 	opts.AuthGuard = m.api.authGuard
 	opts.PayTokens = m.cfg.API.PayTokens
-	opts.Admin = append(opts.Admin, httpapi.CallersReport(m.api.tally, m.api.started))
+	opts.Admin = append(opts.Admin, httpapi.CallersReport(m.api.tally, m.api.started, m.log.With("component", "http")))
 	return opts
 }
 

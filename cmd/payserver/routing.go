@@ -16,7 +16,7 @@ import (
 	"payserver/internal/stats"
 )
 
-// This file wires fallback routing (issue 15): the routes come from the
+// This file wires fallback routing: the routes come from the
 // limits document in force (configcenter.Manager.Document), the channel
 // health breakers from the config, and routing is counted in metrics and
 // in route_stats.

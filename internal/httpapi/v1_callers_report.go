@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -31,8 +32,9 @@ type callersReportJSON struct {
 
 // CallersReport returns the admin route GET /reports/limit-callers: what
 // each caller of the limiter did on this instance since it started, the
-// clients by token name beside POST /pay's own (caller "pay").
-func CallersReport(t CallerTally, since time.Time) func(*gin.RouterGroup) {
+// clients by token name beside POST /pay's own (caller "pay"). log is
+// where an answer that cannot be written is logged.
+func CallersReport(t CallerTally, since time.Time, log *slog.Logger) func(*gin.RouterGroup) {
 	return func(g *gin.RouterGroup) {
 		g.GET("/reports/limit-callers", func(c *gin.Context) {
 			snap := t.Snapshot()
@@ -40,7 +42,7 @@ func CallersReport(t CallerTally, since time.Time) func(*gin.RouterGroup) {
 			for i, s := range snap {
 				out.Callers[i] = callerJSON{Caller: s.Caller, Acquired: s.Acquired, Limited: s.Limited, Released: s.Released, Peeks: s.Peeks, Failed: s.Failed}
 			}
-			c.JSON(http.StatusOK, out)
+			writeJSON(c, log, http.StatusOK, out)
 		})
 	}
 }

@@ -124,7 +124,7 @@ func (h *handler) acquire(c *gin.Context) {
 		return
 	}
 	log.Debug("slot acquired", "key", req.Key.String(), "requestId", req.RequestID, "duplicate", res.Decision.Duplicate)
-	c.JSON(http.StatusOK, acquireJSON{
+	writeJSON(c, log, http.StatusOK, acquireJSON{
 		Allowed: true, BizType: req.Key.BizType, Channel: req.Key.Channel, RequestID: req.RequestID,
 		Duplicate: res.Decision.Duplicate, Shadow: res.Decision.Shadow, Windows: windowsUsageJSON(res.Windows),
 	})
@@ -147,7 +147,7 @@ func (h *handler) release(c *gin.Context) {
 		return
 	}
 	log.Info("slot released by its client", "key", req.Key.String(), "requestId", req.RequestID)
-	c.JSON(http.StatusOK, releaseJSON{Released: true, BizType: req.Key.BizType, Channel: req.Key.Channel, RequestID: req.RequestID})
+	writeJSON(c, log, http.StatusOK, releaseJSON{Released: true, BizType: req.Key.BizType, Channel: req.Key.Channel, RequestID: req.RequestID})
 }
 
 func (h *handler) peek(c *gin.Context) {
@@ -168,7 +168,7 @@ func (h *handler) peek(c *gin.Context) {
 		writeError(c, log, err, "")
 		return
 	}
-	c.JSON(http.StatusOK, peekJSON{
+	writeJSON(c, log, http.StatusOK, peekJSON{
 		Allowed: p.Allowed, BizType: req.Key.BizType, Channel: req.Key.Channel, Shadow: p.Shadow, Windows: windowsUsageJSON(p.Windows),
 	})
 }

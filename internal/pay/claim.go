@@ -122,9 +122,8 @@ func (s *Service) resolveClaim(ctx context.Context, o *Order, claimErr error) (c
 // slot. It is handed to the ledger, as a 503 whose slot may be held: a
 // payment not retried within the grace is closed FAILED NOT_SENT (which
 // blocks any later claim of the requestId) and only then is its slot
-// released; one retried in time owns it. Without that a day
-// window kept the slot of every refused claim until the day ended (the
-// chaos campaign, seed 12).
+// released; one retried in time owns it. A day window would otherwise
+// keep the slot of every refused claim until the day ended.
 func (s *Service) claimFailed(req PayRequest, o *Order, fate claimFate, claimErr error) error {
 	hold := holdFor(ratelimit.Key{BizType: o.BizType, Channel: o.Channel}, o)
 	if fate == claimUnknown {

@@ -66,9 +66,8 @@ func dayCount(t *testing.T, lim *ratelimit.Limiter, key ratelimit.Key) int64 {
 
 // TestReleaseFailedInAnOutageIsMadeLater: a payment refused before it was
 // sent ends NOT_SENT while the limiter cannot release (an outage of
-// 0.6 s). Its day slot is given back once the limiter answers again. Only
-// logged before, the slot stayed held by nobody until the day ended (the
-// chaos campaign, seed 103).
+// 0.6 s). Its day slot is given back once the limiter answers again; only
+// logged, the slot would stay held by nobody until the day ended.
 func TestReleaseFailedInAnOutageIsMadeLater(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 5, calendar: day}]\n")
 	out := &outageLimiter{Limiter: lim}

@@ -107,8 +107,8 @@ func TestLostAnswerWithoutRetryFreesItsSlot(t *testing.T) {
 // TestLostAnswerFreesItsSlotAfterALimitsChange: the day window a lost
 // answer's call took a slot in is freed even though the document in force
 // when the grace ends names another day (its cut-off moved). Released from
-// the windows the limits give the key then, the slot stayed for the rest
-// of the day (the chaos campaign, seed 4).
+// the windows the limits give the key then, the slot would stay for the
+// rest of the day.
 func TestLostAnswerFreesItsSlotAfterALimitsChange(t *testing.T) {
 	const midnight, noon = "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n", "limits:\n  B:ALIPAY: [{limit: 2, calendar: day, cutoff: \"12:00\"}]\n"
 	lim := localLimiter(t, midnight)
@@ -140,8 +140,7 @@ func TestLostAnswerFreesItsSlotAfterALimitsChange(t *testing.T) {
 // TestFailedClaimNotRetriedFreesItsSlot: the database refused a claim
 // (nothing committed): 503, the slot kept for a retry. Not retried within
 // the grace, the payment is closed FAILED NOT_SENT and its slot released,
-// so a day window is not short of it until the day ends (the chaos
-// campaign, seed 12). Kept for ever before.
+// so a day window is not short of it until the day ends.
 func TestFailedClaimNotRetriedFreesItsSlot(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n")
 	store := paytest.NewMemStore()
@@ -184,9 +183,8 @@ func TestFailedClaimNotRetriedFreesItsSlot(t *testing.T) {
 
 // TestLostAnswerSurvivesARestart: a lost answer queued by one run whose
 // process then died is settled by the next run (its file in Dir): closed
-// NOT_SENT and its slot released. Forgotten in memory before, its day
-// slot stayed until the day ended (the chaos campaign, seed 13: an
-// instance killed within the grace).
+// NOT_SENT and its slot released. Kept in memory only, its day slot would
+// stay until the day ended (an instance killed within the grace).
 func TestLostAnswerSurvivesARestart(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 2, calendar: day}]\n")
 	store := paytest.NewMemStore()

@@ -638,8 +638,8 @@ func (s *lateWinnerStore) Create(ctx context.Context, o *pay.Order) error {
 // requestId for another amount won the claim on the same channel, its own
 // slot decided in process (a Redis outage) so that the shared window holds
 // only ours. Ours is no slot of the winner's: it is released at once.
-// Kept, the money window counted our 4607 for the winner's 4604 payment
-// (the chaos campaign, seed 14).
+// Kept, the money window would count our 4607 for the winner's 4604
+// payment.
 func TestLostClaimToAnotherAmountReleasesItsSlot(t *testing.T) {
 	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 10, window: 1h}, {amount: 100000, window: 1h}]\n")
 	now := time.Now().UTC()

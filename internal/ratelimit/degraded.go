@@ -78,7 +78,7 @@ func (l *Limiter) decideDegraded(lim *limits, p plan, r Request) (Decision, erro
 	var res StoreResult
 	var localOnly bool
 	if p.shadow {
-		res, _ = l.local.Check(context.Background(), scaled.windows, r.Member, r.Amount)
+		res, _ = l.local.Check(context.Background(), scaled.windows, r.Member, r.Amount) // a LocalStore always answers (nil)
 		localOnly = !res.Duplicate
 	} else {
 		res, localOnly = l.local.CheckLocalOnly(scaled.windows, r.Member, r.Amount, l.opts.Now())

@@ -204,8 +204,8 @@ func (s *reorderingStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m
 // first call then reaches Redis after a slot frees and admits the member.
 // Answering the check as a plain refusal (a 429) would leave that slot
 // held by nobody; its outcome is unknown (the pay flow answers 503 and the
-// lost-answer settler claims and releases it). Found by the chaos campaign
-// (seed 4): a 429 whose member Redis held in its money and day windows.
+// ledger keeps its slot until the requestId's order decides it): a 429
+// whose member Redis still held in its money and day windows.
 func TestRetryRefusedAfterALostCallIsUnknown(t *testing.T) {
 	shared := ratelimit.NewLocalStore(nil)
 	other, _ := ratelimit.New(shared, ratelimit.Options{})

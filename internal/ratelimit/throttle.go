@@ -27,7 +27,7 @@ func (l *Limiter) Throttled(ctx context.Context, h Hold, retryAfter time.Duratio
 	if len(windows) == 0 {
 		return nil
 	}
-	_ = l.local.Throttle(ctx, windows, retryAfter)
+	_ = l.local.Throttle(ctx, windows, retryAfter) // a LocalStore always answers (nil)
 	learner, ok := l.store.(Learner)
 	if !ok {
 		return nil
@@ -117,7 +117,7 @@ func (l *Limiter) ResetLearned(ctx context.Context, key Key) error {
 	if len(windows) == 0 {
 		return nil
 	}
-	_ = l.local.ResetLearned(ctx, windows)
+	_ = l.local.ResetLearned(ctx, windows) // a LocalStore always answers (nil)
 	l.local.forgetLearned(windows)
 	// Refusals by the learned limits must not outlive them.
 	defer l.near.forgetChannel(key.Channel)

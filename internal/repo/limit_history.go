@@ -101,11 +101,21 @@ func (h *LimitHistory) Page(ctx context.Context, before uint64, limit int) ([]co
 	return changes(rows), nil
 }
 
+// unreadableKeys starts the one key of a change whose recorded keys
+// (changed_keys) are not the JSON array written here.
+const unreadableKeys = "(the keys recorded for this change cannot be read: "
+
 func changes(rows []historyRow) []configcenter.Change {
 	out := make([]configcenter.Change, 0, len(rows))
 	for _, r := range rows {
 		keys := []string{}
-		_ = json.Unmarshal([]byte(r.ChangedKeys), &keys)
+		if r.ChangedKeys != "" {
+			if err := json.Unmarshal([]byte(r.ChangedKeys), &keys); err != nil {
+				// The audit says the row's keys are unreadable rather than
+				// that the change touched none.
+				keys = []string{unreadableKeys + err.Error() + ")"}
+			}
+		}
 		out = append(out, configcenter.Change{
 			ID: r.ID, At: r.ChangedAt.UTC(), Kind: configcenter.ChangeKind(r.Kind), Source: r.Source, Name: r.Name,
 			MD5: r.MD5, Keys: keys, Refusal: r.Refusal, Instance: r.Instance,

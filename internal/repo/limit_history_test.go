@@ -8,6 +8,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/repo"
+	"payserver/internal/repo/repotest"
 )
 
 // TestLimitHistoryKeepsAppliedAndRefused records a load, a refusal and a
@@ -61,6 +62,36 @@ func TestLimitHistoryKeepsAppliedAndRefused(t *testing.T) {
 			}
 			if r := got[2].Refusal; len([]rune(r)) != 2000 || !strings.HasSuffix(r, "…") {
 				t.Errorf("a long refusal is stored as %d runes, want 2000 ending in …", len([]rune(r)))
+			}
+		})
+	}
+}
+
+// TestLimitHistoryShowsUnreadableKeys: a change whose recorded keys are not
+// the JSON array written at Record (a hand edit, a cut column) is shown
+// with one key saying so, not as a change that touched no key.
+func TestLimitHistoryShowsUnreadableKeys(t *testing.T) {
+	for name, open := range repotest.Databases() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db := open(t)
+			h, err := repo.NewLimitHistory(db, "host/127.0.0.1:1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+			if err := h.Record(ctx, configcenter.Change{At: at, Kind: configcenter.KindChange, Source: "file", Name: "f", MD5: "m1", Keys: []string{"A:B: 5/1s -> 6/1s"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Exec("UPDATE limit_config_history SET changed_keys = ?", `["A:B: 5/1s`).Error; err != nil {
+				t.Fatal(err)
+			}
+			got, err := h.Page(ctx, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || len(got[0].Keys) != 1 || !strings.HasPrefix(got[0].Keys[0], "(the keys recorded for this change cannot be read: ") {
+				t.Fatalf("got %+v, want one change whose one key says its keys cannot be read", got)
 			}
 		})
 	}
