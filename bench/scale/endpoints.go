@@ -25,8 +25,8 @@ const adminToken = "bench-scale-admin-token-0123456789"
 // endpoint is one admin GET the keys table times.
 type endpoint struct {
 	name, path string
-	// paging marks GET /limits?limit=100, which a build without paging
-	// answers 400 or ignores.
+	// paging marks a first page (?limit=100), which a build without
+	// paging answers 400 or ignores.
 	paging bool
 }
 
@@ -35,6 +35,7 @@ var endpoints = []endpoint{
 	{"GET /limits?limit=100 (first page)", "/limits?limit=100", true},
 	{"GET /dashboard", "/dashboard", false},
 	{"GET /channels/usage", "/channels/usage", false},
+	{"GET /channels/usage?limit=100 (first page)", "/channels/usage?limit=100", true},
 	{"GET /reports/channel-limits", "/reports/channel-limits", false},
 	{"GET /reports/channel-amounts", "/reports/channel-amounts", false},
 }
@@ -294,7 +295,7 @@ func timeEndpoint(client *http.Client, base string, e endpoint) (timing, error) 
 	return t, nil
 }
 
-// pagingMissing says why GET /limits?limit=100 is not a page, or "" when
+// pagingMissing says why a first page (?limit=100) is not a page, or "" when
 // it is one: the server refused the parameter (400), or ignored it (an
 // answer without total and next).
 func pagingMissing(status int, body []byte) string {

@@ -9,7 +9,7 @@ import (
 	"payserver/internal/ratelimit"
 )
 
-// Paging of GET /limits.
+// Paging of GET /limits and GET /channels/usage.
 const (
 	// DefaultLimitsPage is the page size when after is given without
 	// limit.
@@ -50,7 +50,7 @@ func parseLimitsPage(v url.Values) (limitsPage, error) {
 	if s := first(v["after"]); s != "" {
 		p.paged = true
 		if _, err := ratelimit.ParseKey(s); err != nil {
-			bad = append(bad, apperr.FieldError{Field: "after", Reason: "must be a key as GET /limits lists it, BIZTYPE:CHANNEL or *:CHANNEL (next of the previous page)"})
+			bad = append(bad, apperr.FieldError{Field: "after", Reason: "must be a key as the answer lists it, BIZTYPE:CHANNEL or *:CHANNEL (next of the previous page)"})
 		} else {
 			p.after = s
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
@@ -27,11 +29,23 @@ schedules:
   - {key: "C:ALIPAY", from: "2026-12-24T00:00:00Z", to: "2026-12-26T00:00:00Z", limits: 10}
 `
 
-// limitsPageJSON is what the paging tests read of GET /limits.
+// limitsPageJSON is what the paging tests read of GET /limits (limits)
+// and GET /channels/usage (keys).
 type limitsPageJSON struct {
 	Limits []struct{ Key, Rule string }
+	Keys   []struct{ Key string }
 	Total  int
 	Next   *string
+}
+
+// pagedRoutes are the routes that page keys, and the keys each lists of
+// pagedDoc, in order: GET /channels/usage has no key only a schedule names.
+var pagedRoutes = []struct {
+	path string
+	want []string
+}{
+	{"/limits", []string{"*:UNIONPAY", "A:ALIPAY", "AB:ALIPAY", "A_B:ALIPAY", "B:ALIPAY", "B:WECHAT", "C:ALIPAY"}},
+	{"/channels/usage", []string{"*:UNIONPAY", "A:ALIPAY", "AB:ALIPAY", "A_B:ALIPAY", "B:ALIPAY", "B:WECHAT"}},
 }
 
 func pagedServer(t *testing.T) *testServer {
@@ -42,19 +56,24 @@ func pagedServer(t *testing.T) *testServer {
 	}
 	at := time.Date(2026, 11, 11, 12, 0, 0, 0, time.UTC)
 	lv := fakeLimitsView{cfg: parsed.Config, st: configcenter.Status{Loaded: true, Source: "file"}, now: at}
+	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config, now: at}, Limits: lv,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "t", Limits: lv,
-		Now: func() time.Time { return at }})
+		Now: func() time.Time { return at }, Admin: []func(*gin.RouterGroup){routes}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return serveHandler(t, h)
 }
 
-func getLimitsPage(t *testing.T, s *testServer, query string) (limitsPageJSON, []string) {
+func getLimitsPage(t *testing.T, s *testServer, path, query string) (limitsPageJSON, []string) {
 	t.Helper()
-	a := s.get(t, "/limits"+query, "t")
+	a := s.get(t, path+query, "t")
 	if a.status != 200 {
-		t.Fatalf("GET /limits%s = %d %s", query, a.status, a.body)
+		t.Fatalf("GET %s%s = %d %s", path, query, a.status, a.body)
 	}
 	var p limitsPageJSON
 	if err := json.Unmarshal([]byte(a.body), &p); err != nil {
@@ -64,17 +83,26 @@ func getLimitsPage(t *testing.T, s *testServer, query string) (limitsPageJSON, [
 	for _, l := range p.Limits {
 		keys = append(keys, l.Key)
 	}
+	for _, k := range p.Keys {
+		keys = append(keys, k.Key)
+	}
 	return p, keys
 }
 
-// TestLimitsPages: without limit and after GET /limits lists every key in
-// byte order of their text, with total and no next; with them it lists one
-// page, and following next walks every key once, in the same order, for
-// every page size; after need not be a key in force.
+// TestLimitsPages: without limit and after GET /limits and GET
+// /channels/usage list every key in byte order of their text, with total
+// and no next; with them they list one page, and following next walks
+// every key once, in the same order, for every page size; after need not
+// be a key in force.
 func TestLimitsPages(t *testing.T) {
 	s := pagedServer(t)
-	all, keys := getLimitsPage(t, s, "")
-	want := []string{"*:UNIONPAY", "A:ALIPAY", "AB:ALIPAY", "A_B:ALIPAY", "B:ALIPAY", "B:WECHAT", "C:ALIPAY"}
+	for _, r := range pagedRoutes {
+		t.Run(r.path, func(t *testing.T) { testPages(t, s, r.path, r.want) })
+	}
+}
+
+func testPages(t *testing.T, s *testServer, path string, want []string) {
+	all, keys := getLimitsPage(t, s, path, "")
 	if !reflect.DeepEqual(keys, want) || all.Total != len(want) || all.Next != nil {
 		t.Fatalf("unpaged: keys %v, total %d, next %v; want %v, %d, null", keys, all.Total, all.Next, want, len(want))
 	}
@@ -86,7 +114,7 @@ func TestLimitsPages(t *testing.T) {
 				if pages > len(want) {
 					t.Fatalf("no last page after %d pages: %v", pages, walked)
 				}
-				p, keys := getLimitsPage(t, s, query)
+				p, keys := getLimitsPage(t, s, path, query)
 				if p.Total != len(want) || len(keys) > size {
 					t.Fatalf("%s: %d keys of total %d, want at most %d of %d", query, len(keys), p.Total, size, len(want))
 				}
@@ -110,12 +138,12 @@ func TestLimitsPages(t *testing.T) {
 		next  string
 	}{
 		{"?after=A:ALIPAY&limit=2", []string{"AB:ALIPAY", "A_B:ALIPAY"}, "A_B:ALIPAY"},
-		{"?after=AA:X", []string{"AB:ALIPAY", "A_B:ALIPAY", "B:ALIPAY", "B:WECHAT", "C:ALIPAY"}, ""}, // not a key in force; default page size
+		{"?after=AA:X", want[2:], ""}, // not a key in force; default page size
 		{"?after=C:ALIPAY", []string{}, ""},
 		{"?limit=&after=", want, ""}, // empty is absent: every key
 		{"?limit=3&after=", want[:3], "AB:ALIPAY"},
 	} {
-		p, keys := getLimitsPage(t, s, c.query)
+		p, keys := getLimitsPage(t, s, path, c.query)
 		next := ""
 		if p.Next != nil {
 			next = *p.Next
@@ -127,9 +155,16 @@ func TestLimitsPages(t *testing.T) {
 }
 
 // TestLimitsPageRefusesBadParameters: a bad limit or after, an unknown or
-// a repeated parameter is a 400 naming each field and why.
+// a repeated parameter is a 400 naming each field and why, on every route
+// that pages keys.
 func TestLimitsPageRefusesBadParameters(t *testing.T) {
 	s := pagedServer(t)
+	for _, r := range pagedRoutes {
+		t.Run(r.path, func(t *testing.T) { testBadPageParameters(t, s, r.path) })
+	}
+}
+
+func testBadPageParameters(t *testing.T, s *testServer, path string) {
 	for _, c := range []struct {
 		query  string
 		fields []string
@@ -148,7 +183,7 @@ func TestLimitsPageRefusesBadParameters(t *testing.T) {
 		{"?page=2", []string{"page"}},
 		{"?limit=0&after=x", []string{"limit", "after"}},
 	} {
-		a := s.get(t, "/limits"+c.query, "t")
+		a := s.get(t, path+c.query, "t")
 		var body struct {
 			Code    string
 			Details struct {

@@ -246,27 +246,41 @@ type usageReport struct {
 	At              time.Time  `json:"at"`
 	LimiterDegraded bool       `json:"limiterDegraded"`
 	Keys            []keyUsage `json:"keys"`
+	// Total counts every configured key; Next is the after of the next
+	// page, nil on the last page and when every key is listed.
+	Total int     `json:"total"`
+	Next  *string `json:"next"`
 }
 
-// getUsage answers GET /channels/usage.
+// getUsage answers GET /channels/usage: every configured key, or with
+// limit or after one page of them, as GET /limits pages (limitsPage).
 func (r *reports) getUsage(c *gin.Context) {
+	page, err := parseLimitsPage(c.Request.URL.Query())
+	if err != nil {
+		writeError(c, r.log, err, "")
+		return
+	}
 	c.Header("Cache-Control", "no-store")
-	writeJSON(c, r.log, http.StatusOK, r.usage(c.Request.Context()))
+	writeJSON(c, r.log, http.StatusOK, r.usage(c.Request.Context(), page))
 }
 
-// usage reads every configured key's occupancy within usageTimeout. A key
-// whose read fails carries the error; the others are still shown.
-func (r *reports) usage(ctx context.Context) usageReport {
+// usage reads the occupancy of page's configured keys within usageTimeout;
+// only those keys are read from the limiter's store. A key whose read
+// fails carries the error; the others are still shown.
+func (r *reports) usage(ctx context.Context, page limitsPage) usageReport {
 	cfg := r.opts.Usage.Config()
-	var keys []ratelimit.Key
+	var all []ratelimit.Key
 	if cfg != nil {
-		keys = make([]ratelimit.Key, 0, len(cfg.Rules))
+		all = make([]ratelimit.Key, 0, len(cfg.Rules))
 		for k := range cfg.Rules {
-			keys = append(keys, k)
+			all = append(all, k)
 		}
-		sortKeys(keys)
+		sortKeys(all)
 	}
-	return r.usageOf(ctx, cfg, keys)
+	keys, next := page.of(all)
+	out := r.usageOf(ctx, cfg, keys)
+	out.Total, out.Next = len(all), next
+	return out
 }
 
 // errUsageShape is a store answer with a count per window of another rule

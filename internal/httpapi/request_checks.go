@@ -15,6 +15,7 @@ import (
 var queryParams = map[string][]string{
 	loginPath:                  {"next"},
 	"/limits":                  {"limit", "after"},
+	"/channels/usage":          {"limit", "after"},
 	"/limits/history":          {"limit", "before"},
 	"/limits/what-if":          {"from", "to"},
 	"/reports/channel-limits":  {"from", "to", "bizType", "channel", "granularity", "format", "groupBy"},
