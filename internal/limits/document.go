@@ -156,6 +156,7 @@ func Parse(data []byte) (*Document, error) {
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "; "))
 	}
+	cfg.IndexSchedules()
 	return doc, nil
 }
 

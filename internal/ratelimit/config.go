@@ -24,6 +24,35 @@ type Config struct {
 	// shows and records for it. Empty for a Config made in code; the
 	// Limiter then names it by a hash of its content (Decision.LimitsVersion).
 	Version string
+	// byKey is Schedules by key, in their order (IndexSchedules): a check
+	// reads its key's schedules, not every schedule. Nil: RuleAt and
+	// NextChange read Schedules.
+	byKey map[Key][]Schedule
+}
+
+// IndexSchedules indexes Schedules by key, so that RuleAt and NextChange
+// read only the key's own. Call it once Schedules is final and before c is
+// shared (limits.Parse does); a Config whose Schedules change afterwards
+// must be indexed again.
+func (c *Config) IndexSchedules() {
+	if len(c.Schedules) == 0 {
+		c.byKey = nil
+		return
+	}
+	idx := make(map[Key][]Schedule)
+	for _, s := range c.Schedules {
+		idx[s.Key] = append(idx[s.Key], s)
+	}
+	c.byKey = idx
+}
+
+// schedulesOf returns the schedules to look through for k: its own when
+// indexed, else every schedule.
+func (c *Config) schedulesOf(k Key) []Schedule {
+	if c.byKey != nil {
+		return c.byKey[k]
+	}
+	return c.Schedules
 }
 
 // RuleAt returns the rule for k in force at now: the base rule, unless a
@@ -34,7 +63,7 @@ func (c *Config) RuleAt(k Key, now time.Time) Rule {
 		return Rule{}
 	}
 	r := c.Rules[k]
-	for _, s := range c.Schedules {
+	for _, s := range c.schedulesOf(k) {
 		if s.Key == k && s.Active(now) {
 			r = s.Rule
 			break
@@ -53,7 +82,7 @@ func (c *Config) NextChange(k Key, now time.Time) time.Time {
 	if c == nil {
 		return next
 	}
-	for _, s := range c.Schedules {
+	for _, s := range c.schedulesOf(k) {
 		if s.Key != k {
 			continue
 		}
