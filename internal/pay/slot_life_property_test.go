@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,6 +112,29 @@ func slotLifeTargets() []slotLifeTarget {
 			return redisOn(t, c)
 		}},
 		{"redis", func(t *testing.T) func(string) ratelimit.Store { return redisOn(t, testutil.MustRedis(t)) }},
+		{"cluster", func(t *testing.T) func(string) ratelimit.Store { return redisOn(t, testutil.MustCluster(t)) }},
+		{"durable", func(t *testing.T) func(string) ratelimit.Store {
+			// One journal per history, the one before closed when the
+			// next opens.
+			dir := t.TempDir()
+			var open *ratelimit.DurableStore
+			t.Cleanup(func() {
+				if open != nil {
+					_ = open.Close()
+				}
+			})
+			return func(run string) ratelimit.Store {
+				if open != nil {
+					_ = open.Close()
+				}
+				s, err := ratelimit.OpenDurableStore(filepath.Join(dir, run+".journal"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				open = s
+				return s
+			}
+		}},
 	}
 }
 
