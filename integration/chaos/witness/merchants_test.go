@@ -48,4 +48,26 @@ func TestMerchantLimits(t *testing.T) {
 		b.refused("rc", "ONLINE_PAY", "ALIPAY", 100, t0+20*ms).MerchantID = "M1"
 		wantViolations(t, b.check())
 	})
+	// A 429 naming the merchant's limit is justified by the merchant's
+	// own use only: with the key's window full from other merchants' use
+	// and M1 with none, it is a false refusal; naming the key's window,
+	// it is not.
+	for _, tt := range []struct {
+		scope string
+		want  []Property
+	}{{"merchant", []Property{NoFalseRefusal}}, {"key", nil}} {
+		t.Run("a full key's window, refusal scoped "+tt.scope, func(t *testing.T) {
+			b := newHistory(t, `
+limits:
+  ONLINE_PAY:ALIPAY:
+    - {limit: 4, window: 1s, perMerchant: 2}
+`)
+			for i, m := range []string{"M2", "M2", "M3", "M3"} {
+				pay(b, "r"+string(rune('a'+i)), m, t0+int64(i)*10*ms)
+			}
+			op := b.op("pay", "rz", "ONLINE_PAY", "ALIPAY", 100, t0+50*ms, 429, limited(map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "scope": tt.scope, "merchantId": "M1"}))
+			op.MerchantID = "M1"
+			wantViolations(t, b.check(), tt.want...)
+		})
+	}
 }

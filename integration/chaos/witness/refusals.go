@@ -95,9 +95,11 @@ func (x *possibleIndex) admittedDuring(lo, hi, t int64) int64 {
 type limitedBody struct {
 	Code    string `json:"code"`
 	Details struct {
-		Reason     string `json:"reason"`
-		Channel    string `json:"channel"`
-		Closed     bool   `json:"closed"`
+		Reason  string `json:"reason"`
+		Channel string `json:"channel"`
+		Closed  bool   `json:"closed"`
+		// Scope is "merchant" when the merchant's own limit refused.
+		Scope      string `json:"scope"`
 		Candidates []struct {
 			Channel string `json:"channel"`
 			Reason  string `json:"reason"`
@@ -183,22 +185,31 @@ func (c *checker) checkLimited(op *Op, index map[groupKey]*possibleIndex) {
 			}
 		}
 	}
+	// A refusal that names the merchant's own limit is justified by the
+	// merchant's use alone: a full window of the key does not make the
+	// merchant's limit refuse.
+	merchantOnly := body.Details.Scope == "merchant" && op.Channel != ""
 	for _, ch := range channels {
-		if !c.refusalJustified(op, ch, member, index) && !c.mayBeLearned(op, ch) {
-			c.report(Violation{Property: NoFalseRefusal, Key: op.BizType + ":" + ch, RequestID: op.RequestID,
-				Message: "429 REQUEST_LIMITED while no window of the limits in force could have been full", Excerpt: []string{rec()}})
+		if c.refusalJustified(op, ch, member, index, merchantOnly) || c.mayBeLearned(op, ch) {
+			continue
 		}
+		msg := "429 REQUEST_LIMITED while no window of the limits in force could have been full"
+		if merchantOnly {
+			msg = "429 names the merchant's own limit (scope merchant) while the merchant's use of no window could have been at it"
+		}
+		c.report(Violation{Property: NoFalseRefusal, Key: op.BizType + ":" + ch, RequestID: op.RequestID, Message: msg, Excerpt: []string{rec()}})
 	}
 }
 
 // refusalJustified says whether some window of some rule set that may have
 // decided the request could have been too full for it at some instant
-// between its invocation (less the near-cache hold) and its answer.
-func (c *checker) refusalJustified(op *Op, channel, member string, index map[groupKey]*possibleIndex) bool {
+// between its invocation (less the near-cache hold) and its answer; with
+// merchantOnly, some merchant's own use of a window.
+func (c *checker) refusalJustified(op *Op, channel, member string, index map[groupKey]*possibleIndex, merchantOnly bool) bool {
 	from, to := op.InvokeUs-c.skew-c.nearHold, completeOr(op, 0)+c.skew
 	for _, rs := range c.rulesFor(op.BizType, channel, c.docsIn(from, to), from, to) {
 		for _, s := range rs.windowsOf(op.Amount, op.Currency, op.MerchantID) {
-			if s.shadow {
+			if s.shadow || merchantOnly && s.merchant == "" {
 				continue
 			}
 			if s.window.Limit == 0 {
