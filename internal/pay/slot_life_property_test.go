@@ -54,7 +54,7 @@ type cutStore struct {
 	reached   atomic.Int32 // checks that reached the store
 }
 
-var errCut = &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+var errCut = fmt.Errorf("%w: %w", ratelimit.ErrNotSent, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
 
 func (s *cutStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
 	if s.cut.Load() {

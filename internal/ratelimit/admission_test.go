@@ -324,7 +324,7 @@ func TestAdmissionRecordInProcess(t *testing.T) {
 type downStore struct{ *LocalStore }
 
 func (downStore) Check(context.Context, []KeyWindow, string, int64) (StoreResult, error) {
-	return StoreResult{}, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	return StoreResult{}, fmt.Errorf("%w: %w", ErrNotSent, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
 }
 
 // TestAdmissionRecordWithoutTheStore: a degraded admission in process is

@@ -133,7 +133,7 @@ var errGone = errors.New("dial tcp: connection refused")
 
 func (f *flakyStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, a int64) (ratelimit.StoreResult, error) {
 	if f.down.Load() {
-		return ratelimit.StoreResult{}, &net.OpError{Op: "dial", Err: errGone}
+		return ratelimit.StoreResult{}, fmt.Errorf("%w: %w", ratelimit.ErrNotSent, &net.OpError{Op: "dial", Err: errGone})
 	}
 	return f.Store.Check(ctx, ws, m, a)
 }

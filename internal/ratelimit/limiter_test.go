@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -22,7 +23,7 @@ type switchStore struct {
 
 // errDown is what a client gets from a Redis that is down: the connection
 // is refused, so the script provably never ran.
-var errDown = &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+var errDown = fmt.Errorf("%w: %w", ratelimit.ErrNotSent, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
 
 func (s *switchStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
 	s.calls.Add(1)

@@ -3,10 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"net"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The limiter's check on the shared store (Redis): the call under Timeout,
@@ -97,7 +94,7 @@ func (l *Limiter) check(ctx context.Context, windows []KeyWindow, member string,
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	res, err = l.store.Check(cctx, windows, member, amount)
 	cancel()
-	if err == nil || ctx.Err() != nil || neverReachedRedis(err) {
+	if err == nil || ctx.Err() != nil || errors.Is(err, ErrNotSent) {
 		return res, false, err
 	}
 	cctx, cancel = context.WithTimeout(ctx, l.opts.RetryTimeout)
@@ -112,18 +109,3 @@ func (l *Limiter) check(ctx context.Context, windows []KeyWindow, member string,
 // errLostCall is a check whose first call's answer was lost and whose
 // retry was refused for a full window: the first call may still admit.
 var errLostCall = errors.New("ratelimit: the first call's answer was lost and its retry was refused; the first may still be admitted")
-
-// neverReachedRedis reports whether a failed call provably did not run the
-// script: no connection (dial error, pool exhausted, client closed) or an
-// error reply, which Redis gives before running it.
-func neverReachedRedis(err error) bool {
-	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
-		return true
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
