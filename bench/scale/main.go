@@ -70,6 +70,10 @@ type options struct {
 	// whatIfDecisions are the recorded decisions the what-if table
 	// replays, one run each.
 	whatIfDecisions []int
+	// whatIfDB is the database the what-if table records into: sqlite,
+	// or mariadb (the testenv's durable one when it runs, else its
+	// MariaDB).
+	whatIfDB string
 }
 
 // parts are the tables, in the order they print.
@@ -90,6 +94,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&merchants, "merchants", "1,10000", "merchants the members of the merchants table's window are spread over")
 	fs.StringVar(&whatIfDecisions, "whatif-decisions", "1000000", "recorded decisions the what-if table replays (10000000 takes over 25 minutes on 2 cores)")
 	fs.IntVar(&o.merchantMembers, "merchant-members", 10_000, "members in the merchants table's window")
+	fs.StringVar(&o.whatIfDB, "whatif-db", "sqlite", "the database the what-if table records into: sqlite, or mariadb ($PAYSERVER_TEST_MYSQL_DURABLE_DSN, else $PAYSERVER_TEST_MYSQL_DSN)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -116,6 +121,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.whatIfDecisions, err = positiveInts("-whatif-decisions", whatIfDecisions); err != nil {
 		return o, err
+	}
+	if o.whatIfDB != "sqlite" && o.whatIfDB != "mariadb" {
+		return o, fmt.Errorf("-whatif-db %q: want sqlite or mariadb", o.whatIfDB)
 	}
 	slices.Sort(o.merchants)
 	if o.merchantMembers < slices.Max(o.merchants) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"gorm.io/gorm"
 
 	"payserver/internal/decisionlog"
 	"payserver/internal/limits"
@@ -30,34 +33,80 @@ const (
 // fidelity replay under the document in force, as every what-if does),
 // the decisions per second, the peak heap while it ran (flat when it
 // streams), and the bytes per decision of the table. The decisions are
-// written straight into decision_log of an SQLite file (durable commits,
-// 1,000 rows a statement), not through payserver.
+// written straight into decision_log (durable commits, 1,000 rows a
+// statement), not through payserver: of an SQLite file, or of MariaDB
+// (-whatif-db mariadb), whose table it empties first.
 func whatIf(o options) error {
-	fmt.Println("== 6. what-if: replay of n recorded decisions of one busy key (1,000/s, 100 merchants), SQLite decision_log, proposed limit 800/1s over recorded 2000/1s")
+	fmt.Printf("== 6. what-if: replay of n recorded decisions of one busy key (1,000/s, 100 merchants), %s decision_log, proposed limit 800/1s over recorded 2000/1s\n", o.whatIfDB)
 	fmt.Printf("%12s  %10s  %10s  %14s  %12s  %14s  %10s\n", "decisions", "insert", "replay", "decisions/s", "peak heap", "bytes/decision", "fidelity")
 	for _, n := range o.whatIfDecisions {
-		if err := whatIfOnce(n); err != nil {
+		if err := whatIfOnce(n, o.whatIfDB); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func whatIfOnce(n int) error {
+// whatIfDatabase opens and migrates the database the decisions are
+// recorded into, with its decision_log empty, and returns how to read the
+// table's bytes on disk once they are in.
+func whatIfDatabase(ctx context.Context, kind, dir string) (*gorm.DB, func() (int64, error), error) {
+	driver, dsn := repo.SQLite, filepath.Join(dir, "p.db")
+	if kind == "mariadb" {
+		driver, dsn = repo.MySQL, os.Getenv("PAYSERVER_TEST_MYSQL_DURABLE_DSN")
+		if dsn == "" {
+			dsn = os.Getenv("PAYSERVER_TEST_MYSQL_DSN")
+		}
+		if dsn == "" {
+			return nil, nil, errors.New("-whatif-db mariadb needs $PAYSERVER_TEST_MYSQL_DURABLE_DSN or $PAYSERVER_TEST_MYSQL_DSN (run under go run ./internal/testenv/cmd/testenv -services mariadb-durable)")
+		}
+	}
+	db, err := repo.Open(ctx, repo.OpenOptions{Driver: driver, DSN: dsn})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := repo.Migrate(ctx, db, driver); err != nil {
+		repo.Close(db)
+		return nil, nil, err
+	}
+	if driver == repo.SQLite {
+		return db, func() (int64, error) {
+			var pages, pageSize int64
+			if err := db.Raw("PRAGMA page_count").Scan(&pages).Error; err != nil {
+				return 0, err
+			}
+			err := db.Raw("PRAGMA page_size").Scan(&pageSize).Error
+			return pages * pageSize, err
+		}, nil
+	}
+	if err := db.Exec("TRUNCATE TABLE decision_log").Error; err != nil {
+		repo.Close(db)
+		return nil, nil, err
+	}
+	return db, func() (int64, error) {
+		// InnoDB's own figures, once its statistics are read again: the
+		// pages of the table and its indexes.
+		if err := db.Exec("ANALYZE TABLE decision_log").Error; err != nil {
+			return 0, err
+		}
+		var size int64
+		err := db.Raw("SELECT data_length + index_length FROM information_schema.TABLES WHERE table_schema = DATABASE() AND table_name = 'decision_log'").Scan(&size).Error
+		return size, err
+	}, nil
+}
+
+func whatIfOnce(n int, kind string) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "payserver-bench-whatif-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db, err := repo.Open(ctx, repo.OpenOptions{Driver: repo.SQLite, DSN: filepath.Join(dir, "p.db")})
+	db, tableBytes, err := whatIfDatabase(ctx, kind, dir)
 	if err != nil {
 		return err
 	}
 	defer repo.Close(db)
-	if _, err := repo.Migrate(ctx, db, repo.SQLite); err != nil {
-		return err
-	}
 	store, err := repo.NewDecisionLog(db)
 	if err != nil {
 		return err
@@ -87,11 +136,8 @@ func whatIfOnce(n int) error {
 		}
 	}
 	insert := time.Since(insertStart)
-	var pages, pageSize int64
-	if err := db.Raw("PRAGMA page_count").Scan(&pages).Error; err != nil {
-		return err
-	}
-	if err := db.Raw("PRAGMA page_size").Scan(&pageSize).Error; err != nil {
+	size, err := tableBytes()
+	if err != nil {
 		return err
 	}
 
@@ -130,6 +176,6 @@ func whatIfOnce(n int) error {
 		return fmt.Errorf("replay of %d: %+v, want every decision offered and some newly refused", n, res.Keys)
 	}
 	fmt.Printf("%12d  %10s  %10s  %14.0f  %9.1f MB  %14.1f  %10.4f\n", n, insert.Round(time.Second), took.Round(100*time.Millisecond),
-		float64(n)/took.Seconds(), float64(peak.Load())/(1<<20), float64(pages*pageSize)/float64(n), res.Fidelity)
+		float64(n)/took.Seconds(), float64(peak.Load())/(1<<20), float64(size)/float64(n), res.Fidelity)
 	return nil
 }
