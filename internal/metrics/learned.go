@@ -14,11 +14,12 @@ import (
 )
 
 // LearnedReader is what the learned-limit metrics read: the limits in
-// force and a key's learned limits from the shared store.
-// *ratelimit.Limiter implements it.
+// force and the learned limits of many keys at once from the shared store
+// (in batches of keys on the in-process stores, several keys at a time on
+// Redis). *ratelimit.Limiter implements it.
 type LearnedReader interface {
 	Config() *ratelimit.Config
-	Learned(ctx context.Context, key ratelimit.Key) ([]ratelimit.LearnedLimit, error)
+	LearnedOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyLearned
 }
 
 // LearnedRefresh is how often LearnedLimits.Run reads the learned limits.
@@ -148,12 +149,17 @@ func (l *LearnedLimits) Refresh(ctx context.Context) {
 	now := l.now()
 	var out []learnedSeries
 	failed := 0
+	var keys []ratelimit.Key
+	var keyWindows [][]ratelimit.Window
 	for _, k := range ruleKeys(cfg) {
-		windows := learningWindows(cfg.RuleAt(k, now))
-		if len(windows) == 0 {
-			continue
+		if windows := learningWindows(cfg.RuleAt(k, now)); len(windows) > 0 {
+			keys, keyWindows = append(keys, k), append(keyWindows, windows)
 		}
-		got, err := l.r.Learned(ctx, k)
+	}
+	reads := l.r.LearnedOf(ctx, keys)
+	for i, k := range keys {
+		windows := keyWindows[i]
+		got, err := reads[i].Limits, reads[i].Err
 		if err != nil {
 			failed++
 		}

@@ -19,11 +19,15 @@ type flakyReader struct {
 	down atomic.Bool
 }
 
-func (f *flakyReader) Learned(ctx context.Context, k ratelimit.Key) ([]ratelimit.LearnedLimit, error) {
+func (f *flakyReader) LearnedOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyLearned {
 	if f.down.Load() {
-		return nil, errors.New("redis: connection refused")
+		out := make([]ratelimit.KeyLearned, len(keys))
+		for i := range out {
+			out[i].Err = errors.New("redis: connection refused")
+		}
+		return out
 	}
-	return f.Limiter.Learned(ctx, k)
+	return f.Limiter.LearnedOf(ctx, keys)
 }
 
 // seriesLines gathers the series whose name starts with prefix as

@@ -18,10 +18,12 @@ const (
 )
 
 // QuotaSource reads the rules in force and what their windows hold, from
-// the limiter's shared store. *ratelimit.Limiter implements it.
+// the limiter's shared store, for many keys at once (in batches of keys on
+// the in-process stores, several keys at a time on Redis).
+// *ratelimit.Limiter implements it.
 type QuotaSource interface {
 	Config() *ratelimit.Config
-	Usage(ctx context.Context, key ratelimit.Key) (ratelimit.Rule, []int64, error)
+	UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage
 }
 
 // ForecasterOptions configures a Forecaster. Source is required; the zero
@@ -166,8 +168,10 @@ func (f *Forecaster) Sample(ctx context.Context) {
 	f.mu.Unlock()
 	var out []Forecast
 	seen := map[seriesID]bool{}
-	for _, k := range quotaKeys(cfg, now) {
-		rule, counts, err := f.opts.Source.Usage(ctx, k)
+	keys := quotaKeys(cfg, now)
+	reads := f.opts.Source.UsageOf(ctx, keys)
+	for i, k := range keys {
+		rule, counts, err := reads[i].Rule, reads[i].Counts, reads[i].Err
 		if err == nil && len(counts) != len(rule.Windows) {
 			err = errors.New("limiter store returned a count per window for another rule")
 		}

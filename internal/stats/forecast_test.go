@@ -21,16 +21,21 @@ type quotaSource struct {
 }
 
 func (q *quotaSource) Config() *ratelimit.Config { return q.cfg }
-func (q *quotaSource) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
-	r := q.cfg.RuleAt(k, *q.now)
-	if q.fail {
-		return r, nil, errors.New("connection refused")
+func (q *quotaSource) UsageOf(_ context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	out := make([]ratelimit.KeyUsage, len(keys))
+	for i, k := range keys {
+		r := q.cfg.RuleAt(k, *q.now)
+		out[i].Rule = r
+		if q.fail {
+			out[i].Err = errors.New("connection refused")
+			continue
+		}
+		out[i].Counts = make([]int64, len(r.Windows))
+		for j := range out[i].Counts {
+			out[i].Counts[j] = q.used[k.String()]
+		}
 	}
-	counts := make([]int64, len(r.Windows))
-	for i := range counts {
-		counts[i] = q.used[k.String()]
-	}
-	return r, counts, nil
+	return out
 }
 
 func TestForecasterRunsOutAtTheCurrentRate(t *testing.T) {
@@ -125,9 +130,13 @@ type swapSource struct {
 }
 
 func (s *swapSource) Config() *ratelimit.Config { return s.cfg.Load() }
-func (s *swapSource) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []int64, error) {
-	r := s.cfg.Load().RuleAt(k, time.Now())
-	return r, make([]int64, len(r.Windows)), nil
+func (s *swapSource) UsageOf(_ context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
+	out := make([]ratelimit.KeyUsage, len(keys))
+	for i, k := range keys {
+		r := s.cfg.Load().RuleAt(k, time.Now())
+		out[i] = ratelimit.KeyUsage{Rule: r, Counts: make([]int64, len(r.Windows))}
+	}
+	return out
 }
 
 // TestForecasterRunFollowsNewLimits: a new limits snapshot is read within a
