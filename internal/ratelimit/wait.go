@@ -128,11 +128,13 @@ func (w *waiter) run(ctx context.Context, r Request) (Decision, error) {
 		// Nobody waits: check at once, as without a maximum wait.
 		w.mu.Unlock()
 		d, err := w.check(ctx, r)
-		if err != nil || d.Allowed || d.Closed() || d.Amount || d.Conflict || d.ExceedsCap || d.Unknown {
+		if err != nil || d.Allowed || d.Closed() || d.Amount || d.Conflict || d.ExceedsCap || d.Unknown || d.Merchant != "" {
 			// A closed key (limit 0) has no reopening time: no wait. Nor
 			// does an amount refusal queue: it is this request's own (a
 			// smaller amount may fit now, a larger one never), not the
-			// key's, so it is never handed to another request.
+			// key's, so it is never handed to another request. Nor a
+			// refusal by a merchant's own limit: it is that merchant's,
+			// and another merchant's request may have room now.
 			return d, err
 		}
 		w.mu.Lock()
@@ -211,9 +213,10 @@ func (w *waiter) wait(ctx context.Context, r Request, q *waitQueue, t *waitTicke
 			// caller settles it; never the queue's refusal to hand on.
 			return d, WaitFailed, nil
 		}
-		if d.Closed() || (!d.Allowed && (d.Amount || d.Conflict || d.ExceedsCap)) {
+		if d.Closed() || (!d.Allowed && (d.Amount || d.Conflict || d.ExceedsCap || d.Merchant != "")) {
 			// The key was closed while this request waited, or its own
-			// amount does not fit (not the queue's refusal to keep).
+			// amount, or its merchant's own use, does not fit (not the
+			// queue's refusal to keep).
 			return d, WaitTimedOut, nil
 		}
 		now := w.opts.now()

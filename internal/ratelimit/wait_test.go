@@ -296,3 +296,35 @@ func TestAmountRefusalsNeverQueue(t *testing.T) {
 	}
 	<-done
 }
+
+// TestWaitNeverHandsOnAMerchantRefusal: a refusal by a merchant's own
+// limit is that merchant's. It is answered at once, not waited out in the
+// key's queue, and a request of another merchant, waiting or not, is
+// decided on its own: admitted on a nearly empty key, never refused in the
+// other merchant's name.
+func TestWaitNeverHandsOnAMerchantRefusal(t *testing.T) {
+	l, key := newWaitLimiterRule(t, "{limit: 100, window: 1s, perMerchant: 1}", ratelimit.Options{})
+	ctx := context.Background()
+	if d, err := l.Check(ctx, ratelimit.Request{Key: key, Member: "m2-a", Merchant: "M2"}); err != nil || !d.Allowed {
+		t.Fatalf("M2's first: %+v %v, want admitted", d, err)
+	}
+	var wg sync.WaitGroup
+	var m2 ratelimit.Decision
+	var m2Took time.Duration
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		m2, _ = l.Check(ctx, ratelimit.Request{Key: key, Member: "m2-b", Merchant: "M2", MaxWait: 1500 * time.Millisecond})
+		m2Took = time.Since(start)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	m1, err := l.Check(ctx, ratelimit.Request{Key: key, Member: "m1-a", Merchant: "M1", MaxWait: 200 * time.Millisecond})
+	wg.Wait()
+	if err != nil || !m1.Allowed {
+		t.Errorf("M1 on a nearly empty key: allowed %v merchant %q request merchant %q err %v, want admitted", m1.Allowed, m1.Merchant, m1.RequestMerchant, err)
+	}
+	if m2.Allowed || m2.Merchant != "M2" || m2Took > time.Second {
+		t.Errorf("M2 over its own limit: allowed %v merchant %q after %v, want refused by M2's limit at once", m2.Allowed, m2.Merchant, m2Took)
+	}
+}
