@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -270,4 +271,56 @@ func (s *oddCallsLost) Check(ctx context.Context, ws []ratelimit.KeyWindow, m st
 		return ratelimit.StoreResult{}, context.DeadlineExceeded
 	}
 	return s.shared.Check(ctx, ws, m, amount)
+}
+
+// slowAnswerStore decides every check on a shared store, then holds the
+// answer until the caller's context ends: the call reached the store, the
+// caller gave up before it heard.
+type slowAnswerStore struct{ lateStore }
+
+func (s *slowAnswerStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string, amount int64) (ratelimit.StoreResult, error) {
+	s.calls.Add(1)
+	if _, err := s.shared.Check(context.Background(), ws, m, amount); err != nil {
+		return ratelimit.StoreResult{}, err
+	}
+	<-ctx.Done()
+	return ratelimit.StoreResult{}, ctx.Err()
+}
+
+// TestCallerGivingUpLeavesAnUnknownOutcome: a caller that gives up (its
+// client disconnected) while its check is out gets an unknown outcome with
+// the slot the call took, under every policy that refuses, not its
+// context's error: the call admitted the member, and only a Hold lets the
+// caller's ledger give it back. A caller whose context ended before the
+// call gets the error, and nothing was sent.
+func TestCallerGivingUpLeavesAnUnknownOutcome(t *testing.T) {
+	for _, p := range []ratelimit.Policy{ratelimit.PolicyLocal, ratelimit.PolicyDeny} {
+		t.Run(string(p), func(t *testing.T) {
+			shared := ratelimit.NewLocalStore(nil)
+			store := &slowAnswerStore{lateStore{shared: shared}}
+			l, _ := ratelimit.New(store, ratelimit.Options{Policy: p, Timeout: time.Minute})
+			l.SetConfig(mustConfig(t, lateDoc))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			d, err := l.Check(ctx, ratelimit.Request{Key: keyAB, Member: "gone", Amount: 100})
+			if err != nil || d.Allowed || !d.Unknown || d.Hold.Member != "gone" || !d.Hold.Known() {
+				t.Fatalf("got %+v, %v; want an unknown outcome holding the member's windows", d, err)
+			}
+			if u, _ := shared.Usage(context.Background(), ratelimit.KeyWindows(keyAB, mustConfig(t, lateDoc).RuleAt(keyAB, time.Now()).Windows)); u[0] != 1 {
+				t.Fatalf("the store holds %v, want the member the call admitted", u)
+			}
+			if err := l.Release(context.Background(), d.Hold); err != nil {
+				t.Fatal(err)
+			}
+			if u, _ := shared.Usage(context.Background(), ratelimit.KeyWindows(keyAB, mustConfig(t, lateDoc).RuleAt(keyAB, time.Now()).Windows)); u[0] != 0 {
+				t.Fatalf("the store holds %v after the Hold was released, want 0", u)
+			}
+			done, stop := context.WithCancel(context.Background())
+			stop()
+			calls := store.calls.Load()
+			if _, err := l.Check(done, ratelimit.Request{Key: keyAB, Member: "never"}); !errors.Is(err, context.Canceled) || store.calls.Load() != calls {
+				t.Fatalf("a check whose context had ended: %v after %d calls, want context.Canceled and no call", err, store.calls.Load()-calls)
+			}
+		})
+	}
 }

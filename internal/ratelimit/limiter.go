@@ -301,7 +301,7 @@ func (l *Limiter) checkOnce(ctx context.Context, r Request) (Decision, error) {
 	p := newPlan(lim.cfg, r, start)
 	var end time.Time
 	d, err := l.decide(ctx, lim, p, r, start, &end)
-	if err == nil && !d.Allowed && d.Source == SourceRedis {
+	if err == nil && !d.Allowed && !d.Unknown && d.Source == SourceRedis {
 		if now := l.limits.Load(); now.version != lim.version {
 			// The limits changed while Redis decided: decide again under
 			// the new ones (the member was not recorded: it was refused).

@@ -41,7 +41,16 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 	if err != nil {
 		if ctx.Err() != nil {
 			l.breaker.abandon()
-			return Decision{Key: r.Key}, ctx.Err()
+			if !unknown {
+				return Decision{Key: r.Key}, ctx.Err()
+			}
+			// The caller gave up while its call was out: the call may
+			// still admit the member, and only an unknown outcome (with
+			// its Hold) tells the caller to keep the slot.
+			*end = l.opts.Now()
+			d := p.decision(r.Key, res, SourceRedis)
+			d.Allowed, d.Unknown = false, true
+			return d, nil
 		}
 		l.opts.Observer.StoreFailed(r.Key, err)
 		if l.breaker.failure() {
@@ -88,14 +97,23 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 // may reach Redis after it and admit the member once a slot frees. So a
 // retry refused for a full window leaves the outcome unknown too
 // (errLostCall); one refused for a conflict or an amount above the cap
-// does not, as the first call meets the same refusal. unknown reports that
+// does not, as the first call meets the same refusal. A call that was out
+// when ctx ended (its caller gave up) is not asked again; its outcome is
+// unknown all the same. unknown reports that
 // the outcome is still unknown after the retry.
 func (l *Limiter) check(ctx context.Context, windows []KeyWindow, member string, amount int64) (res StoreResult, unknown bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return StoreResult{}, false, err // nothing sent
+	}
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	res, err = l.store.Check(cctx, windows, member, amount)
 	cancel()
-	if err == nil || ctx.Err() != nil || errors.Is(err, ErrNotSent) {
+	if err == nil || errors.Is(err, ErrNotSent) {
 		return res, false, err
+	}
+	if ctx.Err() != nil {
+		// The caller gave up while the call was out; no retry for it.
+		return StoreResult{}, true, err
 	}
 	cctx, cancel = context.WithTimeout(ctx, l.opts.RetryTimeout)
 	res, err = l.store.Check(cctx, windows, member, amount)
