@@ -20,12 +20,13 @@ type CheckCounter struct {
 	Observer Observer
 }
 
-// Checked implements ratelimit.CheckObserver: an error is a failed
-// acquisition, any other refusal a limited one.
+// Checked implements ratelimit.CheckObserver: an error, or a lost answer
+// (an unknown outcome, answered 503), is a failed acquisition, any other
+// refusal a limited one.
 func (c CheckCounter) Checked(req ratelimit.Request, d ratelimit.Decision, err error) {
 	r := ResultAdmitted
 	switch {
-	case err != nil:
+	case err != nil, d.Unknown:
 		r = ResultFailed
 	case !d.Allowed:
 		r = ResultLimited
