@@ -333,8 +333,12 @@ func (l *Ledger) AddLostAnswer(req PayRequest, holds ...ratelimit.Hold) {
 // KeepLostAcquire keeps h, the member of a limits API acquire whose
 // limiter answer was lost, to be released once grace has passed, unless
 // AcquiredAgain names it first. It is on disk (Dir) before it returns. The
-// same member lost again starts its grace again.
+// same member lost again starts its grace again. It is released from the
+// member's records for h's amount only (OwnRecord): the lost call may have
+// been refused for a record of another amount, the client's own earlier
+// acquire, which stays.
 func (l *Ledger) KeepLostAcquire(h ratelimit.Hold, grace time.Duration) {
+	h = h.OwnRecord()
 	grace = max(grace, 0)
 	l.add(&entry{id: acquireID(h.Key, h.Member), phase: phaseAcquire, holds: []ratelimit.Hold{h},
 		notBefore: l.opts.Now().Add(grace)}, max(grace, time.Nanosecond))

@@ -1,6 +1,7 @@
 package pay_test
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -111,5 +112,31 @@ func TestFullLedgerRefusesAcquires(t *testing.T) {
 	}
 	if got := l.Sizes()["acquire"]; got != 3 {
 		t.Fatalf("%d lost acquires kept, want 3 (an entry handed over is never dropped)", got)
+	}
+}
+
+// TestLostAcquireForAnotherAmountLeavesTheHeldSlot: a client holds R1 for
+// 200; its acquire of R1 for 100 is refused by the store (the member is
+// held for another amount), and that answer is lost. Released after the
+// grace, the lost acquire must take only records of R1 for 100, of which
+// there are none: the slot held for 200 stays.
+func TestLostAcquireForAnotherAmountLeavesTheHeldSlot(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  REFUND:ALIPAY: [{limit: 5, calendar: day}]\n")
+	key := ratelimit.Key{BizType: "REFUND", Channel: "ALIPAY"}
+	ctx := context.Background()
+	if d, err := lim.Check(ctx, ratelimit.Request{Key: key, Member: "R1", Amount: 200, Currency: "CNY"}); err != nil || !d.Allowed {
+		t.Fatalf("R1 for 200: %+v %v, want admitted", d, err)
+	}
+	lost, err := lim.Check(ctx, ratelimit.Request{Key: key, Member: "R1", Amount: 100, Currency: "CNY"})
+	if err != nil || lost.Allowed || !lost.Conflict {
+		t.Fatalf("R1 for 100: %+v %v, want refused as held for another amount", lost, err)
+	}
+	clock := testutil.NewClock(t0)
+	l := acquireLedger(t, lim, t.TempDir(), clock, 0)
+	l.KeepLostAcquire(lost.Hold, acquireGrace)
+	clock.Advance(acquireGrace)
+	runUntil(t, l, func() bool { return l.Size() == 0 })
+	if got := dayCount(t, lim, key); got != 1 {
+		t.Fatalf("day window %d once the lost acquire for 100 was released, want 1 (R1 held for 200)", got)
 	}
 }
