@@ -318,8 +318,10 @@ func TestClientPackage(t *testing.T) {
 		t.Fatalf("Acquire again: %+v, %v; want a duplicate", a, err)
 	}
 	// A requestId's identity is its requestId and its amount.
-	if _, err := c.Acquire(ctx, client.AcquireRequest{Key: key, RequestID: "c-1", Amount: 200, Currency: "CNY"}); err == nil || !strings.Contains(err.Error(), "409 IDEMPOTENCY_CONFLICT") {
-		t.Fatalf("Acquire again with another amount: %v; want 409 IDEMPOTENCY_CONFLICT", err)
+	var conflict *client.ConflictError
+	if _, err := c.Acquire(ctx, client.AcquireRequest{Key: key, RequestID: "c-1", Amount: 200, Currency: "CNY"}); !errors.As(err, &conflict) ||
+		conflict.Body.Code != "IDEMPOTENCY_CONFLICT" || !strings.Contains(err.Error(), "409 IDEMPOTENCY_CONFLICT") {
+		t.Fatalf("Acquire again with another amount: %v; want *ConflictError, 409 IDEMPOTENCY_CONFLICT", err)
 	}
 	if p, err := c.Peek(ctx, key); err != nil || p.Allowed || p.Windows[0].Remaining != 0 {
 		t.Fatalf("Peek: %+v, %v; want a full window", p, err)

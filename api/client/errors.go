@@ -91,7 +91,7 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("payserver: conflict: %s: %s", e.Body.Code, e.Body.Message)
+	return fmt.Sprintf("payserver: 409 %s: %s", e.Body.Code, e.Body.Message)
 }
 
 // UnavailableError is anything else: payserver or its dependencies could
