@@ -178,11 +178,14 @@ func TestChaosCampaign(t *testing.T) {
 	wg.Wait()
 	quietFrom := time.Now().UnixMicro()
 	c.heal()
-	c.awaitQuiet(90 * time.Second)
 	// Past the lost-answer grace, and the ledger's longest wait between
 	// two tries, every slot a 503 kept must be settled: the witness then
-	// excuses none of them.
-	time.Sleep(time.Until(time.UnixMicro(quietFrom).Add(chaosLostAnswerGrace + 6*time.Second)))
+	// excuses none of them. Counted from the end of the healing: a
+	// stopped instance's lost answers start their grace when it resumes,
+	// and releases wait for Redis to be reachable again.
+	settled := time.Now().Add(chaosLostAnswerGrace + 6*time.Second)
+	c.awaitQuiet(90 * time.Second)
+	time.Sleep(time.Until(settled))
 	h := c.collect(quietFrom)
 	path := c.writeHistory(h)
 	rep := witness.Check(h, witness.Options{LostAnswerGrace: chaosLostAnswerGrace})
