@@ -79,11 +79,25 @@ func (c *campaign) redisOf(ctx context.Context, ch string) (*redis.Client, error
 	if c.topology != "cluster" {
 		return c.rdb, nil
 	}
-	cl, err := c.rcl.MasterForKey(ctx, "{"+ch+"}")
-	if err != nil {
-		return nil, fmt.Errorf("chaos: the cluster node of {%s}: %w", ch, err)
+	// The client's slot map is only reloaded when asked (it sends little
+	// else): after a failover it may still name the old master, restarted
+	// empty as a replica, whose keys are not the channel's. Ask for a
+	// reload until the node it names answers ROLE as a master.
+	var last error
+	for range 50 {
+		cl, err := c.rcl.MasterForKey(ctx, "{"+ch+"}")
+		if err == nil {
+			role, rerr := cl.Do(ctx, "ROLE").Slice()
+			if rerr == nil && len(role) > 0 && role[0] == "master" {
+				return cl, nil
+			}
+			err = fmt.Errorf("node %s answers ROLE %v (%v), not as a master", cl.Options().Addr, role, rerr)
+		}
+		last = err
+		c.rcl.ReloadState(ctx)
+		time.Sleep(200 * time.Millisecond)
 	}
-	return cl, nil
+	return nil, fmt.Errorf("chaos: the cluster node of {%s}: %w", ch, last)
 }
 
 // redisLost loses windows: standalone, Redis killed and started again
