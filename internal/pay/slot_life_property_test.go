@@ -24,7 +24,8 @@ import (
 // instance never heard). One requestId is attempted several times, from
 // either instance, under two bizTypes of a channel with a channel-wide
 // key, or on another channel, for two amounts: retries, duplicates,
-// in-process admissions, lost answers and their retries. The first
+// in-process admissions, lost answers (a timeout, or the caller giving up
+// while the call is out) and their retries. The first
 // admitted attempt wins the claim (its order), the others lose it; the
 // order ends in a random state. Every admitted attempt's slot, and every
 // slot a lost answer may hold (a 503 its ledger keeps), is then settled
@@ -50,8 +51,12 @@ const slotLifeDoc = `limits:
 type cutStore struct {
 	ratelimit.Store
 	cut, lost atomic.Bool
-	ran       atomic.Int32 // 0: no lost call yet; 1: admitted; 2: refused
-	reached   atomic.Int32 // checks that reached the store
+	// giveUp, with lost, holds a lost call's answer until the caller's
+	// context ends: the caller gave up (its client disconnected) while
+	// the call was out.
+	giveUp  atomic.Bool
+	ran     atomic.Int32 // 0: no lost call yet; 1: admitted; 2: refused
+	reached atomic.Int32 // checks that reached the store
 }
 
 var errCut = fmt.Errorf("%w: %w", ratelimit.ErrNotSent, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
@@ -69,6 +74,10 @@ func (s *cutStore) Check(ctx context.Context, ws []ratelimit.KeyWindow, m string
 		s.ran.CompareAndSwap(0, 1)
 	} else {
 		s.ran.CompareAndSwap(0, 2)
+	}
+	if s.giveUp.Load() {
+		<-ctx.Done()
+		return ratelimit.StoreResult{}, ctx.Err()
 	}
 	return ratelimit.StoreResult{}, context.DeadlineExceeded
 }
@@ -198,11 +207,19 @@ func slotLifeHistory(rt *rapid.T, store ratelimit.Store, cfg *ratelimit.Config, 
 			clock.Advance(time.Minute) // past the breaker's cool-down either way
 		}
 		lost := !way.cut.Load() && rapid.IntRange(0, 3).Draw(rt, "lost") == 0
+		gaveUp := lost && rapid.Bool().Draw(rt, "caller gave up")
 		way.lost.Store(lost)
+		way.giveUp.Store(gaveUp)
 		way.ran.Store(0)
 		way.reached.Store(0)
-		d, err := lims[a.inst].Check(ctx, ratelimit.Request{Key: a.key, Member: member, Amount: a.amount, Currency: "CNY"})
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if gaveUp {
+			actx, cancel = context.WithTimeout(ctx, 5*time.Millisecond)
+		}
+		d, err := lims[a.inst].Check(actx, ratelimit.Request{Key: a.key, Member: member, Amount: a.amount, Currency: "CNY"})
+		cancel()
 		way.lost.Store(false)
+		way.giveUp.Store(false)
 		lost = lost && way.reached.Load() > 0 // an open breaker asks no store
 		switch {
 		case err != nil && way.reached.Load() == 0 && policy == ratelimit.PolicyDeny && errors.Is(err, ratelimit.ErrUnavailable):
