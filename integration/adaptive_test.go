@@ -8,12 +8,15 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"payserver/internal/testutil"
+	"payserver/internal/whatif"
 )
 
 // TestAdaptiveLimits: a channel whose real capacity is 60% of its
@@ -58,6 +61,7 @@ func TestAdaptiveLimits(t *testing.T) {
 	drive(ctx, 2*limit)
 	cancel()
 	end := time.Now()
+	whatIfOverLearning(t, servers[0], doc, biz+":"+learning, start, end)
 
 	// The capacity back to the whole limit: the learned limit climbs 5% of
 	// the limit (2) per second without a throttle and then disappears.
@@ -129,6 +133,44 @@ func TestAdaptiveLimits(t *testing.T) {
 		limit, hadLearned, recovered.Round(100*time.Millisecond))
 	if !hadLearned || recovered == 0 {
 		t.Errorf("learned limit in force at the end of the load %v, recovered after %v: want one, gone within 45 s", hadLearned, recovered)
+	}
+}
+
+// whatIfOverLearning replays key's decisions of [from, to), taken while its
+// channel throttled and learned limits refused, under the document in force
+// (`payserver what-if` in s's environment, once every instance has written
+// its decision log): the replay learns from the throttles the log records
+// as the store did, so it reproduces the record (fidelity ≥ 0.99) and
+// changes nothing.
+func whatIfOverLearning(t *testing.T, s *server, doc, key string, from, to time.Time) {
+	t.Helper()
+	time.Sleep(2 * time.Second) // the decision log flushes every second
+	file := filepath.Join(t.TempDir(), "proposed.yaml")
+	mustWrite(t, file, doc)
+	cmd := exec.Command(s.bin, "what-if", file, "--json", "--key", key,
+		"--from", from.UTC().Format(time.RFC3339Nano), "--to", to.UTC().Format(time.RFC3339Nano))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range s.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("what-if: %v: %s", err, errOut.String())
+	}
+	var res whatif.Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("what-if --json: %v: %s", err, out.String())
+	}
+	fmt.Printf("ADAPTIVE what-if over the learning channel, the document in force: %s\n", strings.TrimSpace(errOut.String()))
+	if len(res.Keys) != 1 || res.Keys[0].Offered == 0 {
+		t.Fatalf("what-if over keys %+v: want %s's decisions", res.Keys, key)
+	}
+	if res.Fidelity < 0.99 {
+		t.Errorf("what-if fidelity %.4f under learned limits, want ≥ 0.99: %+v", res.Fidelity, res.Differences)
+	}
+	if k := res.Keys[0]; k.NewlyRefused != 0 || k.NewlyAdmitted != 0 || k.Actual.Refused == 0 {
+		t.Errorf("the document in force, proposed: %+v; want no change, and refusals to reproduce", k)
 	}
 }
 

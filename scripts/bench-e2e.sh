@@ -63,6 +63,12 @@
 #   alternating order (unlimited, roomy, mysqlslap, healthz, full-nearcache,
 #   then reversed), so that each target's two sides run next to each other;
 #   each ratio is printed per round and as the median of the rounds.
+# E2E_LOG_ROUNDS (3; 0 skips): rounds of the decision log's side by side:
+#   instance G is A with the decision log off
+#   (PAYSERVER_DECISION_LOG_RETENTION=0); each round runs roomy and then
+#   full on A and G, in alternating order, at E2E_AB_CONCURRENCY (64), and
+#   the RATIO lines give server CPU per admitted payment and per 429 with
+#   the log off over with it on (target >= 0.95: the log adds at most 5%).
 # E2E_F_ENV ("PAYSERVER_DB_MAX_BATCH=16"): with E2E_BASELINE, instance F is
 #   this build with these settings (space-separated NAME=VALUE) added, run
 #   in the A/B rounds beside A: the side-by-side check of a setting.
@@ -84,11 +90,14 @@ PORT_C=$((PORT_A + 2))
 PORT_D=$((PORT_A + 3))
 PORT_E=$((PORT_A + 4))
 PORT_F=$((PORT_A + 7))
+PORT_G=$((PORT_A + 8))
 ROUNDS="${E2E_ROUNDS:-1}"
 AB_ROUNDS="${E2E_AB_ROUNDS:-3}"
 for v in ROUNDS AB_ROUNDS; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "bench-e2e: E2E_$v must be a whole number of at least 1, not '${!v}'" >&2; exit 2; }
 done
+LOG_ROUNDS="${E2E_LOG_ROUNDS:-3}"
+[[ "$LOG_ROUNDS" =~ ^[0-9]+$ ]] || { echo "bench-e2e: E2E_LOG_ROUNDS must be a whole number, not '$LOG_ROUNDS'" >&2; exit 2; }
 AB_C="${E2E_AB_CONCURRENCY:-64}"
 BASELINE="${E2E_BASELINE:-}"
 SCALE="${E2E_SCALE:-}"
@@ -183,6 +192,7 @@ start_server() {
       # shellcheck disable=SC2086 # NAME=VALUE words
       export $F_ENV
     fi
+    [[ "$name" != g ]] || export PAYSERVER_DECISION_LOG_RETENTION=0
     if [[ "$batching" == false ]]; then
       export PAYSERVER_LIMITER_COALESCE=false PAYSERVER_DB_GROUP_COMMIT=false PAYSERVER_DB_BATCH_READS=false
     fi
@@ -209,6 +219,7 @@ if [[ -n "$BASELINE" ]]; then
   start_server e "$PORT_E" true true "$DURABLE_MYSQL_PORT" "$WORK/payserver-base"
   start_server f "$PORT_F" true true "$DURABLE_MYSQL_PORT" # this build with $F_ENV
 fi
+((LOG_ROUNDS == 0)) || start_server g "$PORT_G" true true "$DURABLE_MYSQL_PORT" # A with the decision log off
 if [[ -n "$SCALE" ]]; then
   start_server a2 $((PORT_A + 5)) true true "$DURABLE_MYSQL_PORT"
   start_server a3 $((PORT_A + 6)) true true "$DURABLE_MYSQL_PORT"
@@ -513,6 +524,7 @@ summary_header() {
   fi
   [[ -z "$NONDURABLE_CONCURRENCY" ]] || echo "   payserver D :$PORT_D as A on the non-durable DB"
   [[ -z "$SCALE" ]] || echo "   payserver A2 :$((PORT_A + 5)) and A3 :$((PORT_A + 6)) as A, for the instances runs"
+  ((LOG_ROUNDS == 0)) || echo "   payserver G :$PORT_G as A with the decision log off (PAYSERVER_DECISION_LOG_RETENTION=0)"
   [[ -z "$BASELINE" ]] || echo "   payserver E :$PORT_E as A, built from the baseline $BASELINE = $BASELINE_DESC; F :$PORT_F this build with $F_ENV"
   for c in $CONCURRENCY; do
     for ((r = 1; r <= ROUNDS; r++)); do
@@ -554,6 +566,25 @@ summary_header() {
       done
     done
   fi
+  for ((r = 1; r <= LOG_ROUNDS; r++)); do
+    echo
+    echo "== decision log on (A) and off (G), round $r of $LOG_ROUNDS, c=$AB_C (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    order=(a g)
+    ((r % 2 == 0)) && order=(g a)
+    for run in roomy full; do
+      for i in "${order[@]}"; do
+        port="$PORT_A"
+        [[ "$i" == g ]] && port="$PORT_G"
+        if [[ "$run" == roomy ]]; then
+          wrk_run "log-roomy-$i-r$r" "$port" pay ROOMY "$AB_C"
+          expect_only "log-roomy-$i-r$r" 200
+        else
+          wrk_run "log-full-$i-r$r" "$port" pay FULL "$AB_C"
+          expect_only "log-full-$i-r$r" 429
+        fi
+      done
+    done
+  done
   if [[ -n "$SCALE" ]]; then
     echo
     echo "== DURABLE, instances: $SCALE, $SCALE_C connections in all (load average $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -608,6 +639,21 @@ summary_header() {
     echo
     echo "== A/B on DURABLE MariaDB, c=$AB_C, $AB_ROUNDS interleaved rounds: this build (A) against the baseline $BASELINE_DESC (E) and this build with $F_ENV (F)"
     ab_ratios
+  fi
+  if ((LOG_ROUNDS > 0)); then
+    echo
+    echo "== the decision log, on (A) and off (G), DURABLE MariaDB, c=$AB_C, $LOG_ROUNDS interleaved rounds"
+    summary_header
+    for ((r = 1; r <= LOG_ROUNDS; r++)); do
+      for i in a g; do row "log-roomy-$i-r$r" "$AB_C" payments; done
+      for i in a g; do row "log-full-$i-r$r" "$AB_C" 429s; done
+    done
+    # Server CPU (payserver + mariadbd + redis): the log's own inserts are
+    # mariadbd's work, so they count.
+    rounds_ratio "$LOG_ROUNDS" "decision log off/on, server CPU per admitted payment (G/A) c=$AB_C" 0.95 log-roomy-g-R total_ms log-roomy-a-R total_ms
+    rounds_ratio "$LOG_ROUNDS" "decision log off/on, server CPU per 429 (G/A) c=$AB_C" 0.95 log-full-g-R total_ms log-full-a-R total_ms
+    rounds_ratio "$LOG_ROUNDS" "decision log off/on, payserver CPU per admitted payment (G/A) c=$AB_C" "" log-roomy-g-R payserver_ms log-roomy-a-R payserver_ms
+    rounds_ratio "$LOG_ROUNDS" "decision log on/off, admitted payments/s (A/G) c=$AB_C" "" log-roomy-a-R ok_rps log-roomy-g-R ok_rps
   fi
   for n in $SCALE; do
     ratio "durable scale $n instances/1 instance c=$SCALE_C" "$(field "scale-$n-c$SCALE_C" ok_rps)" "$(field "scale-1-c$SCALE_C" ok_rps)" ""

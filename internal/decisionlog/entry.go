@@ -1,7 +1,7 @@
-// Package decisionlog records every limiter decision, release and
-// give-back (Entry) in the database payserver uses, for `payserver what-if`
-// to replay a proposed limits document over the traffic payserver saw
-// (internal/whatif). It is analytics, not money: a Log takes entries on the
+// Package decisionlog records every limiter decision, release, give-back
+// and throttle or reset of learned limits (Entry) in the database payserver
+// uses, for `payserver what-if` to replay a proposed limits document over
+// the traffic payserver saw (internal/whatif). It is analytics, not money: a Log takes entries on the
 // request path into a bounded buffer, never waiting, and one worker (Run,
 // owned by Main) writes them in batches at least every second; a full
 // buffer drops entries and counts them.
@@ -22,6 +22,8 @@ const (
 	KindDecision Kind = "decision" // a check (Limiter.Check)
 	KindRelease  Kind = "release"  // a slot given back (Limiter.Release)
 	KindGiveBack Kind = "giveback" // an amount given back (Limiter.ReleaseAmount)
+	KindThrottle Kind = "throttle" // the store learned from a channel's throttle (Limiter.Throttled)
+	KindReset    Kind = "reset"    // the store forgot a key's learned limits (Limiter.ResetLearned)
 )
 
 // Outcome is what a decision answered.
@@ -52,13 +54,15 @@ type Entry struct {
 	// Member is the requestId (or the limits API's member).
 	Member   string
 	Merchant string
+	// Amount is a decision's or a give-back's amount; for a throttle, the
+	// channel's retry-after in µs.
 	Amount   int64
 	Currency string
-	// Outcome and Source are a decision's; empty for a release.
+	// Outcome and Source are a decision's; empty for the other kinds.
 	Outcome Outcome
 	Source  ratelimit.Source
-	// Version is the limits version the decision was taken under
-	// (Decision.LimitsVersion); empty for a release.
+	// Version is the limits version the decision, throttle or reset was
+	// taken under (Decision.LimitsVersion); empty for a release.
 	Version string
 }
 

@@ -46,8 +46,8 @@ type Options struct {
 	After func(time.Duration) <-chan time.Time
 }
 
-// Log is a ratelimit.HoldObserver that records every decision, release and
-// give-back into its Store through a bounded buffer. The request path only
+// Log is a ratelimit.HoldObserver that records every decision, release,
+// give-back, and change the store made to learned limits, into its Store through a bounded buffer. The request path only
 // appends to the buffer under a mutex; Run writes it out.
 type Log struct {
 	store Store
@@ -143,6 +143,16 @@ func (l *Log) Unavailable(r ratelimit.Request, at time.Time) {
 		At: time.UnixMicro(at.UnixMicro()), Kind: KindDecision, Key: r.Key, Member: r.Member, Merchant: r.Merchant,
 		Amount: r.Amount, Currency: r.Currency, Outcome: Unavailable,
 	})
+}
+
+// Throttled implements ratelimit.HoldObserver.
+func (l *Log) Throttled(h ratelimit.Hold, retryAfter time.Duration, version string, at time.Time) {
+	l.add(Entry{At: time.UnixMicro(at.UnixMicro()), Kind: KindThrottle, Key: h.Key, Member: h.Member, Amount: retryAfter.Microseconds(), Version: version})
+}
+
+// LearnedReset implements ratelimit.HoldObserver.
+func (l *Log) LearnedReset(key ratelimit.Key, version string, at time.Time) {
+	l.add(Entry{At: time.UnixMicro(at.UnixMicro()), Kind: KindReset, Key: key, Version: version})
 }
 
 // DocumentApplied keeps a limits document applied under version, for

@@ -79,3 +79,19 @@ func (r Rule) Longest() time.Duration {
 	}
 	return d
 }
+
+// LearnedReach is the longest a learned limit of r's windows can stay in
+// force after its throttle, the channel's retry-after aside: the windows it
+// takes to climb from its floor back to the configured limit (learned.go).
+// A replay that starts that long before an instant has seen every throttle
+// still in force at it.
+func (r Rule) LearnedReach() time.Duration {
+	var d time.Duration
+	for i, w := range r.Windows {
+		if l := r.learning(i); l.On() {
+			climb := (w.Limit - l.Floor + l.Step - 1) / l.Step
+			d = max(d, time.Duration(climb)*w.Size)
+		}
+	}
+	return d
+}

@@ -23,7 +23,8 @@ import (
 // Store that is not a Learner learns nothing. The error is ErrUnavailable
 // while the breaker is open, or the store's.
 func (l *Limiter) Throttled(ctx context.Context, h Hold, retryAfter time.Duration) error {
-	windows := learningWindows(l.Config(), h, l.opts.Now())
+	cfg, now := l.Config(), l.opts.Now()
+	windows := learningWindows(cfg, h, now)
 	if len(windows) == 0 {
 		return nil
 	}
@@ -42,7 +43,20 @@ func (l *Limiter) Throttled(ctx context.Context, h Hold, retryAfter time.Duratio
 		return fmt.Errorf("ratelimit: throttle %s: %w", h.Key, err)
 	}
 	l.breaker.success()
+	if l.holds != nil {
+		l.holds.Throttled(h, retryAfter, cfg.Version, now)
+	}
 	return nil
+}
+
+// ThrottleKey records in m a throttle by the channel at now, with its
+// retry-after, of a call admitted for member of key under cfg: on the
+// learning windows of key and, when it counts there, of its channel-wide
+// key, as cfg gives them at now (Limiter.Throttled with a hold that does
+// not know its windows). A replay of the decision log learns with it what
+// the store learned.
+func (m *Model) ThrottleKey(cfg *Config, key Key, member string, now time.Time, retryAfter time.Duration) {
+	m.Throttle(learningWindows(cfg, Hold{Key: key, Member: member}, now), now, retryAfter)
 }
 
 // learningWindows returns the learning windows of h's key and, when it
@@ -93,6 +107,34 @@ func (l *Limiter) Learned(ctx context.Context, key Key) ([]LearnedLimit, error) 
 // their configured limits at once.
 func (l *Limiter) ResetLearned(ctx context.Context, key Key) error {
 	cfg := l.Config()
+	windows := resetWindows(cfg, key)
+	if len(windows) == 0 {
+		return nil
+	}
+	now := l.opts.Now()
+	_ = l.local.ResetLearned(ctx, windows) // a LocalStore always answers (nil)
+	l.local.forgetLearned(windows)
+	// Refusals by the learned limits must not outlive them.
+	defer l.near.forgetChannel(key.Channel)
+	learner, ok := l.store.(Learner)
+	if !ok {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
+	defer cancel()
+	if err := learner.ResetLearned(cctx, windows); err != nil {
+		return fmt.Errorf("ratelimit: reset learned limits of %s: %w", key, err)
+	}
+	if l.holds != nil {
+		l.holds.LearnedReset(key, cfg.Version, now)
+	}
+	return nil
+}
+
+// resetWindows are the windows whose learned limits a reset of key forgets
+// under cfg: key's own sliding count windows under its base rule and every
+// schedule's, learning or not.
+func resetWindows(cfg *Config, key Key) []KeyWindow {
 	var windows []KeyWindow
 	seen := map[windowID]bool{}
 	add := func(r Rule) {
@@ -114,21 +156,11 @@ func (l *Limiter) ResetLearned(ctx context.Context, key Key) error {
 			}
 		}
 	}
-	if len(windows) == 0 {
-		return nil
-	}
-	_ = l.local.ResetLearned(ctx, windows) // a LocalStore always answers (nil)
-	l.local.forgetLearned(windows)
-	// Refusals by the learned limits must not outlive them.
-	defer l.near.forgetChannel(key.Channel)
-	learner, ok := l.store.(Learner)
-	if !ok {
-		return nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
-	defer cancel()
-	if err := learner.ResetLearned(cctx, windows); err != nil {
-		return fmt.Errorf("ratelimit: reset learned limits of %s: %w", key, err)
-	}
-	return nil
+	return windows
+}
+
+// ResetKeyLearned forgets in m the learned limits a reset of key under cfg
+// forgets (Limiter.ResetLearned).
+func (m *Model) ResetKeyLearned(cfg *Config, key Key) {
+	m.ResetLearned(resetWindows(cfg, key))
 }

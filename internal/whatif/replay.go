@@ -44,13 +44,16 @@ const maxDifferences = 20
 const maxWarmUp = 24 * time.Hour
 
 // Replay streams the decisions of opts' interval (and, before From, those
-// that still fill its windows at From: as far back as the longest sliding
-// window of every document involved, at most a day) from src through two
-// models: one under opts.Proposed, one under the documents in force. Every
-// entry is taken as recorded, in order: each decision of the same
-// microsecond that was admitted before those that were not (a coalesced
-// Redis call decides many at one instant), each release and give-back
-// where it happened. A decision the store could not take (unavailable) is
+// that still fill its windows at From, and the throttles whose learned
+// limits are still in force at From: as far back as the longest sliding
+// window or learned limit of every document involved, at most a day) from
+// src through two models: one under opts.Proposed, one under the documents
+// in force. Every entry is taken as recorded, in order: each decision of
+// the same microsecond that was admitted before those that were not (a
+// coalesced Redis call decides many at one instant), each release and
+// give-back where it happened, and each throttle or reset of learned
+// limits where the store took it, each model learning from the use of its
+// own windows. A decision the store could not take (unavailable) is
 // refused under the proposal too.
 func Replay(ctx context.Context, src Source, opts Options) (Result, error) {
 	if opts.Proposed == nil {
@@ -130,16 +133,17 @@ func newReplayer(opts Options) *replayer {
 	return r
 }
 
-// warmUp is the longest sliding window of every document involved, at
-// most maxWarmUp.
+// warmUp is the longest sliding window, or learned limit's reach after its
+// throttle (Rule.LearnedReach), of every document involved, at most
+// maxWarmUp.
 func (r *replayer) warmUp() time.Duration {
 	var d time.Duration
 	longest := func(c *ratelimit.Config) {
 		for _, rule := range c.Rules {
-			d = max(d, rule.Longest())
+			d = max(d, rule.Longest(), rule.LearnedReach())
 		}
 		for _, s := range c.Schedules {
-			d = max(d, s.Rule.Longest())
+			d = max(d, s.Rule.Longest(), s.Rule.LearnedReach())
 		}
 	}
 	longest(r.opts.Proposed)
@@ -157,11 +161,30 @@ func admits(m *ratelimit.Model, cfg *ratelimit.Config, req ratelimit.Request, no
 }
 
 func (r *replayer) step(e decisionlog.Entry) {
-	if e.Kind != decisionlog.KindDecision {
+	inForce, known := r.opts.InForce[e.Version]
+	switch e.Kind {
+	case decisionlog.KindRelease, decisionlog.KindGiveBack:
 		give := e.Kind == decisionlog.KindGiveBack
 		r.proposed.ReleaseKey(e.Key, e.Member, give)
 		r.inForce.ReleaseKey(e.Key, e.Member, give)
 		return
+	case decisionlog.KindThrottle:
+		// Each model learns from what it admitted, under its own rules.
+		retryAfter := time.Duration(e.Amount) * time.Microsecond
+		r.proposed.ThrottleKey(r.opts.Proposed, e.Key, e.Member, e.At, retryAfter)
+		if known {
+			r.inForce.ThrottleKey(inForce, e.Key, e.Member, e.At, retryAfter)
+		}
+		return
+	case decisionlog.KindReset:
+		r.proposed.ResetKeyLearned(r.opts.Proposed, e.Key)
+		if known {
+			r.inForce.ResetKeyLearned(inForce, e.Key)
+		}
+		return
+	case decisionlog.KindDecision:
+	default:
+		return // a kind this build does not know changes no window
 	}
 	counted := !e.At.Before(r.opts.From) && (r.report == nil || r.report[e.Key])
 	actual := e.Outcome.Admits()
@@ -169,8 +192,8 @@ func (r *replayer) step(e decisionlog.Entry) {
 	req := ratelimit.Request{Key: e.Key, Member: e.Member, Amount: e.Amount, Currency: e.Currency, Merchant: e.Merchant}
 	if e.Outcome != decisionlog.Unavailable {
 		proposed = admits(r.proposed, r.opts.Proposed, req, e.At)
-		if cfg, ok := r.opts.InForce[e.Version]; ok && e.Source != ratelimit.SourceLocal && e.Source != ratelimit.SourceFailOpen {
-			again := admits(r.inForce, cfg, req, e.At)
+		if known && e.Source != ratelimit.SourceLocal && e.Source != ratelimit.SourceFailOpen {
+			again := admits(r.inForce, inForce, req, e.At)
 			if counted {
 				r.check(e, actual, again)
 			}
@@ -284,7 +307,7 @@ func why(d Difference) string {
 	case d.Admitted > 0 && d.Refused == 0:
 		return "the store admitted what the replay refused: its windows held less than the log has (releases not logged, entries dropped, or a limits change mid-window whose new document the log lacks)"
 	case d.Refused > 0 && d.Admitted == 0:
-		return "the store refused what the replay admitted: its windows held more than the log has (admissions before the replay's warm-up, other instances' entries dropped, a learned limit below the document's, or a closed key's schedule)"
+		return "the store refused what the replay admitted: its windows held more than the log has (admissions before the replay's warm-up, other instances' entries dropped, a throttle the log lacks, or a closed key's schedule)"
 	default:
 		return "both ways in one minute: decisions of one instant in another order than the store took them, or a window's edge within the clocks' skew"
 	}

@@ -4,13 +4,16 @@
 -- request path and pruned after PAYSERVER_DECISION_LOG_RETENTION.
 --   at_us      the instant (µs): Redis TIME for a Redis decision, the
 --              limiter's clock otherwise and for releases
---   kind       decision, release or giveback
---   biz_type, channel, member, merchant, amount, currency: the request
+--   kind       decision, release, giveback, throttle (the store learned from
+--              a channel's throttle) or reset (of a key's learned limits)
+--   biz_type, channel, member, merchant, amount, currency: the request; a
+--              throttle's amount is the channel's retry-after in µs
 --   outcome    admitted, duplicate, refused, conflict, unavailable; '' for
 --              a release
 --   source     what decided: redis, near_cache, local, fail_open, closed,
 --              unlimited; '' for a release
---   version    the limits version the decision was taken under
+--   version    the limits version the decision (or throttle, reset) was
+--              taken under
 -- limit_documents keeps each limits document applied, by version, so that a
 -- replay can take every decision again under the document it was taken
 -- under.
