@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -17,6 +15,7 @@ import (
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
+	"payserver/internal/testutil"
 	"payserver/internal/whatif"
 )
 
@@ -153,30 +152,13 @@ func whatIfOnce(n int, kind string) error {
 	if err != nil {
 		return err
 	}
-	runtime.GC()
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	start := time.Now()
-	res, err := svc.WhatIf(ctx, whatif.Query{Document: []byte(whatIfProposed), From: base, To: base.Add(time.Duration(n) * time.Millisecond)})
-	took := time.Since(start)
-	close(stop)
-	<-sampled
+	var res whatif.Result
+	var took time.Duration
+	_, peak := testutil.PeakHeap(50*time.Millisecond, func() {
+		start := time.Now()
+		res, err = svc.WhatIf(ctx, whatif.Query{Document: []byte(whatIfProposed), From: base, To: base.Add(time.Duration(n) * time.Millisecond)})
+		took = time.Since(start)
+	})
 	if err != nil {
 		return err
 	}
@@ -184,6 +166,6 @@ func whatIfOnce(n int, kind string) error {
 		return fmt.Errorf("replay of %d: %+v, want every decision offered and some newly refused", n, res.Keys)
 	}
 	fmt.Printf("%12d  %10s  %10s  %14.0f  %9.1f MB  %14.1f  %10.4f\n", n, insert.Round(time.Second), took.Round(100*time.Millisecond),
-		float64(n)/took.Seconds(), float64(peak.Load())/(1<<20), float64(size)/float64(n), res.Fidelity)
+		float64(n)/took.Seconds(), float64(peak)/(1<<20), float64(size)/float64(n), res.Fidelity)
 	return nil
 }

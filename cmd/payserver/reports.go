@@ -241,14 +241,20 @@ func reportCmd(args []string, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "payserver report: %v\n", err)
 		return 1
 	}
+	if *format == "csv" {
+		// Written as the rows are read: its memory does not grow with them.
+		if err := reporter.Stream(ctx, q, stats.NewCSVWriter(stdout)); err != nil {
+			fmt.Fprintf(stderr, "payserver report: %v\n(has `payserver migrate` run on this database?)\n", err)
+			return 1
+		}
+		return 0
+	}
 	rep, err := reporter.Report(ctx, q)
 	if err != nil {
 		fmt.Fprintf(stderr, "payserver report: %v\n(has `payserver migrate` run on this database?)\n", err)
 		return 1
 	}
 	switch *format {
-	case "csv":
-		err = stats.WriteCSV(stdout, rep)
 	case "json":
 		err = writeJSON(stdout, rep)
 	default:

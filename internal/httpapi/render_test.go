@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -32,5 +34,37 @@ func TestAnswerEncodedBeforeStatus(t *testing.T) {
 	a := s.get(t, "/reports/channel-limits?"+window, "tok")
 	if a.status != 500 || !strings.Contains(a.body, `"code":"INTERNAL"`) {
 		t.Errorf("status %d: %q; want 500 INTERNAL", a.status, a.body)
+	}
+}
+
+// TestReportCutShortIsNoWholeAnswer: a report is streamed, so an error
+// after its first bytes cannot become an error answer; the connection is
+// cut instead, and the client reads an error, never a 200 whose JSON or
+// CSV merely looks whole.
+func TestReportCutShortIsNoWholeAnswer(t *testing.T) {
+	s := newTestServer(t, "tok")
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 2000 {
+		s.reports.rep.Rows = append(s.reports.rep.Rows, stats.ReportRow{BizType: "PAY", Channel: "ALIPAY",
+			Bucket: at.Add(time.Duration(i%60) * time.Minute), Limit: "100/1s", LimitChanges: []string{}})
+	}
+	s.reports.rep.Rows = append(s.reports.rep.Rows, stats.ReportRow{BizType: "PAY", Channel: "ALIPAY",
+		Bucket: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), LimitChanges: []string{}})
+	req, err := http.NewRequest(http.MethodGet, s.srv.URL+"/reports/channel-limits?"+window, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("no answer: %v; want the headers of a 200 first", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("status %d, %d bytes read whole; want the transfer cut short", resp.StatusCode, len(body))
+	}
+	if len(body) < 4096 {
+		t.Fatalf("only %d bytes before the cut: the test must fail after the first bytes", len(body))
 	}
 }

@@ -21,6 +21,9 @@ import (
 // *stats.Reporter implements it.
 type ReportService interface {
 	Report(ctx context.Context, q stats.Query) (stats.Report, error)
+	// Stream is Report written to w as it is read (GET
+	// /reports/channel-limits).
+	Stream(ctx context.Context, q stats.Query, w stats.ReportWriter) error
 	Amounts(ctx context.Context, q stats.Query) (stats.AmountReport, error)
 	// Merchants is the channel-limit report grouped by merchant
 	// (groupBy=merchant, and the dashboard's top merchants).
@@ -129,37 +132,78 @@ func (r *reports) getReport(c *gin.Context) {
 		writeError(c, r.log, err, "")
 		return
 	}
-	var rep any
-	var writeCSV func(*bytes.Buffer) error
-	name := "channel-limits-"
-	if q.GroupBy == stats.GroupByMerchant {
-		m, err := r.opts.Reports.Merchants(c.Request.Context(), q)
-		rep, writeCSV, name = m, func(b *bytes.Buffer) error { return stats.WriteMerchantsCSV(b, m) }, "channel-merchants-"
-		if err != nil {
-			writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
-			return
-		}
-	} else {
-		k, err := r.opts.Reports.Report(c.Request.Context(), q)
-		rep, writeCSV = k, func(b *bytes.Buffer) error { return stats.WriteCSV(b, k) }
-		if err != nil {
-			writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
-			return
-		}
+	if q.GroupBy != stats.GroupByMerchant {
+		r.streamReport(c, q)
+		return
+	}
+	m, err := r.opts.Reports.Merchants(c.Request.Context(), q)
+	if err != nil {
+		writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+		return
 	}
 	c.Header("Cache-Control", "no-store")
 	if q.Format == stats.FormatCSV {
 		var buf bytes.Buffer
-		if err := writeCSV(&buf); err != nil {
+		if err := stats.WriteMerchantsCSV(&buf, m); err != nil {
 			writeError(c, r.log, err, "")
 			return
 		}
-		name += q.From.Format("20060102T1504Z") + "-" + string(q.Granularity) + ".csv"
-		c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
+		c.Header("Content-Disposition", `attachment; filename="`+reportFile("channel-merchants-", q)+`"`)
 		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 		return
 	}
-	writeJSON(c, r.log, http.StatusOK, rep)
+	writeJSON(c, r.log, http.StatusOK, m)
+}
+
+// reportFile is the file name a CSV report of q is offered under.
+func reportFile(prefix string, q stats.Query) string {
+	return prefix + q.From.Format("20060102T1504Z") + "-" + string(q.Granularity) + ".csv"
+}
+
+// streamReport answers the channel-limits report of q row by row as the
+// database returns them, in JSON or CSV, holding none of them: its memory
+// does not grow with its rows. Until the first byte is written an error is
+// answered as usual; after it, the connection is cut (http.ErrAbortHandler)
+// so that a client never takes a report cut short for a whole one.
+func (r *reports) streamReport(c *gin.Context, q stats.Query) {
+	out := &startedWriter{c: c, contentType: "application/json; charset=utf-8"}
+	w := stats.NewJSONWriter(out)
+	if q.Format == stats.FormatCSV {
+		out.contentType, out.file = "text/csv; charset=utf-8", reportFile("channel-limits-", q)
+		w = stats.NewCSVWriter(out)
+	}
+	err := r.opts.Reports.Stream(c.Request.Context(), q, w)
+	if err == nil {
+		return
+	}
+	if !out.started {
+		writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+		return
+	}
+	r.log.Error("channel-limits report cut short", "err", err)
+	panic(http.ErrAbortHandler)
+}
+
+// startedWriter writes a 200 answer's headers before its first byte.
+type startedWriter struct {
+	c           *gin.Context
+	contentType string
+	file        string // a CSV's file name; "" for JSON
+	started     bool
+}
+
+func (w *startedWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.started = true
+		h := w.c.Writer.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Type", w.contentType)
+		if w.file != "" {
+			h.Set("Content-Disposition", `attachment; filename="`+w.file+`"`)
+		}
+		w.c.Writer.WriteHeader(http.StatusOK)
+	}
+	return w.c.Writer.Write(p)
 }
 
 // getAmounts answers GET /reports/channel-amounts: the amounts the limiter

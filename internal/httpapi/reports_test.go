@@ -85,6 +85,14 @@ func (f *fakeReports) Merchants(_ context.Context, q stats.Query) (stats.Merchan
 
 // Report answers the rows of f.rep that q selects, as the stats store
 // does: its bizType, channel and keys.
+func (f *fakeReports) Stream(ctx context.Context, q stats.Query, w stats.ReportWriter) error {
+	rep, err := f.Report(ctx, q)
+	if err != nil {
+		return err
+	}
+	return stats.WriteReport(w, rep)
+}
+
 func (f *fakeReports) Report(_ context.Context, q stats.Query) (stats.Report, error) {
 	f.got = append(f.got, q)
 	f.reported = append(f.reported, q)

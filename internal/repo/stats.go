@@ -141,28 +141,27 @@ func (s *ChannelStats) Add(ctx context.Context, rows []stats.Row) error {
 	return nil
 }
 
-// Buckets implements stats.Reader. Counts are summed in SQL per bucket; the
-// rule of a bucket is the one stored with its last minute. A minute bucket
-// is one stored row, read as it is.
+// Buckets implements stats.Reader: EachBucket's buckets, collected.
 func (s *ChannelStats) Buckets(ctx context.Context, q stats.Query) ([]stats.Bucket, error) {
-	step := int64(q.Granularity.Duration() / time.Second)
-	if step <= 0 {
-		return nil, fmt.Errorf("repo: channel stats: unknown granularity %q", q.Granularity)
+	out := []stats.Bucket{}
+	err := s.EachBucket(ctx, q, func(b stats.Bucket) error {
+		out = append(out, b)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if len(q.Keys) > stats.MaxQueryKeys {
-		return nil, fmt.Errorf("repo: channel stats: %d keys asked, at most %d", len(q.Keys), stats.MaxQueryKeys)
-	}
-	where, args := keyWhere(q)
-	// A minute is one row: the grouping below would sum one row per group
-	// and join it back to itself, four times the work of reading it (1.3 s
-	// against 5.3 s for an hour of 10,000 keys on SQLite).
-	query := `SELECT minute, biz_type, channel, attempts, admitted, limited, shadow_limited, degraded, released,
-  near_cache_refusals, peak_utilization, 1, limit_rule
-FROM channel_limit_stats
-WHERE ` + where + `
-ORDER BY minute, biz_type, channel`
-	if q.Granularity != stats.Minute {
-		query = groupedBuckets(step, where)
+	return out, nil
+}
+
+// EachBucket implements stats.Reader: it hands fn each bucket of q, in
+// order, as the database returns it. Counts are summed in SQL per bucket;
+// the rule of a bucket is the one stored with its last minute. A minute
+// bucket is one stored row, read as it is.
+func (s *ChannelStats) EachBucket(ctx context.Context, q stats.Query, fn func(stats.Bucket) error) error {
+	query, args, err := bucketsQuery(q)
+	if err != nil {
+		return err
 	}
 	if q.MaxRows > 0 {
 		// One more than the cap tells the report it is over.
@@ -171,24 +170,80 @@ ORDER BY minute, biz_type, channel`
 	}
 	rows, err := s.db.WithContext(ctx).Raw(query, args...).Rows()
 	if err != nil {
-		return nil, fmt.Errorf("repo: query channel stats: %w", err)
+		return fmt.Errorf("repo: query channel stats: %w", err)
 	}
 	defer rows.Close()
-	out := []stats.Bucket{}
 	for rows.Next() {
 		var b stats.Bucket
 		var start int64
 		if err := rows.Scan(&start, &b.Key.BizType, &b.Key.Channel, &b.Attempts, &b.Admitted, &b.Limited,
 			&b.ShadowLimited, &b.Degraded, &b.Released, &b.NearCacheRefusals, &b.PeakUtilization, &b.RulesSeen, &b.Rule); err != nil {
-			return nil, fmt.Errorf("repo: scan channel stats: %w", err)
+			return fmt.Errorf("repo: scan channel stats: %w", err)
 		}
 		b.Start = time.Unix(start, 0).UTC()
-		out = append(out, b)
+		if err := fn(b); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("repo: read channel stats: %w", err)
+		return fmt.Errorf("repo: read channel stats: %w", err)
 	}
-	return out, nil
+	return nil
+}
+
+// CountBuckets implements stats.Reader: how many buckets q has, counted up
+// to limit + 1 and no further (limit 0: every one).
+func (s *ChannelStats) CountBuckets(ctx context.Context, q stats.Query, limit int) (int, error) {
+	where, args, err := bucketsWhere(q)
+	if err != nil {
+		return 0, err
+	}
+	inner := "SELECT 1 FROM channel_limit_stats WHERE " + where
+	if q.Granularity != stats.Minute {
+		step := int64(q.Granularity.Duration() / time.Second)
+		// step comes from a fixed set of granularities, never from input text.
+		inner += fmt.Sprintf(" GROUP BY minute - (minute %% %d), biz_type, channel", step)
+	}
+	if limit > 0 {
+		inner += " LIMIT ?"
+		args = append(args, limit+1)
+	}
+	var n int
+	if err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM ("+inner+") t", args...).Scan(&n).Error; err != nil {
+		return 0, fmt.Errorf("repo: count channel stats: %w", err)
+	}
+	return n, nil
+}
+
+// bucketsWhere checks q and returns the condition selecting its rows.
+func bucketsWhere(q stats.Query) (string, []any, error) {
+	if q.Granularity.Duration() < time.Second {
+		return "", nil, fmt.Errorf("repo: channel stats: unknown granularity %q", q.Granularity)
+	}
+	if len(q.Keys) > stats.MaxQueryKeys {
+		return "", nil, fmt.Errorf("repo: channel stats: %d keys asked, at most %d", len(q.Keys), stats.MaxQueryKeys)
+	}
+	where, args := keyWhere(q)
+	return where, args, nil
+}
+
+// bucketsQuery is the query of q's buckets, in order.
+func bucketsQuery(q stats.Query) (string, []any, error) {
+	where, args, err := bucketsWhere(q)
+	if err != nil {
+		return "", nil, err
+	}
+	if q.Granularity != stats.Minute {
+		return groupedBuckets(int64(q.Granularity.Duration()/time.Second), where), args, nil
+	}
+	// A minute is one row: the grouping would sum one row per group and
+	// join it back to itself, four times the work of reading it (1.3 s
+	// against 5.3 s for an hour of 10,000 keys on SQLite).
+	return `SELECT minute, biz_type, channel, attempts, admitted, limited, shadow_limited, degraded, released,
+  near_cache_refusals, peak_utilization, 1, limit_rule
+FROM channel_limit_stats
+WHERE ` + where + `
+ORDER BY minute, biz_type, channel`, args, nil
 }
 
 // keyWhere is the condition (and its arguments) on the minute, biz_type

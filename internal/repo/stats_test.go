@@ -117,6 +117,24 @@ func TestChannelStatsSuite(t *testing.T) {
 				}
 			})
 
+			t.Run("a count is the buckets', up to one more than its limit", func(t *testing.T) {
+				for _, g := range []stats.Granularity{stats.Minute, stats.Hour, stats.Day} {
+					q := day
+					q.Granularity = g
+					all := len(mustBuckets(t, s, q))
+					for _, limit := range []int{0, 1, all} {
+						n, err := s.CountBuckets(ctx, q, limit)
+						want := all
+						if limit > 0 {
+							want = min(all, limit+1)
+						}
+						if err != nil || n != want {
+							t.Errorf("%s buckets counted with limit %d: %d, %v; want %d of %d", g, limit, n, err, want, all)
+						}
+					}
+				}
+			})
+
 			t.Run("hour buckets sum minutes and keep the last minute's rule", func(t *testing.T) {
 				q := day
 				q.Granularity = stats.Hour

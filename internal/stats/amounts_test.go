@@ -112,6 +112,10 @@ func TestReporterAmountsRefusesBizType(t *testing.T) {
 type nopReader struct{}
 
 func (nopReader) Buckets(context.Context, stats.Query) ([]stats.Bucket, error) { return nil, nil }
+func (nopReader) EachBucket(context.Context, stats.Query, func(stats.Bucket) error) error {
+	return nil
+}
+func (nopReader) CountBuckets(context.Context, stats.Query, int) (int, error) { return 0, nil }
 
 // TestAmountBucketMajor: JSON and CSV carry each amount in minor units and
 // in major units of its currency (CNY 2 digits, JPY 0, BHD 3); currency

@@ -1,13 +1,17 @@
 package stats
 
 import (
+	"bufio"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"payserver/internal/apperr"
 )
 
 // Columns are the report's columns, in order: the CSV header and the JSON
@@ -33,17 +37,74 @@ func (r ReportRow) fields() []string {
 // WriteCSV writes the report as CSV (RFC 4180): a header row of Columns,
 // then one line per row, with the same values as the JSON form.
 func WriteCSV(w io.Writer, rep Report) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(Columns); err != nil {
+	return WriteReport(NewCSVWriter(w), rep)
+}
+
+// WriteReport writes a report built whole through w.
+func WriteReport(w ReportWriter, rep Report) error {
+	if err := w.Head(rep); err != nil {
 		return err
 	}
 	for _, r := range rep.Rows {
-		if err := cw.Write(r.fields()); err != nil {
+		if err := w.Row(r); err != nil {
 			return err
 		}
 	}
-	cw.Flush()
-	return cw.Error()
+	return w.End()
+}
+
+// NewCSVWriter returns a ReportWriter of WriteCSV's form, buffered: End
+// writes what is left.
+func NewCSVWriter(w io.Writer) ReportWriter { return &csvReport{w: csv.NewWriter(w)} }
+
+type csvReport struct{ w *csv.Writer }
+
+func (c *csvReport) Head(Report) error     { return c.w.Write(Columns) }
+func (c *csvReport) Row(r ReportRow) error { return c.w.Write(r.fields()) }
+func (c *csvReport) End() error {
+	c.w.Flush()
+	return c.w.Error()
+}
+
+// NewJSONWriter returns a ReportWriter of the JSON form of a Report, byte
+// for byte what json.Marshal makes of it, buffered: End writes what is
+// left.
+func NewJSONWriter(w io.Writer) ReportWriter { return &jsonReport{w: bufio.NewWriter(w)} }
+
+type jsonReport struct {
+	w    *bufio.Writer
+	rows int
+}
+
+func (j *jsonReport) Head(rep Report) error {
+	head, err := json.Marshal(Report{From: rep.From, To: rep.To, Granularity: rep.Granularity, Rows: []ReportRow{}})
+	if err != nil {
+		return apperr.Wrap(err, apperr.Internal, "encode the report")
+	}
+	// head ends with the empty rows' "[]}": keep its "[".
+	_, err = j.w.Write(head[:len(head)-2])
+	return err
+}
+
+func (j *jsonReport) Row(r ReportRow) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return apperr.Wrap(err, apperr.Internal, "encode the report")
+	}
+	if j.rows++; j.rows > 1 {
+		if err := j.w.WriteByte(','); err != nil {
+			return err
+		}
+	}
+	_, err = j.w.Write(b)
+	return err
+}
+
+func (j *jsonReport) End() error {
+	if _, err := j.w.WriteString("]}"); err != nil {
+		return err
+	}
+	return j.w.Flush()
 }
 
 // WriteTable writes the report as an aligned text table for terminals, with

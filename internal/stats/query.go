@@ -76,9 +76,10 @@ type Query struct {
 	// merchant of a key.
 	GroupBy GroupBy
 	// MaxRows, when positive, caps the rows of the report: a query that
-	// finds more is INVALID_REQUEST naming the cap (Reporter.Report), and
-	// a Reader need read no more than MaxRows+1 buckets. ParseQuery sets
-	// it to MaxReportRows; 0 means no cap.
+	// finds more is INVALID_REQUEST naming the cap (Reporter.Report,
+	// Reporter.Stream), and a Reader need read no more than MaxRows+1
+	// buckets. ParseQuery sets it to MaxReportRows (MaxMerchantRows grouped
+	// by merchant); 0 means no cap.
 	MaxRows int
 }
 
@@ -99,10 +100,18 @@ const (
 const MaxQueryKeys = 500
 
 // MaxReportRows is the most rows a report asked for through ParseQuery may
-// have (a row is one key in one bucket): about 28 MB of JSON. A day of
-// minutes for 500 keys is 720,000 rows; such a query is refused, naming
-// the cap, rather than built in memory.
-const MaxReportRows = 100_000
+// have (a row is one key in one bucket): about 290 MB of JSON. A report is
+// streamed (Reporter.Stream), so its memory does not grow with its rows;
+// the cap bounds the database's work and the answer's size. A day of
+// minutes for 500 keys is 720,000 rows; for 1,000 keys, 1,440,000, refused
+// naming the cap.
+const MaxReportRows = 1_000_000
+
+// MaxMerchantRows is the most stored rows a report grouped by merchant
+// asked for through ParseQuery may read (a row is one key, merchant and
+// minute or bucket). That report is built in memory (each bucket's top
+// merchants need its rows together), so its cap is lower: about 30 MB.
+const MaxMerchantRows = 100_000
 
 // queryParams are the parameters ParseQuery accepts.
 var queryParams = []string{"from", "to", "bizType", "channel", "granularity", "format", "groupBy"}
@@ -198,6 +207,9 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 	}
 	step := q.Granularity.Duration()
 	q.MaxRows = MaxReportRows
+	if q.GroupBy == GroupByMerchant {
+		q.MaxRows = MaxMerchantRows
+	}
 	q.From = from.Truncate(step).UTC()
 	q.To = to.Truncate(step).UTC()
 	if q.To.Before(to) {

@@ -31,9 +31,14 @@ type Bucket struct {
 
 // Reader reads stored counts back. Buckets returns the buckets of q (its
 // From, To, BizType, Channel and Granularity) sorted by start, bizType and
-// channel; only buckets with stored rows appear.
+// channel; only buckets with stored rows appear. EachBucket hands them to
+// fn in the same order as they are read, holding none, and stops at fn's
+// first error. Both read at most q.MaxRows+1 buckets when q.MaxRows is
+// positive. CountBuckets counts q's buckets up to limit+1 (limit 0: all).
 type Reader interface {
 	Buckets(ctx context.Context, q Query) ([]Bucket, error)
+	EachBucket(ctx context.Context, q Query, fn func(Bucket) error) error
+	CountBuckets(ctx context.Context, q Query, limit int) (int, error)
 }
 
 // ChangeLister lists applied limits changes in [from, to), oldest first, at
@@ -149,6 +154,59 @@ func (r *Reporter) Report(ctx context.Context, q Query) (Report, error) {
 		rep.Rows = append(rep.Rows, row)
 	}
 	return rep, nil
+}
+
+// ReportWriter writes a report as Reporter.Stream produces it: its head
+// (a Report without rows) once, then each row in order, then the end.
+type ReportWriter interface {
+	Head(rep Report) error
+	Row(row ReportRow) error
+	End() error
+}
+
+// Stream is Report written as it is read: it flushes this instance's
+// pending counts (when a Flusher is set), counts q's rows against
+// q.MaxRows, reads the limit changes, and only then writes the head and
+// hands w each row as the Reader reads it, holding none of them. An error
+// before the head is written is the caller's to answer (INVALID_REQUEST
+// past the cap); after it, the answer is cut short.
+func (r *Reporter) Stream(ctx context.Context, q Query, w ReportWriter) error {
+	if r.opts.Flusher != nil {
+		if err := r.opts.Flusher.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	if q.MaxRows > 0 {
+		n, err := r.opts.Reader.CountBuckets(ctx, q, q.MaxRows)
+		if err != nil {
+			return err
+		}
+		if n > q.MaxRows {
+			return tooManyRows(q.MaxRows, "have more than %d rows (one per key and bucket)")
+		}
+	}
+	changes, err := r.changes(ctx, q)
+	if err != nil {
+		return err
+	}
+	if err := w.Head(Report{From: q.From, To: q.To, Granularity: q.Granularity}); err != nil {
+		return err
+	}
+	rows := 0
+	err = r.opts.Reader.EachBucket(ctx, q, func(b Bucket) error {
+		if rows++; q.MaxRows > 0 && rows > q.MaxRows {
+			return nil // minutes flushed since the count: the cap holds
+		}
+		row := NewReportRow(b)
+		if cs := changes[changeSlot{start: b.Start.Unix(), key: b.Key}]; len(cs) > 0 {
+			row.LimitChanged, row.LimitChanges = true, cs
+		}
+		return w.Row(row)
+	})
+	if err != nil {
+		return err
+	}
+	return w.End()
 }
 
 // tooManyRows is the INVALID_REQUEST of a report past its cap of max rows;

@@ -17,12 +17,31 @@ import (
 
 type fakeReader struct {
 	buckets []stats.Bucket
+	count   int
 	got     stats.Query
 }
 
 func (r *fakeReader) Buckets(_ context.Context, q stats.Query) ([]stats.Bucket, error) {
 	r.got = q
 	return r.buckets, nil
+}
+
+func (r *fakeReader) EachBucket(_ context.Context, q stats.Query, fn func(stats.Bucket) error) error {
+	r.got = q
+	for _, b := range r.buckets {
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CountBuckets counts the buckets, or says count when it is set.
+func (r *fakeReader) CountBuckets(_ context.Context, q stats.Query, limit int) (int, error) {
+	if r.count > 0 {
+		return r.count, nil
+	}
+	return len(r.buckets), nil
 }
 
 type fakeHistory []configcenter.Change
