@@ -22,7 +22,6 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sony/gobreaker/v2 v2.4.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/time v0.1.0
 	google.golang.org/grpc v1.85.0

@@ -4,8 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sony/gobreaker/v2"
-
+	"payserver/internal/breaker"
 	"payserver/internal/channel"
 	"payserver/internal/configcenter"
 	"payserver/internal/httpapi"
@@ -40,9 +39,9 @@ func (m *Main) openRouting(ctx context.Context) error {
 	}
 	log := m.log.With("component", "routing")
 	health := channel.NewHealth(codes, channel.HealthOptions{
-		Failures: m.cfg.Routing.BreakerFailures, Cooldown: m.cfg.Routing.BreakerCooldown, Probes: m.cfg.Routing.BreakerProbes,
-		OnStateChange: func(code string, from, to gobreaker.State) {
-			rm.BreakerOpen(code, to == gobreaker.StateOpen)
+		Failures: int(m.cfg.Routing.BreakerFailures), Cooldown: m.cfg.Routing.BreakerCooldown, Probes: int(m.cfg.Routing.BreakerProbes),
+		OnStateChange: func(code string, from, to breaker.State) {
+			rm.BreakerOpen(code, to == breaker.Open)
 			log.Warn("channel health changed; routed payments skip an open channel", "channel", code, "from", from.String(), "to", to.String())
 		},
 	})

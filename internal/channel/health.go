@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
+	"payserver/internal/breaker"
 )
 
 // HealthOptions tunes the per-channel circuit breakers of Health. Zero
@@ -16,66 +15,46 @@ type HealthOptions struct {
 	// Failures is how many failed calls in a row (transport errors,
 	// timeouts, channel system errors; never declines) open a channel's
 	// breaker. Default 5.
-	Failures uint32
+	Failures int
 	// Cooldown is how long an open breaker skips its channel before
 	// letting probes through (half-open). Default 30s.
 	Cooldown time.Duration
-	// Probes is how many calls a half-open breaker lets through; that many
-	// successes in a row close it, one failure opens it again. Default 1.
-	Probes uint32
+	// Probes is how many calls a half-open breaker lets through at once;
+	// that many successes in a row close it, one failure opens it again.
+	// Default 1.
+	Probes int
+	// Now is the breakers' clock. Default time.Now.
+	Now func() time.Time
 	// OnStateChange, when set, is told of every breaker state change, for
 	// logs and metrics.
-	OnStateChange func(channel string, from, to gobreaker.State)
+	OnStateChange func(channel string, from, to breaker.State)
 }
 
-// Health tracks whether each channel answers, with one sony/gobreaker
-// circuit breaker per channel. Routed payments skip an unhealthy channel
+// Health tracks whether each channel answers, with one circuit breaker
+// (internal/breaker) per channel. Routed payments skip an unhealthy channel
 // (open breaker) and go through Call, which counts each outcome. It is safe
 // for concurrent use.
 type Health struct {
-	breakers map[string]*gobreaker.CircuitBreaker[Result]
-	cooldown time.Duration
-	probes   uint32
-	now      func() time.Time
-
-	mu     sync.Mutex
-	opened map[string]time.Time // when each open breaker last opened
+	breakers map[string]*breaker.Breaker
 }
 
 // NewHealth returns a Health for the channels codes, all healthy.
 func NewHealth(codes []string, opts HealthOptions) *Health {
-	if opts.Failures == 0 {
+	if opts.Failures <= 0 {
 		opts.Failures = 5
 	}
 	if opts.Cooldown <= 0 {
 		opts.Cooldown = 30 * time.Second
 	}
-	if opts.Probes == 0 {
-		opts.Probes = 1
-	}
-	h := &Health{
-		breakers: make(map[string]*gobreaker.CircuitBreaker[Result], len(codes)),
-		cooldown: opts.Cooldown, probes: opts.Probes, now: time.Now, opened: map[string]time.Time{},
-	}
+	h := &Health{breakers: make(map[string]*breaker.Breaker, len(codes))}
 	for _, code := range codes {
-		st := gobreaker.Settings{
-			Name:         code,
-			MaxRequests:  opts.Probes,
-			Timeout:      opts.Cooldown,
-			ReadyToTrip:  func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= opts.Failures },
-			IsSuccessful: func(err error) bool { return !Failed(err) },
+		var onChange func(from, to breaker.State)
+		if opts.OnStateChange != nil {
+			onChange = func(from, to breaker.State) { opts.OnStateChange(code, from, to) }
 		}
-		st.OnStateChange = func(name string, from, to gobreaker.State) {
-			if to == gobreaker.StateOpen {
-				h.mu.Lock()
-				h.opened[name] = h.now()
-				h.mu.Unlock()
-			}
-			if opts.OnStateChange != nil {
-				opts.OnStateChange(name, from, to)
-			}
-		}
-		h.breakers[code] = gobreaker.NewCircuitBreaker[Result](st)
+		h.breakers[code] = breaker.New(breaker.Options{
+			Failures: opts.Failures, Cooldown: opts.Cooldown, Probes: opts.Probes, Now: opts.Now, OnChange: onChange,
+		})
 	}
 	return h
 }
@@ -98,29 +77,18 @@ func Failed(err error) bool {
 // claim for a call the breaker refuses. An unknown code is healthy.
 func (h *Health) Unhealthy(code string) bool {
 	b, ok := h.breakers[code]
-	if !ok {
-		return false
-	}
-	switch b.State() {
-	case gobreaker.StateOpen:
-		return true
-	case gobreaker.StateHalfOpen:
-		return b.Counts().Requests >= h.probes
-	}
-	return false
+	return ok && b.Refuses()
 }
 
 // RetryAfter returns how long until an unhealthy code's breaker lets a
 // probe through (1 ms while its probes are in flight); 0 when it is
 // healthy.
 func (h *Health) RetryAfter(code string) time.Duration {
-	if !h.Unhealthy(code) {
+	b, ok := h.breakers[code]
+	if !ok {
 		return 0
 	}
-	h.mu.Lock()
-	opened := h.opened[code]
-	h.mu.Unlock()
-	return max(h.cooldown-h.now().Sub(opened), time.Millisecond)
+	return b.RetryAfter()
 }
 
 // States returns each channel's breaker state: "closed", "half-open" or
@@ -141,14 +109,11 @@ func (h *Health) States() map[string]string {
 // counted.
 func (h *Health) CallPinned(ctx context.Context, ch Channel, req Request) (Result, error) {
 	b, ok := h.breakers[ch.Code()]
-	if !ok || b.State() != gobreaker.StateClosed {
+	if !ok || b.IsOpen() {
 		return ch.Pay(ctx, req)
 	}
-	res, err := b.Execute(func() (Result, error) { return ch.Pay(ctx, req) })
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		// It opened in between, before calling: call it anyway, uncounted.
-		return ch.Pay(ctx, req)
-	}
+	res, err := ch.Pay(ctx, req)
+	record(b, err)
 	return res, err
 }
 
@@ -161,9 +126,19 @@ func (h *Health) Call(ctx context.Context, ch Channel, req Request) (Result, err
 	if !ok {
 		return ch.Pay(ctx, req)
 	}
-	res, err := b.Execute(func() (Result, error) { return ch.Pay(ctx, req) })
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return Result{}, fmt.Errorf("channel %s is unhealthy (%w): %w", ch.Code(), err, ErrNotSent)
+	if !b.Allow() {
+		return Result{}, fmt.Errorf("channel %s is unhealthy (its circuit breaker is %s): %w", ch.Code(), b.State(), ErrNotSent)
 	}
+	res, err := ch.Pay(ctx, req)
+	record(b, err)
 	return res, err
+}
+
+// record counts a call's outcome on its breaker (Failed).
+func record(b *breaker.Breaker, err error) {
+	if Failed(err) {
+		b.Failure()
+	} else {
+		b.Success()
+	}
 }

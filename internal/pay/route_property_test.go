@@ -90,7 +90,7 @@ func TestRoutingAgreesWithModel(t *testing.T) {
 		}
 		routesOf.Store(lim, parsed)
 		lim.SetConfig(parsed.Config)
-		failures := uint32(rapid.IntRange(1, 3).Draw(rt, "breakerFailures"))
+		failures := rapid.IntRange(1, 3).Draw(rt, "breakerFailures")
 		reg, _ := channel.NewRegistry(chs...)
 		svc, err := pay.NewService(paytest.NewMemStore(), lim, reg, pay.Options{
 			Routes: staticRoutes{lim}, Health: channel.NewHealth(codes, channel.HealthOptions{Failures: failures, Cooldown: time.Hour}),
@@ -180,16 +180,16 @@ type routeOracle struct {
 	model    *ratelimit.Model
 	now      time.Time
 	refuses  map[string]bool
-	failures uint32
-	failed   map[string]uint32 // failed calls in a row, per channel
+	failures int
+	failed   map[string]int // failed calls in a row, per channel
 	open     map[string]bool
 	sent     map[string]pay.PayRequest
 	answers  map[string]routeAnswer
 }
 
-func newRouteOracle(biz string, cfg *ratelimit.Config, refuses map[string]bool, failures uint32) *routeOracle {
+func newRouteOracle(biz string, cfg *ratelimit.Config, refuses map[string]bool, failures int) *routeOracle {
 	return &routeOracle{biz: biz, cfg: cfg, model: ratelimit.NewModel(), now: time.Now(), refuses: refuses,
-		failures: failures, failed: map[string]uint32{}, open: map[string]bool{},
+		failures: failures, failed: map[string]int{}, open: map[string]bool{},
 		sent: map[string]pay.PayRequest{}, answers: map[string]routeAnswer{}}
 }
 

@@ -164,4 +164,4 @@ func (l *Limiter) scaled(p plan) []KeyWindow {
 }
 
 // Degraded reports whether checks currently bypass the shared store.
-func (l *Limiter) Degraded() bool { return l.breaker.isOpen() }
+func (l *Limiter) Degraded() bool { return l.breaker.IsOpen() }

@@ -21,6 +21,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"payserver/internal/breaker"
 )
 
 // ErrUnavailable is returned by Allow when the store fails and the policy is
@@ -95,7 +97,7 @@ type Limiter struct {
 	names   func(KeyWindow) string // the store's names of its windows
 	local   *LocalStore
 	opts    Options
-	breaker *breaker
+	breaker *breaker.Breaker
 	log     *slog.Logger
 	near    nearCache
 	// reg is what is still to register in a store that keeps the windows
@@ -173,7 +175,7 @@ func New(store Store, opts Options) (*Limiter, error) {
 		names:   storeNamer(store),
 		local:   NewLocalStore(opts.Now),
 		opts:    opts,
-		breaker: newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.Now),
+		breaker: breaker.New(breaker.Options{Failures: opts.BreakerThreshold, Cooldown: opts.BreakerCooldown, Now: opts.Now}),
 		log:     opts.Logger,
 		holds:   holdObserver(opts.Observer),
 	}
@@ -357,7 +359,7 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 			return d, nil
 		}
 	}
-	if !l.breaker.allow() {
+	if !l.breaker.Allow() {
 		return l.decideDegraded(lim, p, r)
 	}
 	epoch := l.near.epoch(r.Key.Channel)
@@ -470,7 +472,7 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, 
 	if h.inProcess {
 		return held, nil // the shared store never recorded this admission
 	}
-	if !l.breaker.allow() {
+	if !l.breaker.Allow() {
 		return false, ErrUnavailable
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
@@ -483,10 +485,10 @@ func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, 
 		found, err = l.store.Release(cctx, windows, member)
 	}
 	if err != nil {
-		l.breaker.failure()
+		l.breaker.Failure()
 		return false, fmt.Errorf("ratelimit: release %s: %w", key, err)
 	}
-	l.breaker.success()
+	l.breaker.Success()
 	return held || found, nil
 }
 

@@ -21,7 +21,7 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 	if l.opts.Policy == PolicyLocal && !p.shadow && l.local.MayHoldLocalOnly(now) {
 		var refused *Decision
 		if asked, localOnly, refused = l.lowerByLocalOnly(p, r.Key, now); refused != nil {
-			l.breaker.abandon()
+			l.breaker.Abandon()
 			return *refused, nil
 		}
 	}
@@ -31,7 +31,7 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 		// The first call's fate is unknown under every policy: never a
 		// fail-open admission, never a degraded decision.
 		*end = l.opts.Now()
-		if l.breaker.success() {
+		if l.breaker.Success() {
 			l.log.Warn("limiter store answers again; back to shared windows", "key", r.Key.String())
 		}
 		d := p.decision(r.Key, res, SourceRedis)
@@ -40,7 +40,7 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			l.breaker.abandon()
+			l.breaker.Abandon()
 			if !unknown {
 				return Decision{Key: r.Key}, ctx.Err()
 			}
@@ -53,7 +53,7 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 			return d, nil
 		}
 		l.opts.Observer.StoreFailed(r.Key, err)
-		if l.breaker.failure() {
+		if l.breaker.Failure() {
 			l.log.Warn("limiter store failing; degraded decisions until it answers", "policy", string(l.opts.Policy), "key", r.Key.String(), "err", err)
 		}
 		if unknown {
@@ -62,7 +62,7 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 		return l.decideDegraded(lim, p, r)
 	}
 	*end = l.opts.Now()
-	if l.breaker.success() {
+	if l.breaker.Success() {
 		l.log.Warn("limiter store answers again; back to shared windows", "key", r.Key.String())
 	}
 	if localOnly != nil {

@@ -33,16 +33,16 @@ func (l *Limiter) Throttled(ctx context.Context, h Hold, retryAfter time.Duratio
 	if !ok {
 		return nil
 	}
-	if !l.breaker.allow() {
+	if !l.breaker.Allow() {
 		return ErrUnavailable
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
 	if err := learner.Throttle(cctx, windows, retryAfter); err != nil {
-		l.breaker.failure()
+		l.breaker.Failure()
 		return fmt.Errorf("ratelimit: throttle %s: %w", h.Key, err)
 	}
-	l.breaker.success()
+	l.breaker.Success()
 	if l.holds != nil {
 		l.holds.Throttled(h, retryAfter, cfg.Version, now)
 	}
