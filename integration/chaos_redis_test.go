@@ -66,8 +66,7 @@ func (c *campaign) redisEnv(in *chaosInstance, env map[string]string) {
 		env["PAYSERVER_REDIS_SENTINELS"] = strings.Join(c.sentinel.Addrs(), ",")
 		env["PAYSERVER_REDIS_MASTER"] = testenv.SentinelMaster
 	case "cluster":
-		env["PAYSERVER_REDIS_ADDR"], env["PAYSERVER_REDIS_MODE"] = "", "cluster"
-		env["PAYSERVER_REDIS_ADDRS"] = strings.Join(c.cluster.Addrs(), ",")
+		env["PAYSERVER_REDIS_ADDR"], env["PAYSERVER_REDIS_MODE"] = strings.Join(c.cluster.Addrs(), ","), "cluster"
 	default:
 		in.redis = startProxy(c.t, c.redisSrv.Addr)
 		env["PAYSERVER_REDIS_ADDR"] = in.redis.addr

@@ -270,8 +270,6 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 			"PAYSERVER_CHANNEL_GATEWAY_URL":    "http://" + in.gw.addr,
 			"PAYSERVER_CHANNEL_GATEWAY_SECRET": gatewaySecret,
 			"PAYSERVER_CHANNEL_TIMEOUT":        "1s",
-			"PAYSERVER_RESOLVER_BACKOFF":       "200ms",
-			"PAYSERVER_RESOLVER_MAX_BACKOFF":   "2s",
 			"PAYSERVER_INSTANCE_COUNT":         "3",
 			"PAYSERVER_CLIENT_TOKENS":          witness.Client + "=" + c.token,
 			"PAYSERVER_ADMIN_TOKEN":            c.admin,
@@ -283,7 +281,7 @@ func newCampaign(t *testing.T, run chaosRun, docs *rand.Rand) *campaign {
 		if c.nacos != "" {
 			env["PAYSERVER_NACOS_ADDR"], env["PAYSERVER_NACOS_DATA_ID"] = c.nacos, c.nacosID
 		}
-		in.srv = startServer(t, serverOptions{DSN: d.FormatDSN(), LimitsPath: c.limitsPath, Env: env})
+		in.srv = startServer(t, serverOptions{DSN: d.FormatDSN(), LimitsPath: c.limitsPath, Env: env, Config: "resolver: {backoff: 200ms, maxBackoff: 2s}\n"})
 		c.instances = append(c.instances, in)
 	}
 	return c

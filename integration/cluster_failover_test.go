@@ -153,8 +153,7 @@ func runFailover(t *testing.T, run failoverRun) {
 
 	limits := fmt.Sprintf("limits:\n  %s:ALIPAY: [{limit: %d, window: 1s}, {limit: %d, window: 1m}]\n", biz, foPerSecond, foPerMinute)
 	env := map[string]string{
-		"PAYSERVER_REDIS_ADDR":     "",
-		"PAYSERVER_REDIS_ADDRS":    strings.Join(run.addrs, ","),
+		"PAYSERVER_REDIS_ADDR":     strings.Join(run.addrs, ","),
 		"PAYSERVER_REDIS_MODE":     "cluster",
 		"PAYSERVER_INSTANCE_COUNT": "3",
 		"PAYSERVER_LIMITER_POLICY": run.policy,

@@ -185,13 +185,11 @@ func gatewayServer(t testing.TB, addr, emuBase, limits, config string, env map[s
 		"PAYSERVER_CHANNEL_GATEWAY_URL":    emuBase,
 		"PAYSERVER_CHANNEL_GATEWAY_SECRET": gatewaySecret,
 		"PAYSERVER_CHANNEL_TIMEOUT":        "1s",
-		"PAYSERVER_RESOLVER_BACKOFF":       "200ms",
-		"PAYSERVER_RESOLVER_MAX_BACKOFF":   "1s",
 	}
 	for k, v := range env {
 		all[k] = v
 	}
-	return startServer(t, serverOptions{Env: all, Limits: limits, Config: config})
+	return startServer(t, serverOptions{Env: all, Limits: limits, Config: withResolver(config, "resolver: {backoff: 200ms, maxBackoff: 1s}\n")})
 }
 
 // checkAgainstLedger compares payserver's orders with the emulator's books:

@@ -119,6 +119,27 @@ type serverOptions struct {
 	Fast bool
 }
 
+// nearCacheOff is the settings of a server whose every check goes to the
+// shared store.
+const nearCacheOff = "limiter: {nearCache: false}\n"
+
+// settingsWithDefaults is the settings file of a test server: config, and
+// unless it sets its own, a resolver that asks about unknown outcomes
+// after 1 s rather than the default 5 s (the tests wait for their
+// resolution).
+func settingsWithDefaults(config string) string {
+	return withResolver(config, "resolver: {backoff: 1s}\n")
+}
+
+// withResolver is config with the resolver settings given, unless config
+// has its own.
+func withResolver(config, resolver string) string {
+	if strings.HasPrefix(config, "resolver:") || strings.Contains(config, "\nresolver:") {
+		return config
+	}
+	return resolver + config
+}
+
 // freePort is a loopback address for a server the test starts.
 func freePort(t testing.TB) string {
 	t.Helper()
@@ -134,9 +155,6 @@ func startServer(t testing.TB, opts serverOptions) *server {
 		"PAYSERVER_DATA_DIR":   filepath.Join(dir, "data"),
 		"PAYSERVER_LOG_FORMAT": "json",
 		"PAYSERVER_LOG_LEVEL":  "info",
-		// Unknown outcomes are asked about after 1 s, not the default
-		// 5 s: the tests wait for their resolution.
-		"PAYSERVER_RESOLVER_BACKOFF": "1s",
 	}
 	if !opts.Embedded {
 		env["PAYSERVER_REDIS_ADDR"] = testutil.RedisAddr(t)
@@ -158,7 +176,7 @@ func startServer(t testing.TB, opts serverOptions) *server {
 	}
 	env["PAYSERVER_LIMITS_FILE"] = limitsPath
 	cfgPath := filepath.Join(dir, "payserver.yaml")
-	mustWrite(t, cfgPath, opts.Config)
+	mustWrite(t, cfgPath, settingsWithDefaults(opts.Config))
 	env["PAYSERVER_CONFIG"] = cfgPath
 	for k, v := range opts.Env {
 		env[k] = v

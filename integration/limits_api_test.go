@@ -70,8 +70,8 @@ func TestLimitsAPISharesPayExactly(t *testing.T) {
 	dsn := testutil.MustFreshMySQL(t)
 	var servers []*server
 	for i := 0; i < 3; i++ {
-		env := limitsEnv(map[string]string{"PAYSERVER_LIMITER_NEAR_CACHE": "false", "PAYSERVER_LIMITER_TIMEOUT": "2s"})
-		servers = append(servers, startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env}))
+		env := limitsEnv(map[string]string{"PAYSERVER_LIMITER_TIMEOUT": "2s"})
+		servers = append(servers, startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env, Config: nearCacheOff}))
 	}
 	var mu sync.Mutex
 	statuses := map[string]int{}

@@ -149,7 +149,7 @@ func watchLimits(ctx context.Context, wg *sync.WaitGroup, s *server, key string)
 // up; and no instance ever answers /limits without its limits.
 //
 // Instance A runs without the naming client (an explicit
-// PAYSERVER_LIMITER_LOCAL_SHARE), so it holds exactly one Nacos connection
+// limiter.localShare in its settings file), so it holds exactly one Nacos connection
 // and "the node it is connected to" is one node; instance B runs the full
 // set (config + naming, possibly on other nodes) and must ride the same
 // failover. The "node 2" and "node 3" are the two nodes other than
@@ -166,8 +166,8 @@ func TestNacosClusterFailover(t *testing.T) {
 	// own reconnect (RpcClient.reconnect writes currentConnection while
 	// notifyConnectionEvent reads it, both SDK goroutines) is reported by
 	// the race detector; it is inside the SDK, not in payserver.
-	a := startServer(t, serverOptions{DSN: dsn, Fast: true, Env: map[string]string{
-		"PAYSERVER_NACOS_ADDR": addrs, "PAYSERVER_NACOS_DATA_ID": dataID, "PAYSERVER_LIMITER_LOCAL_SHARE": "0.5",
+	a := startServer(t, serverOptions{DSN: dsn, Fast: true, Config: "limiter: {localShare: 0.5}\n", Env: map[string]string{
+		"PAYSERVER_NACOS_ADDR": addrs, "PAYSERVER_NACOS_DATA_ID": dataID,
 	}})
 	b := startServer(t, serverOptions{DSN: dsn, Fast: true, Env: map[string]string{
 		"PAYSERVER_NACOS_ADDR": addrs, "PAYSERVER_NACOS_DATA_ID": dataID, "PAYSERVER_INSTANCE_COUNT": "2",

@@ -279,7 +279,7 @@ func TestExactAcrossProcesses(t *testing.T) {
 			return map[string]string{"PAYSERVER_REDIS_ADDR": testutil.RedisAddr(t)}
 		},
 		"cluster": func(t *testing.T) map[string]string {
-			return map[string]string{"PAYSERVER_REDIS_ADDR": "", "PAYSERVER_REDIS_ADDRS": strings.Join(testutil.RedisClusterAddrs(t), ",")}
+			return map[string]string{"PAYSERVER_REDIS_ADDR": strings.Join(testutil.RedisClusterAddrs(t), ",")}
 		},
 	}
 	for name, backend := range backends {
@@ -293,11 +293,11 @@ func TestExactAcrossProcesses(t *testing.T) {
 				// path, and a race-instrumented binary on two cores can be
 				// slow. The degraded counter below proves no decision
 				// bypassed Redis.
-				env := map[string]string{"PAYSERVER_LIMITER_NEAR_CACHE": "false", "PAYSERVER_LIMITER_TIMEOUT": "2s"}
+				env := map[string]string{"PAYSERVER_LIMITER_TIMEOUT": "2s"}
 				for k, v := range backend(t) {
 					env[k] = v
 				}
-				servers = append(servers, startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env}))
+				servers = append(servers, startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env, Config: nearCacheOff}))
 			}
 			var mu sync.Mutex
 			statuses := map[int]int{}

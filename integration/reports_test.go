@@ -135,9 +135,10 @@ func TestReportCountsAddUpAcrossInstances(t *testing.T) {
 `, biz, shadow)
 	dsn := testutil.MustFreshMySQL(t)
 	// Only explicit flushes write: the report's own, and shutdown.
-	env := map[string]string{"PAYSERVER_STATS_FLUSH_INTERVAL": "1h", "PAYSERVER_LIMITER_TIMEOUT": "2s"}
-	a := startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env, Config: channelsConfig})
-	b := startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env, Config: channelsConfig})
+	env := map[string]string{"PAYSERVER_LIMITER_TIMEOUT": "2s"}
+	config := "stats: {flushInterval: 1h}\n" + channelsConfig
+	a := startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env, Config: config})
+	b := startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env, Config: config})
 	servers := []*server{a, b}
 	start := time.Now()
 
@@ -337,9 +338,9 @@ func TestReportShutdownFlushesPendingCounts(t *testing.T) {
 	biz := testutil.UniqueName("SIG")
 	limits := fmt.Sprintf("limits:\n  %s:ALIPAY: {limit: 2, window: 1h}\n", biz)
 	dsn := testutil.MustFreshMySQL(t)
-	env := map[string]string{"PAYSERVER_STATS_FLUSH_INTERVAL": "1h"}
-	a := startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env})
-	reader := startServer(t, serverOptions{Limits: limits, DSN: dsn, Env: env})
+	config := "stats: {flushInterval: 1h}\n"
+	a := startServer(t, serverOptions{Limits: limits, DSN: dsn, Config: config})
+	reader := startServer(t, serverOptions{Limits: limits, DSN: dsn, Config: config})
 	start := time.Now()
 	for i, want := range []int{200, 200, 429, 429, 429} {
 		if r := a.pay(t, payBody(fmt.Sprintf("sig-%d", i), biz, "ALIPAY")); r.Status != want {

@@ -182,15 +182,14 @@ func TestRoutingSkipsAClosedChannel(t *testing.T) {
 
 // TestRoutingSkipsAFailingChannel: a simulator that fails every call
 // (error rate 1) answers CHANNEL_ERROR until its breaker opens after
-// PAYSERVER_ROUTE_BREAKER_FAILURES calls; from then on routed payments skip
+// routing.breakerFailures calls; from then on routed payments skip
 // it as unhealthy, while a payment pinned to it is still sent. A channel
 // that refuses connections (nothing sent) moves the payment on within the
 // same request.
 func TestRoutingSkipsAFailingChannel(t *testing.T) {
 	biz := testutil.UniqueName("RFAIL")
 	s := startServer(t, serverOptions{
-		Config: "channels:\n  ALIPAY: {errorRate: 1}\n  WECHAT: {}\n  UNIONPAY: {refuseRate: 1}\n",
-		Env:    map[string]string{"PAYSERVER_ROUTE_BREAKER_FAILURES": "3", "PAYSERVER_ROUTE_BREAKER_COOLDOWN": "1m"},
+		Config: "routing: {breakerFailures: 3, breakerCooldown: 1m}\nchannels:\n  ALIPAY: {errorRate: 1}\n  WECHAT: {}\n  UNIONPAY: {refuseRate: 1}\n",
 		Limits: fmt.Sprintf("routes:\n  %[1]s: [ALIPAY, WECHAT]\n  %[1]sR: [UNIONPAY, WECHAT]\nlimits:\n  %[1]s:ALIPAY: 100\n", biz),
 	})
 	for i := range 3 {

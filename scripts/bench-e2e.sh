@@ -14,8 +14,8 @@
 #      (payserver_bench_e2e) on the durable MariaDB, zero-latency simulator
 #      channels, log level warn: A with the near-cache on (the default), B
 #      with it off, C with the near-cache on and no batching at all
-#      (PAYSERVER_LIMITER_COALESCE, PAYSERVER_DB_GROUP_COMMIT and
-#      PAYSERVER_DB_BATCH_READS false); and D, like A, on the
+#      (limiter.coalesce, dbGroupCommit and dbBatchReads false in its
+#      settings file); and D, like A, on the
 #      non-durable MariaDB;
 #   4. the headline, on the durable MariaDB: for each concurrency (50, 64
 #      and 200), runs wrk for E2E_DURATION each:
@@ -69,9 +69,10 @@
 #   full on A and G, in alternating order, at E2E_AB_CONCURRENCY (64), and
 #   the RATIO lines give server CPU per admitted payment and per 429 with
 #   the log off over with it on (target >= 0.95: the log adds at most 5%).
-# E2E_F_ENV ("PAYSERVER_DB_MAX_BATCH=16"): with E2E_BASELINE, instance F is
-#   this build with these settings (space-separated NAME=VALUE) added, run
-#   in the A/B rounds beside A: the side-by-side check of a setting.
+# E2E_F_CONFIG ("dbMaxBatch: 16") and E2E_F_ENV (""): with E2E_BASELINE,
+#   instance F is this build with these settings added (lines of its
+#   settings file, and space-separated NAME=VALUE variables), run in the A/B
+#   rounds beside A: the side-by-side check of a setting.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -102,7 +103,9 @@ AB_C="${E2E_AB_CONCURRENCY:-64}"
 BASELINE="${E2E_BASELINE:-}"
 SCALE="${E2E_SCALE:-}"
 SCALE_C="${E2E_SCALE_CONCURRENCY:-64}"
-F_ENV="${E2E_F_ENV:-PAYSERVER_DB_MAX_BATCH=16}"
+F_CONFIG="${E2E_F_CONFIG-dbMaxBatch: 16}"
+F_ENV="${E2E_F_ENV:-}"
+F_DESC="$F_CONFIG${F_ENV:+ $F_ENV}"
 DURABLE_MYSQL_PORT="${PAYSERVER_TEST_MYSQL_DURABLE_ADDR##*:}"
 SHARED_MYSQL_PORT="${PAYSERVER_TEST_MYSQL_ADDR:-}"
 SHARED_MYSQL_PORT="${SHARED_MYSQL_PORT##*:}"
@@ -179,23 +182,27 @@ declare -A PORT_PID # port -> payserver pid
 # start_server NAME PORT NEARCACHE BATCHING MYSQL_PORT [BINARY]
 start_server() {
   local name="$1" port="$2" nc="$3" batching="$4" mport="$5" bin="${6:-$WORK/payserver}"
+  # Each instance's settings file: the shared one plus its "off" switches
+  # (settings file only) and, for F, E2E_F_CONFIG.
+  local cfg="$WORK/payserver-$name.yaml"
+  cp "$WORK/payserver.yaml" "$cfg"
+  [[ "$nc" == true && "$batching" == true ]] || echo "limiter: {nearCache: $nc, coalesce: $batching}" >>"$cfg"
+  [[ "$batching" == true ]] || printf 'dbGroupCommit: false\ndbBatchReads: false\n' >>"$cfg"
+  [[ "$name" != f || -z "$F_CONFIG" ]] || printf '%s\n' "$F_CONFIG" >>"$cfg"
   (
-    export PAYSERVER_CONFIG="$WORK/payserver.yaml" PAYSERVER_HTTP_ADDR="$HOST:$port"
+    export PAYSERVER_CONFIG="$cfg" PAYSERVER_HTTP_ADDR="$HOST:$port"
     export PAYSERVER_DATA_DIR="$WORK/data-$name" PAYSERVER_LIMITS_FILE="$WORK/limits.yaml"
     export PAYSERVER_MYSQL_DSN="payserver:payserver@tcp($HOST:$mport)/$DB?parseTime=true&loc=UTC"
     export PAYSERVER_AUTO_MIGRATE=true PAYSERVER_REDIS_ADDR="$HOST:$REDIS_PORT"
-    export PAYSERVER_LOG_LEVEL=warn PAYSERVER_LIMITER_NEAR_CACHE="$nc"
+    export PAYSERVER_LOG_LEVEL=warn
     # A loaded machine should show as latency, not as degraded (local)
     # decisions: this measures throughput, not the outage policy.
     export PAYSERVER_LIMITER_TIMEOUT=1s
-    if [[ "$name" == f ]]; then
+    if [[ "$name" == f && -n "$F_ENV" ]]; then
       # shellcheck disable=SC2086 # NAME=VALUE words
       export $F_ENV
     fi
     [[ "$name" != g ]] || export PAYSERVER_DECISION_LOG_RETENTION=0
-    if [[ "$batching" == false ]]; then
-      export PAYSERVER_LIMITER_COALESCE=false PAYSERVER_DB_GROUP_COMMIT=false PAYSERVER_DB_BATCH_READS=false
-    fi
     exec "$bin"
   ) >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
@@ -217,7 +224,7 @@ fi
 [[ -z "$NONDURABLE_CONCURRENCY" ]] || start_server d "$PORT_D" true true "$SHARED_MYSQL_PORT"
 if [[ -n "$BASELINE" ]]; then
   start_server e "$PORT_E" true true "$DURABLE_MYSQL_PORT" "$WORK/payserver-base"
-  start_server f "$PORT_F" true true "$DURABLE_MYSQL_PORT" # this build with $F_ENV
+  start_server f "$PORT_F" true true "$DURABLE_MYSQL_PORT" # this build with $F_DESC
 fi
 ((LOG_ROUNDS == 0)) || start_server g "$PORT_G" true true "$DURABLE_MYSQL_PORT" # A with the decision log off
 if [[ -n "$SCALE" ]]; then
@@ -486,11 +493,11 @@ ab_ratios() {
   ab_ratio "A/B this/baseline 429/s c=$AB_C" "" ab-full-a-R rps ab-full-e-R rps
   ab_ratio "A/B this rejection 429/healthz c=$AB_C" 0.6 ab-full-a-R rps ab-healthz-a-R ok_rps
   ab_ratio "A/B baseline rejection 429/healthz c=$AB_C" 0.6 ab-full-e-R rps ab-healthz-a-R ok_rps
-  ab_ratio "A/B $F_ENV/default (this build, F/A) admitted payments/s c=$AB_C" "" ab-roomy-f-R ok_rps ab-roomy-a-R ok_rps
+  ab_ratio "A/B $F_DESC/default (this build, F/A) admitted payments/s c=$AB_C" "" ab-roomy-f-R ok_rps ab-roomy-a-R ok_rps
   ab_ratio "A/B cpu-bound this/baseline admitted (server CPU per payment, E/A) c=$AB_C" "" ab-roomy-e-R total_ms ab-roomy-a-R total_ms
   ab_ratio "A/B cpu-bound this/baseline 429 (server CPU per 429, E/A) c=$AB_C" "" ab-full-e-R total_ms ab-full-a-R total_ms
-  ab_ratio "A/B cpu-bound $F_ENV/default admitted (server CPU per payment, A/F) c=$AB_C" "" ab-roomy-a-R total_ms ab-roomy-f-R total_ms
-  ab_ratio "A/B limiter check latency $F_ENV/default (F/A) c=$AB_C" "" ab-roomy-f-R check_ms ab-roomy-a-R check_ms
+  ab_ratio "A/B cpu-bound $F_DESC/default admitted (server CPU per payment, A/F) c=$AB_C" "" ab-roomy-a-R total_ms ab-roomy-f-R total_ms
+  ab_ratio "A/B limiter check latency $F_DESC/default (F/A) c=$AB_C" "" ab-roomy-f-R check_ms ab-roomy-a-R check_ms
   ab_ratio "A/B payserver CPU per 429, baseline/this (E/A) c=$AB_C" "" ab-full-e-R payserver_ms ab-full-a-R payserver_ms
 }
 
@@ -525,7 +532,7 @@ summary_header() {
   [[ -z "$NONDURABLE_CONCURRENCY" ]] || echo "   payserver D :$PORT_D as A on the non-durable DB"
   [[ -z "$SCALE" ]] || echo "   payserver A2 :$((PORT_A + 5)) and A3 :$((PORT_A + 6)) as A, for the instances runs"
   ((LOG_ROUNDS == 0)) || echo "   payserver G :$PORT_G as A with the decision log off (PAYSERVER_DECISION_LOG_RETENTION=0)"
-  [[ -z "$BASELINE" ]] || echo "   payserver E :$PORT_E as A, built from the baseline $BASELINE = $BASELINE_DESC; F :$PORT_F this build with $F_ENV"
+  [[ -z "$BASELINE" ]] || echo "   payserver E :$PORT_E as A, built from the baseline $BASELINE = $BASELINE_DESC; F :$PORT_F this build with $F_DESC"
   for c in $CONCURRENCY; do
     for ((r = 1; r <= ROUNDS; r++)); do
       echo
@@ -637,7 +644,7 @@ summary_header() {
   done
   if [[ -n "$BASELINE" ]]; then
     echo
-    echo "== A/B on DURABLE MariaDB, c=$AB_C, $AB_ROUNDS interleaved rounds: this build (A) against the baseline $BASELINE_DESC (E) and this build with $F_ENV (F)"
+    echo "== A/B on DURABLE MariaDB, c=$AB_C, $AB_ROUNDS interleaved rounds: this build (A) against the baseline $BASELINE_DESC (E) and this build with $F_DESC (F)"
     ab_ratios
   fi
   if ((LOG_ROUNDS > 0)); then

@@ -115,7 +115,7 @@ func batching(args []string) error {
 	if err != nil {
 		return err
 	}
-	// As payserver ships: PAYSERVER_LIMITER_COALESCE on.
+	// As payserver ships: limiter.coalesce on.
 	batched, err := mk("batched (as shipped)", ratelimit.RedisStoreOptions{Coalesce: true})
 	if err != nil {
 		return err

@@ -149,7 +149,7 @@ type bench struct {
 	client *redis.Client
 	store  *ratelimit.RedisStore
 	// co is the store as payserver ships it: coalesced checks
-	// (PAYSERVER_LIMITER_COALESCE on).
+	// (limiter.coalesce on).
 	co    *ratelimit.RedisStore
 	naive *ratelimittest.NaiveStore
 	rr    *redis_rate.Limiter

@@ -115,7 +115,8 @@ func (b *bench) serve(bin, dir string, n int) (map[string]timing, string, error)
 		return nil, "", err
 	}
 	var cfg strings.Builder
-	cfg.WriteString("channels:\n")
+	// The reports read what the stats aggregator has flushed.
+	cfg.WriteString("stats: {flushInterval: 1s}\nchannels:\n")
 	for c := range keysChannels {
 		fmt.Fprintf(&cfg, "  C%02d: {}\n", c)
 	}
@@ -132,8 +133,6 @@ func (b *bench) serve(bin, dir string, n int) (map[string]timing, string, error)
 		"PAYSERVER_HTTP_ADDR=" + addr, "PAYSERVER_DATA_DIR=" + filepath.Join(dir, "data"),
 		"PAYSERVER_LIMITS_FILE=" + limitsPath, "PAYSERVER_CONFIG=" + cfgPath,
 		"PAYSERVER_ADMIN_TOKEN=" + adminToken, "PAYSERVER_LOG_LEVEL=warn",
-		// The reports read what the stats aggregator has flushed.
-		"PAYSERVER_STATS_FLUSH_INTERVAL=1s",
 	}
 	logPath := filepath.Join(dir, "payserver.log")
 	logFile, err := os.Create(logPath)

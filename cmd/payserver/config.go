@@ -29,18 +29,18 @@ type Config struct {
 	AutoMigrate bool     `yaml:"autoMigrate"` // PAYSERVER_AUTO_MIGRATE
 	// DBGroupCommit sends concurrent order claims as one multi-row INSERT
 	// and concurrent outcomes as one UPDATE (repo.OrdersOptions).
-	DBGroupCommit bool `yaml:"dbGroupCommit"` // PAYSERVER_DB_GROUP_COMMIT
+	DBGroupCommit bool `yaml:"dbGroupCommit"` // settings file only
 	// DBBatchReads sends concurrent idempotency lookups as one SELECT.
-	DBBatchReads bool `yaml:"dbBatchReads"` // PAYSERVER_DB_BATCH_READS
+	DBBatchReads bool `yaml:"dbBatchReads"` // settings file only
 	// DBMaxBatch bounds one batched statement; 0 means 64, the most.
-	DBMaxBatch int `yaml:"dbMaxBatch"` // PAYSERVER_DB_MAX_BATCH
+	DBMaxBatch int `yaml:"dbMaxBatch"` // settings file only
 
 	// RedisMode says how RedisAddrs are read; empty infers it (see
 	// RedisMode). Sentinel mode reads RedisSentinels and RedisMaster instead.
 	RedisMode RedisMode `yaml:"redisMode"` // PAYSERVER_REDIS_MODE
 	// RedisAddrs are the standalone server or the Cluster seed nodes. Empty
 	// (and no mode) means the embedded Redis-protocol server.
-	RedisAddrs []string `yaml:"redisAddrs"` // PAYSERVER_REDIS_ADDR, PAYSERVER_REDIS_ADDRS
+	RedisAddrs []string `yaml:"redisAddrs"` // PAYSERVER_REDIS_ADDR, a comma list
 	// RedisUsername is the ACL user; empty means the default user.
 	RedisUsername string `yaml:"redisUsername"` // PAYSERVER_REDIS_USERNAME
 	RedisPassword string `yaml:"redisPassword"` // PAYSERVER_REDIS_PASSWORD
@@ -112,21 +112,21 @@ type LimiterConfig struct {
 	Policy        ratelimit.Policy `yaml:"policy"`        // PAYSERVER_LIMITER_POLICY: local, allow, deny
 	Timeout       time.Duration    `yaml:"timeout"`       // PAYSERVER_LIMITER_TIMEOUT
 	InstanceCount int              `yaml:"instanceCount"` // PAYSERVER_INSTANCE_COUNT
-	LocalShare    float64          `yaml:"localShare"`    // PAYSERVER_LIMITER_LOCAL_SHARE (overrides 1/instanceCount)
-	NearCache     bool             `yaml:"nearCache"`     // PAYSERVER_LIMITER_NEAR_CACHE
+	LocalShare    float64          `yaml:"localShare"`    // settings file only (overrides 1/instanceCount)
+	NearCache     bool             `yaml:"nearCache"`     // settings file only
 	// Coalesce sends the concurrent checks of one key to Redis as one
 	// script call (ratelimit.RedisStoreOptions.Coalesce).
-	Coalesce bool `yaml:"coalesce"` // PAYSERVER_LIMITER_COALESCE
+	Coalesce bool `yaml:"coalesce"` // settings file only
 	// MaxBatch bounds the checks in one coalesced call; 0 means 128.
-	MaxBatch int `yaml:"maxBatch"` // PAYSERVER_LIMITER_MAX_BATCH
+	MaxBatch int `yaml:"maxBatch"` // settings file only
 }
 
 // ResolverConfig tunes the resolver of unknown outcomes (pay.Resolver):
 // an UNKNOWN order is queried Backoff after its first unanswered attempt,
 // then twice as long each time up to MaxBackoff.
 type ResolverConfig struct {
-	Backoff    time.Duration `yaml:"backoff"`    // PAYSERVER_RESOLVER_BACKOFF, default 1s
-	MaxBackoff time.Duration `yaml:"maxBackoff"` // PAYSERVER_RESOLVER_MAX_BACKOFF, default 1m
+	Backoff    time.Duration `yaml:"backoff"`    // settings file only, default 1s
+	MaxBackoff time.Duration `yaml:"maxBackoff"` // settings file only, default 1m
 }
 
 // RoutingConfig tunes the channel health breakers of routed payments
@@ -135,9 +135,9 @@ type ResolverConfig struct {
 // is skipped as unhealthy for BreakerCooldown, then BreakerProbes calls
 // probe it.
 type RoutingConfig struct {
-	BreakerFailures uint32        `yaml:"breakerFailures"` // PAYSERVER_ROUTE_BREAKER_FAILURES, default 5
-	BreakerCooldown time.Duration `yaml:"breakerCooldown"` // PAYSERVER_ROUTE_BREAKER_COOLDOWN, default 30s
-	BreakerProbes   uint32        `yaml:"breakerProbes"`   // PAYSERVER_ROUTE_BREAKER_PROBES, default 1
+	BreakerFailures uint32        `yaml:"breakerFailures"` // settings file only, default 5
+	BreakerCooldown time.Duration `yaml:"breakerCooldown"` // settings file only, default 30s
+	BreakerProbes   uint32        `yaml:"breakerProbes"`   // settings file only, default 1
 }
 
 // NacosConfig selects Nacos as the limits source when Addrs is set.
@@ -228,19 +228,19 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("PAYSERVER_INSTANCE_COUNT must be at least 1"))
 	}
 	if c.DBMaxBatch < 0 || c.DBMaxBatch > 64 {
-		errs = append(errs, errors.New("PAYSERVER_DB_MAX_BATCH must be in [0, 64] (0 = 64)"))
+		errs = append(errs, errors.New("dbMaxBatch must be in [0, 64] (0 = 64)"))
 	}
 	if c.Limiter.MaxBatch < 0 || c.Limiter.MaxBatch > 1000 {
-		errs = append(errs, errors.New("PAYSERVER_LIMITER_MAX_BATCH must be in [0, 1000] (0 = 128)"))
+		errs = append(errs, errors.New("limiter.maxBatch must be in [0, 1000] (0 = 128)"))
 	}
 	if c.Limiter.LocalShare < 0 || c.Limiter.LocalShare > 1 {
-		errs = append(errs, errors.New("PAYSERVER_LIMITER_LOCAL_SHARE must be in (0, 1]"))
+		errs = append(errs, errors.New("limiter.localShare must be in (0, 1]"))
 	}
 	if c.Limiter.Timeout <= 0 || c.ChannelTimeout <= 0 || c.ShutdownTimeout <= 0 || c.Stats.FlushInterval <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
 	if c.Routing.BreakerFailures < 1 || c.Routing.BreakerProbes < 1 || c.Routing.BreakerCooldown <= 0 {
-		errs = append(errs, errors.New("PAYSERVER_ROUTE_BREAKER_FAILURES and PAYSERVER_ROUTE_BREAKER_PROBES must be at least 1, PAYSERVER_ROUTE_BREAKER_COOLDOWN positive"))
+		errs = append(errs, errors.New("routing.breakerFailures and routing.breakerProbes must be at least 1, routing.breakerCooldown positive"))
 	}
 	if len(c.Channels) == 0 {
 		errs = append(errs, errors.New("no channels configured"))
@@ -261,7 +261,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("PAYSERVER_ORDER_STALE_AFTER %v must be at least the longest channel call timeout (%v) plus %v", c.OrderStaleAfter, longest, staleMargin))
 	}
 	if c.Resolver.Backoff <= 0 || c.Resolver.MaxBackoff < c.Resolver.Backoff {
-		errs = append(errs, errors.New("PAYSERVER_RESOLVER_BACKOFF must be positive and PAYSERVER_RESOLVER_MAX_BACKOFF at least as long"))
+		errs = append(errs, errors.New("resolver.backoff must be positive and resolver.maxBackoff at least as long"))
 	}
 	if c.PprofAddr != "" && !netaddr.IsLoopback(c.PprofAddr) {
 		errs = append(errs, fmt.Errorf("PAYSERVER_PPROF_ADDR %q: must be a loopback host:port", c.PprofAddr))
@@ -296,7 +296,7 @@ func (c Config) validateRedis() error {
 		}
 	case RedisCluster:
 		if len(c.RedisAddrs) == 0 {
-			return errors.New("PAYSERVER_REDIS_MODE=cluster needs seed addresses in PAYSERVER_REDIS_ADDRS")
+			return errors.New("PAYSERVER_REDIS_MODE=cluster needs seed addresses in PAYSERVER_REDIS_ADDR")
 		}
 	}
 	if len(c.RedisSentinels) > 0 || c.RedisMaster != "" {

@@ -1,7 +1,8 @@
 package main
 
 // envKeys maps every PAYSERVER_* variable payserver reads to its YAML key
-// path in Config. An empty path marks a variable read outside the decoding
+// path in Config. A setting without a variable is set in the settings file
+// (docs/CONFIGURATION.md, "Settings file only"). An empty path marks a variable read outside the decoding
 // (PAYSERVER_CONFIG names the file; PAYSERVER_CHANNELS replaces the channel
 // map). docs/CONFIGURATION.md lists the same names; TestEnvKeysDocumented
 // keeps the two in step.
@@ -21,14 +22,9 @@ var envKeys = map[string]string{
 	"PAYSERVER_MYSQL_TLS_CA":            "mysqlTls.ca",
 	"PAYSERVER_MYSQL_TLS_CERT":          "mysqlTls.cert",
 	"PAYSERVER_MYSQL_TLS_KEY":           "mysqlTls.key",
-	"PAYSERVER_MYSQL_TLS_SERVER_NAME":   "mysqlTls.serverName",
 	"PAYSERVER_AUTO_MIGRATE":            "autoMigrate",
-	"PAYSERVER_DB_GROUP_COMMIT":         "dbGroupCommit",
-	"PAYSERVER_DB_BATCH_READS":          "dbBatchReads",
-	"PAYSERVER_DB_MAX_BATCH":            "dbMaxBatch",
 	"PAYSERVER_REDIS_MODE":              "redisMode",
 	"PAYSERVER_REDIS_ADDR":              "redisAddrs",
-	"PAYSERVER_REDIS_ADDRS":             "redisAddrs",
 	"PAYSERVER_REDIS_USERNAME":          "redisUsername",
 	"PAYSERVER_REDIS_PASSWORD":          "redisPassword",
 	"PAYSERVER_REDIS_SENTINELS":         "redisSentinels",
@@ -39,7 +35,6 @@ var envKeys = map[string]string{
 	"PAYSERVER_REDIS_TLS_CA":            "redisTls.ca",
 	"PAYSERVER_REDIS_TLS_CERT":          "redisTls.cert",
 	"PAYSERVER_REDIS_TLS_KEY":           "redisTls.key",
-	"PAYSERVER_REDIS_TLS_SERVER_NAME":   "redisTls.serverName",
 	"PAYSERVER_PPROF_ADDR":              "pprofAddr",
 	"PAYSERVER_ADMIN_TOKEN":             "adminToken",
 	"PAYSERVER_AUTH_MAX_FAILURES":       "authMaxFailures",
@@ -48,10 +43,6 @@ var envKeys = map[string]string{
 	"PAYSERVER_LIMITER_POLICY":          "limiter.policy",
 	"PAYSERVER_LIMITER_TIMEOUT":         "limiter.timeout",
 	"PAYSERVER_INSTANCE_COUNT":          "limiter.instanceCount",
-	"PAYSERVER_LIMITER_LOCAL_SHARE":     "limiter.localShare",
-	"PAYSERVER_LIMITER_NEAR_CACHE":      "limiter.nearCache",
-	"PAYSERVER_LIMITER_COALESCE":        "limiter.coalesce",
-	"PAYSERVER_LIMITER_MAX_BATCH":       "limiter.maxBatch",
 	"PAYSERVER_NACOS_ADDR":              "nacos.addrs",
 	"PAYSERVER_NACOS_NAMESPACE":         "nacos.namespace",
 	"PAYSERVER_NACOS_GROUP":             "nacos.group",
@@ -62,14 +53,8 @@ var envKeys = map[string]string{
 	"PAYSERVER_SHUTDOWN_TIMEOUT":        "shutdownTimeout",
 	"PAYSERVER_ORDER_STALE_AFTER":       "orderStaleAfter",
 	"PAYSERVER_LOST_ANSWER_GRACE":       "lostAnswerGrace",
-	"PAYSERVER_STATS_FLUSH_INTERVAL":    "stats.flushInterval",
 	"PAYSERVER_CHANNEL_GATEWAY_URL":     "channelGatewayUrl",
 	"PAYSERVER_CHANNEL_GATEWAY_SECRET":  "channelGatewaySecret",
-	"PAYSERVER_RESOLVER_BACKOFF":        "resolver.backoff",
-	"PAYSERVER_RESOLVER_MAX_BACKOFF":    "resolver.maxBackoff",
-	"PAYSERVER_ROUTE_BREAKER_FAILURES":  "routing.breakerFailures",
-	"PAYSERVER_ROUTE_BREAKER_COOLDOWN":  "routing.breakerCooldown",
-	"PAYSERVER_ROUTE_BREAKER_PROBES":    "routing.breakerProbes",
 	"PAYSERVER_DECISION_LOG_RETENTION":  "decisionLog.retention",
 	"PAYSERVER_WHATIF_MAX_DECISIONS":    "decisionLog.whatIfMaxDecisions",
 }

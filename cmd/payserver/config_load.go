@@ -29,7 +29,9 @@ import (
 // about each) rather than refused: environments are shared and injected
 // (orchestrators, test scripts, a rollback to a binary older than the
 // variable), and a start refused for a variable it does not read would be an
-// outage. Variables under PAYSERVER_TEST_ and PAYSERVER_IT_, and
+// outage. A variable that was moved (movedVariables) is refused, naming
+// what sets its setting now: ignoring it would change what payserver does.
+// Variables under PAYSERVER_TEST_ and PAYSERVER_IT_, and
 // PAYSERVER_SERVICES_DIR, belong to the test tooling and are not reported.
 func LoadConfig(environ []string) (Config, error) {
 	vars := envMap(environ)
@@ -50,11 +52,14 @@ func LoadConfig(environ []string) (Config, error) {
 	if err := refuseRemovedKeys(k.Exists); err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
+	if err := refuseMovedVariables(vars); err != nil {
+		return Config{}, fmt.Errorf("environment: %w", err)
+	}
 	var unknown []string
 	if err := k.Load(env.Provider(".", env.Opt{
 		Prefix:        "PAYSERVER_",
 		EnvironFunc:   func() []string { return environ },
-		TransformFunc: envTransform(vars, &unknown),
+		TransformFunc: envTransform(&unknown),
 	}), nil); err != nil {
 		return Config{}, err
 	}
@@ -115,7 +120,7 @@ func policyHook(from, to reflect.Type, data any) (any, error) {
 // envTransform maps each PAYSERVER_* variable to its key (envKeys), drops
 // empty values (empty means unset, as it always did) and the variables
 // handled outside the decoding, and collects unknown names into unknown.
-func envTransform(vars map[string]string, unknown *[]string) func(k, v string) (string, any) {
+func envTransform(unknown *[]string) func(k, v string) (string, any) {
 	return func(name, v string) (string, any) {
 		key, known := envKeys[name]
 		switch {
@@ -126,8 +131,6 @@ func envTransform(vars map[string]string, unknown *[]string) func(k, v string) (
 			return "", nil
 		case key == "" || v == "":
 			return "", nil
-		case name == "PAYSERVER_REDIS_ADDR" && vars["PAYSERVER_REDIS_ADDRS"] != "":
-			return "", nil // PAYSERVER_REDIS_ADDRS wins
 		case envLists[key]:
 			return key, splitList(v)
 		}

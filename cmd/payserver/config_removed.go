@@ -12,6 +12,53 @@ type removedSetting struct {
 	Why string
 }
 
+// movedVariable is a variable payserver no longer reads whose setting is
+// still made another way (Use). Set, it refuses the start, naming Use: a
+// setting that once took effect must not be ignored (a Redis address, a
+// fleet's share of each limit).
+type movedVariable struct {
+	Env, Use string
+}
+
+// movedVariables are the variables that went to make the environment's
+// surface smaller: an alias, a second way to set one number, and the
+// switches and tunings that exist for tests and benchmarks, which are set
+// in the settings file. docs/CONFIGURATION.md, "Removed settings", lists
+// the same; TestRemovedSettingsDocumented keeps the two in step.
+var movedVariables = []movedVariable{
+	{"PAYSERVER_REDIS_ADDRS", "PAYSERVER_REDIS_ADDR, which takes the same comma list"},
+	{"PAYSERVER_LIMITER_LOCAL_SHARE", "PAYSERVER_INSTANCE_COUNT (each instance enforces 1/N of each limit), or limiter.localShare in the settings file"},
+	{"PAYSERVER_DB_GROUP_COMMIT", "dbGroupCommit in the settings file"},
+	{"PAYSERVER_DB_BATCH_READS", "dbBatchReads in the settings file"},
+	{"PAYSERVER_DB_MAX_BATCH", "dbMaxBatch in the settings file"},
+	{"PAYSERVER_LIMITER_NEAR_CACHE", "limiter.nearCache in the settings file"},
+	{"PAYSERVER_LIMITER_COALESCE", "limiter.coalesce in the settings file"},
+	{"PAYSERVER_LIMITER_MAX_BATCH", "limiter.maxBatch in the settings file"},
+	{"PAYSERVER_RESOLVER_BACKOFF", "resolver.backoff in the settings file"},
+	{"PAYSERVER_RESOLVER_MAX_BACKOFF", "resolver.maxBackoff in the settings file"},
+	{"PAYSERVER_ROUTE_BREAKER_FAILURES", "routing.breakerFailures in the settings file"},
+	{"PAYSERVER_ROUTE_BREAKER_COOLDOWN", "routing.breakerCooldown in the settings file"},
+	{"PAYSERVER_ROUTE_BREAKER_PROBES", "routing.breakerProbes in the settings file"},
+	{"PAYSERVER_STATS_FLUSH_INTERVAL", "stats.flushInterval in the settings file"},
+	{"PAYSERVER_MYSQL_TLS_SERVER_NAME", "mysqlTls.serverName in the settings file"},
+	{"PAYSERVER_REDIS_TLS_SERVER_NAME", "redisTls.serverName in the settings file"},
+}
+
+// refuseMovedVariables returns an error naming each moved variable set (not
+// empty) in vars, with what to use instead.
+func refuseMovedVariables(vars map[string]string) error {
+	var msgs []string
+	for _, m := range movedVariables {
+		if vars[m.Env] != "" {
+			msgs = append(msgs, fmt.Sprintf("%s is no longer read: use %s", m.Env, m.Use))
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}
+
 // removedSettings are the settings taken out, with why. LoadConfig refuses
 // their YAML keys, naming the key and why (a settings file is reviewed on
 // purpose: the key is deleted once). Their variables are reported as

@@ -33,7 +33,7 @@ func TestLoadConfigEnvWinsOverYAML(t *testing.T) {
 	cfg, err := LoadConfig(envFrom(map[string]string{
 		"PAYSERVER_CONFIG":         path,
 		"PAYSERVER_HTTP_ADDR":      "127.0.0.1:9100",
-		"PAYSERVER_REDIS_ADDRS":    "a:1, b:2,c:3",
+		"PAYSERVER_REDIS_ADDR":     "a:1, b:2,c:3",
 		"PAYSERVER_INSTANCE_COUNT": "4",
 	}))
 	if err != nil {
@@ -65,7 +65,7 @@ func TestLoadConfigRefusesBadValues(t *testing.T) {
 		"sentinel no list":    {"PAYSERVER_REDIS_MODE": "sentinel", "PAYSERVER_REDIS_MASTER": "m"},
 		"sentinel and addr":   {"PAYSERVER_REDIS_MODE": "sentinel", "PAYSERVER_REDIS_MASTER": "m", "PAYSERVER_REDIS_SENTINELS": "a:1", "PAYSERVER_REDIS_ADDR": "b:2"},
 		"sentinels no mode":   {"PAYSERVER_REDIS_SENTINELS": "a:1", "PAYSERVER_REDIS_MASTER": "m"},
-		"standalone two":      {"PAYSERVER_REDIS_MODE": "standalone", "PAYSERVER_REDIS_ADDRS": "a:1,b:2"},
+		"standalone two":      {"PAYSERVER_REDIS_MODE": "standalone", "PAYSERVER_REDIS_ADDR": "a:1,b:2"},
 		"cluster none":        {"PAYSERVER_REDIS_MODE": "cluster"},
 		"tls cert no key":     {"PAYSERVER_REDIS_TLS_CERT": "/x.crt"},
 		"mysql tls sqlite":    {"PAYSERVER_MYSQL_TLS_CA": "/ca.crt"},
@@ -129,7 +129,7 @@ func TestCheckLimitsCommand(t *testing.T) {
 
 // TestBatchingDefaults: the shipped defaults, with a YAML file that does not
 // name them and with none: limiter coalescing and database group commit on,
-// each can be switched off by env.
+// each can be switched off in the settings file (benchmarks' "off" sides).
 func TestBatchingDefaults(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	if err := os.WriteFile(path, []byte("channels:\n  ALIPAY: {}\n"), 0o600); err != nil {
@@ -145,14 +145,13 @@ func TestBatchingDefaults(t *testing.T) {
 				env, cfg.Limiter.Coalesce, cfg.DBGroupCommit, cfg.DBBatchReads)
 		}
 	}
-	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": path,
-		"PAYSERVER_LIMITER_COALESCE": "false", "PAYSERVER_DB_GROUP_COMMIT": "false",
-		"PAYSERVER_DB_BATCH_READS": "false", "PAYSERVER_DB_MAX_BATCH": "16"}))
+	off := writeTemp(t, "limiter: {coalesce: false}\ndbGroupCommit: false\ndbBatchReads: false\ndbMaxBatch: 16\n")
+	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": off}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Limiter.Coalesce || cfg.DBGroupCommit || cfg.DBBatchReads || cfg.DBMaxBatch != 16 {
-		t.Fatalf("env not applied: %+v", cfg)
+		t.Fatalf("settings file not applied: %+v", cfg)
 	}
 }
 
@@ -208,10 +207,8 @@ func TestRedisModeInference(t *testing.T) {
 	}{
 		{map[string]string{}, RedisEmbedded, false},
 		{map[string]string{"PAYSERVER_REDIS_ADDR": "a:1"}, RedisStandalone, true},
-		{map[string]string{"PAYSERVER_REDIS_ADDRS": "a:1,b:2"}, RedisCluster, true},
+		{map[string]string{"PAYSERVER_REDIS_ADDR": "a:1,b:2"}, RedisCluster, true},
 		{map[string]string{"PAYSERVER_REDIS_ADDR": "a:1", "PAYSERVER_REDIS_MODE": "cluster"}, RedisCluster, false},
-		{map[string]string{"PAYSERVER_REDIS_ADDR": "a:1", "PAYSERVER_REDIS_ADDRS": "b:2,c:3"}, RedisCluster, true},
-		{map[string]string{"PAYSERVER_REDIS_ADDR": "", "PAYSERVER_REDIS_ADDRS": "b:2"}, RedisStandalone, true},
 	} {
 		t.Run(fmt.Sprint(c.env), func(t *testing.T) {
 			env := map[string]string{"PAYSERVER_CONFIG": "/dev/null"}
@@ -275,9 +272,13 @@ func TestEnvKeysDocumented(t *testing.T) {
 			t.Errorf("%s is read but not in docs/CONFIGURATION.md", name)
 		}
 	}
+	moved := map[string]bool{}
+	for _, m := range movedVariables {
+		moved[m.Env] = true
+	}
 	for name := range documented {
 		_, removed := removedEnv(name)
-		if _, ok := envKeys[name]; !ok && !removed && !testToolingVar(name) {
+		if _, ok := envKeys[name]; !ok && !removed && !moved[name] && !testToolingVar(name) {
 			t.Errorf("docs/CONFIGURATION.md lists %s, which payserver does not read", name)
 		}
 	}
@@ -302,6 +303,11 @@ func TestRemovedSettingsDocumented(t *testing.T) {
 		}
 		if _, ok := envKeys[r.Env]; ok {
 			t.Errorf("%s is removed but still read", r.Env)
+		}
+	}
+	for _, m := range movedVariables {
+		if !strings.Contains(section, "`"+m.Env+"`") {
+			t.Errorf("%s is not in docs/CONFIGURATION.md's removed settings", m.Env)
 		}
 	}
 }
@@ -426,5 +432,27 @@ func TestAdminTokenStrength(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "PAYSERVER_ADMIN_TOKEN") || strings.Contains(err.Error(), token) {
 			t.Errorf("admin token %q: got %v, want a refusal naming PAYSERVER_ADMIN_TOKEN, not the token", token, err)
 		}
+	}
+}
+
+// TestMovedVariablesRefuseTheStart: a variable whose setting moved (an
+// alias, a second way to set one number, a benchmark's switch now in the
+// settings file) refuses the start, naming what to use, rather than being
+// ignored and changing what payserver does.
+func TestMovedVariablesRefuseTheStart(t *testing.T) {
+	for _, m := range movedVariables {
+		t.Run(m.Env, func(t *testing.T) {
+			_, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": "/dev/null", m.Env: "1"}))
+			if err == nil || !strings.Contains(err.Error(), m.Env) || !strings.Contains(err.Error(), m.Use) {
+				t.Fatalf("LoadConfig with %s set: %v; want a refusal naming it and %q", m.Env, err, m.Use)
+			}
+			if _, known := envKeys[m.Env]; known {
+				t.Fatalf("%s is moved and still read", m.Env)
+			}
+		})
+	}
+	// Empty means unset, as for every variable.
+	if _, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": "/dev/null", "PAYSERVER_REDIS_ADDRS": ""})); err != nil {
+		t.Fatalf("an empty moved variable: %v", err)
 	}
 }

@@ -231,7 +231,7 @@ func (m *Main) checkRedis(ctx context.Context, mode RedisMode) error {
 	info, err := m.redis.Info(ctx, "cluster").Result()
 	if err == nil && strings.Contains(info, "cluster_enabled:1") {
 		return errors.New("PAYSERVER_REDIS_ADDR " + m.cfg.RedisAddrs[0] + " is a Redis Cluster node, not a standalone server: " +
-			"set PAYSERVER_REDIS_MODE=cluster and list the seed nodes in PAYSERVER_REDIS_ADDRS")
+			"set PAYSERVER_REDIS_MODE=cluster and list the seed nodes in PAYSERVER_REDIS_ADDR")
 	}
 	return nil
 }

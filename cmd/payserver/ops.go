@@ -37,13 +37,13 @@ func (m *Main) watchOps(src *configcenter.WatchedSource) {
 // (PAYSERVER_INSTANCE_COUNT is the floor). Instances reading the same
 // limits document (group and dataId) count each other. It runs once the
 // HTTP listener is up, so the registered port is the real one. An explicit
-// local share (PAYSERVER_LIMITER_LOCAL_SHARE) turns it off.
+// local share (limiter.localShare in the settings file) turns it off.
 func (m *Main) startMembership(ctx context.Context) error {
 	if len(m.cfg.Nacos.Addrs) == 0 {
 		return nil
 	}
 	if m.cfg.Limiter.LocalShare > 0 {
-		m.log.Info("nacos naming not used: PAYSERVER_LIMITER_LOCAL_SHARE fixes the local share", "share", m.cfg.Limiter.LocalShare)
+		m.log.Info("nacos naming not used: limiter.localShare fixes the local share", "share", m.cfg.Limiter.LocalShare)
 		return nil
 	}
 	host, portStr, err := net.SplitHostPort(m.Addr())

@@ -24,7 +24,7 @@ import (
 type StatsConfig struct {
 	// FlushInterval is how often each instance writes its counts to the
 	// channel_limit_stats table. Default 5s.
-	FlushInterval time.Duration `yaml:"flushInterval"` // PAYSERVER_STATS_FLUSH_INTERVAL
+	FlushInterval time.Duration `yaml:"flushInterval"` // settings file only
 }
 
 // statsDrainTimeout bounds the final stats flush at shutdown.

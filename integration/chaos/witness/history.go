@@ -30,7 +30,8 @@ type Config struct {
 	// Policy is PAYSERVER_LIMITER_POLICY: "local" (also ""), "allow" or
 	// "deny".
 	Policy string `json:"policy,omitempty"`
-	// NearCacheOff is true when PAYSERVER_LIMITER_NEAR_CACHE=false.
+	// NearCacheOff is true when the instances run with limiter.nearCache
+	// false.
 	NearCacheOff bool `json:"nearCacheOff,omitempty"`
 	// QuietFromUs is when the load stopped (Unix µs): after it the runner
 	// sent no operation and waited for every order to end.
