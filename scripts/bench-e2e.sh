@@ -660,6 +660,8 @@ summary_header() {
     rounds_ratio "$LOG_ROUNDS" "decision log off/on, server CPU per admitted payment (G/A) c=$AB_C" 0.95 log-roomy-g-R total_ms log-roomy-a-R total_ms
     rounds_ratio "$LOG_ROUNDS" "decision log off/on, server CPU per 429 (G/A) c=$AB_C" 0.95 log-full-g-R total_ms log-full-a-R total_ms
     rounds_ratio "$LOG_ROUNDS" "decision log off/on, payserver CPU per admitted payment (G/A) c=$AB_C" "" log-roomy-g-R payserver_ms log-roomy-a-R payserver_ms
+    rounds_ratio "$LOG_ROUNDS" "decision log off/on, payserver CPU per 429 (G/A) c=$AB_C" "" log-full-g-R payserver_ms log-full-a-R payserver_ms
+    rounds_ratio "$LOG_ROUNDS" "decision log off/on, mariadbd CPU per 429 (G/A) c=$AB_C" "" log-full-g-R mariadb_ms log-full-a-R mariadb_ms
     rounds_ratio "$LOG_ROUNDS" "decision log on/off, admitted payments/s (A/G) c=$AB_C" "" log-roomy-a-R ok_rps log-roomy-g-R ok_rps
   fi
   for n in $SCALE; do
