@@ -1,19 +1,20 @@
 package main
 
 // envKeys maps every PAYSERVER_* variable payserver reads to its YAML key
-// path in Config. A setting without a variable is set in the settings file
-// (docs/CONFIGURATION.md, "Settings file only"). An empty path marks a variable read outside the decoding
-// (PAYSERVER_CONFIG names the file; PAYSERVER_CHANNELS replaces the channel
-// map). docs/CONFIGURATION.md lists the same names; TestEnvKeysDocumented
-// keeps the two in step.
+// path. A setting without a variable is set in the settings file
+// (docs/CONFIGURATION.md, "Settings file only"). An empty path marks the
+// variable read before the decoding (PAYSERVER_CONFIG names the file); the
+// keys of builtKeys are read through koanf like the others and built into
+// Config outside the decoder. docs/CONFIGURATION.md lists the same names;
+// TestEnvKeysDocumented keeps the two in step.
 var envKeys = map[string]string{
 	"PAYSERVER_CONFIG":                  "",
-	"PAYSERVER_CHANNELS":                "",
-	"PAYSERVER_CLIENT_TOKENS":           "", // limits_api.go
-	"PAYSERVER_GRPC_ADDR":               "", // limits_api.go
-	"PAYSERVER_PAY_TOKENS":              "", // limits_api.go
-	"PAYSERVER_GRPC_FAILURE_MODE_DENY":  "", // limits_api.go
-	"PAYSERVER_LIMIT_MAX_WAITERS":       "", // limits_api.go
+	"PAYSERVER_CHANNELS":                "channelCodes",
+	"PAYSERVER_CLIENT_TOKENS":           "clientTokens",        // limits_api.go
+	"PAYSERVER_GRPC_ADDR":               "grpcAddr",            // limits_api.go
+	"PAYSERVER_PAY_TOKENS":              "payTokens",           // limits_api.go
+	"PAYSERVER_GRPC_FAILURE_MODE_DENY":  "grpcFailureModeDeny", // limits_api.go
+	"PAYSERVER_LIMIT_MAX_WAITERS":       "limitMaxWaiters",     // limits_api.go
 	"PAYSERVER_HTTP_ADDR":               "httpAddr",
 	"PAYSERVER_DATA_DIR":                "dataDir",
 	"PAYSERVER_LIMITS_FILE":             "limitsFile",
@@ -60,4 +61,10 @@ var envKeys = map[string]string{
 }
 
 // envLists are the keys whose variable is a comma list.
-var envLists = map[string]bool{"redisAddrs": true, "redisSentinels": true, "nacos.addrs": true}
+var envLists = map[string]bool{"redisAddrs": true, "redisSentinels": true, "nacos.addrs": true, "channelCodes": true}
+
+// builtKeys are the keys LoadConfig reads through koanf and builds into
+// Config itself: the limits service's and payment routes' settings
+// (loadAPIConfig, which checks them and words their refusals), and the
+// list of channel codes that replaces the channels map's keys.
+var builtKeys = []string{"channelCodes", "clientTokens", "grpcAddr", "payTokens", "grpcFailureModeDeny", "limitMaxWaiters"}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -63,6 +64,18 @@ func LoadConfig(environ []string) (Config, error) {
 	}), nil); err != nil {
 		return Config{}, err
 	}
+	// The built keys are taken out before the decoding: LoadConfig builds
+	// them below.
+	built := map[string]string{}
+	for name, key := range envKeys {
+		if slices.Contains(builtKeys, key) && k.Exists(key) {
+			built[name] = strings.TrimSpace(k.String(key))
+		}
+	}
+	channels := k.Strings("channelCodes")
+	for _, key := range builtKeys {
+		k.Delete(key)
+	}
 	cfg := DefaultConfig()
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
@@ -77,14 +90,14 @@ func LoadConfig(environ []string) (Config, error) {
 	}}); err != nil {
 		return Config{}, fmt.Errorf("config %s and environment: %s", path, nameEnvInError(err.Error(), vars))
 	}
-	if v := vars["PAYSERVER_CHANNELS"]; v != "" {
+	if len(channels) > 0 {
 		chs := map[string]ChannelConfig{}
-		for _, code := range splitList(v) {
+		for _, code := range channels {
 			chs[code] = cfg.Channels[code]
 		}
 		cfg.Channels = chs
 	}
-	if cfg.API, err = loadAPIConfig(func(name string) string { return vars[name] }, cfg.AdminToken, cfg.Clients); err != nil {
+	if cfg.API, err = loadAPIConfig(func(name string) string { return built[name] }, cfg.AdminToken, cfg.Clients); err != nil {
 		return Config{}, err
 	}
 	sort.Strings(unknown)

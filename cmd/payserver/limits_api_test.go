@@ -118,3 +118,34 @@ func TestPayTokensConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceSettingsFromEitherSource: the limits service's and payment
+// routes' settings are read through koanf like every other, so the
+// settings file sets them as the variables do, and a variable wins over the
+// file.
+func TestServiceSettingsFromEitherSource(t *testing.T) {
+	p := writeTemp(t, "grpcAddr: 127.0.0.1:7000\ngrpcFailureModeDeny: true\nlimitMaxWaiters: 7\n"+
+		"clientTokens: jobs=0123456789abcdefJOBS\npayTokens: core=0123456789abcdefCORE\nchannelCodes: [WECHAT]\n")
+	cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": p}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.API
+	if a.GRPCAddr != "127.0.0.1:7000" || !a.GRPCFailureModeDeny || a.MaxWaiters != 7 || len(a.ClientTokens) != 1 || len(a.PayTokens) != 1 {
+		t.Fatalf("from the file: %+v", a)
+	}
+	if _, ok := cfg.Channels["WECHAT"]; !ok || len(cfg.Channels) != 1 {
+		t.Fatalf("channels %v, want WECHAT alone", cfg.Channels)
+	}
+	cfg, err = LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": p, "PAYSERVER_LIMIT_MAX_WAITERS": "9", "PAYSERVER_CHANNELS": "ALIPAY, UNIONPAY"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.API.MaxWaiters != 9 || len(cfg.Channels) != 2 {
+		t.Fatalf("variables over the file: max waiters %d, channels %v", cfg.API.MaxWaiters, cfg.Channels)
+	}
+	if _, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": p, "PAYSERVER_GRPC_FAILURE_MODE_DENY": "yes"})); err == nil ||
+		!strings.Contains(err.Error(), "PAYSERVER_GRPC_FAILURE_MODE_DENY") {
+		t.Fatalf("a bad value: %v, want a refusal naming the variable", err)
+	}
+}
