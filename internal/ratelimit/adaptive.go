@@ -14,7 +14,7 @@ import (
 // are caps of the contract, not rates: they never learn.
 //
 // The zero value is on, with the defaults; Off opts a key out. Fractions
-// are in millionths (Million is the whole), so that every store, the Lua
+// are in millionths (million is the whole), so that every store, the Lua
 // script included, computes with the same integers.
 type Adaptive struct {
 	// Off turns learning off for the rule's windows: they enforce their
@@ -22,26 +22,26 @@ type Adaptive struct {
 	Off bool
 	// Decrease is the fraction of a window's admissions (in the window at
 	// the throttle) its learned limit drops to, in millionths, in
-	// [1, Million). Zero means DefaultDecrease.
+	// [1, million). Zero means DefaultDecrease.
 	Decrease int64
 	// Increase is the step the learned limit climbs per whole window
 	// without a throttle, as a fraction of the configured limit in
-	// millionths, in [1, Million]. The step is at least 1. Zero means
-	// DefaultIncrease.
+	// millionths, in [1, million]. The step is at least 1. Zero means
+	// defaultIncrease.
 	Increase int64
 	// Floor is the least a learned limit drops to, an absolute count of
 	// at least 1. Zero means max(1, ⌊limit / 100⌋).
 	Floor int64
 }
 
-// Million is the whole of a fraction in millionths (Adaptive.Decrease,
+// million is the whole of a fraction in millionths (Adaptive.Decrease,
 // Adaptive.Increase).
-const Million = 1_000_000
+const million = 1_000_000
 
 // The defaults of Adaptive.
 const (
 	DefaultDecrease int64 = 700_000 // 0.7× what was admitted
-	DefaultIncrease int64 = 50_000  // +5% of the configured limit per window
+	defaultIncrease int64 = 50_000  // +5% of the configured limit per window
 )
 
 // Millionths converts a fraction such as 0.7 to millionths (700000),
@@ -51,7 +51,7 @@ func Millionths(f float64) (int64, error) {
 	if math.IsNaN(f) || f < 0 || f > 1 {
 		return 0, fmt.Errorf("fraction %v outside [0, 1]", f)
 	}
-	return int64(math.Round(f * Million)), nil
+	return int64(math.Round(f * million)), nil
 }
 
 // Validate reports a setting a document must not hold: a fraction outside
@@ -60,9 +60,9 @@ func (a Adaptive) Validate() error {
 	switch {
 	case a.Off:
 		return nil
-	case a.Decrease < 0 || a.Decrease >= Million:
+	case a.Decrease < 0 || a.Decrease >= million:
 		return fmt.Errorf("adaptive decrease %d millionths: want a fraction in (0, 1)", a.Decrease)
-	case a.Increase < 0 || a.Increase > Million:
+	case a.Increase < 0 || a.Increase > million:
 		return fmt.Errorf("adaptive increase %d millionths: want a fraction in (0, 1]", a.Increase)
 	case a.Floor < 0:
 		return fmt.Errorf("adaptive floor %d: want at least 1", a.Floor)
@@ -76,7 +76,7 @@ func (a Adaptive) Validate() error {
 // a reservation's use).
 type Learning struct {
 	// Step is what the learned limit climbs per whole window since the
-	// last throttle: max(1, ⌊limit × increase / Million⌋).
+	// last throttle: max(1, ⌊limit × increase / million⌋).
 	Step int64
 	// Decrease is Adaptive.Decrease resolved, in millionths.
 	Decrease int64
@@ -99,9 +99,9 @@ func (a Adaptive) learning(w Window) Learning {
 	}
 	inc := a.Increase
 	if inc == 0 {
-		inc = DefaultIncrease
+		inc = defaultIncrease
 	}
-	l.Step = max(1, w.Limit*inc/Million)
+	l.Step = max(1, w.Limit*inc/million)
 	if l.Floor == 0 {
 		l.Floor = max(1, w.Limit/100)
 	}

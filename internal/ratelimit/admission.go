@@ -92,7 +92,7 @@ func eachWindow(cfg *Config, f func(KeyWindow)) {
 			f(KeyWindow{Key: k, Window: w})
 			if i < len(r.Reserve) {
 				for n := range r.Reserve[i] {
-					f(KeyWindow{Key: ReserveKey(k.Channel, n), Window: w})
+					f(KeyWindow{Key: reserveKey(k.Channel, n), Window: w})
 				}
 			}
 		}

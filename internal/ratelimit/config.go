@@ -14,7 +14,7 @@ type Config struct {
 	// Shadow puts every key in shadow mode.
 	Shadow bool
 	// Rules holds every key the document names, including unlimited ones.
-	// A channel-wide key has BizType "*" (AnyBizType).
+	// A channel-wide key has BizType "*" (anyBizType).
 	Rules map[Key]Rule
 	// Schedules are the document's scheduled changes, sorted by key and
 	// From; two schedules of one key never overlap.

@@ -65,7 +65,7 @@ func (l *Limiter) allowOrDeny(p plan, key Key) (Decision, error) {
 // PolicyLocal every window is enforced in process with its limit cut to
 // this instance's share: of the whole limit for a sliding count window
 // (whose admissions by this instance were copied), or of the learned limit
-// Redis last reported for it, climbing from then (LocalStore.SeenLearned),
+// Redis last reported for it, climbing from then (LocalStore.seenLearned),
 // when lower; of what Redis last reported left for an amount or calendar
 // window. The in-process windows' own learned limits (from throttles this
 // instance was told of, Limiter.Throttled) apply on top.
@@ -132,14 +132,14 @@ func scaleLimit(limit int64, share float64) int64 {
 
 // scaled returns the plan's windows with each limit cut to this instance's
 // share, amount and calendar windows after taking off the use Redis last
-// reported (Baseline).
+// reported (baseline).
 func (l *Limiter) scaled(p plan) []KeyWindow {
 	share := l.LocalShare()
 	var base []int64
 	if p.hasBaseline {
-		base = l.local.Baseline(p.windows, l.opts.Now())
+		base = l.local.baseline(p.windows, l.opts.Now())
 	}
-	learned := l.local.SeenLearned(p.windows, l.opts.Now())
+	learned := l.local.seenLearned(p.windows, l.opts.Now())
 	out := make([]KeyWindow, len(p.windows))
 	for i, w := range p.windows {
 		limit := w.Limit

@@ -161,7 +161,7 @@ func HoldFromWindowKeys(key Key, member string, names []string) (Hold, error) {
 	}
 	ws := make([]KeyWindow, 0, len(names))
 	for _, n := range names {
-		w, err := ParseWindowKey(n)
+		w, err := parseWindowKey(n)
 		if err != nil {
 			return HoldOf(key, member), err
 		}
@@ -170,13 +170,13 @@ func HoldFromWindowKeys(key Key, member string, names []string) (Hold, error) {
 	return Hold{Key: key, Member: member, windows: ws}, nil
 }
 
-// ParseWindowKey reads a window's name back into the window it names
+// parseWindowKey reads a window's name back into the window it names
 // (without its limit, which no name holds): the inverse of WindowKey, and
 // of RedisStore.WindowKey once the prefix (everything before the last '{')
-// is dropped. A reservation's own-use window, whose key is ReserveKey,
+// is dropped. A reservation's own-use window, whose key is reserveKey,
 // comes back with Track TrackOwn; a merchant's use of a window, whose key
 // is MerchantKey, with its Merchant.
-func ParseWindowKey(name string) (KeyWindow, error) {
+func parseWindowKey(name string) (KeyWindow, error) {
 	i := strings.LastIndexByte(name, '{')
 	rest := name[i+1:]
 	ch, rest, ok1 := strings.Cut(rest, "}:")
@@ -184,12 +184,12 @@ func ParseWindowKey(name string) (KeyWindow, error) {
 	if i < 0 || !ok1 || !ok2 {
 		return KeyWindow{}, fmt.Errorf("window name %q: want {CHANNEL}:BIZTYPE:ID", name)
 	}
-	w, err := ParseWindowID(id)
+	w, err := parseWindowID(id)
 	if err != nil {
 		return KeyWindow{}, fmt.Errorf("window name %q: %w", name, err)
 	}
 	kw := KeyWindow{Key: Key{BizType: biz, Channel: ch}, Window: w}
-	own := strings.TrimPrefix(biz, AnyBizType)
+	own := strings.TrimPrefix(biz, anyBizType)
 	if base, merchant, ok := kw.Key.Merchant(); ok {
 		kw.Merchant = merchant
 		if err := base.Validate(); err != nil || MerchantProblem(merchant) != "" {
@@ -206,9 +206,9 @@ func ParseWindowKey(name string) (KeyWindow, error) {
 	return kw, nil
 }
 
-// ParseWindowID reads Window.ID back: every field of the window but its
+// parseWindowID reads Window.ID back: every field of the window but its
 // limit.
-func ParseWindowID(id string) (Window, error) {
+func parseWindowID(id string) (Window, error) {
 	var w Window
 	s := id
 	if rest, ok := strings.CutPrefix(s, "a"); ok {

@@ -13,14 +13,14 @@ func TestParseWindowKeyReadsEveryNameBack(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := genWindow(t)
 		w.Limit = 0
-		key := rapid.SampledFrom([]Key{{BizType: "PAY", Channel: "ALIPAY"}, ChannelWide("WECHAT"), ReserveKey("UNIONPAY", "REFUND_2")}).Draw(t, "key")
+		key := rapid.SampledFrom([]Key{{BizType: "PAY", Channel: "ALIPAY"}, ChannelWide("WECHAT"), reserveKey("UNIONPAY", "REFUND_2")}).Draw(t, "key")
 		kw := KeyWindow{Key: key, Window: w}
-		if key.BizType == AnyBizType+"REFUND_2" {
+		if key.BizType == anyBizType+"REFUND_2" {
 			kw.Track = TrackOwn
 		}
-		prefix := rapid.SampledFrom([]string{"", DefaultKeyPrefix, "other:{tag}:"}).Draw(t, "prefix")
+		prefix := rapid.SampledFrom([]string{"", defaultKeyPrefix, "other:{tag}:"}).Draw(t, "prefix")
 		name := windowKey(prefix, kw)
-		got, err := ParseWindowKey(name)
+		got, err := parseWindowKey(name)
 		if err != nil {
 			t.Fatalf("%q: %v", name, err)
 		}
@@ -36,7 +36,7 @@ func TestParseWindowKeyRefusesWhatNoStoreNames(t *testing.T) {
 		"{ALIPAY}:PAY:week.0000.UTC", "{ALIPAY}:PAY:day.2500.UTC", "{ALIPAY}:PAY:day.0000.Mars/Base",
 		"{ALIPAY}:pay:1000", "{ALIPAY}:*x:1000",
 	} {
-		if w, err := ParseWindowKey(name); err == nil {
+		if w, err := parseWindowKey(name); err == nil {
 			t.Errorf("%q parsed as %+v, want an error", name, w)
 		}
 	}
@@ -48,7 +48,7 @@ func TestHoldFromWindowKeys(t *testing.T) {
 	if h, err := HoldFromWindowKeys(k, "r1", nil); err != nil || h.Known() {
 		t.Fatalf("no names: %+v, %v; want unknown windows", h, err)
 	}
-	h, err := HoldFromWindowKeys(k, "r1", []string{DefaultKeyPrefix + "{ALIPAY}:PAY:1000", "{ALIPAY}:*:aday.2300.Asia/Shanghai.CNY"})
+	h, err := HoldFromWindowKeys(k, "r1", []string{defaultKeyPrefix + "{ALIPAY}:PAY:1000", "{ALIPAY}:*:aday.2300.Asia/Shanghai.CNY"})
 	if err != nil || !h.Known() || len(h.held(false)) != 2 || len(h.held(true)) != 1 {
 		t.Fatalf("two names: %+v, %v", h, err)
 	}

@@ -16,9 +16,9 @@ type Key struct {
 	Channel string
 }
 
-// AnyBizType is the bizType of a channel-wide key, "*:CHANNEL": every
+// anyBizType is the bizType of a channel-wide key, "*:CHANNEL": every
 // bizType on the channel together.
-const AnyBizType = "*"
+const anyBizType = "*"
 
 // ResolveBizType is the reserved bizType of the resolver's channel queries:
 // the key "RESOLVE:CHANNEL" (ResolveKey) counts the queries and closes that
@@ -38,10 +38,10 @@ func ResolveKey(channel string) Key { return Key{BizType: ResolveBizType, Channe
 func (k Key) IsResolve() bool { return k.BizType == ResolveBizType }
 
 // ChannelWide returns the channel-wide key of channel.
-func ChannelWide(channel string) Key { return Key{BizType: AnyBizType, Channel: channel} }
+func ChannelWide(channel string) Key { return Key{BizType: anyBizType, Channel: channel} }
 
 // IsChannelWide reports whether k is a channel-wide key.
-func (k Key) IsChannelWide() bool { return k.BizType == AnyBizType }
+func (k Key) IsChannelWide() bool { return k.BizType == anyBizType }
 
 // String returns the key as ops write it in the limits document:
 // "BIZTYPE:CHANNEL".
@@ -61,7 +61,7 @@ func ParseKey(s string) (Key, error) {
 }
 
 // Validate reports whether both halves are well-formed codes; the bizType
-// may also be AnyBizType.
+// may also be anyBizType.
 func (k Key) Validate() error {
 	if reason := CodeProblem(k.BizType); reason != "" && !k.IsChannelWide() {
 		return fmt.Errorf("key %q: bizType %s", k.String(), reason)

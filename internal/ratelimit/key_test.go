@@ -9,7 +9,7 @@ import (
 func TestKeysNeverCollide(t *testing.T) {
 	// The seed design concatenated bizType and channel with no separator, so
 	// "AB"+"C" and "A"+"BC" shared a counter.
-	s := &RedisStore{prefix: DefaultKeyPrefix}
+	s := &RedisStore{prefix: defaultKeyPrefix}
 	w := Window{Limit: 1, Size: time.Second}
 	a := s.RedisKey(KeyWindow{Key: Key{"AB", "C"}, Window: w})
 	b := s.RedisKey(KeyWindow{Key: Key{"A", "BC"}, Window: w})

@@ -30,7 +30,7 @@ import "time"
 //     nothing is admitted.
 //   - Throttle at now with retry-after r: with u the use of w at now (its
 //     members in (now − S, now]) and v(now) the value of a state in force,
-//     l' = max(Floor, min(v(now), ⌊u × Decrease / Million⌋)) (no v: the
+//     l' = max(Floor, min(v(now), ⌊u × Decrease / million⌋)) (no v: the
 //     second term alone). So a throttle never raises a learned limit, a
 //     storm of throttles does not compound (each takes a fraction of what
 //     the window admitted, which the learned limit itself bounds), and the
@@ -78,7 +78,7 @@ func throttled(w KeyWindow, st learnedState, ok bool, use, now, r int64) (next l
 	if ok && now >= st.e {
 		ok = false
 	}
-	l := use * w.Learn.Decrease / Million
+	l := use * w.Learn.Decrease / million
 	nb := now + max(r, 0)
 	if ok {
 		l = min(l, st.value(w, now))

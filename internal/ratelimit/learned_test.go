@@ -37,7 +37,7 @@ func TestAdaptiveDefaults(t *testing.T) {
 	if f, err := Millionths(0.7); err != nil || f != 700_000 {
 		t.Fatalf("Millionths(0.7) = %d, %v; want 700000", f, err)
 	}
-	for _, bad := range []Adaptive{{Decrease: Million}, {Decrease: -1}, {Increase: Million + 1}, {Floor: -1}} {
+	for _, bad := range []Adaptive{{Decrease: million}, {Decrease: -1}, {Increase: million + 1}, {Floor: -1}} {
 		if bad.Validate() == nil {
 			t.Errorf("Validate(%+v) = nil, want an error", bad)
 		}

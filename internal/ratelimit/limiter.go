@@ -210,7 +210,7 @@ func (l *Limiter) SetConfig(c *Config) {
 		l.reg.queue(next.prev, c, l.opts.Now())
 	}
 	// next.keys names every window c can check.
-	l.local.Retain(func(id windowID) bool { _, ok := next.keys[id]; return ok })
+	l.local.retain(func(id windowID) bool { _, ok := next.keys[id]; return ok })
 }
 
 // Config returns the snapshot in force, or nil before the first SetConfig.

@@ -15,22 +15,22 @@ import (
 // For the limiter it keeps three more things, so that a Redis failover is
 // not a fresh start in either direction:
 //   - copies of this instance's own Redis admissions in sliding count
-//     windows (FollowRedis), the newest limit × share of each window,
+//     windows (followRedis), the newest limit × share of each window,
 //     so that when Redis fails those windows start from what this instance
 //     already admitted;
 //   - for amount and calendar windows, whose admissions can be too many to
 //     copy as weighted entries (a day's payments), the use Redis last
-//     reported (FollowRedis): while it can still be in the window, the
+//     reported (followRedis): while it can still be in the window, the
 //     in-process limit is the instance's share of what was left
-//     (Baseline); and each admission's identity, its member and amount,
+//     (baseline); and each admission's identity, its member and amount,
 //     for a while, so that a retry in process is a duplicate or a conflict
 //     as on Redis (noteIdentity);
 //   - the admissions decided in process (CheckLocalOnly), which Redis does
 //     not hold, until they leave their windows (LocalOnly), so that back on
 //     Redis the limiter can lower the limits it asks by them;
-//   - the learned limits Redis last reported binding (NoteLearned), so that
+//   - the learned limits Redis last reported binding (noteLearned), so that
 //     in an outage each window keeps its last learned limit, climbing as
-//     the model climbs it from when it was seen (SeenLearned); the limiter
+//     the model climbs it from when it was seen (seenLearned); the limiter
 //     cuts it to the instance's share as it cuts the configured limit.
 type LocalStore struct {
 	now  func() time.Time
@@ -92,7 +92,7 @@ func (s *LocalStore) at(t time.Time) time.Time { return time.UnixMicro(t.Sub(s.b
 // Check implements Store with Model.Check. StoreResult.At is on the wall
 // clock: the store's clock (now) when the check read it, in whole
 // microseconds; for a member already held, the time a sliding window
-// recorded it at (for a copy of a Redis admission, FollowRedis's time).
+// recorded it at (for a copy of a Redis admission, followRedis's time).
 // Under concurrent checks a sliding window may record a member a few
 // microseconds after At, never before: it keeps its entries in time order.
 func (s *LocalStore) Check(_ context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
@@ -122,7 +122,7 @@ func (s *LocalStore) WindowKey(w KeyWindow) string { return WindowKey(w) }
 // in each window that did not hold the member yet. localOnly reports, for
 // an admission, whether the member's record here is an admission decided
 // in process (this one, or an earlier one it duplicates) rather than a copy
-// of a Redis admission (FollowRedis): the shared store never recorded it,
+// of a Redis admission (followRedis): the shared store never recorded it,
 // so what the shared store holds of the member is another admission.
 func (s *LocalStore) CheckLocalOnly(windows []KeyWindow, member string, amount int64, t time.Time) (res StoreResult, localOnly bool) {
 	res, localOnly = s.checkLocalOnly(windows, member, amount, t)
@@ -140,7 +140,7 @@ func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount i
 		held[i] = s.windows.holds(w, member, now)
 	}
 	// A merchant's use holds what its window holds (Model.Check).
-	for i, p := range MerchantParents(windows) {
+	for i, p := range merchantParents(windows) {
 		if p >= 0 && held[p] {
 			held[i] = true
 		}
@@ -183,20 +183,20 @@ func (s *LocalStore) localOnlyAt(until int64) {
 	}
 }
 
-// MayHoldLocalOnly reports, without a lock, whether some window may still
+// mayHoldLocalOnly reports, without a lock, whether some window may still
 // hold an admission decided in process at t.
-func (s *LocalStore) MayHoldLocalOnly(t time.Time) bool {
+func (s *LocalStore) mayHoldLocalOnly(t time.Time) bool {
 	return s.localOnlyUntil.Load() > micros(s.at(t))
 }
 
-// FollowRedis keeps what a Redis answer at t tells for a later outage, under
+// followRedis keeps what a Redis answer at t tells for a later outage, under
 // one lock: when Redis admitted member, a copy of it in every sliding count
 // window whose limit scaled by share is at least 1, keeping only the newest
 // scaled-limit entries of each (enough to know whether this instance's own
 // admissions fill its share, and a bound on memory; a window that holds the
 // member already does not get it twice); and, for each amount or calendar
 // window, the use Redis reported (uses, in the order of windows).
-func (s *LocalStore) FollowRedis(windows []KeyWindow, share float64, member string, amount int64, admitted bool, uses []int64, t time.Time) {
+func (s *LocalStore) followRedis(windows []KeyWindow, share float64, member string, amount int64, admitted bool, uses []int64, t time.Time) {
 	at := micros(s.at(t))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -312,10 +312,10 @@ func (s *LocalStore) noteUse(w KeyWindow, use, at int64) {
 	s.seen[idOf(w)] = u
 }
 
-// Baseline returns, for each window, the use Redis last reported that may
+// baseline returns, for each window, the use Redis last reported that may
 // still be in it at t (0 for sliding count windows, whose admissions are
 // copied instead, and for a use that has left).
-func (s *LocalStore) Baseline(windows []KeyWindow, t time.Time) []int64 {
+func (s *LocalStore) baseline(windows []KeyWindow, t time.Time) []int64 {
 	at := micros(s.at(t))
 	out := make([]int64, len(windows))
 	s.mu.Lock()
@@ -361,12 +361,12 @@ func (s *LocalStore) LocalOnly(windows []KeyWindow, t time.Time) (uses []int64, 
 	return uses, waits
 }
 
-// Retain forgets every window for which keep is false.
-func (s *LocalStore) Retain(keep func(id windowID) bool) {
+// retain forgets every window for which keep is false.
+func (s *LocalStore) retain(keep func(id windowID) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.windows.Retain(keep)
-	s.localOnly.Retain(keep)
+	s.windows.retain(keep)
+	s.localOnly.retain(keep)
 	for id := range s.seen {
 		if !keep(id) {
 			delete(s.seen, id)
@@ -454,7 +454,7 @@ func (s *LocalStore) ResetLearned(_ context.Context, windows []KeyWindow) error 
 	return nil
 }
 
-// NoteLearned keeps what a Redis answer at t said of the learning windows'
+// noteLearned keeps what a Redis answer at t said of the learning windows'
 // limits (StoreResult.Limits; nil when none was below its configured
 // limit): each learned limit below the configured one is kept as a learned
 // state set at t (value the effective limit then, 0 during a not-before),
@@ -462,7 +462,7 @@ func (s *LocalStore) ResetLearned(_ context.Context, windows []KeyWindow) error 
 // model's does from a throttle; a window Redis reports at its configured
 // limit forgets it. Without learned limits reported or kept it costs one
 // atomic load.
-func (s *LocalStore) NoteLearned(windows []KeyWindow, limits []int64, t time.Time) {
+func (s *LocalStore) noteLearned(windows []KeyWindow, limits []int64, t time.Time) {
 	if limits == nil && s.nLearned.Load() == 0 {
 		return
 	}
@@ -484,10 +484,10 @@ func (s *LocalStore) NoteLearned(windows []KeyWindow, limits []int64, t time.Tim
 	s.nLearned.Store(int32(len(s.learned)))
 }
 
-// SeenLearned returns, for each window, the limit the learned limit Redis
+// seenLearned returns, for each window, the limit the learned limit Redis
 // last reported gives it at t (its configured limit when none); nil when
 // no window has one.
-func (s *LocalStore) SeenLearned(windows []KeyWindow, t time.Time) []int64 {
+func (s *LocalStore) seenLearned(windows []KeyWindow, t time.Time) []int64 {
 	if s.nLearned.Load() == 0 {
 		return nil
 	}

@@ -32,14 +32,14 @@ func (m *Merchants) LimitOf(merchant string) int64 {
 // the merchant "-".
 const NoMerchant = "-"
 
-// MaxMerchantLen is the most characters a merchant ID may have.
-const MaxMerchantLen = 64
+// maxMerchantLen is the most characters a merchant ID may have.
+const maxMerchantLen = 64
 
 // MerchantProblem returns why s is not a valid merchant ID, or "" if it is
-// one: 1..MaxMerchantLen characters, none a control character.
+// one: 1..maxMerchantLen characters, none a control character.
 func MerchantProblem(s string) string {
-	if n := utf8.RuneCountInString(s); n < 1 || n > MaxMerchantLen {
-		return fmt.Sprintf("must be 1..%d characters", MaxMerchantLen)
+	if n := utf8.RuneCountInString(s); n < 1 || n > maxMerchantLen {
+		return fmt.Sprintf("must be 1..%d characters", maxMerchantLen)
 	}
 	// The control characters POST /pay refuses in a merchantId (C0 and
 	// DEL), so that every merchant a payment names can be named here.
@@ -57,7 +57,7 @@ const merchantSep = "@"
 // k's windows: "BIZTYPE@MERCHANT" on k's channel, so that its windows are
 // in the channel's Redis hash slot. The merchant is escaped (every byte
 // but A-Z, a-z, 0-9, '_', '-' and '.' as %XX), so that a window's name
-// still parses (ParseWindowKey) whatever the ID holds.
+// still parses (parseWindowKey) whatever the ID holds.
 func MerchantKey(k Key, merchant string) Key {
 	return Key{BizType: k.BizType + merchantSep + escapeMerchant(merchant), Channel: k.Channel}
 }
@@ -138,24 +138,24 @@ func unhex(c byte) int {
 
 // merchantWindow is the window counting merchant's own use of window w of
 // key k under the merchant limits ml: a window of the rules with its own
-// key (MerchantKey) and the merchant's limit (TrackingLimit for a merchant
+// key (MerchantKey) and the merchant's limit (trackingLimit for a merchant
 // without one, so that its use is still counted).
 func merchantWindow(k Key, w Window, ml *Merchants, merchant string) KeyWindow {
 	mw := KeyWindow{Key: MerchantKey(k, merchant), Window: w, Merchant: merchant}
 	if mw.Limit = ml.LimitOf(merchant); mw.Limit == Unlimited {
-		mw.Limit = TrackingLimit
+		mw.Limit = trackingLimit
 	}
 	return mw
 }
 
-// MerchantParents returns, for each window of windows, the index of the
+// merchantParents returns, for each window of windows, the index of the
 // window whose merchant's use it counts (a window of the same span and
 // unit, of its key without the merchant), or -1: for every window that
 // counts no merchant's use, and for one whose window is not among windows.
 // It is nil when no window counts a merchant's use. A window is known by
 // its key (MerchantKey), so that windows read back from their names or a
 // journal are linked as those of a check.
-func MerchantParents(windows []KeyWindow) []int {
+func merchantParents(windows []KeyWindow) []int {
 	isMerchant := func(w KeyWindow) bool { return strings.Contains(w.Key.BizType, merchantSep) }
 	if !slices.ContainsFunc(windows, isMerchant) {
 		return nil

@@ -62,7 +62,7 @@ import (
 //     admitted by such a window only if, after it, the window's use plus
 //     every other name's unmet reservation (its reservation minus its own
 //     use in the window, at least 0) stays within the limit. Each name's
-//     own use is a window of its own (ReserveKey, TrackOwn for the
+//     own use is a window of its own (reserveKey, TrackOwn for the
 //     request's bizType, TrackOther for the others), which never refuses;
 //     a TrackOther window is only read. The wait of such a window is found
 //     as for a sliding window whose limit is the limit less the unmet
@@ -79,7 +79,7 @@ import (
 //     no limit, 0 refuses the merchant). A request of merchant m (NoMerchant
 //     when it names none) is then also checked against m's use of the
 //     window: a window of its own (MerchantKey, KeyWindow.Merchant) with
-//     the same span and unit and m's limit (TrackingLimit when m has none,
+//     the same span and unit and m's limit (trackingLimit when m has none,
 //     so that its use is still counted), which follows every rule above as
 //     any window does. So m is admitted only if both the window and m's use
 //     of it have room, all or nothing across every window of the check; a
@@ -125,7 +125,7 @@ type KeyWindow struct {
 	Key Key
 	Window
 	// Track marks a window that counts one named bizType's own use of a
-	// channel-wide window with reservations (its key is ReserveKey): the
+	// channel-wide window with reservations (its key is reserveKey): the
 	// request's own (TrackOwn: recorded, never refusing) or another's
 	// (TrackOther: read for its use, never recorded, never refusing).
 	Track Track
@@ -169,14 +169,14 @@ type Reserved struct {
 	Amount int64
 }
 
-// TrackingLimit is the limit of a tracking window: it never refuses.
-const TrackingLimit = 1 << 50
+// trackingLimit is the limit of a tracking window: it never refuses.
+const trackingLimit = 1 << 50
 
-// ReserveKey is the key of the windows that count bizType's own use of the
+// reserveKey is the key of the windows that count bizType's own use of the
 // reserved windows of channel: "*BIZTYPE" (never a bizType: codes hold no
 // '*').
-func ReserveKey(channel, bizType string) Key {
-	return Key{BizType: AnyBizType + bizType, Channel: channel}
+func reserveKey(channel, bizType string) Key {
+	return Key{BizType: anyBizType + bizType, Channel: channel}
 }
 
 // unmet is the sum of the reservations of w not yet used by their bizTypes
@@ -441,7 +441,7 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 	// holds reports whether window i holds member: it records it, or it
 	// counts a merchant's use of a window of the check that records it
 	// (the member is that merchant's slot, or another's).
-	parent := MerchantParents(windows)
+	parent := merchantParents(windows)
 	holds := func(i int) bool {
 		return slots[i].has(member) || parent != nil && parent[i] >= 0 && slots[parent[i]].has(member)
 	}
@@ -582,8 +582,8 @@ func (m *Model) Usage(windows []KeyWindow, now time.Time) []int64 {
 	return out
 }
 
-// Retain forgets every window for which keep is false.
-func (m *Model) Retain(keep func(id windowID) bool) {
+// retain forgets every window for which keep is false.
+func (m *Model) retain(keep func(id windowID) bool) {
 	for id := range m.sliding {
 		if !keep(id) {
 			delete(m.sliding, id)
@@ -636,21 +636,21 @@ func (w Window) stay(now time.Time) int64 {
 	return w.Size.Microseconds()
 }
 
-// Decide applies the rules of cfg to request r at now (Applicable) and
+// Decide applies the rules of cfg to request r at now (applicable) and
 // checks it. It returns the windows checked and the result.
 func (m *Model) Decide(cfg *Config, r Request, now time.Time) ([]KeyWindow, StoreResult) {
-	windows := Applicable(cfg, r, now)
+	windows := applicable(cfg, r, now)
 	return windows, m.Check(windows, r.Member, r.Amount, now)
 }
 
 // CountsChannelWide reports whether a request of key k is also counted in
 // the channel-wide windows of its channel ("*:CHANNEL", reservations
 // included): every key but a channel-wide one and a resolver key
-// (ResolveBizType). It is the one place that rule is written: Applicable,
+// (ResolveBizType). It is the one place that rule is written: applicable,
 // ReleaseKey and the Limiter's plans follow it.
 func (k Key) CountsChannelWide() bool { return !k.IsChannelWide() && !k.IsResolve() }
 
-// Applicable returns the windows that apply to request r under cfg at now:
+// applicable returns the windows that apply to request r under cfg at now:
 // the rules in force at now (a schedule replaces a key's rule from its start,
 // inclusive, to its end, exclusive) of the request's key and, when it counts
 // there (Key.CountsChannelWide), of its channel-wide key, in that order; of
@@ -666,7 +666,7 @@ func (k Key) CountsChannelWide() bool { return !k.IsChannelWide() && !k.IsResolv
 // are not modelled. (The Limiter refuses a request one of whose windows has
 // limit 0, a closed key, before any store is asked, even a retry of a
 // member the windows hold: closed is closed.)
-func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
+func applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 	keys := []Key{r.Key}
 	if r.Key.CountsChannelWide() {
 		keys = append(keys, ChannelWide(r.Key.Channel))
@@ -691,8 +691,8 @@ func Applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 				}
 				slices.Sort(names)
 				for _, n := range names {
-					t := KeyWindow{Key: ReserveKey(k.Channel, n), Window: w, Track: TrackOther}
-					t.Limit = TrackingLimit
+					t := KeyWindow{Key: reserveKey(k.Channel, n), Window: w, Track: TrackOther}
+					t.Limit = trackingLimit
 					if n == r.Key.BizType {
 						t.Track = TrackOwn
 						kw.OwnReserve = rule.Reserve[i][n]
@@ -727,7 +727,7 @@ func (m *Model) ReleaseKey(key Key, member string, amountsOnly bool) {
 	wide := key.CountsChannelWide()
 	ours := func(id windowID) bool {
 		k := id.key.base() // a merchant's use of a window goes with the window
-		mine := k == key || wide && (k == ChannelWide(key.Channel) || k == ReserveKey(key.Channel, key.BizType))
+		mine := k == key || wide && (k == ChannelWide(key.Channel) || k == reserveKey(key.Channel, key.BizType))
 		return mine && (id.amount || !amountsOnly)
 	}
 	for id, q := range m.sliding {

@@ -321,8 +321,8 @@ func genLearning(t *rapid.T, w Window) Learning {
 	}
 	a := Adaptive{}
 	if rapid.Bool().Draw(t, "own setting") {
-		a.Decrease = rapid.Int64Range(1, Million-1).Draw(t, "decrease")
-		a.Increase = rapid.Int64Range(1, Million).Draw(t, "increase")
+		a.Decrease = rapid.Int64Range(1, million-1).Draw(t, "decrease")
+		a.Increase = rapid.Int64Range(1, million).Draw(t, "increase")
 		a.Floor = rapid.Int64Range(0, 3).Draw(t, "floor")
 	}
 	return a.learning(w)

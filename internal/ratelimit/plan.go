@@ -14,11 +14,11 @@ type plan struct {
 	// admits anyway.
 	shadow bool
 	// hasBaseline: some window is an amount or calendar window, whose use
-	// Redis reports is kept for the fallback (LocalStore.FollowRedis).
+	// Redis reports is kept for the fallback (LocalStore.followRedis).
 	hasBaseline bool
 }
 
-// newPlan builds the plan of r under cfg at now: the windows Applicable
+// newPlan builds the plan of r under cfg at now: the windows applicable
 // gives (its key's, and its channel-wide key's when it counts there,
 // Key.CountsChannelWide: never for a resolver key; after a window with
 // merchant limits, the window counting the request's merchant's use). The rules are the ones
@@ -99,8 +99,8 @@ func reservations(channel string, w Window, reserve map[string]int64, bizType st
 	slices.Sort(names)
 	var out []Reserved
 	for _, n := range names {
-		t := KeyWindow{Key: ReserveKey(channel, n), Window: w, Track: TrackOther}
-		t.Limit = TrackingLimit
+		t := KeyWindow{Key: reserveKey(channel, n), Window: w, Track: TrackOther}
+		t.Limit = trackingLimit
 		if n == bizType {
 			t.Track = TrackOwn
 		} else {
@@ -261,7 +261,7 @@ func releaseWindows(cfg *Config, key Key, now time.Time, amountsOnly bool, merch
 				if i < len(r.Reserve) {
 					if _, named := r.Reserve[i][key.BizType]; named && k.IsChannelWide() && !key.IsChannelWide() {
 						// The member's own use of the reservation.
-						add(KeyWindow{Key: ReserveKey(k.Channel, key.BizType), Window: w, Track: TrackOwn})
+						add(KeyWindow{Key: reserveKey(k.Channel, key.BizType), Window: w, Track: TrackOwn})
 					}
 				}
 			}

@@ -18,7 +18,7 @@ import (
 // count windows, and the use of amount and calendar windows.
 func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, now time.Time, end *time.Time) (Decision, error) {
 	asked, localOnly := p, []int64(nil)
-	if l.opts.Policy == PolicyLocal && !p.shadow && l.local.MayHoldLocalOnly(now) {
+	if l.opts.Policy == PolicyLocal && !p.shadow && l.local.mayHoldLocalOnly(now) {
 		var refused *Decision
 		if asked, localOnly, refused = l.lowerByLocalOnly(p, r.Key, now); refused != nil {
 			l.breaker.Abandon()
@@ -81,9 +81,9 @@ func (l *Limiter) onRedis(ctx context.Context, lim *limits, p plan, r Request, n
 		// Stamped after the answer: Redis admitted no later, so the copy
 		// leaves its window no earlier than Redis's entry.
 		if d.Allowed || p.hasBaseline {
-			l.local.FollowRedis(p.windows, l.LocalShare(), r.Member, r.Amount, d.Allowed, res.Counts, *end)
+			l.local.followRedis(p.windows, l.LocalShare(), r.Member, r.Amount, d.Allowed, res.Counts, *end)
 		}
-		l.local.NoteLearned(asked.windows, res.Limits, *end)
+		l.local.noteLearned(asked.windows, res.Limits, *end)
 	}
 	return d, nil
 }

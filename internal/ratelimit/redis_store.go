@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultKeyPrefix starts every Redis key the limiter writes.
-const DefaultKeyPrefix = "payserver:rl:"
+// defaultKeyPrefix starts every Redis key the limiter writes.
+const defaultKeyPrefix = "payserver:rl:"
 
 // RedisStore keeps one sorted set per key and window in Redis (standalone or
 // Cluster) and checks them with one Lua call.
@@ -24,9 +24,9 @@ type RedisStore struct {
 }
 
 // RedisStoreOptions configures a RedisStore. The zero value is a plain
-// client and DefaultKeyPrefix.
+// client and defaultKeyPrefix.
 type RedisStoreOptions struct {
-	// Prefix starts every key. Empty means DefaultKeyPrefix.
+	// Prefix starts every key. Empty means defaultKeyPrefix.
 	Prefix string
 	// Coalesce sends the checks of one key that arrive while a call for that
 	// key is in flight to Redis together, as ONE script call that decides
@@ -43,7 +43,7 @@ type RedisStoreOptions struct {
 }
 
 // NewRedisStore returns a store on client that uses the plain client. An
-// empty prefix means DefaultKeyPrefix.
+// empty prefix means defaultKeyPrefix.
 func NewRedisStore(client redis.UniversalClient, prefix string) (*RedisStore, error) {
 	return NewRedisStoreWithOptions(client, RedisStoreOptions{Prefix: prefix})
 }
@@ -55,7 +55,7 @@ func NewRedisStoreWithOptions(client redis.UniversalClient, opts RedisStoreOptio
 	}
 	s := &RedisStore{client: client, prefix: opts.Prefix}
 	if s.prefix == "" {
-		s.prefix = DefaultKeyPrefix
+		s.prefix = defaultKeyPrefix
 	}
 	if opts.Coalesce {
 		s.co = newCoalescer(s, opts.MaxBatch)
@@ -213,9 +213,9 @@ func checkArgsAt(nowMicros int64, periodsAt time.Time, windows []KeyWindow, memb
 // appendWindowArgs appends the scripts' arguments for each window: kind,
 // limit, size (µs), four calendar period boundaries (µs), and its track
 // plus 4 × the 1-based index of the window whose merchant's use it counts
-// (MerchantParents; 0 for none).
+// (merchantParents; 0 for none).
 func appendWindowArgs(args []any, periodsAt time.Time, windows []KeyWindow) []any {
-	parent := MerchantParents(windows)
+	parent := merchantParents(windows)
 	for i, w := range windows {
 		track := int(w.Track)
 		if parent != nil {

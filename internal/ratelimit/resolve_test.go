@@ -33,13 +33,13 @@ func TestApplicableResolveOwnKeyOnly(t *testing.T) {
 		wide: {Windows: []Window{{Limit: 2, Size: time.Minute}, {Limit: 5, Size: time.Hour}}, Reserve: []map[string]int64{{"REFUND": 1, "RESOLVE": 1}}},
 	}}
 	now := time.Unix(1_800_000_000, 0)
-	got := Applicable(cfg, Request{Key: res, Member: "q"}, now)
+	got := applicable(cfg, Request{Key: res, Member: "q"}, now)
 	if len(got) != 1 || got[0].Key != res || got[0].Track != TrackNone || got[0].Reserved != nil {
-		t.Fatalf("Applicable(RESOLVE:CH) = %+v, want RESOLVE:CH's window only", got)
+		t.Fatalf("applicable(RESOLVE:CH) = %+v, want RESOLVE:CH's window only", got)
 	}
-	pay := Applicable(cfg, Request{Key: Key{BizType: "PAY", Channel: "CH"}, Member: "p"}, now)
+	pay := applicable(cfg, Request{Key: Key{BizType: "PAY", Channel: "CH"}, Member: "p"}, now)
 	if n := len(slices.DeleteFunc(slices.Clone(pay), func(w KeyWindow) bool { return w.Key != wide })); n != 2 {
-		t.Fatalf("Applicable(PAY:CH) = %+v, want the two channel-wide windows", pay)
+		t.Fatalf("applicable(PAY:CH) = %+v, want the two channel-wide windows", pay)
 	}
 	if d := releaseWindows(cfg, res, now, false, ""); len(d) != 1 || d[0].Key != res {
 		t.Fatalf("releaseWindows(RESOLVE:CH) = %+v, want RESOLVE:CH's window only", d)

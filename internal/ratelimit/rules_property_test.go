@@ -134,7 +134,7 @@ func genRule(t *rapid.T, reserve bool) Rule {
 	case 0:
 		r.Adaptive.Off = true
 	case 1:
-		r.Adaptive = Adaptive{Decrease: rapid.Int64Range(1, Million-1).Draw(t, "decrease"), Increase: rapid.Int64Range(1, Million).Draw(t, "increase"), Floor: rapid.Int64Range(0, 2).Draw(t, "floor")}
+		r.Adaptive = Adaptive{Decrease: rapid.Int64Range(1, million-1).Draw(t, "decrease"), Increase: rapid.Int64Range(1, million).Draw(t, "increase"), Floor: rapid.Int64Range(0, 2).Draw(t, "floor")}
 	}
 	return r
 }
@@ -218,7 +218,7 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 					t.Fatalf("%+v without a rule of its own: %+v, want unlimited", r, got)
 				}
 			}
-			windows := Applicable(cfg, r, *now)
+			windows := applicable(cfg, r, *now)
 			if len(windows) == 0 {
 				if !got.Allowed || got.Source != SourceUnlimited {
 					t.Fatalf("%+v at %s: got %+v, want unlimited", r, now.UTC().Format(time.RFC3339Nano), got)

@@ -16,7 +16,7 @@ func (s Schedule) Active(now time.Time) bool { return !now.Before(s.From) && now
 // The states of a schedule at some instant, as StateAt names them.
 const (
 	ScheduleActive   = "active"
-	ScheduleUpcoming = "upcoming"
+	scheduleUpcoming = "upcoming"
 	SchedulePast     = "past"
 )
 
@@ -27,7 +27,7 @@ func (s Schedule) StateAt(now time.Time) string {
 	case s.Active(now):
 		return ScheduleActive
 	case now.Before(s.From):
-		return ScheduleUpcoming
+		return scheduleUpcoming
 	}
 	return SchedulePast
 }

@@ -105,7 +105,7 @@ func (s *RedisStore) RegisteredWindows(ctx context.Context, keys []Key, now time
 	for _, c := range cmds {
 		for _, z := range c.Val() {
 			name, _ := z.Member.(string)
-			w, err := ParseWindowKey(name)
+			w, err := parseWindowKey(name)
 			if err != nil {
 				continue // not a name this version writes
 			}
