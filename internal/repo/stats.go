@@ -154,41 +154,72 @@ func (s *ChannelStats) Buckets(ctx context.Context, q stats.Query) ([]stats.Buck
 	return out, nil
 }
 
+// bucketPage is how many buckets EachBucket reads per query.
+const bucketPage = 2000
+
 // EachBucket implements stats.Reader: it hands fn each bucket of q, in
-// order, as the database returns it. Counts are summed in SQL per bucket;
-// the rule of a bucket is the one stored with its last minute. A minute
-// bucket is one stored row, read as it is.
+// order. Counts are summed in SQL per bucket; the rule of a bucket is the
+// one stored with its last minute. A minute bucket is one stored row, read
+// as it is. The buckets are read a page at a time, after the last one read,
+// and handed to fn once the page's rows are closed: fn may be slow (a
+// client downloading a report) and must not hold a connection meanwhile,
+// since the embedded SQLite file has only one.
 func (s *ChannelStats) EachBucket(ctx context.Context, q stats.Query, fn func(stats.Bucket) error) error {
-	query, args, err := bucketsQuery(q)
+	var after *stats.Bucket
+	read := 0
+	for {
+		limit := bucketPage
+		if q.MaxRows > 0 {
+			// One more than the cap tells the report it is over.
+			if limit = min(limit, q.MaxRows+1-read); limit <= 0 {
+				return nil
+			}
+		}
+		page, err := s.bucketsAfter(ctx, q, after, limit)
+		if err != nil {
+			return err
+		}
+		for _, b := range page {
+			if err := fn(b); err != nil {
+				return err
+			}
+		}
+		if read += len(page); len(page) < limit {
+			return nil
+		}
+		after = &page[len(page)-1]
+	}
+}
+
+// bucketsAfter reads at most limit buckets of q that come after after (all
+// from the first when nil), in order.
+func (s *ChannelStats) bucketsAfter(ctx context.Context, q stats.Query, after *stats.Bucket, limit int) ([]stats.Bucket, error) {
+	query, args, err := bucketsQuery(q, after)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if q.MaxRows > 0 {
-		// One more than the cap tells the report it is over.
-		query += "\nLIMIT ?"
-		args = append(args, q.MaxRows+1)
-	}
+	query += "\nLIMIT ?"
+	args = append(args, limit)
 	rows, err := s.db.WithContext(ctx).Raw(query, args...).Rows()
 	if err != nil {
-		return fmt.Errorf("repo: query channel stats: %w", err)
+		return nil, fmt.Errorf("repo: query channel stats: %w", err)
 	}
 	defer rows.Close()
+	out := make([]stats.Bucket, 0, limit)
 	for rows.Next() {
 		var b stats.Bucket
 		var start int64
 		if err := rows.Scan(&start, &b.Key.BizType, &b.Key.Channel, &b.Attempts, &b.Admitted, &b.Limited,
 			&b.ShadowLimited, &b.Degraded, &b.Released, &b.NearCacheRefusals, &b.PeakUtilization, &b.RulesSeen, &b.Rule); err != nil {
-			return fmt.Errorf("repo: scan channel stats: %w", err)
+			return nil, fmt.Errorf("repo: scan channel stats: %w", err)
 		}
 		b.Start = time.Unix(start, 0).UTC()
-		if err := fn(b); err != nil {
-			return err
-		}
+		out = append(out, b)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("repo: read channel stats: %w", err)
+		return nil, fmt.Errorf("repo: read channel stats: %w", err)
 	}
-	return nil
+	return out, nil
 }
 
 // CountBuckets implements stats.Reader: how many buckets q has, counted up
@@ -227,14 +258,27 @@ func bucketsWhere(q stats.Query) (string, []any, error) {
 	return where, args, nil
 }
 
-// bucketsQuery is the query of q's buckets, in order.
-func bucketsQuery(q stats.Query) (string, []any, error) {
+// bucketsQuery is the query of q's buckets, in order; with after, of those
+// after it (by start, bizType and channel, the order).
+func bucketsQuery(q stats.Query, after *stats.Bucket) (string, []any, error) {
 	where, args, err := bucketsWhere(q)
 	if err != nil {
 		return "", nil, err
 	}
 	if q.Granularity != stats.Minute {
-		return groupedBuckets(int64(q.Granularity.Duration()/time.Second), where), args, nil
+		step := int64(q.Granularity.Duration() / time.Second)
+		if after == nil {
+			return groupedBuckets(step, where, ""), args, nil
+		}
+		// The rows of earlier buckets are left out before the grouping.
+		where += " AND minute >= ?"
+		args = append(args, after.Start.Unix())
+		args = append(args, afterArgs(after)...)
+		return groupedBuckets(step, where, "WHERE "+afterCondition("g.bucket", "g.biz_type", "g.channel")), args, nil
+	}
+	if after != nil {
+		where += " AND " + afterCondition("minute", "biz_type", "channel")
+		args = append(args, afterArgs(after)...)
 	}
 	// A minute is one row: the grouping would sum one row per group and
 	// join it back to itself, four times the work of reading it (1.3 s
@@ -244,6 +288,18 @@ func bucketsQuery(q stats.Query) (string, []any, error) {
 FROM channel_limit_stats
 WHERE ` + where + `
 ORDER BY minute, biz_type, channel`, args, nil
+}
+
+// afterCondition is the condition of a row that comes after a bucket in
+// the order (start, bizType, channel), on the columns named; afterArgs are
+// its arguments.
+func afterCondition(start, biz, channel string) string {
+	return fmt.Sprintf("(%[1]s > ? OR (%[1]s = ? AND (%[2]s > ? OR (%[2]s = ? AND %[3]s > ?))))", start, biz, channel)
+}
+
+func afterArgs(b *stats.Bucket) []any {
+	at := b.Start.Unix()
+	return []any{at, at, b.Key.BizType, b.Key.BizType, b.Key.Channel}
 }
 
 // keyWhere is the condition (and its arguments) on the minute, biz_type
@@ -275,8 +331,9 @@ func keyWhere(q stats.Query) (string, []any) {
 
 // groupedBuckets is the query of buckets step seconds long over the rows
 // where selects: the counts summed, the largest peak, how many rules the
-// rows recorded and the rule of the last row.
-func groupedBuckets(step int64, where string) string {
+// rows recorded and the rule of the last row; outer, when not empty, is a
+// WHERE on the grouped rows (g).
+func groupedBuckets(step int64, where, outer string) string {
 	// step comes from a fixed set of granularities, never from input text.
 	return fmt.Sprintf(`SELECT g.bucket, g.biz_type, g.channel, g.attempts, g.admitted, g.limited,
   g.shadow_limited, g.degraded, g.released, g.near_cache_refusals, g.peak, g.rules_seen, s.limit_rule
@@ -291,7 +348,8 @@ FROM (
   GROUP BY bucket, biz_type, channel
 ) g
 JOIN channel_limit_stats s ON s.minute = g.last_minute AND s.biz_type = g.biz_type AND s.channel = g.channel
-ORDER BY g.bucket, g.biz_type, g.channel`, step, where)
+%[3]s
+ORDER BY g.bucket, g.biz_type, g.channel`, step, where, outer)
 }
 
 func truncate(s string, n int) string {

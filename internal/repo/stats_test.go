@@ -237,3 +237,81 @@ func TestNewChannelStatsRefusesNil(t *testing.T) {
 		t.Fatal("nil db accepted")
 	}
 }
+
+// TestBucketsReadInPages: a report's buckets are read a page at a time
+// (EachBucket), and the pages join into every bucket once, in order, at
+// every granularity, the cap's one extra row included; no connection is
+// held while the caller handles a bucket, so a second use of the store,
+// even on SQLite's single connection, goes through meanwhile.
+func TestBucketsReadInPages(t *testing.T) {
+	for name, mk := range statsCases() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := mk(t)
+			t0 := statsT0.Truncate(24 * time.Hour)
+			keys := []string{"PA", "PB", "PC"}
+			var rows []stats.Row
+			for m := range 24 * 60 { // every minute of a day: 4,320 minute buckets
+				for i, k := range keys {
+					rows = append(rows, stats.Row{Minute: t0.Add(time.Duration(m) * time.Minute), Key: ratelimit.Key{BizType: k, Channel: "ALIPAY"},
+						Rule: "10/1s", Counts: stats.Counts{Attempts: int64(1 + i), Admitted: 1}})
+				}
+			}
+			for d := 1; d < 31; d++ { // one minute an hour for 30 more days: 2,232 hour buckets in all
+				for h := range 24 {
+					for _, k := range keys {
+						rows = append(rows, stats.Row{Minute: t0.Add(time.Duration(d*24+h) * time.Hour), Key: ratelimit.Key{BizType: k, Channel: "ALIPAY"},
+							Rule: "10/1s", Counts: stats.Counts{Attempts: 1, Admitted: 1}})
+					}
+				}
+			}
+			for i := 0; i < len(rows); i += 1000 {
+				if err := s.Add(ctx, rows[i:min(i+1000, len(rows))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range []struct {
+				g       stats.Granularity
+				span    time.Duration
+				want    int
+				maxRows int
+			}{
+				{stats.Minute, 24 * time.Hour, 4320, 0},
+				{stats.Hour, 31 * 24 * time.Hour, 2232, 0},
+				{stats.Minute, 24 * time.Hour, 2501, 2500},
+				{stats.Hour, 31 * 24 * time.Hour, 2101, 2100},
+			} {
+				q := stats.Query{From: t0, To: t0.Add(c.span), Granularity: c.g, MaxRows: c.maxRows}
+				var got []stats.Bucket
+				err := s.EachBucket(ctx, q, func(b stats.Bucket) error {
+					if len(got) == 0 {
+						// A write while the reader handles a bucket: it
+						// must not wait for the read to end.
+						wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+						defer cancel()
+						if err := s.Add(wctx, []stats.Row{{Minute: t0.Add(-time.Hour), Key: ratelimit.Key{BizType: "PZ", Channel: "ALIPAY"}, Rule: "1/1s"}}); err != nil {
+							return fmt.Errorf("a write while a bucket is handled: %w", err)
+						}
+					}
+					got = append(got, b)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != c.want {
+					t.Fatalf("%s over %v, cap %d: %d buckets, want %d", c.g, c.span, c.maxRows, len(got), c.want)
+				}
+				for i := 1; i < len(got); i++ {
+					a, b := got[i-1], got[i]
+					if !a.Start.Before(b.Start) && !(a.Start.Equal(b.Start) && a.Key.BizType < b.Key.BizType) {
+						t.Fatalf("%s: bucket %d (%v %s) after bucket %d (%v %s): out of order or twice", c.g, i, b.Start, b.Key, i-1, a.Start, a.Key)
+					}
+				}
+				if c.g == stats.Hour && c.maxRows == 0 && (got[0].Attempts != 60 || got[2].Attempts != 180) {
+					t.Fatalf("the first hour's buckets: %+v %+v, want 60 and 180 attempts (60 minutes summed)", got[0], got[2])
+				}
+			}
+		})
+	}
+}

@@ -195,7 +195,9 @@ func (r *Reporter) Stream(ctx context.Context, q Query, w ReportWriter) error {
 	rows := 0
 	err = r.opts.Reader.EachBucket(ctx, q, func(b Bucket) error {
 		if rows++; q.MaxRows > 0 && rows > q.MaxRows {
-			return nil // minutes flushed since the count: the cap holds
+			// Rows written since the count took the report past its cap:
+			// fail it rather than end it short as if whole.
+			return fmt.Errorf("stats: the report grew past its cap of %d rows while it was read", q.MaxRows)
 		}
 		row := NewReportRow(b)
 		if cs := changes[changeSlot{start: b.Start.Unix(), key: b.Key}]; len(cs) > 0 {

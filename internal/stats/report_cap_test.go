@@ -108,3 +108,28 @@ func TestStreamedReportIsTheReport(t *testing.T) {
 		t.Fatalf("an empty report streamed: %q, %v; want %s", got.String(), err, want)
 	}
 }
+
+// TestStreamPastTheCapFails: rows written between the count and the read
+// that take a streamed report past its cap fail it (the server then cuts
+// the answer), rather than end it one row short as if whole.
+func TestStreamPastTheCapFails(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var buckets []stats.Bucket
+	for i := range 11 {
+		buckets = append(buckets, stats.Bucket{Start: t0.Add(time.Duration(i) * time.Minute), Key: ratelimit.Key{BizType: "PAY", Channel: "ALIPAY"}})
+	}
+	// The count saw 10 rows; the read finds 11.
+	r, err := stats.NewReporter(stats.ReporterOptions{Reader: &fakeReader{buckets: buckets, count: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := stats.ParseQuery(url.Values{"from": {"2026-03-01T00:00:00Z"}, "to": {"2026-03-01T01:00:00Z"}}, t0.Add(48*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.MaxRows = 10
+	var out bytes.Buffer
+	if err := r.Stream(context.Background(), q, stats.NewJSONWriter(&out)); err == nil || strings.HasSuffix(out.String(), "]}") {
+		t.Fatalf("a report that grew past its cap while read: %v, answer ends %q; want an error and no end", err, out.String()[max(0, out.Len()-10):])
+	}
+}
