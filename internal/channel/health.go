@@ -112,9 +112,7 @@ func (h *Health) CallPinned(ctx context.Context, ch Channel, req Request) (Resul
 	if !ok || b.IsOpen() {
 		return ch.Pay(ctx, req)
 	}
-	res, err := ch.Pay(ctx, req)
-	record(b, err)
-	return res, err
+	return counted(b, func() (Result, error) { return ch.Pay(ctx, req) })
 }
 
 // Call calls ch.Pay through ch's breaker and counts the outcome. When the
@@ -129,16 +127,25 @@ func (h *Health) Call(ctx context.Context, ch Channel, req Request) (Result, err
 	if !b.Allow() {
 		return Result{}, fmt.Errorf("channel %s is unhealthy (its circuit breaker is %s): %w", ch.Code(), b.State(), ErrNotSent)
 	}
-	res, err := ch.Pay(ctx, req)
-	record(b, err)
-	return res, err
+	return counted(b, func() (Result, error) { return ch.Pay(ctx, req) })
 }
 
-// record counts a call's outcome on its breaker (Failed).
-func record(b *breaker.Breaker, err error) {
-	if Failed(err) {
-		b.Failure()
-	} else {
-		b.Success()
-	}
+// counted makes call and counts its outcome on b (Failed); a call that
+// panics counts as a failure before the panic goes on, so that a probe it
+// was is never kept in flight for ever.
+func counted(b *breaker.Breaker, call func() (Result, error)) (res Result, err error) {
+	answered := false
+	defer func() {
+		switch {
+		case !answered:
+			b.Failure()
+		case Failed(err):
+			b.Failure()
+		default:
+			b.Success()
+		}
+	}()
+	res, err = call()
+	answered = true
+	return res, err
 }

@@ -118,3 +118,33 @@ func TestHalfOpenWithItsProbeInFlightIsUnhealthy(t *testing.T) {
 		t.Fatalf("after a successful probe: unhealthy %v, state %q; want healthy and closed", h.Unhealthy("A"), h.States()["A"])
 	}
 }
+
+// panicking is a channel whose every call panics.
+type panicking struct{}
+
+func (panicking) Code() string { return "A" }
+
+func (panicking) Pay(context.Context, Request) (Result, error) { panic("adapter bug") }
+
+// TestPanickingProbeIsAFailure: a half-open breaker's probe whose call
+// panics counts as a failure, so the breaker opens again and probes after
+// the next cool-down; the probe is never kept in flight for ever.
+func TestPanickingProbeIsAFailure(t *testing.T) {
+	now := time.Unix(0, 0)
+	h := NewHealth([]string{"A"}, HealthOptions{Failures: 1, Cooldown: time.Second, Now: func() time.Time { return now }})
+	failing, _ := NewSimulator("A", SimulatorConfig{ErrorRate: 1})
+	_, _ = h.Call(context.Background(), failing, Request{RequestID: "r"})
+	now = now.Add(time.Second)
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = h.Call(context.Background(), panicking{}, Request{RequestID: "probe"})
+	}()
+	if h.States()["A"] != "open" {
+		t.Fatalf("after a panicking probe: state %q, want open again", h.States()["A"])
+	}
+	now = now.Add(time.Second)
+	ok, _ := NewSimulator("A", SimulatorConfig{})
+	if _, err := h.Call(context.Background(), ok, Request{RequestID: "next"}); err != nil || h.Unhealthy("A") {
+		t.Fatalf("the next probe after the cool-down: %v, unhealthy %v; want it sent and the breaker closed", err, h.Unhealthy("A"))
+	}
+}
