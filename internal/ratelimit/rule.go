@@ -81,16 +81,19 @@ func (r Rule) Longest() time.Duration {
 }
 
 // LearnedReach is the longest a learned limit of r's windows can stay in
-// force after its throttle, the channel's retry-after aside: the windows it
-// takes to climb from its floor back to the configured limit (learned.go).
-// A replay that starts that long before an instant has seen every throttle
-// still in force at it.
+// force after its throttle: the channel's retry-after (at most
+// MaxThrottleWait), or the windows it takes to climb from its floor back to
+// the configured limit (learned.go), whichever is longer; 0 when no window
+// learns. A replay that starts that long before an instant has seen every
+// throttle whose learned limit is still in force at it (a throttle that
+// lowers a limit still in force from an earlier one also depends on that
+// one: the replay is then exact only as far as its start reaches).
 func (r Rule) LearnedReach() time.Duration {
 	var d time.Duration
 	for i, w := range r.Windows {
 		if l := r.learning(i); l.On() {
 			climb := (w.Limit - l.Floor + l.Step - 1) / l.Step
-			d = max(d, time.Duration(climb)*w.Size)
+			d = max(d, time.Duration(climb)*w.Size, MaxThrottleWait)
 		}
 	}
 	return d

@@ -23,6 +23,7 @@ import (
 // Store that is not a Learner learns nothing. The error is ErrUnavailable
 // while the breaker is open, or the store's.
 func (l *Limiter) Throttled(ctx context.Context, h Hold, retryAfter time.Duration) error {
+	retryAfter = min(max(retryAfter, 0), MaxThrottleWait)
 	cfg, now := l.Config(), l.opts.Now()
 	windows := learningWindows(cfg, h, now)
 	if len(windows) == 0 {
@@ -58,6 +59,12 @@ func (l *Limiter) Throttled(ctx context.Context, h Hold, retryAfter time.Duratio
 func (m *Model) ThrottleKey(cfg *Config, key Key, member string, now time.Time, retryAfter time.Duration) {
 	m.Throttle(learningWindows(cfg, Hold{Key: key, Member: member}, now), now, retryAfter)
 }
+
+// MaxThrottleWait is the longest retry-after a throttle is honoured for
+// (Limiter.Throttled cuts a longer one to it): it bounds how long a
+// learned limit admits nothing, and how far back a replay of the decision
+// log must start to see every throttle still in force (Rule.LearnedReach).
+const MaxThrottleWait = time.Hour
 
 // learningWindows returns the learning windows of h's key and, when it
 // counts there, its channel-wide key, under cfg at now; only those h was

@@ -10,7 +10,7 @@ import (
 
 // fmtCap is the refusal of a replay over the cap.
 func fmtCap(n, limit int64) string {
-	return fmt.Sprintf("%d decisions in range, more than PAYSERVER_WHATIF_MAX_DECISIONS (%d): narrow from/to, or run `payserver what-if PROPOSED.yaml --from … --to …`, which streams any number", n, limit)
+	return fmt.Sprintf("%d decisions to replay (from..to and the warm-up before from), more than PAYSERVER_WHATIF_MAX_DECISIONS (%d): narrow from/to, or run `payserver what-if PROPOSED.yaml --from … --to …`, which streams any number", n, limit)
 }
 
 // FidelityFloor is the fidelity below which a replay says which keys and

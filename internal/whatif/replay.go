@@ -66,7 +66,7 @@ func Replay(ctx context.Context, src Source, opts Options) (Result, error) {
 		opts.MaxMerchants = 10
 	}
 	r := newReplayer(opts)
-	start := opts.From.Add(-r.warmUp())
+	start := opts.From.Add(-WarmUp(opts.Proposed, opts.InForce))
 	var group []decisionlog.Entry
 	flush := func() {
 		slices.SortStableFunc(group, func(a, b decisionlog.Entry) int { return cmp.Compare(rank(a), rank(b)) })
@@ -133,24 +133,27 @@ func newReplayer(opts Options) *replayer {
 	return r
 }
 
-// warmUp is the longest sliding window, or learned limit's reach after its
-// throttle (Rule.LearnedReach), of every document involved, at most
+// WarmUp is how long before its From a replay starts, so that at From its
+// windows hold what they held then and it has seen every throttle whose
+// learned limit is in force then, as well as what the window it learned
+// from held: the longest sliding window plus the longest reach of a
+// learned limit (Rule.LearnedReach) of every document involved, at most
 // maxWarmUp.
-func (r *replayer) warmUp() time.Duration {
-	var d time.Duration
+func WarmUp(proposed *ratelimit.Config, inForce map[string]*ratelimit.Config) time.Duration {
+	var window, reach time.Duration
 	longest := func(c *ratelimit.Config) {
 		for _, rule := range c.Rules {
-			d = max(d, rule.Longest(), rule.LearnedReach())
+			window, reach = max(window, rule.Longest()), max(reach, rule.LearnedReach())
 		}
 		for _, s := range c.Schedules {
-			d = max(d, s.Rule.Longest(), s.Rule.LearnedReach())
+			window, reach = max(window, s.Rule.Longest()), max(reach, s.Rule.LearnedReach())
 		}
 	}
-	longest(r.opts.Proposed)
-	for _, c := range r.opts.InForce {
+	longest(proposed)
+	for _, c := range inForce {
 		longest(c)
 	}
-	return min(d, maxWarmUp)
+	return min(window+reach, maxWarmUp)
 }
 
 // admits reports whether cfg admits r at now in model m (recording it when

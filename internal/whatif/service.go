@@ -57,15 +57,6 @@ func (s *Service) WhatIf(ctx context.Context, q Query) (Result, error) {
 	if !q.From.Before(q.To) {
 		return Result{}, apperr.Invalid(apperr.FieldError{Field: "from", Reason: "must be before to"})
 	}
-	if q.MaxDecisions > 0 {
-		n, err := s.store.Count(ctx, decisionlog.Filter{From: q.From, To: q.To, Keys: q.Keys})
-		if err != nil {
-			return Result{}, apperr.Wrap(err, apperr.DependencyUnavailable, "decision log unreadable")
-		}
-		if n > q.MaxDecisions {
-			return Result{}, apperr.Invalid(apperr.FieldError{Field: "from", Reason: fmtCap(n, q.MaxDecisions)})
-		}
-	}
 	texts, err := s.store.Documents(ctx)
 	if err != nil {
 		return Result{}, apperr.Wrap(err, apperr.DependencyUnavailable, "limits documents unreadable")
@@ -74,6 +65,17 @@ func (s *Service) WhatIf(ctx context.Context, q Query) (Result, error) {
 	for v, text := range texts {
 		if d, err := limits.Parse(text); err == nil {
 			inForce[v] = d.Config
+		}
+	}
+	if q.MaxDecisions > 0 {
+		// What the replay reads: its warm-up before from included.
+		from := q.From.Add(-WarmUp(doc.Config, inForce))
+		n, err := s.store.Count(ctx, decisionlog.Filter{From: from, To: q.To, Keys: q.Keys})
+		if err != nil {
+			return Result{}, apperr.Wrap(err, apperr.DependencyUnavailable, "decision log unreadable")
+		}
+		if n > q.MaxDecisions {
+			return Result{}, apperr.Invalid(apperr.FieldError{Field: "from", Reason: fmtCap(n, q.MaxDecisions)})
 		}
 	}
 	return Replay(ctx, s.store, Options{From: q.From, To: q.To, Keys: q.Keys, Proposed: doc.Config, InForce: inForce})
