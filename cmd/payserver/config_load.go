@@ -72,7 +72,11 @@ func LoadConfig(environ []string) (Config, error) {
 			built[name] = strings.TrimSpace(k.String(key))
 		}
 	}
+	// A list, or one comma list as the variable takes it.
 	channels := k.Strings("channelCodes")
+	if s, ok := k.Get("channelCodes").(string); ok {
+		channels = splitList(s)
+	}
 	for _, key := range builtKeys {
 		k.Delete(key)
 	}

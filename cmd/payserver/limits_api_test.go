@@ -144,6 +144,12 @@ func TestServiceSettingsFromEitherSource(t *testing.T) {
 	if cfg.API.MaxWaiters != 9 || len(cfg.Channels) != 2 {
 		t.Fatalf("variables over the file: max waiters %d, channels %v", cfg.API.MaxWaiters, cfg.Channels)
 	}
+	for _, codes := range []string{"ALIPAY, WECHAT", "[ALIPAY, WECHAT]"} {
+		cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": writeTemp(t, "channelCodes: "+codes+"\n")}))
+		if err != nil || len(cfg.Channels) != 2 {
+			t.Fatalf("channelCodes: %s: channels %v, %v; want ALIPAY and WECHAT alone", codes, cfg.Channels, err)
+		}
+	}
 	if _, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": p, "PAYSERVER_GRPC_FAILURE_MODE_DENY": "yes"})); err == nil ||
 		!strings.Contains(err.Error(), "PAYSERVER_GRPC_FAILURE_MODE_DENY") {
 		t.Fatalf("a bad value: %v, want a refusal naming the variable", err)

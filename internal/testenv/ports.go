@@ -39,7 +39,7 @@ func FreePort(tb TB, offsets ...int) int {
 	}
 	for range 1000 {
 		p := lowestPort + rand.IntN(top-lowestPort)
-		if _, taken := handedOut.LoadOrStore(p, true); taken {
+		if !claim(p, offsets) {
 			continue
 		}
 		if free(p) && allFree(p, offsets) {
@@ -48,6 +48,19 @@ func FreePort(tb TB, offsets ...int) int {
 	}
 	tb.Fatalf("testenv: no free loopback port p with p+%v free below %d", offsets, top)
 	return 0
+}
+
+// claim records p and p+off for each of offsets as handed out, and reports
+// whether none of them was already; a port it claimed stays claimed either
+// way, which only narrows later draws.
+func claim(p int, offsets []int) bool {
+	ok := true
+	for _, off := range append([]int{0}, offsets...) {
+		if _, taken := handedOut.LoadOrStore(p+off, true); taken {
+			ok = false
+		}
+	}
+	return ok
 }
 
 func allFree(p int, offsets []int) bool {
