@@ -106,7 +106,7 @@ func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
 		return nil, err
 	}
 	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: m.stats.store, History: history, Flusher: m.stats.agg, Amounts: m.stats.store,
-		Merchants: m.stats.store})
+		Merchants: m.stats.store, InProgress: m.stats.agg})
 	if err != nil {
 		return nil, err
 	}

@@ -450,6 +450,39 @@ func amountRowsOf(m map[amountSlot]*AmountCounts) []AmountRow {
 	return rows
 }
 
+// MerchantsInProgress returns the merchant counts this instance holds and
+// has not written yet (the minute in progress, and minutes a failed write
+// gave back) that q selects (its range, bizType, channel and keys), each
+// minute as a bucket of q's granularity: what a merchant report adds to
+// the stored rows so that it includes every count this instance has seen,
+// as Report does after its flush. Other instances' minutes in progress
+// appear once they have ended and been written.
+func (a *Aggregator) MerchantsInProgress(q Query) []MerchantBucket {
+	step := int64(q.Granularity.Duration() / time.Second)
+	if step <= 0 {
+		return nil
+	}
+	keys := map[ratelimit.Key]bool{}
+	for _, k := range q.Keys {
+		keys[k] = true
+	}
+	from, to := q.From.Unix(), q.To.Unix()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []MerchantBucket
+	for s, m := range a.merchants {
+		if s.minute < from || s.minute >= to || (q.BizType != "" && s.key.BizType != q.BizType) ||
+			(q.Channel != "" && s.key.Channel != q.Channel) || (len(keys) > 0 && !keys[s.key]) {
+			continue
+		}
+		start := time.Unix(s.minute-mod(s.minute, step), 0).UTC()
+		for merchant, c := range m {
+			out = append(out, MerchantBucket{Start: start, Key: s.key, Merchant: merchant, MerchantCounts: *c})
+		}
+	}
+	return out
+}
+
 // takeMerchantsLocked removes and returns the merchant counts of the
 // minutes that have ended, or of every minute with all; a.mu must be held.
 func (a *Aggregator) takeMerchantsLocked(all bool) map[slot]map[string]*MerchantCounts {

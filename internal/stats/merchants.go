@@ -93,8 +93,10 @@ type MerchantReportRow struct {
 }
 
 // Merchants flushes this instance's pending counts (when a Flusher is
-// set), then reads the merchant buckets of q and keeps TopMerchants per
-// key and bucket, the rest summed under Other. Rows are sorted by bucket,
+// set), then reads the merchant buckets of q, adds those this instance
+// holds unwritten, its minute in progress included (when InProgress is
+// set), and keeps TopMerchants per key and bucket, the rest summed under
+// Other. Rows are sorted by bucket,
 // key, then attempts (most first), with Other last of its key. It needs
 // ReporterOptions.Merchants.
 func (r *Reporter) Merchants(ctx context.Context, q Query) (MerchantReport, error) {
@@ -112,6 +114,9 @@ func (r *Reporter) Merchants(ctx context.Context, q Query) (MerchantReport, erro
 	}
 	if q.MaxRows > 0 && len(buckets) > q.MaxRows {
 		return MerchantReport{}, tooManyRows(q.MaxRows, "read more than %d stored rows (one per key, merchant and minute or bucket)")
+	}
+	if r.opts.InProgress != nil {
+		buckets = append(buckets, r.opts.InProgress.MerchantsInProgress(q)...)
 	}
 	return MerchantReport{From: q.From, To: q.To, Granularity: q.Granularity, GroupBy: GroupByMerchant,
 		Rows: topMerchantRows(buckets, TopMerchants)}, nil

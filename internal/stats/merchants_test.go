@@ -220,3 +220,79 @@ func TestParseQueryGroupBy(t *testing.T) {
 		})
 	}
 }
+
+// TestMerchantReportIncludesTheMinuteInProgress: the merchant report adds
+// what this instance has counted and not written, its minute in progress
+// included, to the stored rows; once that minute has ended and been
+// written it is counted once, from the store.
+func TestMerchantReportIncludesTheMinuteInProgress(t *testing.T) {
+	now := t0.Add(30 * time.Second)
+	agg, merchants := newMerchantAggregator(t, func() time.Time { return now })
+	pay := key("PAY", "ALIPAY")
+	for i := range 3 {
+		agg.Decided(ratelimit.Decision{Key: pay, Allowed: i < 2, RequestMerchant: "M1", Limit: 10}, 0)
+	}
+	agg.Decided(ratelimit.Decision{Key: key("PAY", "WECHAT"), Allowed: true, RequestMerchant: "M2", Limit: 10}, 0)
+	// The store answers with what was written, as a database would.
+	stored := &writtenMerchants{memMerchants: merchants}
+	r, err := stats.NewReporter(stats.ReporterOptions{Reader: &fakeReader{}, Merchants: stored, Flusher: agg, InProgress: agg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := stats.Query{From: t0.Add(-time.Hour), To: t0.Add(time.Hour), Granularity: stats.Hour, Channel: "ALIPAY"}
+	report := func() string {
+		t.Helper()
+		rep, err := r.Merchants(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, row := range rep.Rows {
+			out = append(out, fmt.Sprintf("%s %s:%s %s %d/%d", row.Bucket.Format("15:04"), row.BizType, row.Channel, row.Merchant, row.Admitted, row.Refused))
+		}
+		return fmt.Sprint(out)
+	}
+	want := "[10:00 PAY:ALIPAY M1 2/1]"
+	if got := report(); got != want {
+		t.Fatalf("the minute in progress: %s, want %s", got, want)
+	}
+	now = now.Add(time.Minute)
+	agg.Decided(ratelimit.Decision{Key: pay, Allowed: true, RequestMerchant: "M1", Limit: 10}, 0)
+	// The report's flush writes the ended minute; the new one is in memory.
+	if got, want := report(), "[10:00 PAY:ALIPAY M1 3/1]"; got != want {
+		t.Fatalf("a written minute and one in progress: %s, want %s", got, want)
+	}
+	if len(merchants.lines()) == 0 {
+		t.Fatal("the ended minute was not written")
+	}
+}
+
+// writtenMerchants answers MerchantBuckets with the rows written so far,
+// each minute in the hour bucket it falls in.
+type writtenMerchants struct{ *memMerchants }
+
+func (w *writtenMerchants) MerchantBuckets(_ context.Context, q stats.Query) ([]stats.MerchantBucket, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []stats.MerchantBucket
+	for id, c := range w.rows {
+		var hhmm, k, merchant string
+		if _, err := fmt.Sscan(id, &hhmm, &k, &merchant); err != nil {
+			return nil, err
+		}
+		at, err := time.Parse("15:04", hhmm)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Date(t0.Year(), t0.Month(), t0.Day(), at.Hour(), 0, 0, 0, time.UTC)
+		parsed, err := ratelimit.ParseKey(k)
+		if err != nil {
+			return nil, err
+		}
+		if q.Channel != "" && parsed.Channel != q.Channel {
+			continue
+		}
+		out = append(out, stats.MerchantBucket{Start: start, Key: parsed, Merchant: merchant, MerchantCounts: c})
+	}
+	return out, nil
+}

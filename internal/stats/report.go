@@ -111,6 +111,11 @@ type ReporterOptions struct {
 	// Merchants, when set, serves the report grouped by merchant
 	// (Reporter.Merchants).
 	Merchants MerchantStore
+	// InProgress, when set, adds to that report the merchant counts this
+	// instance has not written yet. *Aggregator implements it.
+	InProgress interface {
+		MerchantsInProgress(q Query) []MerchantBucket
+	}
 }
 
 // Reporter builds reports from stored counts.
