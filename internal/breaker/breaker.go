@@ -112,9 +112,10 @@ func (b *Breaker) cooledLocked() bool {
 }
 
 // Success records a call that went well and reports whether it closed the
-// breaker: any success while closed, or the Probes-th probe in a row while
-// half-open. A success while open (a call let through before it opened)
-// closes it too: what it guards answered.
+// breaker: the Probes-th probe in a row while half-open, or any success
+// while open (a call let through before it opened: what it guards
+// answered). While closed it only ends a run of failures, and reports
+// false.
 func (b *Breaker) Success() (closed bool) {
 	if b.failures.Load() != 0 {
 		b.failures.Store(0)
