@@ -43,3 +43,7 @@ const StaleBatch = staleBatch
 
 // MarkStaleSQL is the sweep's UPDATE of n orders by primary key on dialect.
 func MarkStaleSQL(dialect string, n int) string { return markStaleSQL(dialect, n) }
+
+// SetBucketPage makes EachBucket read n buckets per query, so that tests
+// page through a few thousand.
+func SetBucketPage(s *ChannelStats, n int) { s.page = n }

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type ChannelStats struct {
 	db     *gorm.DB
 	driver Driver
 	now    func() time.Time
+	page   int // buckets EachBucket reads per query; 0 is bucketPage
 }
 
 // NewChannelStats returns the stats store on db (MySQL/MariaDB or SQLite).
@@ -154,8 +156,10 @@ func (s *ChannelStats) Buckets(ctx context.Context, q stats.Query) ([]stats.Buck
 	return out, nil
 }
 
-// bucketPage is how many buckets EachBucket reads per query.
-const bucketPage = 2000
+// bucketPage is how many buckets EachBucket reads per query: about 1.5 MB
+// of them, and one query for the hourly report of 10,000 keys (each page
+// of a grouped report groups what is left of its rows again).
+const bucketPage = 10_000
 
 // EachBucket implements stats.Reader: it hands fn each bucket of q, in
 // order. Counts are summed in SQL per bucket; the rule of a bucket is the
@@ -168,7 +172,7 @@ func (s *ChannelStats) EachBucket(ctx context.Context, q stats.Query, fn func(st
 	var after *stats.Bucket
 	read := 0
 	for {
-		limit := bucketPage
+		limit := cmp.Or(s.page, bucketPage)
 		if q.MaxRows > 0 {
 			// One more than the cap tells the report it is over.
 			if limit = min(limit, q.MaxRows+1-read); limit <= 0 {
@@ -222,28 +226,32 @@ func (s *ChannelStats) bucketsAfter(ctx context.Context, q stats.Query, after *s
 	return out, nil
 }
 
-// CountBuckets implements stats.Reader: how many buckets q has, counted up
-// to limit + 1 and no further (limit 0: every one).
-func (s *ChannelStats) CountBuckets(ctx context.Context, q stats.Query, limit int) (int, error) {
+// MoreBucketsThan implements stats.Reader. It counts the stored rows of q,
+// reading no more than n+1: a bucket holds at least one row, so at most n
+// rows are at most n buckets, and that answer needs no grouping. Only when
+// the rows are more, and q groups them (hours, days), does it count the
+// groups, again no further than n+1.
+func (s *ChannelStats) MoreBucketsThan(ctx context.Context, q stats.Query, n int) (bool, error) {
 	where, args, err := bucketsWhere(q)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
-	inner := "SELECT 1 FROM channel_limit_stats WHERE " + where
-	if q.Granularity != stats.Minute {
-		step := int64(q.Granularity.Duration() / time.Second)
-		// step comes from a fixed set of granularities, never from input text.
-		inner += fmt.Sprintf(" GROUP BY minute - (minute %% %d), biz_type, channel", step)
+	count := func(inner string) (int, error) {
+		var c int
+		err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM ("+inner+" LIMIT ?) t", append(args, n+1)...).Scan(&c).Error
+		if err != nil {
+			return 0, fmt.Errorf("repo: count channel stats: %w", err)
+		}
+		return c, nil
 	}
-	if limit > 0 {
-		inner += " LIMIT ?"
-		args = append(args, limit+1)
+	rows, err := count("SELECT 1 FROM channel_limit_stats WHERE " + where)
+	if err != nil || rows <= n || q.Granularity == stats.Minute {
+		return rows > n, err
 	}
-	var n int
-	if err := s.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM ("+inner+") t", args...).Scan(&n).Error; err != nil {
-		return 0, fmt.Errorf("repo: count channel stats: %w", err)
-	}
-	return n, nil
+	step := int64(q.Granularity.Duration() / time.Second)
+	// step comes from a fixed set of granularities, never from input text.
+	groups, err := count(fmt.Sprintf("SELECT 1 FROM channel_limit_stats WHERE %s GROUP BY minute - (minute %% %d), biz_type, channel", where, step))
+	return groups > n, err
 }
 
 // bucketsWhere checks q and returns the condition selecting its rows.
@@ -261,24 +269,31 @@ func bucketsWhere(q stats.Query) (string, []any, error) {
 // bucketsQuery is the query of q's buckets, in order; with after, of those
 // after it (by start, bizType and channel, the order).
 func bucketsQuery(q stats.Query, after *stats.Bucket) (string, []any, error) {
+	if after != nil && after.Start.After(q.From) {
+		// Nothing before after's bucket is read again: the range starts
+		// there, so the database seeks to it rather than reading from
+		// q.From on every page.
+		q.From = after.Start
+	}
 	where, args, err := bucketsWhere(q)
 	if err != nil {
 		return "", nil, err
 	}
-	if q.Granularity != stats.Minute {
-		step := int64(q.Granularity.Duration() / time.Second)
-		if after == nil {
-			return groupedBuckets(step, where, ""), args, nil
-		}
-		// The rows of earlier buckets are left out before the grouping.
-		where += " AND minute >= ?"
-		args = append(args, after.Start.Unix())
-		args = append(args, afterArgs(after)...)
-		return groupedBuckets(step, where, "WHERE "+afterCondition("g.bucket", "g.biz_type", "g.channel")), args, nil
-	}
+	var tie string
+	var tieArgs []any
 	if after != nil {
-		where += " AND " + afterCondition("minute", "biz_type", "channel")
-		args = append(args, afterArgs(after)...)
+		// Of after's bucket, only the keys after after's.
+		next := after.Start.Unix() + 1
+		if q.Granularity != stats.Minute {
+			next = after.Start.Unix() + int64(q.Granularity.Duration()/time.Second)
+		}
+		tie = " AND (minute >= ? OR biz_type > ? OR (biz_type = ? AND channel > ?))"
+		tieArgs = []any{next, after.Key.BizType, after.Key.BizType, after.Key.Channel}
+	}
+	if q.Granularity != stats.Minute {
+		// The rows of the buckets read already are left out before the
+		// grouping: each page groups only what is left.
+		return groupedBuckets(int64(q.Granularity.Duration()/time.Second), where+tie), append(args, tieArgs...), nil
 	}
 	// A minute is one row: the grouping would sum one row per group and
 	// join it back to itself, four times the work of reading it (1.3 s
@@ -286,20 +301,8 @@ func bucketsQuery(q stats.Query, after *stats.Bucket) (string, []any, error) {
 	return `SELECT minute, biz_type, channel, attempts, admitted, limited, shadow_limited, degraded, released,
   near_cache_refusals, peak_utilization, 1, limit_rule
 FROM channel_limit_stats
-WHERE ` + where + `
-ORDER BY minute, biz_type, channel`, args, nil
-}
-
-// afterCondition is the condition of a row that comes after a bucket in
-// the order (start, bizType, channel), on the columns named; afterArgs are
-// its arguments.
-func afterCondition(start, biz, channel string) string {
-	return fmt.Sprintf("(%[1]s > ? OR (%[1]s = ? AND (%[2]s > ? OR (%[2]s = ? AND %[3]s > ?))))", start, biz, channel)
-}
-
-func afterArgs(b *stats.Bucket) []any {
-	at := b.Start.Unix()
-	return []any{at, at, b.Key.BizType, b.Key.BizType, b.Key.Channel}
+WHERE ` + where + tie + `
+ORDER BY minute, biz_type, channel`, append(args, tieArgs...), nil
 }
 
 // keyWhere is the condition (and its arguments) on the minute, biz_type
@@ -331,9 +334,8 @@ func keyWhere(q stats.Query) (string, []any) {
 
 // groupedBuckets is the query of buckets step seconds long over the rows
 // where selects: the counts summed, the largest peak, how many rules the
-// rows recorded and the rule of the last row; outer, when not empty, is a
-// WHERE on the grouped rows (g).
-func groupedBuckets(step int64, where, outer string) string {
+// rows recorded and the rule of the last row.
+func groupedBuckets(step int64, where string) string {
 	// step comes from a fixed set of granularities, never from input text.
 	return fmt.Sprintf(`SELECT g.bucket, g.biz_type, g.channel, g.attempts, g.admitted, g.limited,
   g.shadow_limited, g.degraded, g.released, g.near_cache_refusals, g.peak, g.rules_seen, s.limit_rule
@@ -348,8 +350,7 @@ FROM (
   GROUP BY bucket, biz_type, channel
 ) g
 JOIN channel_limit_stats s ON s.minute = g.last_minute AND s.biz_type = g.biz_type AND s.channel = g.channel
-%[3]s
-ORDER BY g.bucket, g.biz_type, g.channel`, step, where, outer)
+ORDER BY g.bucket, g.biz_type, g.channel`, step, where)
 }
 
 func truncate(s string, n int) string {

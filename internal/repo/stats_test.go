@@ -117,19 +117,17 @@ func TestChannelStatsSuite(t *testing.T) {
 				}
 			})
 
-			t.Run("a count is the buckets', up to one more than its limit", func(t *testing.T) {
+			t.Run("more buckets than n, counted against the buckets read", func(t *testing.T) {
 				for _, g := range []stats.Granularity{stats.Minute, stats.Hour, stats.Day} {
 					q := day
 					q.Granularity = g
 					all := len(mustBuckets(t, s, q))
-					for _, limit := range []int{0, 1, all} {
-						n, err := s.CountBuckets(ctx, q, limit)
-						want := all
-						if limit > 0 {
-							want = min(all, limit+1)
-						}
-						if err != nil || n != want {
-							t.Errorf("%s buckets counted with limit %d: %d, %v; want %d of %d", g, limit, n, err, want, all)
+					// Hours and days group several stored rows: n between
+					// the buckets and the rows must count the groups.
+					for _, n := range []int{0, 1, all - 1, all, all + 1} {
+						more, err := s.MoreBucketsThan(ctx, q, n)
+						if err != nil || more != (all > n) {
+							t.Errorf("%s: more buckets than %d: %v, %v; want %v (%d buckets)", g, n, more, err, all > n, all)
 						}
 					}
 				}
@@ -248,6 +246,7 @@ func TestBucketsReadInPages(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			s := mk(t)
+			repo.SetBucketPage(s, 1000)
 			t0 := statsT0.Truncate(24 * time.Hour)
 			keys := []string{"PA", "PB", "PC"}
 			var rows []stats.Row

@@ -115,7 +115,7 @@ func (nopReader) Buckets(context.Context, stats.Query) ([]stats.Bucket, error) {
 func (nopReader) EachBucket(context.Context, stats.Query, func(stats.Bucket) error) error {
 	return nil
 }
-func (nopReader) CountBuckets(context.Context, stats.Query, int) (int, error) { return 0, nil }
+func (nopReader) MoreBucketsThan(context.Context, stats.Query, int) (bool, error) { return false, nil }
 
 // TestAmountBucketMajor: JSON and CSV carry each amount in minor units and
 // in major units of its currency (CNY 2 digits, JPY 0, BHD 3); currency

@@ -34,11 +34,11 @@ type Bucket struct {
 // channel; only buckets with stored rows appear. EachBucket hands them to
 // fn in the same order as they are read, holding none, and stops at fn's
 // first error. Both read at most q.MaxRows+1 buckets when q.MaxRows is
-// positive. CountBuckets counts q's buckets up to limit+1 (limit 0: all).
+// positive. MoreBucketsThan reports whether q has more than n buckets.
 type Reader interface {
 	Buckets(ctx context.Context, q Query) ([]Bucket, error)
 	EachBucket(ctx context.Context, q Query, fn func(Bucket) error) error
-	CountBuckets(ctx context.Context, q Query, limit int) (int, error)
+	MoreBucketsThan(ctx context.Context, q Query, n int) (bool, error)
 }
 
 // ChangeLister lists applied limits changes in [from, to), oldest first, at
@@ -182,11 +182,11 @@ func (r *Reporter) Stream(ctx context.Context, q Query, w ReportWriter) error {
 		}
 	}
 	if q.MaxRows > 0 {
-		n, err := r.opts.Reader.CountBuckets(ctx, q, q.MaxRows)
+		more, err := r.opts.Reader.MoreBucketsThan(ctx, q, q.MaxRows)
 		if err != nil {
 			return err
 		}
-		if n > q.MaxRows {
+		if more {
 			return tooManyRows(q.MaxRows, "have more than %d rows (one per key and bucket)")
 		}
 	}

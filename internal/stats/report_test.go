@@ -36,12 +36,12 @@ func (r *fakeReader) EachBucket(_ context.Context, q stats.Query, fn func(stats.
 	return nil
 }
 
-// CountBuckets counts the buckets, or says count when it is set.
-func (r *fakeReader) CountBuckets(_ context.Context, q stats.Query, limit int) (int, error) {
+// MoreBucketsThan counts the buckets, or count when it is set.
+func (r *fakeReader) MoreBucketsThan(_ context.Context, q stats.Query, n int) (bool, error) {
 	if r.count > 0 {
-		return r.count, nil
+		return r.count > n, nil
 	}
-	return len(r.buckets), nil
+	return len(r.buckets) > n, nil
 }
 
 type fakeHistory []configcenter.Change
