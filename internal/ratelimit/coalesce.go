@@ -69,28 +69,23 @@ func (c *coalescer) newBatcher() *keyBatcher {
 	return &keyBatcher{
 		Max:     c.max,
 		Timeout: batchTimeout,
-		// One call serves one set of windows.
-		Fit: func(calls []*batch.Call[checkArg, StoreResult]) int {
-			for i, call := range calls {
-				if !slices.EqualFunc(call.Arg.windows, calls[0].Arg.windows, KeyWindow.same) {
-					return i
-				}
-			}
-			return len(calls)
-		},
+		// One call serves checks of one set of windows, each merchant's
+		// use of a window with merchant limits aside: each check names
+		// its own merchant's (oneCall).
+		Fit: fit,
 		One: func(ctx context.Context, a checkArg) (StoreResult, error) {
 			return c.s.checkOne(ctx, a.windows, a.member.id, a.member.amount)
 		},
 		Many: func(ctx context.Context, calls []*batch.Call[checkArg, StoreResult]) {
-			windows := calls[0].Arg.windows
+			windows, own := oneCall(calls)
 			members := make([]checkMember, len(calls))
 			for i, call := range calls {
 				members[i] = call.Arg.member
 			}
-			res, err := c.s.runCheck(ctx, windows, c.s.checkKeys(windows, members...), checkArgs(windows, members...))
+			res, err := c.s.runCheck(ctx, windows, c.s.checkKeysOwn(windows, own, members), checkArgsOwn(0, time.Now(), windows, own, members))
 			out := make([]StoreResult, len(calls))
 			if err == nil {
-				err = parseCheckReply(res, len(windows), out)
+				err = parseCheckReplyOwn(res, len(windows), own, out)
 			}
 			for i, call := range calls {
 				call.Res, call.Err = out[i], err
@@ -110,4 +105,109 @@ func (c *coalescer) stats() (calls, checks uint64) {
 		return true
 	})
 	return calls, checks
+}
+
+// fit is how many of calls, taken in order, one call can carry: checks of
+// the first check's windows, each merchant's use of a window aside, and
+// each merchant's use of a window the same in every check that names it
+// (a limits change between two checks of one merchant may differ in its
+// limit).
+func fit(calls []*batch.Call[checkArg, StoreResult]) int {
+	first := calls[0].Arg.windows
+	var seen map[mwKey]KeyWindow
+	for i, call := range calls {
+		ws := call.Arg.windows
+		if slices.EqualFunc(ws, first, KeyWindow.same) {
+			continue
+		}
+		if !slices.EqualFunc(ws, first, batchable) {
+			return i
+		}
+		if seen == nil {
+			seen = map[mwKey]KeyWindow{}
+		}
+		for p, w := range ws {
+			if w.same(first[p]) {
+				continue
+			}
+			if o, ok := seen[mwKey{w.Key, p}]; w.Key == first[p].Key || ok && !o.same(w) {
+				return i
+			}
+			seen[mwKey{w.Key, p}] = w
+		}
+	}
+	return len(calls)
+}
+
+// batchable reports whether one call can carry a and b at the same place
+// of two checks: they are the same window, or two merchants' uses of the
+// same window (their limits may differ, by an override).
+func batchable(a, b KeyWindow) bool {
+	if a.same(b) {
+		return true
+	}
+	if a.Merchant == "" || b.Merchant == "" || a.Track != b.Track || a.Learn != b.Learn ||
+		len(a.Reserved) != 0 || len(b.Reserved) != 0 || a.OwnReserve != b.OwnReserve {
+		return false
+	}
+	aw, bw := a.Window, b.Window
+	aw.Limit, bw.Limit = 0, 0
+	return aw == bw && a.Key.base() == b.Key.base()
+}
+
+// oneCall returns the windows of one call for a batch Fit let through, and
+// for each check its own windows among them (indexes, in its order), or
+// nil when every check has the same windows. The first check's windows come
+// first, in its order; each other merchant's use of a window is added
+// once, for all the checks of that merchant.
+func oneCall(calls []*batch.Call[checkArg, StoreResult]) ([]KeyWindow, [][]int) {
+	first := calls[0].Arg.windows
+	var (
+		windows []KeyWindow
+		own     [][]int
+		added   map[mwKey]int
+	)
+	for j, call := range calls {
+		ws := call.Arg.windows
+		if own == nil {
+			if slices.EqualFunc(ws, first, KeyWindow.same) {
+				continue
+			}
+			windows = slices.Clip(slices.Clone(first))
+			own = make([][]int, len(calls))
+			all := make([]int, len(first))
+			for p := range all {
+				all[p] = p
+			}
+			for q := range j {
+				own[q] = all
+			}
+			added = map[mwKey]int{}
+		}
+		m := make([]int, len(ws))
+		for p, w := range ws {
+			if w.same(first[p]) {
+				m[p] = p
+				continue
+			}
+			i, ok := added[mwKey{w.Key, p}]
+			if !ok {
+				i = len(windows)
+				windows = append(windows, w)
+				added[mwKey{w.Key, p}] = i
+			}
+			m[p] = i
+		}
+		own[j] = m
+	}
+	if own == nil {
+		return first, nil
+	}
+	return windows, own
+}
+
+// mwKey is a merchant's use of the window at one place of a batch's checks.
+type mwKey struct {
+	key Key
+	at  int
 }

@@ -29,14 +29,15 @@ const (
 //	ARGV[1]              TTL margin in ms, past the longest a member can stay
 //	ARGV[2]              0: read the time from Redis TIME (always, in production);
 //	                     else the time in µs (tests drive time through it)
-//	ARGV[3]              n, the number of windows
+//	ARGV[3]              n, the number of windows; -n when each member
+//	                     names its own windows among them (below)
 //	KEYS[k+e]            after those (k keys), for the e-th learning window,
 //	                     its learned limit: a hash {l, t, nb, e}
 //	                     ('<window key>:L', learned.go)
 //	KEYS[h+(j-1)c+i]     after those (h keys), for member j and the i-th
-//	                     sliding count window (c of them), member j's
-//	                     identity there: a string, the amount it was
-//	                     admitted for ('<window key>:#<member>')
+//	                     sliding count window of its own (c of them),
+//	                     member j's identity there: a string, the amount
+//	                     it was admitted for ('<window key>:#<member>')
 //	ARGV[4+8(i-1)...]    window i: kind (1 amount, 2 calendar: bits), limit,
 //	                     size µs, for a calendar window four period
 //	                     boundaries b1<b2<b3<b4 around the app server's clock
@@ -56,7 +57,14 @@ const (
 //	                     reservation is ⌊reservation × L / S⌋)
 //	ARGV[5+8n+4r]        a, the number of learning windows, then a pairs:
 //	                     the window (1-based) and its step (Learning.Step)
-//	ARGV[6+8n+4r+2a...]  member, amount pairs, in arrival order
+//	ARGV[6+8n+4r+2a...]  member, amount pairs, in arrival order; for -n,
+//	                     m, the number of windows of each member, then
+//	                     per member its id, its amount and its m windows
+//	                     (1-based), in its own order. A batch of checks
+//	                     by several merchants names each merchant's use
+//	                     of a window once, and each member the windows of
+//	                     its own merchant: every member's reply is the one
+//	                     a call of its own windows alone would give.
 //
 // The rules are Model's (model.go): a window's use is the sum of its
 // members' weights (1, or the amount in an amount window); a member is
@@ -91,8 +99,9 @@ const (
 // Returns the call's time (µs: the Redis TIME it read, or ARGV[2]), the one
 // instant every member of the call is decided at, the number of windows
 // whose effective limit is below their limit and, when it is not 0, the
-// effective limit of each window, then 4+n integers per
-// member: {allowed, window index (1-based), retry-after µs for a refusal,
+// effective limit of each window, then 4+n integers per member (4+m when
+// members name their windows, each in its own order): {allowed, window
+// index (1-based), retry-after µs for a refusal,
 // or for an admission how long before the call's time the member was first
 // admitted (0 for a member this call records; for a member a sliding window
 // held from before, the call's time less the earliest score it has in those
@@ -112,6 +121,11 @@ if now == 0 then
 end
 local margin = tonumber(ARGV[1])
 local n = tonumber(ARGV[3])
+-- n < 0: each member names its own windows among the -n (member windows)
+local mapped = n < 0
+if mapped then
+  n = -n
+end
 -- reservations: res[i] = {{tracking window, reservation, sum}, ...}
 local rbase = 4 + 8 * n
 local res = {}
@@ -125,12 +139,69 @@ end
 local abase = rbase + 1 + 4 * tonumber(ARGV[rbase])
 local na = tonumber(ARGV[abase])
 local first = abase + 1 + 2 * na
-local members, amounts = {}, {}
-for j = first, #ARGV, 2 do
-  members[#members + 1] = ARGV[j]
-  amounts[#amounts + 1] = tonumber(ARGV[j + 1])
+-- win[j]: member j's windows, in its own order; who[i]: the members of
+-- window i; cid[j][i]: window i's place among member j's sliding count
+-- windows, which orders its identity keys
+local members, amounts, win, who, cid = {}, {}, {}, {}, {}
+local nco = 0
+if mapped then
+  local mw = tonumber(ARGV[first])
+  local j = first + 1
+  while j <= #ARGV do
+    members[#members + 1] = ARGV[j]
+    amounts[#amounts + 1] = tonumber(ARGV[j + 1])
+    local w = {}
+    for p = 1, mw do
+      w[p] = tonumber(ARGV[j + 1 + p])
+    end
+    win[#win + 1] = w
+    j = j + 2 + mw
+  end
+  for i = 1, n do
+    who[i] = {}
+  end
+  for m = 1, #win do
+    for _, i in ipairs(win[m]) do
+      who[i][#who[i] + 1] = m
+    end
+  end
+else
+  for j = first, #ARGV, 2 do
+    members[#members + 1] = ARGV[j]
+    amounts[#amounts + 1] = tonumber(ARGV[j + 1])
+  end
+  local all = {}
+  for i = 1, n do
+    all[i] = i
+  end
+  for m = 1, #members do
+    win[m] = all
+  end
 end
 local nm = #members
+-- names returns the members of window i, and reads(r) spreads a reply
+-- for those names over the members: every member when no member names
+-- its own windows
+local function names(i)
+  if not mapped then
+    return members
+  end
+  local out = {}
+  for q, m in ipairs(who[i]) do
+    out[q] = members[m]
+  end
+  return out
+end
+local function spread(i, r)
+  if not mapped then
+    return r
+  end
+  local out = {}
+  for q, m in ipairs(who[i]) do
+    out[m] = r[q]
+  end
+  return out
+end
 local kind, limits, sizes, hk, used, base, present, pstart, pend, mode, par = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
 local h = n
 for i = 1, n do
@@ -156,7 +227,7 @@ for i = 1, n do
       redis.call('DEL', k)
     end
     used[i] = tonumber(redis.call('HGET', k, '#s') or 0)
-    present[i] = redis.call('HMGET', k, unpack(members))
+    present[i] = spread(i, redis.call('HMGET', k, unpack(names(i))))
   else
     if kind[i] == 1 then
       h = h + 1
@@ -183,7 +254,7 @@ for i = 1, n do
       used[i] = base[i]
     end
     if base[i] > 0 then
-      present[i] = redis.call('ZMSCORE', k, unpack(members))
+      present[i] = spread(i, redis.call('ZMSCORE', k, unpack(names(i))))
     else
       present[i] = {}
     end
@@ -217,17 +288,21 @@ for e = 1, na do
   end
 end
 h = h + na
--- the identity keys of the sliding count windows: the ci[i]-th such window
-local ci, nc = {}, 0
-for i = 1, n do
-  if kind[i] == 0 then
-    nc = nc + 1
-    ci[i] = nc
+-- the identity keys of the sliding count windows: member j's keys, one
+-- per sliding count window of its own, in its own order
+for j = 1, nm do
+  local c, at = 0, {}
+  for _, i in ipairs(win[j]) do
+    if kind[i] == 0 then
+      c = c + 1
+      at[i] = c
+    end
   end
+  cid[j], nco = at, c
 end
 local idbase = h
 local function idkey(j, i)
-  return KEYS[idbase + (j - 1) * nc + ci[i]]
+  return KEYS[idbase + (j - 1) * nco + cid[j][i]]
 end
 -- holds reports whether window i held member j before this call: it
 -- recorded it, or it counts a merchant's use of a window that did
@@ -327,8 +402,9 @@ local o = #out
 for j = 1, nm do
   local member = members[j]
   local bind, longest, dup, exceed, since = 0, 0, 0, 0, now
+  local wj = win[j]
   -- identity first: a member held with another amount is a conflict
-  for i = 1, n do
+  for _, i in ipairs(wj) do
     local was = nil
     if mode[i] == 2 then
       was = nil
@@ -342,7 +418,7 @@ for j = 1, nm do
       break
     end
   end
-  for i = 1, n do
+  for _, i in ipairs(wj) do
     if dup == 2 then
       break
     end
@@ -392,7 +468,7 @@ for j = 1, nm do
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, bind, longest, exceed
   else
     local room = nil
-    for i = 1, n do
+    for _, i in ipairs(wj) do
       if mode[i] ~= 2 and not (holds(i, j) or seen[member]) then
         local w = 1
         if kind[i] % 2 == 1 then
@@ -421,10 +497,17 @@ for j = 1, nm do
     seen[member] = amounts[j]
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, bind, now - since, dup
   end
-  for i = 1, n do
-    out[o + 4 + i] = used[i]
+  -- the binding window and the uses in the member's own order
+  for p, i in ipairs(wj) do
+    if i == out[o + 2] then
+      out[o + 2] = p
+      break
+    end
   end
-  o = o + 4 + n
+  for p, i in ipairs(wj) do
+    out[o + 4 + p] = used[i]
+  end
+  o = o + 4 + #wj
 end
 for i = 1, n do
   if #zadd[i] > 1 or #hset[i] > 0 then

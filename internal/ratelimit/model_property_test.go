@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
+	"payserver/internal/batch"
 	"payserver/internal/testutil"
 )
 
@@ -355,12 +356,13 @@ func genMerchants(t *rapid.T, w Window) *Merchants {
 // the time the plainest key, one sliding count window, learning or not
 // (RedisStore checks it with plainCheckScript, and with checkScript while
 // a learned limit is in force).
-func genWindows(t *rapid.T, own, wide Key) []KeyWindow {
+func genWindows(t *rapid.T, own, wide Key) ([]KeyWindow, map[int]*Merchants) {
 	if rapid.IntRange(0, 3).Draw(t, "plain") == 0 {
 		w := Window{Limit: rapid.Int64Range(0, 4).Draw(t, "limit"), Size: rapid.SampledFrom(modelSizes).Draw(t, "size")}
-		return []KeyWindow{{Key: own, Window: w, Learn: genLearning(t, w)}}
+		return []KeyWindow{{Key: own, Window: w, Learn: genLearning(t, w)}}, nil
 	}
 	var out []KeyWindow
+	mls := map[int]*Merchants{}
 	for _, k := range []Key{own, wide} {
 		lo, hi := 1, 3
 		if k == wide {
@@ -373,10 +375,48 @@ func genWindows(t *rapid.T, own, wide Key) []KeyWindow {
 				seen[w.ID()] = true
 				out = append(out, KeyWindow{Key: k, Window: w, Learn: genLearning(t, w)})
 				if ml := genMerchants(t, w); ml != nil {
+					mls[len(out)] = ml
 					out = append(out, merchantWindow(k, w, ml, rapid.SampledFrom(modelMerchants).Draw(t, "merchant")))
 				}
 			}
 		}
+	}
+	return out, mls
+}
+
+// ofMerchant is ws, drawn with the merchant limits mls (genWindows), for a
+// request of merchant: each merchant's use of a window is that merchant's.
+func ofMerchant(ws []KeyWindow, mls map[int]*Merchants, merchant string) []KeyWindow {
+	out := slices.Clone(ws)
+	for i, ml := range mls {
+		base, _, _ := ws[i].Key.Merchant()
+		out[i] = merchantWindow(base, ws[i].Window, ml, merchant)
+	}
+	return out
+}
+
+// merchantBatcher is a store that decides a batch of checks of several
+// merchants in one call (the coalescer's: fit, oneCall).
+type merchantBatcher interface {
+	checkMerchants(t *rapid.T, calls []*batch.Call[checkArg, StoreResult], now time.Time) []StoreResult
+}
+
+func (r redisTarget) checkMerchants(t *rapid.T, calls []*batch.Call[checkArg, StoreResult], now time.Time) []StoreResult {
+	if n := fit(calls); n != len(calls) {
+		t.Fatalf("one call carries %d of %d checks of one key's windows for several merchants, want all", n, len(calls))
+	}
+	ws, own := oneCall(calls)
+	members := make([]checkMember, len(calls))
+	for i, c := range calls {
+		members[i] = c.Arg.member
+	}
+	res, err := r.s.runCheck(context.Background(), ws, r.s.checkKeysOwn(ws, own, members), checkArgsOwn(micros(now), now, ws, own, members))
+	if err != nil {
+		t.Fatalf("check script: %v", err)
+	}
+	out := make([]StoreResult, len(calls))
+	if err := parseCheckReplyOwn(res, len(ws), own, out); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -385,7 +425,7 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 	own := Key{BizType: testutil.UniqueName("P"), Channel: testutil.UniqueName("C")}
 	wide := ChannelWide(own.Channel)
 	model := NewModel()
-	ws := genWindows(t, own, wide)
+	ws, mls := genWindows(t, own, wide)
 	// An instant near a calendar edge plus a random offset; whole
 	// microseconds.
 	now := rapid.SampledFrom(modelStarts).Draw(t, "start").Add(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(t, "offset")) * time.Microsecond)
@@ -420,6 +460,28 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 				want[i] = model.Check(ws, m.id, m.amount, now)
 			}
 			compare(fmt.Sprintf("batch %v", ms), target.checkBatch(t, ws, ms, now), want)
+		},
+		// merchants is a batch of checks by several merchants, as the
+		// coalescer sends one: each member in its own merchant's windows.
+		"merchants": func(t *rapid.T) {
+			mb, ok := target.(merchantBatcher)
+			if !ok || len(mls) == 0 {
+				t.Skip("no batches, or no merchant limits")
+			}
+			ms := rapid.SliceOfN(member, 2, 8).Draw(t, "members")
+			calls := make([]*batch.Call[checkArg, StoreResult], len(ms))
+			want := make([]StoreResult, len(ms))
+			for i, m := range ms {
+				own := ofMerchant(ws, mls, rapid.SampledFrom(modelMerchants).Draw(t, "merchant"))
+				calls[i] = &batch.Call[checkArg, StoreResult]{Arg: checkArg{windows: own, member: m}}
+				want[i] = model.Check(own, m.id, m.amount, now)
+			}
+			got := mb.checkMerchants(t, calls, now)
+			for i := range want {
+				if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
+					t.Fatalf("merchants' batch at %d µs: member %d (%s), windows %v\n got %+v\nwant %+v (model)", micros(now), i, ms[i].id, calls[i].Arg.windows, got[i], want[i])
+				}
+			}
 		},
 		"release": func(t *rapid.T) {
 			m := member.Draw(t, "member")
@@ -534,7 +596,7 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 			}
 			now = at
 		},
-		"limits": func(t *rapid.T) { ws = genWindows(t, own, wide) },
+		"limits": func(t *rapid.T) { ws, mls = genWindows(t, own, wide) },
 		"": func(t *rapid.T) {
 			got, want := target.usage(t, ws, now), model.Usage(ws, now)
 			if !slices.Equal(got, want) {

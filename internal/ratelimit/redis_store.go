@@ -101,20 +101,46 @@ func (s *RedisStore) keys(windows []KeyWindow) []string {
 // window's key + ":#" + member; ":v" ends the amounts hashes, ":L" the
 // learned-limit hashes, and window keys have no ':' after the ID).
 func (s *RedisStore) checkKeys(windows []KeyWindow, members ...checkMember) []string {
+	return s.checkKeysOwn(windows, nil, members)
+}
+
+// checkKeysOwn is checkKeys for members that name their own windows
+// (own[j]: member j's windows, as indexes into windows, in its order; nil
+// when every member has all of them): a member's identity keys are those
+// of its own sliding count windows, in its own order.
+func (s *RedisStore) checkKeysOwn(windows []KeyWindow, own [][]int, members []checkMember) []string {
 	keys := s.keys(windows)
 	for i, w := range windows {
 		if w.learns() {
 			keys = append(keys, learnedKey(keys[i]))
 		}
 	}
-	for _, m := range members {
-		for i, w := range windows {
-			if !w.Amount && !w.IsCalendar() {
+	for j, m := range members {
+		for p := range ownLen(windows, own) {
+			i := ownWindow(own, j, p)
+			if w := windows[i]; !w.Amount && !w.IsCalendar() {
 				keys = append(keys, keys[i]+":#"+m.id)
 			}
 		}
 	}
 	return keys
+}
+
+// ownLen is the number of windows of each member: all of windows, or as
+// many as each member names (own).
+func ownLen(windows []KeyWindow, own [][]int) int {
+	if own == nil {
+		return len(windows)
+	}
+	return len(own[0])
+}
+
+// ownWindow is the index in the call's windows of member j's p-th window.
+func ownWindow(own [][]int, j, p int) int {
+	if own == nil {
+		return p
+	}
+	return own[j][p]
 }
 
 // Check implements Store with one EVALSHA (EVAL after NOSCRIPT,
@@ -199,13 +225,32 @@ func checkArgs(windows []KeyWindow, members ...checkMember) []any {
 // µs since the epoch (property tests drive time through it); periodsAt is
 // the time the calendar periods are computed around.
 func checkArgsAt(nowMicros int64, periodsAt time.Time, windows []KeyWindow, members ...checkMember) []any {
-	args := make([]any, 0, 4+argsPerWindow*len(windows)+2*len(members))
-	args = append(args, ttlMargin.Milliseconds(), nowMicros, len(windows))
+	return checkArgsOwn(nowMicros, periodsAt, windows, nil, members)
+}
+
+// checkArgsOwn is checkArgsAt for members that name their own windows
+// (own, as for checkKeysOwn; nil when every member has all of them).
+func checkArgsOwn(nowMicros int64, periodsAt time.Time, windows []KeyWindow, own [][]int, members []checkMember) []any {
+	n := len(windows)
+	per := 2
+	if own != nil {
+		n, per = -n, 2+len(own[0])
+	}
+	args := make([]any, 0, 5+argsPerWindow*len(windows)+per*len(members))
+	args = append(args, ttlMargin.Milliseconds(), nowMicros, n)
 	args = appendWindowArgs(args, periodsAt, windows)
 	args = appendReservedArgs(args, windows)
 	args = appendLearningArgs(args, windows)
-	for _, m := range members {
+	if own != nil {
+		args = append(args, len(own[0]))
+	}
+	for j, m := range members {
 		args = append(args, m.id, m.amount)
+		if own != nil {
+			for _, i := range own[j] {
+				args = append(args, i+1)
+			}
+		}
 	}
 	return args
 }
@@ -277,10 +322,21 @@ func appendLearningArgs(args []any, windows []KeyWindow) []any {
 // limit and, when not 0, every window's effective limit, then 4+windows
 // integers per member.
 func parseCheckReply(res []int64, windows int, out []StoreResult) error {
+	return parseCheckReplyOwn(res, windows, nil, out)
+}
+
+// parseCheckReplyOwn is parseCheckReply for members that name their own
+// windows (own, as for checkKeysOwn): each member's result is for its own
+// windows, in its own order.
+func parseCheckReplyOwn(res []int64, n int, own [][]int, out []StoreResult) error {
+	windows := n
+	if own != nil {
+		windows = len(own[0])
+	}
 	per := 4 + windows
 	head := 2
 	if len(res) >= 2 && res[1] > 0 {
-		head += windows
+		head += n
 	}
 	if len(res) != head+per*len(out) {
 		return fmt.Errorf("ratelimit: script replied %d values for %d checks", len(res), len(out))
@@ -296,6 +352,13 @@ func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 			return fmt.Errorf("ratelimit: unexpected script reply %v", r)
 		}
 		counts := r[4:per:per]
+		lim := limits
+		if own != nil && limits != nil {
+			lim = make([]int64, windows)
+			for p, w := range own[i] {
+				lim[p] = limits[w]
+			}
+		}
 		out[i] = StoreResult{
 			Allowed:    r[0] == 1,
 			Window:     int(r[1]) - 1,
@@ -304,7 +367,7 @@ func parseCheckReply(res []int64, windows int, out []StoreResult) error {
 			Duplicate:  r[3] == 1,
 			Conflict:   r[3] == 2,
 			ExceedsCap: r[3] == 3,
-			Limits:     limits,
+			Limits:     lim,
 			Now:        time.UnixMicro(now),
 		}
 		if out[i].Allowed {
