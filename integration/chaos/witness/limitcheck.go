@@ -344,7 +344,14 @@ func (c *checker) excess(k groupKey, ck check, t int64) int64 {
 	// too.
 	high := max(ck.limit, c.windowHigh(k.key, id, t))
 	if w1 > 0 {
+		// The shares were cut from the limits in force during the
+		// faults, which a later document may have lowered since.
 		l1 = max(l1, c.windowHigh(k.key, id1, t))
+		for _, m := range met {
+			for _, d := range c.docsIn(m[0], m[1]) {
+				l1 = max(l1, d.maxLimit(k.key, id1))
+			}
+		}
 	}
 	n := c.instances
 	inc := c.incarnations(met)

@@ -1,6 +1,9 @@
 package witness
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 const merchantDoc = `
 limits:
@@ -67,6 +70,65 @@ limits:
 			}
 			op := b.op("pay", "rz", "ONLINE_PAY", "ALIPAY", 100, t0+50*ms, 429, limited(map[string]any{"bizType": "ONLINE_PAY", "channel": "ALIPAY", "scope": tt.scope, "merchantId": "M1"}))
 			op.MerchantID = "M1"
+			wantViolations(t, b.check(), tt.want...)
+		})
+	}
+}
+
+// TestInProcessSharesOfTheLimitsDuringTheFault: under policy local the
+// in-process admissions of a Redis fault are bounded by each instance's
+// share of the limits in force during the fault, not of those in force at
+// a later check. M3 admits 4 in process under a 1 s limit of 4 for each
+// merchant; a document that lowers it to 1 comes after, and M3's checks
+// under it meet those 4 in its 10 s window, on top of its 12 on Redis.
+func TestInProcessSharesOfTheLimitsDuringTheFault(t *testing.T) {
+	const during = `
+limits:
+  ONLINE_PAY:ALIPAY:
+    - {limit: 20, window: 1s, perMerchant: 4}
+    - {limit: 60, window: 10s, perMerchant: 12}
+`
+	const after = `
+limits:
+  ONLINE_PAY:ALIPAY:
+    - {limit: 20, window: 1s, perMerchant: 1}
+    - {limit: 60, window: 10s, perMerchant: 12}
+`
+	pay := func(b *builder, rid string, at int64) {
+		b.paid(rid, "ONLINE_PAY", "ALIPAY", 100, at)
+		b.h.Orders[len(b.h.Orders)-1].MerchantID = "M3"
+		b.h.Ops[len(b.h.Ops)-1].MerchantID = "M3"
+	}
+	tests := []struct {
+		name      string
+		inProcess int
+		want      []Property
+	}{
+		{"the shares of the limits during the fault", 4, nil},
+		{"beyond those shares", 14, []Property{WithinLimits}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHistory(t, during)
+			b.fault("redis", t0, t0+2600*ms, 0)
+			for i := range tt.inProcess {
+				pay(b, fmt.Sprintf("l%d", i), t0+100*ms+int64(i)*2400*ms/int64(tt.inProcess))
+			}
+			// On Redis under the first document, 0.3 s apart (within 4 a
+			// second), then 1 s apart under the second.
+			b.publish(after, t0+5600*ms)
+			at := t0 + 3*sec
+			for i := range 12 {
+				if at >= t0+5500*ms {
+					at = max(at, t0+7600*ms)
+				}
+				pay(b, fmt.Sprintf("r%d", i), at)
+				if at < t0+7600*ms {
+					at += 300 * ms
+				} else {
+					at += sec
+				}
+			}
 			wantViolations(t, b.check(), tt.want...)
 		})
 	}
