@@ -179,9 +179,9 @@ else
   end
 end
 local nm = #members
--- names returns the members of window i, and reads(r) spreads a reply
--- for those names over the members: every member when no member names
--- its own windows
+-- names(i) returns the members of window i, and spread(i, r) spreads a
+-- reply for those names over the members: every member when no member
+-- names its own windows
 local function names(i)
   if not mapped then
     return members
@@ -291,14 +291,18 @@ h = h + na
 -- the identity keys of the sliding count windows: member j's keys, one
 -- per sliding count window of its own, in its own order
 for j = 1, nm do
-  local c, at = 0, {}
-  for _, i in ipairs(win[j]) do
-    if kind[i] == 0 then
-      c = c + 1
-      at[i] = c
+  if j == 1 or mapped then
+    local c, at = 0, {}
+    for _, i in ipairs(win[j]) do
+      if kind[i] == 0 then
+        c = c + 1
+        at[i] = c
+      end
     end
+    cid[j], nco = at, c
+  else
+    cid[j] = cid[1]
   end
-  cid[j], nco = at, c
 end
 local idbase = h
 local function idkey(j, i)
@@ -498,10 +502,12 @@ for j = 1, nm do
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, bind, now - since, dup
   end
   -- the binding window and the uses in the member's own order
-  for p, i in ipairs(wj) do
-    if i == out[o + 2] then
-      out[o + 2] = p
-      break
+  if mapped then
+    for p, i in ipairs(wj) do
+      if i == out[o + 2] then
+        out[o + 2] = p
+        break
+      end
     end
   end
   for p, i in ipairs(wj) do
