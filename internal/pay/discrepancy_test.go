@@ -91,3 +91,31 @@ func TestANotificationContradictingAFinalOrderIsRecorded(t *testing.T) {
 		t.Fatalf("%d discrepancies reported on ALIPAY, want 1 (a repeat of the same order's and an agreeing word count none)", n)
 	}
 }
+
+// TestADiscrepancyCountsInAFullWindow: a channel that reports paid an
+// order payserver had closed moved money under a slot given back when the
+// order ended. The slot counts again even where the windows filled since:
+// the money moved whatever the limits say now, and the channel counts it.
+func TestADiscrepancyCountsInAFullWindow(t *testing.T) {
+	r := newResolverRig(t, "limits:\n  B:ALIPAY: [{limit: 1, window: 1h}, {amount: 1000, calendar: day, currency: CNY}]\n")
+	lost := r.unknownOrder("closed", 500, false)
+	res := r.resolver("a")
+	ctx := context.Background()
+	if err := res.ResolveOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o := r.get("closed"); pay.StateOf(o) != pay.StateNotSent {
+		t.Fatalf("the order: %+v, want NOT_SENT by close", o)
+	}
+	r.unknownOrder("filler", 800, true) // the windows fill after the close
+	paid := pay.Notification{Channel: "ALIPAY", OrderNo: lost.OrderNo, Result: channel.Result{Status: channel.Succeeded, TradeNo: "T9"}}
+	if _, err := res.Notify(ctx, paid); err != nil {
+		t.Fatalf("the contradicting notification: %v", err)
+	}
+	if got := r.used(0); got != 2 {
+		t.Fatalf("count window holds %d, want 2 (over its limit of 1): the channel paid under the closed order's slot", got)
+	}
+	if got := r.used(1); got != 1300 {
+		t.Fatalf("amount window holds %d, want 1300 (over its cap of 1000)", got)
+	}
+}

@@ -554,10 +554,11 @@ func contradicts(o *Order, res channel.Result) bool {
 // order o, or that came from a channel o's payment was routed away from:
 // the channel broke its close guarantee, or answered otherwise than it had.
 // The order keeps its state, for a person to reconcile with the channel.
-// When the channel says it paid, the slot on that channel counts again:
-// money moved under it (the slot had been released or its amount given
-// back when the order ended). An error means the word was not recorded:
-// the channel is answered so, and repeats it.
+// When the channel says it paid, the slot on that channel counts again,
+// whatever the limits say now (Request.Regardless): money moved under it
+// (the slot had been released or its amount given back when the order
+// ended). An error means the word was not recorded: the channel is
+// answered so, and repeats it.
 func (r *Resolver) discrepancy(ctx context.Context, o *Order, n Notification) error {
 	d := Discrepancy{Channel: n.Channel, Reported: outcomeName(n.Result.Status), TradeNo: n.Result.TradeNo, At: r.opts.Now().UTC()}
 	r.log.Error("a channel contradicted a final order: it may have moved money payserver did not expect; reconcile with the channel",
@@ -580,7 +581,7 @@ func (r *Resolver) discrepancy(ctx context.Context, o *Order, n Notification) er
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	key := ratelimit.Key{BizType: o.BizType, Channel: n.Channel}
-	c, err := r.limiter.Check(cctx, ratelimit.Request{Caller: LimiterCaller, Key: key, Member: o.RequestID, Amount: o.Amount, Currency: o.Currency, Merchant: o.MerchantID})
+	c, err := r.limiter.Check(cctx, ratelimit.Request{Caller: LimiterCaller, Key: key, Member: o.RequestID, Amount: o.Amount, Currency: o.Currency, Merchant: o.MerchantID, Regardless: true})
 	if err != nil || !c.Allowed {
 		r.log.Warn("the slot of a payment a channel reported paid against its order could not be counted again",
 			"requestId", o.RequestID, "key", key.String(), "allowed", c.Allowed, "unknown", c.Unknown, "err", err)

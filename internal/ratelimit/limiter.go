@@ -253,6 +253,12 @@ type Request struct {
 	// are counted beside the limits service's clients); "" is told to
 	// nobody. It changes no decision.
 	Caller string
+	// Regardless counts the member in every window whatever their limits,
+	// learned limits and reservations, a closed key's included: for a
+	// payment a channel reported paid after its order ended, money that
+	// moved under the slot. Only a conflict (the member held for another
+	// amount) still refuses.
+	Regardless bool
 }
 
 // Allow checks a request without an amount. See Check.
@@ -353,7 +359,7 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 	if i := p.closed(); i >= 0 {
 		return p.closedDecision(lim.cfg, r, i, now), nil
 	}
-	useNear := !l.opts.DisableNearCache && !p.shadow
+	useNear := !l.opts.DisableNearCache && !p.shadow && !r.Regardless
 	if useNear {
 		if d, ok := l.near.refusal(r.Key, lim.version, now); ok {
 			return d, nil

@@ -665,7 +665,10 @@ func (k Key) CountsChannelWide() bool { return !k.IsChannelWide() && !k.IsResolv
 // request's, TrackOther for the others', in the names' order). Shadow rules
 // are not modelled. (The Limiter refuses a request one of whose windows has
 // limit 0, a closed key, before any store is asked, even a retry of a
-// member the windows hold: closed is closed.)
+// member the windows hold: closed is closed.) A request counted regardless
+// (Request.Regardless: a payment a channel reported paid after its order
+// ended) has the same windows with no limit, learning or reservation: it
+// is recorded wherever it is not held, refused only as a conflict.
 func applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 	keys := []Key{r.Key}
 	if r.Key.CountsChannelWide() {
@@ -714,7 +717,16 @@ func applicable(cfg *Config, r Request, now time.Time) []KeyWindow {
 			windows[i].Reserved[j].Index = len(windows) - 1 - rv.Index
 		}
 	}
-	return append(windows, tracking...)
+	all := append(windows, tracking...)
+	if r.Regardless {
+		// Money moved under the slot: the same windows record it, none
+		// with a limit that could refuse it.
+		for i, w := range all {
+			all[i] = KeyWindow{Key: w.Key, Window: w.Window, Track: w.Track, Merchant: w.Merchant}
+			all[i].Limit = trackingLimit
+		}
+	}
+	return all
 }
 
 // ReleaseKey removes member from every window the model holds of key and,

@@ -84,6 +84,12 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 		}
 		p.windows = append(p.windows, tracking...)
 	}
+	if r.Regardless {
+		for i := range p.windows {
+			w := &p.windows[i]
+			w.Limit, w.Learn, w.Reserved, w.OwnReserve = trackingLimit, Learning{}, nil, 0
+		}
+	}
 	return p
 }
 

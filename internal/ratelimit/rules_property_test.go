@@ -162,7 +162,8 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 	merchants := rapid.SliceOfN(rapid.SampledFrom([]string{"", "M1", "M2", "m:{x}@y %"}), 6, 6).Draw(t, "merchants")
 	request := func(t *rapid.T) Request {
 		i := rapid.IntRange(0, 5).Draw(t, "member")
-		return Request{Key: Key{BizType: bizTypes[i], Channel: ch}, Member: fmt.Sprintf("m%d", i), Amount: amounts[i], Currency: currencies[i], Merchant: merchants[i]}
+		return Request{Key: Key{BizType: bizTypes[i], Channel: ch}, Member: fmt.Sprintf("m%d", i), Amount: amounts[i], Currency: currencies[i], Merchant: merchants[i],
+			Regardless: rapid.IntRange(0, 7).Draw(t, "regardless") == 0}
 	}
 	// holds keeps every hold a member was admitted with: releasing them all
 	// frees every window any admission recorded it in, as the model's
