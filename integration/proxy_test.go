@@ -28,6 +28,11 @@ type proxy struct {
 	// cutReplies cuts a connection as soon as the target answers: the
 	// request arrived, its answer never does.
 	cutReplies bool
+	// cutArrays cuts a connection as soon as the target answers with a
+	// RESP array (a Redis script's answer), letting through the
+	// connection's handshake (a RESP3 map, +OK): a script that ran whose
+	// answer is lost, on old and new connections alike.
+	cutArrays bool
 }
 
 // Slow holds every chunk d before forwarding it; 0 stops it.
@@ -43,6 +48,14 @@ func (p *proxy) CutReplies(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cutReplies = on
+}
+
+// CutArrays makes every connection die when Redis answers it with an
+// array (a script's answer) after running the request; false stops it.
+func (p *proxy) CutArrays(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutArrays = on
 }
 
 // CutOn makes every connection whose client sends bytes containing pattern
@@ -64,7 +77,7 @@ func (p *proxy) pipe(dst, src net.Conn, toTarget bool) {
 		if n > 0 {
 			p.mu.Lock()
 			d := p.delay
-			cut := toTarget && p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn) || !toTarget && p.cutReplies
+			cut := toTarget && p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn) || !toTarget && (p.cutReplies || p.cutArrays && buf[0] == '*')
 			p.mu.Unlock()
 			if cut {
 				return
