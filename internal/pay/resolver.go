@@ -582,9 +582,11 @@ func (r *Resolver) discrepancy(ctx context.Context, o *Order, n Notification) er
 	defer cancel()
 	key := ratelimit.Key{BizType: o.BizType, Channel: n.Channel}
 	c, err := r.limiter.Check(cctx, ratelimit.Request{Caller: LimiterCaller, Key: key, Member: o.RequestID, Amount: o.Amount, Currency: o.Currency, Merchant: o.MerchantID, Regardless: true})
-	if err != nil || !c.Allowed {
+	if err != nil || !c.Allowed || c.Source == ratelimit.SourceFailOpen {
+		// Refused (a conflict), lost, or admitted without a record
+		// (policy allow while the store fails): not counted.
 		r.log.Warn("the slot of a payment a channel reported paid against its order could not be counted again",
-			"requestId", o.RequestID, "key", key.String(), "allowed", c.Allowed, "unknown", c.Unknown, "err", err)
+			"requestId", o.RequestID, "key", key.String(), "allowed", c.Allowed, "source", string(c.Source), "unknown", c.Unknown, "err", err)
 	}
 	return nil
 }
