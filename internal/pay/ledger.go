@@ -1,8 +1,10 @@
 package pay
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -373,7 +375,8 @@ func paymentOf(o *Order) *Order {
 		MerchantID: o.MerchantID, Amount: o.Amount, Currency: o.Currency, Subject: o.Subject, CreatedAt: o.CreatedAt}
 }
 
-// carry makes a release or a give-back of h.
+// carry makes a release or a give-back of h, then counts h's requestId
+// again if its order now says the channel paid (recountPaid).
 func (l *Ledger) carry(ctx context.Context, h ratelimit.Hold, amountsOnly bool) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
@@ -383,11 +386,52 @@ func (l *Ledger) carry(ctx context.Context, h ratelimit.Hold, amountsOnly bool) 
 	} else {
 		err = l.limiter.Release(cctx, h)
 	}
-	if err == nil {
-		l.limiterAnswered()
+	if err != nil {
+		return err
 	}
-	return err
+	l.limiterAnswered()
+	return l.recountPaid(cctx, h)
 }
+
+// recountPaid counts h's member again, whatever the limits say, when the
+// order holding it carries a channel's word that it paid on h's key
+// (Resolver.discrepancy). The fate this release carried out was decided
+// before; a word that came since counted the slot again, and the release
+// may have undone that. Read after the release, the order tells: a word
+// recorded before the read is counted here, one recorded after counts
+// itself after this release. An error (the order could not be read, or
+// not counted) keeps the fate to carry out: releasing again changes
+// nothing, and the order is read again.
+func (l *Ledger) recountPaid(ctx context.Context, h ratelimit.Hold) error {
+	if l.orders == nil {
+		return nil
+	}
+	o, err := l.orders.Get(ctx, h.Member)
+	if errors.Is(err, ErrOrderNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pay: read the order after a release: %w", err)
+	}
+	d := o.Discrepancy
+	if d == nil || d.Reported != string(StatusSucceeded) || d.Channel != h.Key.Channel || o.BizType != h.Key.BizType {
+		return nil
+	}
+	c, err := l.limiter.Check(ctx, ratelimit.Request{Caller: LimiterCaller, Key: h.Key, Member: o.RequestID,
+		Amount: o.Amount, Currency: o.Currency, Merchant: o.MerchantID, Regardless: true})
+	if err != nil || c.Unknown || c.Source == ratelimit.SourceFailOpen {
+		return fmt.Errorf("pay: count again the slot of a payment its channel reported paid: %w", cmp.Or(err, errNotCounted))
+	}
+	if !c.Allowed {
+		l.opts.Logger.Warn("the slot of a payment a channel reported paid could not be counted again after a release",
+			"requestId", o.RequestID, "key", h.Key.String(), "conflict", c.Conflict)
+	}
+	return nil
+}
+
+// errNotCounted is a count made regardless whose outcome is unknown, or
+// that a failing store let through unrecorded.
+var errNotCounted = errors.New("not recorded")
 
 // limiterAnswered makes every fate to carry out that waits on its backoff
 // due at once: the limiter that failed them answers again, and a slot

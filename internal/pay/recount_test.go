@@ -1,0 +1,116 @@
+package pay_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"payserver/internal/channel"
+	"payserver/internal/pay"
+	"payserver/internal/ratelimit"
+)
+
+// hookLimiter wraps the rig's limiter: beforeRelease runs before the first
+// Release (a notification arriving between the order's commit and its
+// slot's release), fail makes Release fail (the store unreachable).
+type hookLimiter struct {
+	*ratelimit.Limiter
+	beforeRelease func()
+	fired         atomic.Bool
+	fail          atomic.Bool
+}
+
+func (h *hookLimiter) Release(ctx context.Context, hd ratelimit.Hold) error {
+	if h.beforeRelease != nil && h.fired.CompareAndSwap(false, true) {
+		h.beforeRelease()
+	}
+	if h.fail.Load() {
+		return errors.New("store unreachable")
+	}
+	return h.Limiter.Release(ctx, hd)
+}
+
+// rigResolver is r's resolver on lim, settling through led.
+func rigResolver(t *testing.T, r *resolverRig, lim pay.Limiter, led *pay.Ledger) *pay.Resolver {
+	reg, err := channel.NewRegistry(r.sim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pay.NewResolver(r.orders, lim, reg, pay.ResolverOptions{Owner: "a", Backoff: time.Millisecond, MaxBackoff: time.Millisecond, Ledger: led})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestAReleaseAfterTheRecountCountsItAgain: a channel's word that it paid
+// an order closed NOT_SENT lands between the close's commit and its
+// slot's release. The word counts the slot again (a duplicate: it is
+// still held); the release that follows reads the order and counts it
+// again, so the money the channel moved stays counted.
+func TestAReleaseAfterTheRecountCountsItAgain(t *testing.T) {
+	r := newResolverRig(t, resolverLimits)
+	lost := r.unknownOrder("closed", 500, false)
+	hl := &hookLimiter{Limiter: r.lim}
+	led, err := pay.NewLedger(r.orders, hl, pay.LedgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rigResolver(t, r, hl, led)
+	hl.beforeRelease = func() {
+		paid := pay.Notification{Channel: "ALIPAY", OrderNo: lost.OrderNo, Result: channel.Result{Status: channel.Succeeded, TradeNo: "T9"}}
+		if _, err := res.Notify(context.Background(), paid); err != nil {
+			t.Errorf("notify: %v", err)
+		}
+	}
+	if err := res.ResolveOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := r.get("closed"); o.Discrepancy == nil {
+		t.Fatalf("no discrepancy recorded: %+v", o)
+	}
+	if got := r.used(0); got != 1 {
+		t.Fatalf("count window holds %d, want 1: the channel paid under the slot, and the close's release undid the re-count", got)
+	}
+}
+
+// TestAnOwedReleaseAfterTheRecountCountsItAgain: the close's release
+// fails and the ledger owes it; the channel's word that it paid counts the
+// slot again; the ledger then makes the release it owed, reads the order,
+// and counts the slot again.
+func TestAnOwedReleaseAfterTheRecountCountsItAgain(t *testing.T) {
+	r := newResolverRig(t, resolverLimits)
+	lost := r.unknownOrder("closed", 500, false)
+	hl := &hookLimiter{Limiter: r.lim}
+	hl.fail.Store(true)
+	led, err := pay.NewLedger(r.orders, hl, pay.LedgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rigResolver(t, r, hl, led)
+	if err := res.ResolveOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := led.Sizes(); s["carry"] != 1 {
+		t.Fatalf("ledger %v, want one carry", s)
+	}
+	hl.fail.Store(false)
+	paid := pay.Notification{Channel: "ALIPAY", OrderNo: lost.OrderNo, Result: channel.Result{Status: channel.Succeeded, TradeNo: "T9"}}
+	if _, err := res.Notify(context.Background(), paid); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { led.Run(ctx); close(done) }()
+	deadline := time.Now().Add(3 * time.Second)
+	for led.Size() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := r.used(0); got != 1 {
+		t.Fatalf("count window holds %d, want 1: the ledger's carry released the slot the discrepancy counted again (ledger %v)", got, led.Sizes())
+	}
+}
