@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -66,10 +67,23 @@ func LoadConfig(environ []string) (Config, error) {
 	}
 	// The built keys are taken out before the decoding: LoadConfig builds
 	// them below.
-	built := map[string]string{}
+	// A list in the file is the variable's comma list; a setting is named
+	// in errors as it was given: by its variable, or by its key in the
+	// file.
+	built, label := map[string]string{}, map[string]string{}
 	for name, key := range envKeys {
-		if slices.Contains(builtKeys, key) && k.Exists(key) {
-			built[name] = strings.TrimSpace(k.String(key))
+		if !slices.Contains(builtKeys, key) || !k.Exists(key) {
+			continue
+		}
+		built[name] = strings.TrimSpace(k.String(key))
+		if list := k.Strings(key); len(list) > 0 {
+			if _, isString := k.Get(key).(string); !isString {
+				built[name] = strings.Join(list, ",")
+			}
+		}
+		label[name] = name
+		if _, fromEnv := vars[name]; !fromEnv {
+			label[name] = key + " in " + path
 		}
 	}
 	// A list, or one comma list as the variable takes it.
@@ -101,7 +115,7 @@ func LoadConfig(environ []string) (Config, error) {
 		}
 		cfg.Channels = chs
 	}
-	if cfg.API, err = loadAPIConfig(func(name string) string { return built[name] }, cfg.AdminToken, cfg.Clients); err != nil {
+	if cfg.API, err = loadAPIConfig(func(name string) string { return built[name] }, func(name string) string { return cmp.Or(label[name], name) }, cfg.AdminToken, cfg.Clients); err != nil {
 		return Config{}, err
 	}
 	sort.Strings(unknown)

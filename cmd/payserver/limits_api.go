@@ -61,13 +61,18 @@ type ClientConfig struct {
 
 // loadAPIConfig reads the APIConfig from the environment and the clients
 // of the settings file. Client tokens must differ from the admin token and
-// from each other, and client names are unique across both sources.
-func loadAPIConfig(getenv func(string) string, adminToken string, fileClients map[string]ClientConfig) (APIConfig, error) {
+// from each other, and client names are unique across both sources. An
+// error names a setting as label names it (nil: by its variable), so that
+// one read from the settings file is named by its key there.
+func loadAPIConfig(getenv func(string) string, label func(string) string, adminToken string, fileClients map[string]ClientConfig) (APIConfig, error) {
+	if label == nil {
+		label = func(name string) string { return name }
+	}
 	c := APIConfig{GRPCAddr: strings.TrimSpace(getenv("PAYSERVER_GRPC_ADDR")), MaxWaiters: ratelimit.DefaultMaxWaiters}
 	if v := strings.TrimSpace(getenv("PAYSERVER_LIMIT_MAX_WAITERS")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100_000 {
-			return APIConfig{}, fmt.Errorf("PAYSERVER_LIMIT_MAX_WAITERS %q: want a whole number in 1..100000", v)
+			return APIConfig{}, fmt.Errorf("%s %q: want a whole number in 1..100000", label("PAYSERVER_LIMIT_MAX_WAITERS"), v)
 		}
 		c.MaxWaiters = n
 	}
@@ -76,16 +81,16 @@ func loadAPIConfig(getenv func(string) string, adminToken string, fileClients ma
 	case "true":
 		c.GRPCFailureModeDeny = true
 	default:
-		return APIConfig{}, fmt.Errorf("PAYSERVER_GRPC_FAILURE_MODE_DENY %q: want true or false", v)
+		return APIConfig{}, fmt.Errorf("%s %q: want true or false", label("PAYSERVER_GRPC_FAILURE_MODE_DENY"), v)
 	}
 	if c.GRPCAddr != "" {
 		if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
-			return APIConfig{}, fmt.Errorf("PAYSERVER_GRPC_ADDR %q: want host:port", c.GRPCAddr)
+			return APIConfig{}, fmt.Errorf("%s %q: want host:port", label("PAYSERVER_GRPC_ADDR"), c.GRPCAddr)
 		}
 	}
 	set := newClientSet(adminToken)
 	if err := set.parseEnv(getenv("PAYSERVER_CLIENT_TOKENS")); err != nil {
-		return APIConfig{}, fmt.Errorf("PAYSERVER_CLIENT_TOKENS: %w", err)
+		return APIConfig{}, fmt.Errorf("%s: %w", label("PAYSERVER_CLIENT_TOKENS"), err)
 	}
 	for _, t := range set.clients {
 		c.Unscoped = append(c.Unscoped, t.Name)
@@ -125,7 +130,7 @@ func loadAPIConfig(getenv func(string) string, adminToken string, fileClients ma
 		paySet.tokens[t] = true
 	}
 	if err := paySet.parseEnv(getenv("PAYSERVER_PAY_TOKENS")); err != nil {
-		return APIConfig{}, fmt.Errorf("PAYSERVER_PAY_TOKENS: %w", err)
+		return APIConfig{}, fmt.Errorf("%s: %w", label("PAYSERVER_PAY_TOKENS"), err)
 	}
 	c.PayTokens = paySet.clients
 	return c, nil

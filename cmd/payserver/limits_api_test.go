@@ -33,12 +33,12 @@ func TestParseClientTokens(t *testing.T) {
 
 func TestLoadAPIConfig(t *testing.T) {
 	env := map[string]string{"PAYSERVER_LIMIT_MAX_WAITERS": "7", "PAYSERVER_GRPC_ADDR": "127.0.0.1:0"}
-	c, err := loadAPIConfig(func(k string) string { return env[k] }, "", nil)
+	c, err := loadAPIConfig(func(k string) string { return env[k] }, nil, "", nil)
 	if err != nil || c.MaxWaiters != 7 || c.GRPCAddr != "127.0.0.1:0" || len(c.ClientTokens) != 0 {
 		t.Fatalf("got %+v, %v", c, err)
 	}
 	for _, bad := range []map[string]string{{"PAYSERVER_LIMIT_MAX_WAITERS": "0"}, {"PAYSERVER_GRPC_ADDR": "nohostport"}} {
-		if _, err := loadAPIConfig(func(k string) string { return bad[k] }, "", nil); err == nil {
+		if _, err := loadAPIConfig(func(k string) string { return bad[k] }, nil, "", nil); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}
@@ -67,7 +67,7 @@ func TestClientTokenEntryErrorsNeverEchoSecrets(t *testing.T) {
 func TestClientsFromTheSettingsFile(t *testing.T) {
 	env := map[string]string{"PAYSERVER_CLIENT_TOKENS": "jobs=0123456789abcdefJOBS"}
 	file := map[string]ClientConfig{"refunds": {Token: "0123456789abcdefREFUNDS", BizTypes: []string{"REFUND"}}}
-	c, err := loadAPIConfig(func(k string) string { return env[k] }, "", file)
+	c, err := loadAPIConfig(func(k string) string { return env[k] }, nil, "", file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestClientsFromTheSettingsFile(t *testing.T) {
 		"long name":   {"refunds-service-eu": {Token: "0123456789abcdefOTHER", BizTypes: []string{"REFUND"}}},
 		"no bizTypes": {"other": {Token: "0123456789abcdefOTHER", BizTypes: []string{}}},
 	} {
-		if _, err := loadAPIConfig(func(k string) string { return env[k] }, "", bad); err == nil || strings.Contains(err.Error(), "0123456789abcdef") {
+		if _, err := loadAPIConfig(func(k string) string { return env[k] }, nil, "", bad); err == nil || strings.Contains(err.Error(), "0123456789abcdef") {
 			t.Errorf("%s: got %v, want a refusal that does not quote the token", name, err)
 		}
 	}
@@ -107,13 +107,13 @@ func TestClientsYAML(t *testing.T) {
 // rules, and a pay token is no client's token nor the admin's.
 func TestPayTokensConfig(t *testing.T) {
 	env := map[string]string{"PAYSERVER_CLIENT_TOKENS": "jobs=0123456789abcdefJOBS", "PAYSERVER_PAY_TOKENS": "core=0123456789abcdefCORE"}
-	c, err := loadAPIConfig(func(k string) string { return env[k] }, "admin-token-000000", nil)
+	c, err := loadAPIConfig(func(k string) string { return env[k] }, nil, "admin-token-000000", nil)
 	if err != nil || len(c.PayTokens) != 1 || c.PayTokens[0].Name != "core" {
 		t.Fatalf("got %v, %v; want the pay caller core", c.PayTokens, err)
 	}
 	for _, bad := range []string{"core=0123456789abcdefJOBS", "core=admin-token-000000", "core=short", "0123456789abcdefCORE=core"} {
 		env["PAYSERVER_PAY_TOKENS"] = bad
-		if _, err := loadAPIConfig(func(k string) string { return env[k] }, "admin-token-000000", nil); err == nil || !strings.Contains(err.Error(), "PAYSERVER_PAY_TOKENS") {
+		if _, err := loadAPIConfig(func(k string) string { return env[k] }, nil, "admin-token-000000", nil); err == nil || !strings.Contains(err.Error(), "PAYSERVER_PAY_TOKENS") {
 			t.Errorf("%s: got %v, want a refusal naming PAYSERVER_PAY_TOKENS", bad, err)
 		}
 	}
@@ -153,5 +153,20 @@ func TestServiceSettingsFromEitherSource(t *testing.T) {
 	if _, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": p, "PAYSERVER_GRPC_FAILURE_MODE_DENY": "yes"})); err == nil ||
 		!strings.Contains(err.Error(), "PAYSERVER_GRPC_FAILURE_MODE_DENY") {
 		t.Fatalf("a bad value: %v, want a refusal naming the variable", err)
+	}
+	// Tokens as a YAML list are the variable's comma list.
+	list := writeTemp(t, "clientTokens: [jobs=0123456789abcdefJOBS, ops=0123456789abcdefOPSS]\npayTokens:\n  - core=0123456789abcdefCORE\n")
+	if cfg, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": list})); err != nil || len(cfg.API.ClientTokens) != 2 || len(cfg.API.PayTokens) != 1 {
+		t.Fatalf("tokens as lists: %+v, %v; want 2 clients and 1 pay caller", cfg.API, err)
+	}
+	// A bad value read from the file is named by its key there, never by
+	// a variable the operator did not set.
+	for _, body := range []string{"clientTokens: jobs\n", "payTokens: [core]\n", "grpcFailureModeDeny: maybe\n", "limitMaxWaiters: 0\n"} {
+		bad := writeTemp(t, body)
+		key, _, _ := strings.Cut(body, ":")
+		_, err := LoadConfig(envFrom(map[string]string{"PAYSERVER_CONFIG": bad}))
+		if err == nil || !strings.Contains(err.Error(), key+" in "+bad) || strings.Contains(err.Error(), "PAYSERVER_") {
+			t.Errorf("%q: %v; want a refusal naming %s in the file", body, err, key)
+		}
 	}
 }
