@@ -171,7 +171,9 @@ func (m *Metrics) Decided(d ratelimit.Decision, elapsed time.Duration) {
 	if biz != Other && d.Limit > 0 {
 		m.utilisation.WithLabelValues(biz, ch).Set(float64(d.Count) / float64(d.Limit))
 	}
-	if d.Degraded() {
+	if d.Degraded() && !d.Unknown {
+		// A lost answer decided nothing in process: it is counted above
+		// as unavailable, under every policy.
 		m.degraded.WithLabelValues(biz, ch, string(d.Source)).Inc()
 	}
 }

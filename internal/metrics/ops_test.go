@@ -256,3 +256,20 @@ func TestInstrumentOrdersTimesEachCall(t *testing.T) {
 		}
 	}
 }
+
+// TestALostAnswerIsNoDegradedDecision: a check whose store answer was lost
+// is counted as unavailable, never as a decision taken in process, under
+// any policy: nothing was decided without the store.
+func TestALostAnswerIsNoDegradedDecision(t *testing.T) {
+	m := metrics.New()
+	m.SetKeys(mustConfig(t, "limits:\n  ONLINE_PAY:ALIPAY: 100\n"))
+	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	m.Decided(ratelimit.Decision{Key: k, Unknown: true, Limit: 100, Source: ratelimit.SourceLocal}, time.Millisecond)
+	if got := gather(t, m, "payserver_limiter_degraded_total"); got != "" {
+		t.Fatalf("a lost answer counted as degraded:\n%s", got)
+	}
+	m.Decided(ratelimit.Decision{Key: k, Allowed: true, Limit: 100, Count: 1, Source: ratelimit.SourceLocal}, time.Millisecond)
+	if got := gather(t, m, "payserver_limiter_degraded_total"); !strings.Contains(got, "source=local 1") {
+		t.Fatalf("an in-process admission: %q, want it counted as degraded, source local", got)
+	}
+}
