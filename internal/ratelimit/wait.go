@@ -7,10 +7,16 @@ package ratelimit
 // the next check could only come after its maximum wait.
 //
 // Waiters of one key on one instance go in arrival order: only the oldest
-// waiter of a key checks; the others wait for their turn. Their number per
-// key is bounded (Options.MaxWaiters); beyond the bound the answer is an
-// immediate refusal. A waiter whose context ends (the client disconnected)
-// stops waiting at once.
+// waiter of a key checks; the others wait for their turn. A request refused
+// by its merchant's own limit (limits per merchant) waits in that
+// merchant's queue of the key instead, in the same way: its refusal is that
+// merchant's, never handed to another merchant's waiter, and another
+// merchant's request may have room now. A waiter of the key's queue
+// refused by its merchant's limit on its turn moves to its merchant's
+// queue, keeping its deadline. The number of waiters per queue is bounded
+// (Options.MaxWaiters); beyond the bound the answer is an immediate
+// refusal. A waiter whose context ends (the client disconnected) stops
+// waiting at once.
 
 import (
 	"context"
@@ -62,7 +68,14 @@ type waiter struct {
 	check  func(context.Context, Request) (Decision, error)
 	opts   waitOptions
 	mu     sync.Mutex
-	queues map[Key]*waitQueue
+	queues map[queueID]*waitQueue
+}
+
+// queueID names a queue: a key's, or one merchant's of a key (merchant
+// set: the requests its own limit refused).
+type queueID struct {
+	key      Key
+	merchant string
 }
 
 // waitQueue is the waiters of one key, oldest first. Fields are guarded by
@@ -82,17 +95,21 @@ type waitTicket struct{ turn chan struct{} }
 
 // newWaiter returns a waiter over check, which decides one request at once.
 func newWaiter(check func(context.Context, Request) (Decision, error), opts waitOptions) *waiter {
-	return &waiter{check: check, opts: opts, queues: map[Key]*waitQueue{}}
+	return &waiter{check: check, opts: opts, queues: map[queueID]*waitQueue{}}
 }
 
-// waiting returns how many requests wait for key now.
+// waiting returns how many requests wait for key now, its merchants'
+// queues included.
 func (w *waiter) waiting(key Key) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if q := w.queues[key]; q != nil {
-		return len(q.waiters)
+	n := 0
+	for id, q := range w.queues {
+		if id.key == key {
+			n += len(q.waiters)
+		}
 	}
-	return 0
+	return n
 }
 
 // total returns how many requests wait now, over every key.
@@ -122,55 +139,73 @@ func (w *waiter) run(ctx context.Context, r Request) (Decision, error) {
 	start := w.opts.now()
 	deadline := start.Add(maxWait)
 
+	id := queueID{key: key}
 	w.mu.Lock()
-	q := w.queues[key]
+	q := w.queues[id]
 	if q == nil || len(q.waiters) == 0 {
 		// Nobody waits: check at once, as without a maximum wait.
 		w.mu.Unlock()
 		d, err := w.check(ctx, r)
-		if err != nil || d.Allowed || d.Closed() || d.Amount || d.Conflict || d.ExceedsCap || d.Unknown || d.Merchant != "" {
+		if err != nil || d.Allowed || d.Closed() || d.Amount || d.Conflict || d.ExceedsCap || d.Unknown {
 			// A closed key (limit 0) has no reopening time: no wait. Nor
 			// does an amount refusal queue: it is this request's own (a
 			// smaller amount may fit now, a larger one never), not the
-			// key's, so it is never handed to another request. Nor a
-			// refusal by a merchant's own limit: it is that merchant's,
-			// and another merchant's request may have room now.
+			// key's, so it is never handed to another request.
 			return d, err
 		}
+		// A refusal by the merchant's own limit waits in that merchant's
+		// queue.
+		id.merchant = d.Merchant
 		w.mu.Lock()
-		q = w.queue(key)
+		q = w.queue(id)
 		q.refused(d, w.opts.now())
 	}
-	now := w.opts.now()
-	if len(q.waiters) >= w.opts.maxWaiters {
-		d := q.refusal(now)
+	for {
+		now := w.opts.now()
+		if len(q.waiters) >= w.opts.maxWaiters {
+			d := q.refusal(now)
+			w.mu.Unlock()
+			w.observe(key, WaitQueueFull, start)
+			return d, nil
+		}
+		if q.nextTry.After(deadline) {
+			// The windows have no room before the deadline: refuse now
+			// rather than wait for a refusal.
+			d := q.refusal(now)
+			w.mu.Unlock()
+			w.observe(key, WaitTimedOut, start)
+			return d, nil
+		}
+		t := &waitTicket{turn: make(chan struct{})}
+		q.waiters = append(q.waiters, t)
+		if len(q.waiters) == 1 {
+			close(t.turn)
+		}
 		w.mu.Unlock()
-		w.observe(key, WaitQueueFull, start)
-		return d, nil
-	}
-	if q.nextTry.After(deadline) {
-		// The windows have no room before the deadline: refuse now
-		// rather than wait for a refusal.
-		d := q.refusal(now)
-		w.mu.Unlock()
-		w.observe(key, WaitTimedOut, start)
-		return d, nil
-	}
-	t := &waitTicket{turn: make(chan struct{})}
-	q.waiters = append(q.waiters, t)
-	if len(q.waiters) == 1 {
-		close(t.turn)
-	}
-	w.mu.Unlock()
-	defer w.leave(key, q, t)
 
-	d, outcome, err := w.wait(ctx, r, q, t, deadline)
-	w.observe(key, outcome, start)
-	return d, err
+		d, outcome, err := w.wait(ctx, r, q, t, deadline, id.merchant == "")
+		w.leave(id, q, t)
+		if outcome != waitMove {
+			w.observe(key, outcome, start)
+			return d, err
+		}
+		// Refused on its turn in the key's queue by its merchant's own
+		// limit: it waits on in that merchant's queue.
+		id.merchant = d.Merchant
+		w.mu.Lock()
+		q = w.queue(id)
+		q.refused(d, w.opts.now())
+	}
 }
 
-// wait runs one waiter until it is admitted, times out, or ctx ends.
-func (w *waiter) wait(ctx context.Context, r Request, q *waitQueue, t *waitTicket, deadline time.Time) (Decision, WaitOutcome, error) {
+// waitMove is wait's outcome for a waiter of a key's queue that its
+// merchant's own limit refused: run moves it to that merchant's queue.
+const waitMove WaitOutcome = "moved"
+
+// wait runs one waiter until it is admitted, times out, or ctx ends; in a
+// key's queue (keyQueue), a refusal by the request's merchant's own limit
+// ends it with waitMove.
+func (w *waiter) wait(ctx context.Context, r Request, q *waitQueue, t *waitTicket, deadline time.Time, keyQueue bool) (Decision, WaitOutcome, error) {
 	key := r.Key
 	timer := time.NewTimer(deadline.Sub(w.opts.now()))
 	defer timer.Stop()
@@ -213,11 +248,15 @@ func (w *waiter) wait(ctx context.Context, r Request, q *waitQueue, t *waitTicke
 			// caller settles it; never the queue's refusal to hand on.
 			return d, WaitFailed, nil
 		}
-		if d.Closed() || (!d.Allowed && (d.Amount || d.Conflict || d.ExceedsCap || d.Merchant != "")) {
+		if d.Closed() || (!d.Allowed && (d.Amount || d.Conflict || d.ExceedsCap)) {
 			// The key was closed while this request waited, or its own
-			// amount, or its merchant's own use, does not fit (not the
-			// queue's refusal to keep).
+			// amount does not fit (not the queue's refusal to keep).
 			return d, WaitTimedOut, nil
+		}
+		if !d.Allowed && d.Merchant != "" && keyQueue {
+			// Its merchant's own use does not fit: that merchant's
+			// refusal, never the key's queue's to hand on.
+			return d, waitMove, nil
 		}
 		now := w.opts.now()
 		w.mu.Lock()
@@ -238,18 +277,18 @@ func (w *waiter) timedOut(q *waitQueue) Decision {
 	return q.refusal(w.opts.now())
 }
 
-// queue returns key's queue, creating it. w.mu must be held.
-func (w *waiter) queue(key Key) *waitQueue {
-	q := w.queues[key]
+// queue returns the queue id names, creating it. w.mu must be held.
+func (w *waiter) queue(id queueID) *waitQueue {
+	q := w.queues[id]
 	if q == nil {
 		q = &waitQueue{}
-		w.queues[key] = q
+		w.queues[id] = q
 	}
 	return q
 }
 
 // leave takes t out of q and, if t was the oldest, hands the turn on.
-func (w *waiter) leave(key Key, q *waitQueue, t *waitTicket) {
+func (w *waiter) leave(id queueID, q *waitQueue, t *waitTicket) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i, x := range q.waiters {
@@ -262,8 +301,8 @@ func (w *waiter) leave(key Key, q *waitQueue, t *waitTicket) {
 		}
 		break
 	}
-	if len(q.waiters) == 0 && w.queues[key] == q {
-		delete(w.queues, key)
+	if len(q.waiters) == 0 && w.queues[id] == q {
+		delete(w.queues, id)
 	}
 }
 
