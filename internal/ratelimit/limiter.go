@@ -71,8 +71,8 @@ type Options struct {
 	// then.
 	NotLoaded func() error
 	// MaxWaiters bounds the requests waiting for room (Request.MaxWait)
-	// for one key on this instance, and for one merchant's own limit of a
-	// key; past it a request is refused at once.
+	// for one key on this instance, its merchants' queues included; past
+	// it a request is refused at once.
 	// Default DefaultMaxWaiters.
 	MaxWaiters int
 	// WaitObserver is told how each wait ended; nil means nobody.

@@ -7,16 +7,19 @@ package ratelimit
 // the next check could only come after its maximum wait.
 //
 // Waiters of one key on one instance go in arrival order: only the oldest
-// waiter of a key checks; the others wait for their turn. A request refused
-// by its merchant's own limit (limits per merchant) waits in that
-// merchant's queue of the key instead, in the same way: its refusal is that
-// merchant's, never handed to another merchant's waiter, and another
-// merchant's request may have room now. A waiter of the key's queue
-// refused by its merchant's limit on its turn moves to its merchant's
-// queue, keeping its deadline. The number of waiters per queue is bounded
-// (Options.MaxWaiters); beyond the bound the answer is an immediate
-// refusal. A waiter whose context ends (the client disconnected) stops
-// waiting at once.
+// waiter of a queue checks; the others wait for their turn. A key has one
+// queue, and one for each merchant whose own limit (limits per merchant)
+// refused a waiter: a merchant's refusal is that merchant's, never handed
+// to another merchant's waiter, and another merchant's request may have
+// room at once. A request joins its merchant's queue when it has waiters,
+// else the key's when it has waiters, without a check of its own; else it
+// checks at once and, refused, joins the queue of the scope that refused
+// it. A waiter refused on its turn by the other scope (its merchant's
+// limit in the key's queue, the key's windows in its merchant's queue)
+// moves to the end of that scope's queue, keeping its deadline. The number
+// of waiters per key, in all its queues, is bounded (Options.MaxWaiters);
+// beyond the bound the answer is an immediate refusal. A waiter whose
+// context ends (the client disconnected) stops waiting at once.
 
 import (
 	"context"
@@ -27,7 +30,8 @@ import (
 // MaxWaitCap is the largest maximum wait a request may ask for (30 s).
 const MaxWaitCap = 30 * time.Second
 
-// DefaultMaxWaiters is the default bound on waiters per key per instance.
+// DefaultMaxWaiters is the default bound on waiters per key per instance,
+// in all its queues.
 const DefaultMaxWaiters = 100
 
 // WaitOutcome says how a wait ended.
@@ -69,6 +73,9 @@ type waiter struct {
 	opts   waitOptions
 	mu     sync.Mutex
 	queues map[queueID]*waitQueue
+	// perKey counts the waiters of each key, in all its queues: the bound
+	// (waitOptions.maxWaiters) is per key.
+	perKey map[Key]int
 }
 
 // queueID names a queue: a key's, or one merchant's of a key (merchant
@@ -95,7 +102,7 @@ type waitTicket struct{ turn chan struct{} }
 
 // newWaiter returns a waiter over check, which decides one request at once.
 func newWaiter(check func(context.Context, Request) (Decision, error), opts waitOptions) *waiter {
-	return &waiter{check: check, opts: opts, queues: map[queueID]*waitQueue{}}
+	return &waiter{check: check, opts: opts, queues: map[queueID]*waitQueue{}, perKey: map[Key]int{}}
 }
 
 // waiting returns how many requests wait for key now, its merchants'
@@ -103,13 +110,7 @@ func newWaiter(check func(context.Context, Request) (Decision, error), opts wait
 func (w *waiter) waiting(key Key) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := 0
-	for id, q := range w.queues {
-		if id.key == key {
-			n += len(q.waiters)
-		}
-	}
-	return n
+	return w.perKey[key]
 }
 
 // total returns how many requests wait now, over every key.
@@ -139,9 +140,16 @@ func (w *waiter) run(ctx context.Context, r Request) (Decision, error) {
 	start := w.opts.now()
 	deadline := start.Add(maxWait)
 
-	id := queueID{key: key}
+	// A request joins, without a check of its own, its merchant's queue
+	// when it has waiters (they wait for that merchant's use to fall, and
+	// go first), else the key's when it has waiters.
+	id := queueID{key: key, merchant: requestMerchant(r.Merchant)}
 	w.mu.Lock()
 	q := w.queues[id]
+	if q == nil || len(q.waiters) == 0 {
+		id.merchant = ""
+		q = w.queues[id]
+	}
 	if q == nil || len(q.waiters) == 0 {
 		// Nobody waits: check at once, as without a maximum wait.
 		w.mu.Unlock()
@@ -154,7 +162,7 @@ func (w *waiter) run(ctx context.Context, r Request) (Decision, error) {
 			return d, err
 		}
 		// A refusal by the merchant's own limit waits in that merchant's
-		// queue.
+		// queue, any other in the key's.
 		id.merchant = d.Merchant
 		w.mu.Lock()
 		q = w.queue(id)
@@ -162,8 +170,9 @@ func (w *waiter) run(ctx context.Context, r Request) (Decision, error) {
 	}
 	for {
 		now := w.opts.now()
-		if len(q.waiters) >= w.opts.maxWaiters {
+		if w.perKey[key] >= w.opts.maxWaiters {
 			d := q.refusal(now)
+			w.drop(id, q)
 			w.mu.Unlock()
 			w.observe(key, WaitQueueFull, start)
 			return d, nil
@@ -172,25 +181,27 @@ func (w *waiter) run(ctx context.Context, r Request) (Decision, error) {
 			// The windows have no room before the deadline: refuse now
 			// rather than wait for a refusal.
 			d := q.refusal(now)
+			w.drop(id, q)
 			w.mu.Unlock()
 			w.observe(key, WaitTimedOut, start)
 			return d, nil
 		}
 		t := &waitTicket{turn: make(chan struct{})}
 		q.waiters = append(q.waiters, t)
+		w.perKey[key]++
 		if len(q.waiters) == 1 {
 			close(t.turn)
 		}
 		w.mu.Unlock()
 
-		d, outcome, err := w.wait(ctx, r, q, t, deadline, id.merchant == "")
-		w.leave(id, q, t)
+		d, outcome, err := w.waitIn(ctx, r, id, q, t, deadline)
 		if outcome != waitMove {
 			w.observe(key, outcome, start)
 			return d, err
 		}
-		// Refused on its turn in the key's queue by its merchant's own
-		// limit: it waits on in that merchant's queue.
+		// Refused on its turn by the other scope: by its merchant's own
+		// limit in the key's queue, or by the key's windows in its
+		// merchant's queue. It waits on in that scope's queue, at its end.
 		id.merchant = d.Merchant
 		w.mu.Lock()
 		q = w.queue(id)
@@ -198,14 +209,23 @@ func (w *waiter) run(ctx context.Context, r Request) (Decision, error) {
 	}
 }
 
-// waitMove is wait's outcome for a waiter of a key's queue that its
-// merchant's own limit refused: run moves it to that merchant's queue.
+// waitIn is wait for t in q, the queue id names, taking t out of q however
+// the wait ends (a check that panics included, so that the queue's turn is
+// always handed on).
+func (w *waiter) waitIn(ctx context.Context, r Request, id queueID, q *waitQueue, t *waitTicket, deadline time.Time) (Decision, WaitOutcome, error) {
+	defer w.leave(id, q, t)
+	return w.wait(ctx, r, q, t, deadline, id.merchant)
+}
+
+// waitMove is wait's outcome for a waiter refused by the other scope than
+// its queue's: by its merchant's own limit in the key's queue, or by the
+// key's windows in its merchant's queue. run moves it to that queue.
 const waitMove WaitOutcome = "moved"
 
-// wait runs one waiter until it is admitted, times out, or ctx ends; in a
-// key's queue (keyQueue), a refusal by the request's merchant's own limit
-// ends it with waitMove.
-func (w *waiter) wait(ctx context.Context, r Request, q *waitQueue, t *waitTicket, deadline time.Time, keyQueue bool) (Decision, WaitOutcome, error) {
+// wait runs one waiter of the queue of merchant ("" the key's) until it
+// is admitted, times out, or ctx ends, or a refusal names another scope
+// than its queue's (waitMove).
+func (w *waiter) wait(ctx context.Context, r Request, q *waitQueue, t *waitTicket, deadline time.Time, merchant string) (Decision, WaitOutcome, error) {
 	key := r.Key
 	timer := time.NewTimer(deadline.Sub(w.opts.now()))
 	defer timer.Stop()
@@ -253,9 +273,10 @@ func (w *waiter) wait(ctx context.Context, r Request, q *waitQueue, t *waitTicke
 			// amount does not fit (not the queue's refusal to keep).
 			return d, WaitTimedOut, nil
 		}
-		if !d.Allowed && d.Merchant != "" && keyQueue {
-			// Its merchant's own use does not fit: that merchant's
-			// refusal, never the key's queue's to hand on.
+		if !d.Allowed && d.Merchant != merchant {
+			// Refused by the other scope: a merchant's refusal is never
+			// the key's queue's to hand on, nor the key's windows' a
+			// merchant queue's to wait out beside the key's own waiters.
 			return d, waitMove, nil
 		}
 		now := w.opts.now()
@@ -296,11 +317,21 @@ func (w *waiter) leave(id queueID, q *waitQueue, t *waitTicket) {
 			continue
 		}
 		q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+		if w.perKey[id.key]--; w.perKey[id.key] <= 0 {
+			delete(w.perKey, id.key)
+		}
 		if i == 0 && len(q.waiters) > 0 {
 			close(q.waiters[0].turn)
 		}
 		break
 	}
+	w.drop(id, q)
+}
+
+// drop forgets q, the queue id names, once nobody waits in it: a queue of
+// each merchant a client names must not outlive its waiters. w.mu must be
+// held.
+func (w *waiter) drop(id queueID, q *waitQueue) {
 	if len(q.waiters) == 0 && w.queues[id] == q {
 		delete(w.queues, id)
 	}
