@@ -14,12 +14,21 @@ import (
 
 // hookLimiter wraps the rig's limiter: beforeRelease runs before the first
 // Release (a notification arriving between the order's commit and its
-// slot's release), fail makes Release fail (the store unreachable).
+// slot's release), fail makes Release fail (the store unreachable), and
+// failChecks makes Check fail.
 type hookLimiter struct {
 	*ratelimit.Limiter
 	beforeRelease func()
 	fired         atomic.Bool
 	fail          atomic.Bool
+	failChecks    atomic.Bool
+}
+
+func (h *hookLimiter) Check(ctx context.Context, r ratelimit.Request) (ratelimit.Decision, error) {
+	if h.failChecks.Load() {
+		return ratelimit.Decision{Key: r.Key}, ratelimit.ErrUnavailable
+	}
+	return h.Limiter.Check(ctx, r)
 }
 
 func (h *hookLimiter) Release(ctx context.Context, hd ratelimit.Hold) error {
@@ -112,5 +121,39 @@ func TestAnOwedReleaseAfterTheRecountCountsItAgain(t *testing.T) {
 	<-done
 	if got := r.used(0); got != 1 {
 		t.Fatalf("count window holds %d, want 1: the ledger's carry released the slot the discrepancy counted again (ledger %v)", got, led.Sizes())
+	}
+}
+
+// TestARecountTheLimiterFailedIsRepeated: when the limiter fails the
+// re-count of a slot a channel reported paid, the notification is
+// answered with an error, so the channel repeats its word, and the repeat
+// counts the slot. Answered as taken, the count was lost.
+func TestARecountTheLimiterFailedIsRepeated(t *testing.T) {
+	r := newResolverRig(t, resolverLimits)
+	lost := r.unknownOrder("closed", 500, false)
+	hl := &hookLimiter{Limiter: r.lim}
+	led, err := pay.NewLedger(r.orders, hl, pay.LedgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rigResolver(t, r, hl, led)
+	ctx := context.Background()
+	if err := res.ResolveOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	paid := pay.Notification{Channel: "ALIPAY", OrderNo: lost.OrderNo, Result: channel.Result{Status: channel.Succeeded, TradeNo: "T9"}}
+	hl.failChecks.Store(true)
+	if _, err := res.Notify(ctx, paid); err == nil {
+		t.Fatal("the notification whose re-count failed was answered as taken; want an error, so that the channel repeats it")
+	}
+	if o := r.get("closed"); o.Discrepancy == nil {
+		t.Fatalf("the discrepancy was not recorded: %+v", o)
+	}
+	hl.failChecks.Store(false)
+	if _, err := res.Notify(ctx, paid); err != nil {
+		t.Fatalf("the repeat: %v", err)
+	}
+	if got := r.used(0); got != 1 {
+		t.Fatalf("count window holds %d after the repeat, want 1", got)
 	}
 }

@@ -557,8 +557,8 @@ func contradicts(o *Order, res channel.Result) bool {
 // When the channel says it paid, the slot on that channel counts again,
 // whatever the limits say now (Request.Regardless): money moved under it
 // (the slot had been released or its amount given back when the order
-// ended). An error means the word was not recorded: the channel is
-// answered so, and repeats it.
+// ended). An error means the word was not recorded, or the slot not
+// counted again: the channel is answered so, and repeats it.
 func (r *Resolver) discrepancy(ctx context.Context, o *Order, n Notification) error {
 	d := Discrepancy{Channel: n.Channel, Reported: outcomeName(n.Result.Status), TradeNo: n.Result.TradeNo, At: r.opts.Now().UTC()}
 	r.log.Error("a channel contradicted a final order: it may have moved money payserver did not expect; reconcile with the channel",
@@ -582,11 +582,19 @@ func (r *Resolver) discrepancy(ctx context.Context, o *Order, n Notification) er
 	defer cancel()
 	key := ratelimit.Key{BizType: o.BizType, Channel: n.Channel}
 	c, err := r.limiter.Check(cctx, ratelimit.Request{Caller: LimiterCaller, Key: key, Member: o.RequestID, Amount: o.Amount, Currency: o.Currency, Merchant: o.MerchantID, Regardless: true})
-	if err != nil || !c.Allowed || c.Source == ratelimit.SourceFailOpen {
-		// Refused (a conflict), lost, or admitted without a record
-		// (policy allow while the store fails): not counted.
-		r.log.Warn("the slot of a payment a channel reported paid against its order could not be counted again",
-			"requestId", o.RequestID, "key", key.String(), "allowed", c.Allowed, "source", string(c.Source), "unknown", c.Unknown, "err", err)
+	if err != nil || c.Unknown || c.Source == ratelimit.SourceFailOpen {
+		// The limiter failed, lost its answer, or admitted without a
+		// record (policy allow while the store fails): the channel is
+		// answered so and repeats its word, which counts the slot then.
+		r.log.Warn("the slot of a payment a channel reported paid against its order could not be counted again; the channel repeats its word",
+			"requestId", o.RequestID, "key", key.String(), "source", string(c.Source), "unknown", c.Unknown, "err", err)
+		return apperr.New(apperr.DependencyUnavailable, "the slot of a payment the channel reported paid could not be counted again; repeat the notification").
+			WithDetails(map[string]any{"dependency": "limiter"})
+	}
+	if !c.Allowed {
+		// Held for another amount by then: nothing to count again.
+		r.log.Warn("the slot of a payment a channel reported paid against its order could not be counted again: its requestId is held for another amount",
+			"requestId", o.RequestID, "key", key.String())
 	}
 	return nil
 }
