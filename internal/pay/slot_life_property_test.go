@@ -225,6 +225,9 @@ func slotLifeHistory(rt *rapid.T, store ratelimit.Store, cfg *ratelimit.Config, 
 		case err != nil && way.reached.Load() == 0 && policy == ratelimit.PolicyDeny && errors.Is(err, ratelimit.ErrUnavailable):
 			// Refused without the store (cut off, or its breaker open
 			// after failures): it took nothing.
+		case err != nil && gaveUp && way.reached.Load() == 0 && errors.Is(err, context.DeadlineExceeded):
+			// The caller gave up before its call was sent (a loaded
+			// machine): nothing sent, nothing taken.
 		case err != nil:
 			rt.Fatalf("check (cut %v, lost %v, policy %s): %v", way.cut.Load(), lost, policy, err)
 		case lost && (d.Allowed || !d.Unknown):
