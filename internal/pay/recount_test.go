@@ -41,17 +41,16 @@ func (h *hookLimiter) Release(ctx context.Context, hd ratelimit.Hold) error {
 	return h.Limiter.Release(ctx, hd)
 }
 
-// rigResolver is r's resolver on lim, settling through led.
-func rigResolver(t *testing.T, r *resolverRig, lim pay.Limiter, led *pay.Ledger) *pay.Resolver {
-	reg, err := channel.NewRegistry(r.sim)
+// hooked returns a hookLimiter over r's limiter, a ledger on it, and r's
+// resolver on both.
+func (r *resolverRig) hooked() (*hookLimiter, *pay.Ledger, *pay.Resolver) {
+	r.t.Helper()
+	hl := &hookLimiter{Limiter: r.lim}
+	led, err := pay.NewLedger(r.orders, hl, pay.LedgerOptions{})
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	res, err := pay.NewResolver(r.orders, lim, reg, pay.ResolverOptions{Owner: "a", Backoff: time.Millisecond, MaxBackoff: time.Millisecond, Ledger: led})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return hl, led, r.resolverOn(hl, pay.ResolverOptions{Owner: "a", Ledger: led})
 }
 
 // TestAReleaseAfterTheRecountCountsItAgain: a channel's word that it paid
@@ -62,12 +61,7 @@ func rigResolver(t *testing.T, r *resolverRig, lim pay.Limiter, led *pay.Ledger)
 func TestAReleaseAfterTheRecountCountsItAgain(t *testing.T) {
 	r := newResolverRig(t, resolverLimits)
 	lost := r.unknownOrder("closed", 500, false)
-	hl := &hookLimiter{Limiter: r.lim}
-	led, err := pay.NewLedger(r.orders, hl, pay.LedgerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := rigResolver(t, r, hl, led)
+	hl, _, res := r.hooked()
 	hl.beforeRelease = func() {
 		paid := pay.Notification{Channel: "ALIPAY", OrderNo: lost.OrderNo, Result: channel.Result{Status: channel.Succeeded, TradeNo: "T9"}}
 		if _, err := res.Notify(context.Background(), paid); err != nil {
@@ -92,13 +86,8 @@ func TestAReleaseAfterTheRecountCountsItAgain(t *testing.T) {
 func TestAnOwedReleaseAfterTheRecountCountsItAgain(t *testing.T) {
 	r := newResolverRig(t, resolverLimits)
 	lost := r.unknownOrder("closed", 500, false)
-	hl := &hookLimiter{Limiter: r.lim}
+	hl, led, res := r.hooked()
 	hl.fail.Store(true)
-	led, err := pay.NewLedger(r.orders, hl, pay.LedgerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := rigResolver(t, r, hl, led)
 	if err := res.ResolveOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +120,7 @@ func TestAnOwedReleaseAfterTheRecountCountsItAgain(t *testing.T) {
 func TestARecountTheLimiterFailedIsRepeated(t *testing.T) {
 	r := newResolverRig(t, resolverLimits)
 	lost := r.unknownOrder("closed", 500, false)
-	hl := &hookLimiter{Limiter: r.lim}
-	led, err := pay.NewLedger(r.orders, hl, pay.LedgerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := rigResolver(t, r, hl, led)
+	hl, _, res := r.hooked()
 	ctx := context.Background()
 	if err := res.ResolveOnce(ctx); err != nil {
 		t.Fatal(err)

@@ -71,11 +71,19 @@ func (r *resolverRig) resolver(owner string) *pay.Resolver {
 
 func (r *resolverRig) resolverWith(owner string, obs pay.ResolveObserver) *pay.Resolver {
 	r.t.Helper()
+	return r.resolverOn(r.lim, pay.ResolverOptions{Owner: owner, Observer: obs})
+}
+
+// resolverOn is a resolver of the rig's orders and channel on lim, with
+// opts and millisecond backoffs.
+func (r *resolverRig) resolverOn(lim pay.Limiter, opts pay.ResolverOptions) *pay.Resolver {
+	r.t.Helper()
 	reg, err := channel.NewRegistry(r.sim)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	res, err := pay.NewResolver(r.orders, r.lim, reg, pay.ResolverOptions{Owner: owner, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, Observer: obs})
+	opts.Backoff, opts.MaxBackoff = time.Millisecond, time.Millisecond
+	res, err := pay.NewResolver(r.orders, lim, reg, opts)
 	if err != nil {
 		r.t.Fatal(err)
 	}
