@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 
-	"github.com/gin-gonic/gin"
-
 	"payserver/internal/decisionlog"
 	"payserver/internal/httpapi"
 	"payserver/internal/ratelimit"
@@ -49,21 +47,18 @@ func (m *Main) documentApplied(version string, content []byte) {
 	}
 }
 
-// withWhatIf adds POST /limits/what-if to the admin routes.
-func (m *Main) withWhatIf(admin []func(*gin.RouterGroup)) ([]func(*gin.RouterGroup), error) {
+// whatIfOptions returns what POST /limits/what-if and the console's
+// what-if page answer with: the decisions recorded in the database.
+func (m *Main) whatIfOptions() (httpapi.WhatIfOptions, error) {
 	store, err := repo.NewDecisionLog(m.db)
 	if err != nil {
-		return nil, err
+		return httpapi.WhatIfOptions{}, err
 	}
 	svc, err := whatif.NewService(store)
 	if err != nil {
-		return nil, err
+		return httpapi.WhatIfOptions{}, err
 	}
-	route, err := httpapi.WhatIfRoute(httpapi.WhatIfOptions{
+	return httpapi.WhatIfOptions{
 		Service: svc, MaxDecisions: m.cfg.DecisionLog.WhatIfMaxDecisions, Logger: m.log.With("component", "what-if"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return append(admin, route), nil
+	}, nil
 }

@@ -305,14 +305,13 @@ func (m *Main) GRPCAddr() string {
 	return m.api.grpcLn.Addr().String()
 }
 
-// withLimitsAPI adds the /v1/limits routes, their client tokens and the
-// admin report of operations per caller to opts.
+// withLimitsAPI adds the /v1/limits routes and their client tokens to
+// opts.
 func (m *Main) withLimitsAPI(opts httpapi.Options) httpapi.Options {
 	opts.LimitsAPI = m.api.svc
 	opts.ClientTokens = m.cfg.API.ClientTokens
 	opts.AuthGuard = m.api.authGuard
 	opts.PayTokens = m.cfg.API.PayTokens
-	opts.Admin = append(opts.Admin, httpapi.CallersReport(m.api.tally, m.api.started, m.log.With("component", "http")))
 	return opts
 }
 

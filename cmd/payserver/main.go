@@ -17,8 +17,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
+
+	"payserver/internal/httpapi"
 )
 
 func main() {
@@ -56,7 +57,7 @@ func run(args []string, environ []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(cfg, stderr)
-	gin.SetMode(gin.ReleaseMode)         // gin's mode is process-wide; set once, here
+	httpapi.SetReleaseMode()             // gin's mode is process-wide; set once, here
 	redis.SetLogger(newRedisLogger(log)) // go-redis's logger is package-level too
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -10,10 +10,10 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"payserver/internal/apperr"
+	"payserver/internal/console"
 	"payserver/internal/httpapi"
 	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
@@ -99,50 +99,60 @@ func (m *Main) startForecaster(ctx context.Context) error {
 	return nil
 }
 
-// reportRoutes returns the admin routes of the reports and the dashboard.
-func (m *Main) reportRoutes() ([]func(*gin.RouterGroup), error) {
+// withAdmin adds to opts the admin routes beside the API: the console
+// (the dashboard, its what-if page and the reports), and the limits
+// history, the learned limits reset and what-if.
+func (m *Main) withAdmin(opts httpapi.Options) (httpapi.Options, error) {
 	history, err := repo.NewLimitHistory(m.db, instanceName(m.cfg.HTTPAddr))
 	if err != nil {
-		return nil, err
+		return opts, err
 	}
 	reporter, err := stats.NewReporter(stats.ReporterOptions{Reader: m.stats.store, History: history, Flusher: m.stats.agg, Amounts: m.stats.store,
 		Merchants: m.stats.store, InProgress: m.stats.agg})
 	if err != nil {
-		return nil, err
+		return opts, err
 	}
 	routeReports, err := m.routeReports()
 	if err != nil {
-		return nil, err
+		return opts, err
 	}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{
+	whatIf, err := m.whatIfOptions()
+	if err != nil {
+		return opts, err
+	}
+	c, err := console.New(console.Options{
 		Reports:          reporter,
 		Usage:            m.limiter,
 		Limits:           limitsView{m.limiter, m.manager},
 		Logger:           m.log.With("component", "reports"),
 		Callers:          m.api.tally,
+		CallersSince:     m.api.started,
 		Routes:           routeReports,
 		Quotas:           m.stats.forecaster.Forecasts,
 		Unresolved:       m.orders.UnresolvedStats,
 		OldestUnresolved: oldestUnresolved(m.orders),
 		Discrepancies:    m.orders.Discrepancies,
+		Admissions:       m.orders,
 		Learned:          m.limiter,
 		Outage:           m.outageView(),
+		WhatIf:           &whatIf,
 	})
 	if err != nil {
-		return nil, err
+		return opts, err
 	}
 	historyRoutes, err := httpapi.LimitsHistoryRoutes(history, m.log.With("component", "limits-history"))
 	if err != nil {
-		return nil, err
+		return opts, err
 	}
 	resetRoutes, err := httpapi.LearnedResetRoutes(httpapi.LearnedResetOptions{
 		Limits: m.limiter, History: history, Logger: m.log.With("component", "learned-limits"),
 	})
 	if err != nil {
-		return nil, err
+		return opts, err
 	}
-	admissions := httpapi.AdmissionsRoute(m.orders, m.log.With("component", "reports"), time.Now)
-	return []func(*gin.RouterGroup){routes, historyRoutes, resetRoutes, routeReports.Register, admissions}, nil
+	opts.Admin = append(opts.Admin, historyRoutes, resetRoutes, httpapi.WhatIfRoute(whatIf))
+	opts.Console = c
+	return opts, nil
 }
 
 // drainStats writes the pending stats at shutdown, once the HTTP server
@@ -302,12 +312,12 @@ func printFieldErrors(w io.Writer, err error) {
 
 // oldestUnresolved lists the oldest UNKNOWN orders of orders for the
 // dashboard.
-func oldestUnresolved(orders *repo.Orders) func(ctx context.Context, limit int) ([]httpapi.UnresolvedOrder, error) {
-	return func(ctx context.Context, limit int) ([]httpapi.UnresolvedOrder, error) {
+func oldestUnresolved(orders *repo.Orders) func(ctx context.Context, limit int) ([]console.UnresolvedOrder, error) {
+	return func(ctx context.Context, limit int) ([]console.UnresolvedOrder, error) {
 		list, err := orders.OldestUnresolved(ctx, limit)
-		out := make([]httpapi.UnresolvedOrder, len(list))
+		out := make([]console.UnresolvedOrder, len(list))
 		for i, u := range list {
-			out[i] = httpapi.UnresolvedOrder{RequestID: u.RequestID, Channel: u.Channel, Since: u.Since, Next: u.Next,
+			out[i] = console.UnresolvedOrder{RequestID: u.RequestID, Channel: u.Channel, Since: u.Since, Next: u.Next,
 				LeasedUntil: u.LeasedUntil, Close: u.Close, Attempts: u.Attempts}
 		}
 		return out, err

@@ -7,7 +7,7 @@ import (
 	"payserver/internal/breaker"
 	"payserver/internal/channel"
 	"payserver/internal/configcenter"
-	"payserver/internal/httpapi"
+	"payserver/internal/console"
 	"payserver/internal/limits"
 	"payserver/internal/metrics"
 	"payserver/internal/pay"
@@ -87,8 +87,8 @@ func (m *Main) payRouting() (pay.RouteTable, pay.ChannelHealth, pay.RouteObserve
 
 // routeReports returns the routing reports, for GET /reports/routes and
 // the dashboard.
-func (m *Main) routeReports() (*httpapi.RouteReports, error) {
-	return httpapi.NewRouteReports(httpapi.RouteReportsOptions{
+func (m *Main) routeReports() (*console.RouteReports, error) {
+	return console.NewRouteReports(console.RouteReportsOptions{
 		Rows: m.routing.store, Usage: m.limiter, Health: m.routing.health,
 		Flush: m.routing.counter.Flush, Logger: m.log.With("component", "route-reports"),
 	})

@@ -31,14 +31,7 @@ func (m *Main) serve(svc *pay.Service) error {
 	if len(m.cfg.API.PayTokens) == 0 {
 		m.log.Warn("no pay tokens configured (PAYSERVER_PAY_TOKENS); POST /pay and GET /pay/{requestId} authenticate no caller: keep them reachable from the payment core only")
 	}
-	admin, err := m.reportRoutes()
-	if err != nil {
-		return err
-	}
-	if admin, err = m.withWhatIf(admin); err != nil {
-		return err
-	}
-	h, err := httpapi.New(m.withLimitsAPI(httpapi.Options{
+	opts, err := m.withAdmin(m.withLimitsAPI(httpapi.Options{
 		Pay:          svc,
 		Logger:       m.log.With("component", "http"),
 		AdminToken:   m.cfg.AdminToken,
@@ -47,7 +40,6 @@ func (m *Main) serve(svc *pay.Service) error {
 		Limits:       limitsView{m.limiter, m.manager},
 		Learned:      m.limiter,
 		Outage:       m.outageView(),
-		Admin:        admin,
 		SchemaBehind: m.schema.Behind,
 		Notify: &httpapi.NotifyOptions{Notifier: m.resolver, Keys: m.notifyKeys,
 			Nonces: gateway.NewNonceCache(gateway.DefaultNonceCacheSize), Refused: m.messages.Refused},
@@ -58,6 +50,10 @@ func (m *Main) serve(svc *pay.Service) error {
 			{Name: "limits", Check: httpapi.Required(m.manager.Ready)},
 		},
 	}))
+	if err != nil {
+		return err
+	}
+	h, err := httpapi.New(opts)
 	if err != nil {
 		return err
 	}

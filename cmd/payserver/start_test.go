@@ -10,15 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gin-gonic/gin"
-
+	"payserver/internal/httpapi"
 	"payserver/internal/testutil"
 )
 
 // embeddedConfig is the embedded default on a random port, in dir.
 func embeddedConfig(t testing.TB, dir string) Config {
 	t.Helper()
-	gin.SetMode(gin.ReleaseMode)
+	httpapi.SetReleaseMode()
 	cfg := DefaultConfig()
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.DataDir = filepath.Join(dir, "data")

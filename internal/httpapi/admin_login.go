@@ -28,7 +28,7 @@ const (
 // pageSecurityHeaders are sent with the login page and the dashboard: no
 // script, no external resource, no framing (the logout button cannot be
 // clicked through another site's frame), forms only to this server.
-func pageSecurityHeaders(c *gin.Context) {
+func PageSecurityHeaders(c *gin.Context) {
 	c.Header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	c.Header("X-Frame-Options", "DENY")
 	c.Header("Referrer-Policy", "same-origin")
@@ -56,12 +56,12 @@ func parseLoginTemplate() (*template.Template, error) {
 
 // isFormRoute reports whether route takes an HTML form body rather than
 // JSON: the login and logout forms (application/x-www-form-urlencoded) and
-// the what-if page's (multipart/form-data, for its file), which a page
-// without script can only send that way. All refuse requests from other
-// sites (crossSiteProblem), which is what requireJSON's rule protects
-// against.
-func isFormRoute(route string) bool {
-	return route == loginPath || route == logoutPath || route == whatIfPagePath
+// the console's forms (Route.Form: the what-if page's, multipart/form-data
+// for its file), which a page without script can only send that way. All
+// refuse requests from other sites (CrossSiteProblem), which is what
+// requireJSON's rule protects against.
+func (h *handler) isFormRoute(route string) bool {
+	return route == loginPath || route == logoutPath || h.console.forms[route]
 }
 
 // registerLogin adds the login page, the login and the logout.
@@ -75,12 +75,12 @@ func (h *handler) registerLogin(r *gin.Engine) {
 // returns to next (dashboardURL) once logged in.
 func (h *handler) loginPage(c *gin.Context, status int, problem, next string) {
 	var buf bytes.Buffer
-	view := loginView{Problem: problem, Lasts: fmt.Sprintf("%g hours", AdminSessionTTL.Hours()), Next: dashboardURL(next)}
+	view := loginView{Problem: problem, Lasts: fmt.Sprintf("%g hours", AdminSessionTTL.Hours()), Next: h.dashboardURL(next)}
 	if err := h.loginTmpl.Execute(&buf, view); err != nil {
-		writeError(c, h.log, fmt.Errorf("render login: %w", err), "")
+		WriteError(c, h.log, fmt.Errorf("render login: %w", err), "")
 		return
 	}
-	pageSecurityHeaders(c)
+	PageSecurityHeaders(c)
 	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
 	c.Abort()
 }
@@ -88,13 +88,13 @@ func (h *handler) loginPage(c *gin.Context, status int, problem, next string) {
 // formProblem refuses a form request from another site (401) or without a
 // form body (415); it reports whether it answered.
 func (h *handler) formProblem(c *gin.Context) bool {
-	if reason := crossSiteProblem(c.Request); reason != "" {
+	if reason := CrossSiteProblem(c.Request); reason != "" {
 		h.logAdminAuthFailure(c, "cross-site form: "+reason)
-		writeError(c, h.log, apperr.New(apperr.Unauthorized, "the form must be sent from this server's own page (%s)", reason), "")
+		WriteError(c, h.log, apperr.New(apperr.Unauthorized, "the form must be sent from this server's own page (%s)", reason), "")
 		return true
 	}
 	if mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
-		writeError(c, h.log, apperr.New(apperr.UnsupportedMediaType, "send the form as application/x-www-form-urlencoded").
+		WriteError(c, h.log, apperr.New(apperr.UnsupportedMediaType, "send the form as application/x-www-form-urlencoded").
 			WithDetails(map[string]any{"accept": "application/x-www-form-urlencoded"}), "")
 		return true
 	}
@@ -124,31 +124,31 @@ func (h *handler) login(c *gin.Context) {
 	}
 	id, _, err := h.sessions.create()
 	if err != nil {
-		writeError(c, h.log, fmt.Errorf("admin session: %w", err), "")
+		WriteError(c, h.log, fmt.Errorf("admin session: %w", err), "")
 		return
 	}
 	http.SetCookie(c.Writer, sessionCookie(c.Request, id, int(AdminSessionTTL.Seconds())))
 	c.Header("Cache-Control", "no-store")
-	to := dashboardURL(c.PostForm("next"))
+	to := h.dashboardURL(c.PostForm("next"))
 	if to == "" {
 		to = "/dashboard"
 	}
 	c.Redirect(http.StatusSeeOther, to)
 }
 
-// isDashboardPage reports whether route is a page of the dashboard, which
-// a browser without a session is asked to log in for.
-func isDashboardPage(route string) bool { return route == "/dashboard" || route == whatIfPagePath }
+// isDashboardPage reports whether route is a page of the dashboard
+// (Route.Page), which a browser without a session is asked to log in for.
+func (h *handler) isDashboardPage(route string) bool { return h.console.pages[route] }
 
 // dashboardURL returns next when it is a URL of this server's dashboard
 // (a path isDashboardPage, any query), as path and query; else "". Nothing
 // else is followed after a login: not another site, not another route.
-func dashboardURL(next string) string {
+func (h *handler) dashboardURL(next string) string {
 	if next == "" || strings.ContainsAny(next, "\\\r\n") {
 		return ""
 	}
 	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || u.User != nil || !isDashboardPage(u.Path) || !strings.HasPrefix(next, "/dashboard") {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || u.User != nil || !h.isDashboardPage(u.Path) || !strings.HasPrefix(next, "/dashboard") {
 		return ""
 	}
 	if u.RawQuery == "" {
@@ -168,7 +168,7 @@ func (h *handler) logout(c *gin.Context) {
 		if sess := h.sessions.get(id); sess != nil {
 			if !equalSecret(c.PostForm(csrfField), sess.csrf) {
 				h.logAdminAuthFailure(c, "logout without the session's CSRF token")
-				writeError(c, h.log, apperr.New(apperr.Unauthorized, "the logout form must carry the session's CSRF token"), "")
+				WriteError(c, h.log, apperr.New(apperr.Unauthorized, "the logout form must carry the session's CSRF token"), "")
 				return
 			}
 			h.sessions.end(id)
@@ -197,7 +197,7 @@ func (h *handler) adminAuth(c *gin.Context) {
 		if id != "" {
 			http.SetCookie(c.Writer, sessionCookie(c.Request, "", -1))
 		}
-		if c.Request.Method == http.MethodGet && isDashboardPage(c.FullPath()) && acceptsHTML(c.Request) {
+		if c.Request.Method == http.MethodGet && h.isDashboardPage(c.FullPath()) && acceptsHTML(c.Request) {
 			h.logAdminAuthFailure(c, "no admin session: login form shown")
 			c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
 			h.loginPage(c, http.StatusUnauthorized, "", c.Request.URL.RequestURI())
@@ -207,9 +207,9 @@ func (h *handler) adminAuth(c *gin.Context) {
 		return
 	}
 	if changesState(c.Request.Method) {
-		reason := crossSiteProblem(c.Request)
+		reason := CrossSiteProblem(c.Request)
 		csrf := c.GetHeader(CSRFHeader)
-		if csrf == "" && isFormRoute(c.FullPath()) {
+		if csrf == "" && h.isFormRoute(c.FullPath()) {
 			csrf = c.PostForm(csrfField) // a form cannot send a header
 		}
 		if reason == "" && !equalSecret(csrf, sess.csrf) {
@@ -217,7 +217,7 @@ func (h *handler) adminAuth(c *gin.Context) {
 		}
 		if reason != "" {
 			h.logAdminAuthFailure(c, "session request refused: "+reason)
-			writeError(c, h.log, apperr.New(apperr.Unauthorized,
+			WriteError(c, h.log, apperr.New(apperr.Unauthorized,
 				"a state-changing request authenticated by the session cookie must come from this server's pages and carry %s", CSRFHeader), "")
 			return
 		}

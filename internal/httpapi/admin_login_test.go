@@ -16,6 +16,7 @@ import (
 	"payserver/api"
 	"payserver/internal/authguard"
 	"payserver/internal/configcenter"
+	"payserver/internal/console"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 	"payserver/internal/testutil"
@@ -35,7 +36,7 @@ type loginServer struct {
 
 func (s *loginServer) logs() string { return s.log.String() }
 
-func newLoginServer(t *testing.T, token string, extra ...func(*gin.RouterGroup)) *loginServer {
+func newLoginServer(t *testing.T, token string, extra ...any) *loginServer {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	s := &loginServer{clock: testutil.NewClock(now)}
@@ -45,16 +46,14 @@ func newLoginServer(t *testing.T, token string, extra ...func(*gin.RouterGroup))
 	}
 	cfg := parsed.Config
 	log := slog.New(slog.NewJSONHandler(&s.log, nil))
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg},
-		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true}}, Logger: log, Now: s.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := &console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg},
+		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true}}, Logger: log, Now: s.clock.Now}
 	state := func(g *gin.RouterGroup) {
 		g.POST("/test/state", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"changed": true}) })
 	}
+	admin, c := mountAll(t, base, extra)
 	h, err := httpapi.New(httpapi.Options{AuthGuard: authguard.New(authguard.Options{MaxFailures: 1 << 20}), Pay: nopPay{}, Logger: log, AdminToken: token, Now: s.clock.Now,
-		Admin: append([]func(*gin.RouterGroup){routes, state}, extra...)})
+		Admin: append([]func(*gin.RouterGroup){state}, admin...), Console: c})
 	if err != nil {
 		t.Fatal(err)
 	}

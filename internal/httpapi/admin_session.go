@@ -143,7 +143,7 @@ func changesState(method string) bool {
 // neither header, and carries no cookie it was not given). A browser's
 // Sec-Fetch-Site must be same-origin; without it, the Origin's host must
 // be the request's.
-func crossSiteProblem(r *http.Request) string {
+func CrossSiteProblem(r *http.Request) string {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
 		if site != "same-origin" {
 			return "Sec-Fetch-Site is " + site + ", not same-origin"

@@ -79,7 +79,7 @@ func (h *handler) requireClient(c *gin.Context) {
 		if token != "" {
 			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "client")
 		}
-		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid client bearer token is required (PAYSERVER_CLIENT_TOKENS)"), "")
+		WriteError(c, h.log, apperr.New(apperr.Unauthorized, "a valid client bearer token is required (PAYSERVER_CLIENT_TOKENS)"), "")
 		return
 	}
 	c.Set(clientKey, name)
@@ -99,7 +99,7 @@ func (h *handler) requirePayCaller(c *gin.Context) {
 		if token != "" {
 			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "pay")
 		}
-		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid pay bearer token is required (PAYSERVER_PAY_TOKENS)"), "")
+		WriteError(c, h.log, apperr.New(apperr.Unauthorized, "a valid pay bearer token is required (PAYSERVER_PAY_TOKENS)"), "")
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
-	"payserver/internal/httpapi"
+	"payserver/internal/console"
 	"payserver/internal/limits"
 	"payserver/internal/stats"
 )
@@ -46,7 +46,7 @@ limits:
 		{Channel: "PAYPAY", Currency: "JPY", Admitted: 1, AdmittedAmount: 1000000},
 		{Channel: "BENEFIT", Currency: "BHD", Admitted: 1, AdmittedAmount: 1500},
 	}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
-	"payserver/internal/httpapi"
+	"payserver/internal/console"
 	"payserver/internal/limits"
 	"payserver/internal/stats"
 )
@@ -33,7 +33,7 @@ func TestDashboardChannelWideChartCountsEveryBizType(t *testing.T) {
 		{BizType: "ONLINE_PAY", Channel: "ALIPAY", Bucket: minute, Admitted: 7, Limit: "unlimited", LimitChanges: []string{}},
 	}}}
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestDashboardNamesTheResolversCalls(t *testing.T) {
 		{BizType: "RESOLVE", Channel: "ALIPAY", Bucket: minute, Admitted: 3, Limit: "unlimited", LimitChanges: []string{}},
 	}}}
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

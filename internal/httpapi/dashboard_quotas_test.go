@@ -10,7 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
-	"payserver/internal/httpapi"
+	"payserver/internal/console"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -49,7 +49,7 @@ limits:
 		{Channel: "ALIPAY", Currency: "USD", Admitted: 1, AdmittedAmount: 7},
 		{Channel: "ALIPAY", Currency: "CNY", Admitted: 1, AdmittedAmount: 1000},
 	}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: fr, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ limits:
 		restartedAt time.Time
 		marked      bool
 	}{{now.Add(-2 * time.Hour), true}, {now.Add(-13 * time.Hour), false}} {
-		routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+		routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 			Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts, Now: func() time.Time { return now },
 			Outage: fakeOutage{inProcess: map[string]int64{"ONLINE_PAY:ALIPAY": 150000}, restartedAt: tc.restartedAt}})
 		if err != nil {

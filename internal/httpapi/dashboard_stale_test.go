@@ -10,7 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
-	"payserver/internal/httpapi"
+	"payserver/internal/console"
 	"payserver/internal/limits"
 	"payserver/internal/stats"
 )
@@ -38,7 +38,7 @@ func TestDashboardMarksStaleQuotas(t *testing.T) {
 		stale bool
 	}{{"read 5 minutes ago", now, true}, {"read just now", read.Add(20 * time.Second), false}} {
 		t.Run(tt.name, func(t *testing.T) {
-			routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: tt.at},
+			routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: tt.at},
 				Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: tt.at},
 				Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return tt.at }, Quotas: f.Forecasts})
 			if err != nil {

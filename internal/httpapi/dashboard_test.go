@@ -18,6 +18,7 @@ import (
 
 	"payserver/api"
 	"payserver/internal/configcenter"
+	"payserver/internal/console"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
@@ -127,7 +128,7 @@ func TestDashboardSizeAt2000Keys(t *testing.T) {
 	}
 	cfg := parsed.Config
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -146,10 +147,11 @@ func TestDashboardSizeAt2000Keys(t *testing.T) {
 
 // serveAdmin serves the admin routes (with token, or loopback-only when it
 // is empty), checking every answer against api/openapi.yaml.
-func serveAdmin(t *testing.T, token string, routes ...func(*gin.RouterGroup)) *testServer {
+func serveAdmin(t *testing.T, token string, routes ...any) *testServer {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: token, Admin: routes})
+	admin, c := mountAll(t, nil, routes)
+	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: token, Admin: admin, Console: c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
-	"payserver/internal/httpapi"
+	"payserver/internal/console"
 	"payserver/internal/limits"
 )
 
@@ -24,17 +24,17 @@ func TestDashboardListsUnresolvedPayments(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := parsed.Config
-	list := []httpapi.UnresolvedOrder{
+	list := []console.UnresolvedOrder{
 		{RequestID: "R-old", Channel: "ALIPAY", Since: now.Add(-20 * time.Minute), Next: now.Add(30 * time.Second), Close: true, Attempts: 4},
 		{RequestID: "R-new", Channel: "WECHAT", Since: now.Add(-90 * time.Second), LeasedUntil: now.Add(10 * time.Second), Attempts: 1},
 		{RequestID: "R-due", Channel: "WECHAT", Since: now.Add(-30 * time.Second)},
 	}
 	var asked int
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: now},
+	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: now},
 		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now},
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
 		Unresolved: func(context.Context) (int64, time.Time, error) { return 3, now.Add(-20 * time.Minute), nil },
-		OldestUnresolved: func(_ context.Context, limit int) ([]httpapi.UnresolvedOrder, error) {
+		OldestUnresolved: func(_ context.Context, limit int) ([]console.UnresolvedOrder, error) {
 			asked = limit
 			return list, nil
 		}})

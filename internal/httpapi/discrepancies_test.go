@@ -11,7 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
-	"payserver/internal/httpapi"
+	"payserver/internal/console"
 	"payserver/internal/limits"
 	"payserver/internal/pay"
 )
@@ -32,7 +32,7 @@ func TestDiscrepanciesReportedAndShown(t *testing.T) {
 		Discrepancy: &pay.Discrepancy{Channel: "ALIPAY", Reported: "SUCCEEDED", TradeNo: "T9", At: now.Add(-90 * time.Second)},
 	}}
 	var asked []int
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: now},
+	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: now},
 		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now},
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
 		Discrepancies: func(_ context.Context, limit int) ([]*pay.Order, error) {

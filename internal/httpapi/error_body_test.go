@@ -99,7 +99,7 @@ func TestWriteErrorWithAnUnencodableDetail(t *testing.T) {
 	c.Request = httptest.NewRequest(http.MethodPost, "/pay", nil)
 	err := apperr.New(apperr.RequestLimited, "limited").WithDetails(map[string]any{"bad": make(chan int)})
 	err.RetryAfter = time.Second
-	writeError(c, slog.New(slog.DiscardHandler), err, "r1")
+	WriteError(c, slog.New(slog.DiscardHandler), err, "r1")
 	var got struct{ Code, RequestID string }
 	if jerr := json.Unmarshal(rec.Body.Bytes(), &got); jerr != nil {
 		t.Fatalf("body %q is not JSON: %v", rec.Body.String(), jerr)

@@ -36,10 +36,19 @@ var statusOf = map[apperr.Code]int{
 	apperr.Internal:                http.StatusInternalServerError,
 }
 
-// writeError answers with err's status, headers and body. Errors that are not
+// StatusOf is the HTTP status of an error code: statusOf's, or 500 for a
+// code it does not name.
+func StatusOf(code apperr.Code) int {
+	if status, ok := statusOf[code]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
+}
+
+// WriteError answers with err's status, headers and body. Errors that are not
 // an *apperr.Error become INTERNAL with a generic message; only those, and
 // DEPENDENCY_UNAVAILABLE ones, are logged.
-func writeError(c *gin.Context, log *slog.Logger, err error, requestID string) {
+func WriteError(c *gin.Context, log *slog.Logger, err error, requestID string) {
 	var e *apperr.Error
 	if !errors.As(err, &e) {
 		e = apperr.Wrap(err, apperr.Internal, "internal error")
@@ -49,10 +58,7 @@ func writeError(c *gin.Context, log *slog.Logger, err error, requestID string) {
 		// made of that, the cause is the size.
 		e = bodyTooLarge()
 	}
-	status, ok := statusOf[e.Code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := StatusOf(e.Code)
 	switch {
 	case status >= 500 && e.Code != apperr.DependencyUnavailable && e.Code != apperr.ChannelError:
 		log.Error("internal error", "method", c.Request.Method, "route", c.FullPath(), "requestId", requestID, "err", err)
@@ -85,4 +91,14 @@ func writeError(c *gin.Context, log *slog.Logger, err error, requestID string) {
 // retryAfterSeconds rounds up to whole seconds, at least 1.
 func retryAfterSeconds(d time.Duration) int64 {
 	return max(apperr.Ceil(d, time.Second), 1)
+}
+
+// DatabaseDown maps a storage error to DEPENDENCY_UNAVAILABLE; an
+// *apperr.Error passes through.
+func DatabaseDown(err error, msg string) error {
+	var e *apperr.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return apperr.Wrap(err, apperr.DependencyUnavailable, "%s", msg).WithDetails(map[string]any{"dependency": "database"})
 }

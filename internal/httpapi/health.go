@@ -10,7 +10,7 @@ import (
 )
 
 func (h *handler) healthz(c *gin.Context) {
-	writeJSON(c, h.log, http.StatusOK, gin.H{"status": "ok"})
+	WriteJSON(c, h.log, http.StatusOK, gin.H{"status": "ok"})
 }
 
 // readyz answers 200 when no check says not ready, else 503 naming each
@@ -31,8 +31,8 @@ func (h *handler) readyz(c *gin.Context) {
 		checks[chk.Name] = text
 	}
 	if len(missing) > 0 {
-		writeJSON(c, h.log, http.StatusServiceUnavailable, gin.H{"status": "not ready", "missing": missing, "checks": checks})
+		WriteJSON(c, h.log, http.StatusServiceUnavailable, gin.H{"status": "not ready", "missing": missing, "checks": checks})
 		return
 	}
-	writeJSON(c, h.log, http.StatusOK, gin.H{"status": "ready", "missing": missing, "checks": checks})
+	WriteJSON(c, h.log, http.StatusOK, gin.H{"status": "ready", "missing": missing, "checks": checks})
 }

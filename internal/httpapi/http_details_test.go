@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
+	"payserver/internal/console"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 )
@@ -30,7 +31,7 @@ func detailsServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	lv := fakeLimitsView{cfg: parsed.Config, st: configcenter.Status{Loaded: true, Source: "file"}, now: now}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +43,7 @@ func detailsServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "tok",
-		Limits: lv, Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}), Admin: []func(*gin.RouterGroup){routes, post},
+		Limits: lv, Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}), Admin: []func(*gin.RouterGroup){post}, Console: routes,
 		LimitsAPI: nopLimitsAPI{}, ClientTokens: []httpapi.ClientToken{{Name: "refunds", Token: clientToken}},
 		Now: func() time.Time { return now }})
 	if err != nil {

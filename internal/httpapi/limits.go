@@ -39,8 +39,8 @@ type OutageView interface {
 }
 
 // windowNow is one window of a key's rule in force, with what it holds now.
-type windowNow struct {
-	windowJSON
+type WindowNow struct {
+	WindowJSON
 	// Used is what the window holds now (admissions, or amount in minor
 	// units); nil when it could not be read.
 	Used *int64 `json:"used"`
@@ -63,7 +63,7 @@ type windowNow struct {
 }
 
 // outageJSON is what an outage may have hidden from windows' use.
-type outageJSON struct {
+type OutageJSON struct {
 	view OutageView
 	// restartedAt is OutageView.StoreRestartedAt, read once per answer.
 	restartedAt time.Time
@@ -71,10 +71,10 @@ type outageJSON struct {
 
 // mark adds to wn, window w at now, what the outage view
 // knows.
-func (o *outageJSON) mark(wn *windowNow, w ratelimit.Window, inProcess int64, now time.Time) {
+func (o *OutageJSON) mark(wn *WindowNow, w ratelimit.Window, inProcess int64, now time.Time) {
 	n := inProcess
 	wn.InProcess = &n
-	wn.InProcessMajor = wn.major(n)
+	wn.InProcessMajor = wn.Major(n)
 	if w.IsCalendar() && !o.restartedAt.IsZero() {
 		if start, _ := w.Calendar.Period(now); !o.restartedAt.Before(start) {
 			at := formatInstant(o.restartedAt.UTC())
@@ -89,7 +89,7 @@ type scheduleRef struct {
 	To   string `json:"to"`
 }
 
-type limitJSON struct {
+type LimitJSON struct {
 	Key         string `json:"key"`
 	BizType     string `json:"bizType"`
 	Channel     string `json:"channel"`
@@ -100,7 +100,7 @@ type limitJSON struct {
 	Unlimited  bool        `json:"unlimited"`
 	Closed     bool        `json:"closed"`
 	Shadow     bool        `json:"shadow"`
-	Windows    []windowNow `json:"windows"`
+	Windows    []WindowNow `json:"windows"`
 	Rule       string      `json:"rule"`
 	// Schedule is the schedule in force now; nil when the key's own rule
 	// is.
@@ -126,7 +126,7 @@ type scheduleJSON struct {
 	Unlimited bool         `json:"unlimited"`
 	Closed    bool         `json:"closed"`
 	Rule      string       `json:"rule"`
-	Windows   []windowJSON `json:"windows"`
+	Windows   []WindowJSON `json:"windows"`
 }
 
 func formatInstant(t time.Time) string { return t.Format(time.RFC3339) }
@@ -145,13 +145,13 @@ func limitKeys(cfg *ratelimit.Config) []ratelimit.Key {
 			keys = append(keys, s.Key)
 		}
 	}
-	sortKeys(keys)
+	SortKeys(keys)
 	return keys
 }
 
 // sortKeys sorts keys by their text, BIZTYPE:CHANNEL, byte by byte: the
 // order every admin answer lists keys in ("*:CHANNEL" first).
-func sortKeys(keys []ratelimit.Key) {
+func SortKeys(keys []ratelimit.Key) {
 	type named struct {
 		name string
 		key  ratelimit.Key
@@ -169,17 +169,17 @@ func sortKeys(keys []ratelimit.Key) {
 // limitsJSON describes each key's rule in force at now with the use of its
 // windows (reads, parallel to keys; nil when the use was not read) and
 // their learned limits (learned, parallel to keys; nil when not read).
-func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.KeyUsage, learned []ratelimit.KeyLearned, outage *outageJSON, now time.Time) []limitJSON {
-	out := make([]limitJSON, 0, len(keys))
+func LimitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.KeyUsage, learned []ratelimit.KeyLearned, outage *OutageJSON, now time.Time) []LimitJSON {
+	out := make([]LimitJSON, 0, len(keys))
 	var texts ruleTexts
 	for i, k := range keys {
 		r := cfg.RuleAt(k, now)
 		_, inDoc := cfg.Rules[k]
-		windows := describeWindows(r)
-		l := limitJSON{
+		windows := DescribeWindows(r)
+		l := LimitJSON{
 			Key: k.String(), BizType: k.BizType, Channel: k.Channel, ChannelWide: k.IsChannelWide(), InDocument: inDoc,
 			Unlimited: r.IsUnlimited(), Closed: r.IsClosed(), Shadow: r.Shadow,
-			Windows: make([]windowNow, len(windows)), Rule: texts.describe(r),
+			Windows: make([]WindowNow, len(windows)), Rule: texts.describe(r),
 		}
 		for _, s := range cfg.Schedules {
 			if s.Key == k && s.Active(now) {
@@ -207,11 +207,11 @@ func limitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.K
 			inProcess = outage.view.DecidedInProcess(k, r)
 		}
 		for j, w := range windows {
-			wn := windowNow{windowJSON: w}
+			wn := WindowNow{WindowJSON: w}
 			if read.Err == nil && sameRule && j < len(read.Counts) {
 				n := read.Counts[j]
 				wn.Used = &n
-				wn.UsedMajor = w.major(n)
+				wn.UsedMajor = w.Major(n)
 			}
 			if j < len(inProcess) {
 				outage.mark(&wn, r.Windows[j], inProcess[j], now)
@@ -284,7 +284,7 @@ func schedulesJSON(cfg *ratelimit.Config, now time.Time) []scheduleJSON {
 		out = append(out, scheduleJSON{
 			Key: s.Key.String(), scheduleRef: scheduleRef{From: formatInstant(s.From), To: formatInstant(s.To)},
 			State: s.StateAt(now), Unlimited: s.Rule.IsUnlimited(), Closed: s.Rule.IsClosed(),
-			Rule: configcenter.DescribeRule(s.Rule, true), Windows: describeWindows(s.Rule),
+			Rule: configcenter.DescribeRule(s.Rule, true), Windows: DescribeWindows(s.Rule),
 		})
 	}
 	return out
@@ -302,9 +302,9 @@ func timeOrNil(t time.Time) any {
 // schedule. With limit or after (limitsPage) it lists one page of the keys,
 // and only those are read from the limiter's store.
 func (h *handler) getLimits(c *gin.Context) {
-	page, err := parseLimitsPage(c.Request.URL.Query())
+	page, err := ParseLimitsPage(c.Request.URL.Query())
 	if err != nil {
-		writeError(c, h.log, err, "")
+		WriteError(c, h.log, err, "")
 		return
 	}
 	cfg := h.opts.Limits.Config()
@@ -325,22 +325,22 @@ func (h *handler) getLimits(c *gin.Context) {
 		},
 		"limiterDegraded": h.opts.Limits.Degraded(),
 		"missingKeyMeans": "unlimited",
-		"limits":          []limitJSON{},
+		"limits":          []LimitJSON{},
 		"total":           0,
 		"next":            nil,
 	}
 	if cfg != nil {
 		now := h.now()
 		all := limitKeys(cfg)
-		keys, next := page.of(all)
-		reads := readUsage(c.Request.Context(), h.opts.Limits, keys)
-		learned := readLearned(c.Request.Context(), h.opts.Learned, cfg, keys)
-		var outage *outageJSON
+		keys, next := page.Of(all)
+		reads := ReadUsage(c.Request.Context(), h.opts.Limits, keys)
+		learned := ReadLearned(c.Request.Context(), h.opts.Learned, cfg, keys)
+		var outage *OutageJSON
 		if h.opts.Outage != nil {
-			outage = &outageJSON{view: h.opts.Outage, restartedAt: h.opts.Outage.StoreRestartedAt(c.Request.Context())}
+			outage = &OutageJSON{view: h.opts.Outage, restartedAt: h.opts.Outage.StoreRestartedAt(c.Request.Context())}
 			body["redisRestartedAt"] = timeOrNil(outage.restartedAt)
 		}
-		body["limits"] = limitsJSON(cfg, keys, reads, learned, outage, now)
+		body["limits"] = LimitsJSON(cfg, keys, reads, learned, outage, now)
 		body["total"] = len(all)
 		if next != nil {
 			body["next"] = *next
@@ -353,5 +353,15 @@ func (h *handler) getLimits(c *gin.Context) {
 		body["at"] = now.UTC().Format(time.RFC3339Nano)
 	}
 	c.Header("Cache-Control", "no-store")
-	writeJSON(c, h.log, http.StatusOK, body)
+	WriteJSON(c, h.log, http.StatusOK, body)
+}
+
+// routesJSON is the routes in force for GET /limits: bizType to its
+// candidates in order of preference; {} when there are none.
+func routesJSON(r limits.Routes) map[string][]string {
+	out := make(map[string][]string, len(r))
+	for biz, cands := range r {
+		out[biz] = cands
+	}
+	return out
 }

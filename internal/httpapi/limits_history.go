@@ -64,13 +64,13 @@ func LimitsHistoryRoutes(h LimitsHistory, log *slog.Logger) (func(g *gin.RouterG
 func getLimitsHistory(c *gin.Context, h LimitsHistory, log *slog.Logger) {
 	before, limit, err := parseHistoryPage(c.Request.URL.Query())
 	if err != nil {
-		writeError(c, log, err, "")
+		WriteError(c, log, err, "")
 		return
 	}
 	// One more than asked tells whether an older page exists.
 	list, err := h.Page(c.Request.Context(), before, limit+1)
 	if err != nil {
-		writeError(c, log, databaseDown(err, "the limits history database is unavailable"), "")
+		WriteError(c, log, DatabaseDown(err, "the limits history database is unavailable"), "")
 		return
 	}
 	page := historyPageJSON{Entries: make([]historyEntryJSON, 0, min(len(list), limit))}
@@ -83,7 +83,7 @@ func getLimitsHistory(c *gin.Context, h LimitsHistory, log *slog.Logger) {
 		page.Entries = append(page.Entries, historyEntry(e))
 	}
 	c.Header("Cache-Control", "no-store")
-	writeJSON(c, log, http.StatusOK, page)
+	WriteJSON(c, log, http.StatusOK, page)
 }
 
 func historyEntry(e configcenter.Change) historyEntryJSON {
@@ -108,7 +108,7 @@ func historyEntry(e configcenter.Change) historyEntryJSON {
 // parseHistoryPage validates limit (1..MaxHistoryPage) and before (a
 // positive entry id); unknown or repeated parameters are refused too.
 func parseHistoryPage(v url.Values) (before uint64, limit int, err error) {
-	bad := checkParams(v, []string{"limit", "before"}, "limit, before")
+	bad := CheckParams(v, []string{"limit", "before"}, "limit, before")
 	limit = DefaultHistoryPage
 	if s := first(v["limit"]); s != "" {
 		n, perr := strconv.Atoi(s)

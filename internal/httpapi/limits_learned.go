@@ -30,7 +30,7 @@ const learnedTimeout = time.Second
 // readLearned reads the learned limits of every key of keys from src
 // within learnedTimeout. It returns nil when src is nil (not wired) or
 // there is no document.
-func readLearned(ctx context.Context, src LearnedSource, cfg *ratelimit.Config, keys []ratelimit.Key) []ratelimit.KeyLearned {
+func ReadLearned(ctx context.Context, src LearnedSource, cfg *ratelimit.Config, keys []ratelimit.Key) []ratelimit.KeyLearned {
 	if src == nil || cfg == nil {
 		return nil
 	}
@@ -91,7 +91,7 @@ func formatInstantNano(t time.Time) string { return t.UTC().Format(time.RFC3339N
 // LearnedText renders the window's learned limit for people, "" when none
 // is in force: "learned 70 of 100 since 10:03:17 UTC", with ", nothing
 // before 10:03:20 UTC" while the channel's retry-after holds it.
-func (w windowNow) LearnedText() string {
+func (w WindowNow) LearnedText() string {
 	if w.Learned == nil {
 		return ""
 	}

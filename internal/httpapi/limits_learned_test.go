@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
+	"payserver/internal/console"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
@@ -207,7 +208,7 @@ func TestLimitsLearnedError(t *testing.T) {
 func TestDashboardMarksLearned(t *testing.T) {
 	l, cfg, clock := throttledLimiter(t)
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: clock.Now, Learned: l})
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +366,7 @@ func TestLimitsShowReservationsInForce(t *testing.T) {
 		t.Errorf("effectiveLimit, reserveInForce, reserve = %s, want 35 map[P:17 R:17] map[P:40 R:40]", got)
 	}
 	lv := fakeLimitsView{cfg: parsed.Config, st: configcenter.Status{Loaded: true, Source: "file"}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: clock.Now, Learned: l})
 	if err != nil {
 		t.Fatal(err)

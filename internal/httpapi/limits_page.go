@@ -20,7 +20,7 @@ const (
 
 // limitsPage is the part of the keys GET /limits was asked for. The zero
 // value is every key.
-type limitsPage struct {
+type LimitsPage struct {
 	// paged is false when neither limit nor after was given: every key.
 	paged bool
 	// after is the exclusive cursor: the page starts with the first key
@@ -34,9 +34,9 @@ type limitsPage struct {
 // GET /limits lists it); unknown or repeated parameters are refused too.
 // Empty values are the same as absent, and with neither the answer lists
 // every key.
-func parseLimitsPage(v url.Values) (limitsPage, error) {
-	bad := checkParams(v, []string{"limit", "after"}, "limit, after")
-	p := limitsPage{limit: DefaultLimitsPage}
+func ParseLimitsPage(v url.Values) (LimitsPage, error) {
+	bad := CheckParams(v, []string{"limit", "after"}, "limit, after")
+	p := LimitsPage{limit: DefaultLimitsPage}
 	if s := first(v["limit"]); s != "" {
 		p.paged = true
 		n, err := strconv.Atoi(s)
@@ -56,14 +56,14 @@ func parseLimitsPage(v url.Values) (limitsPage, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return limitsPage{}, apperr.Invalid(bad...)
+		return LimitsPage{}, apperr.Invalid(bad...)
 	}
 	return p, nil
 }
 
 // of returns the keys of the page among keys (sorted by sortKeys) and the
 // key to pass as after for the next page, nil on the last page.
-func (p limitsPage) of(keys []ratelimit.Key) ([]ratelimit.Key, *string) {
+func (p LimitsPage) Of(keys []ratelimit.Key) ([]ratelimit.Key, *string) {
 	if !p.paged {
 		return keys, nil
 	}

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
 	"payserver/internal/configcenter"
+	"payserver/internal/console"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 )
@@ -56,13 +55,13 @@ func pagedServer(t *testing.T) *testServer {
 	}
 	at := time.Date(2026, 11, 11, 12, 0, 0, 0, time.UTC)
 	lv := fakeLimitsView{cfg: parsed.Config, st: configcenter.Status{Loaded: true, Source: "file"}, now: at}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config, now: at}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config, now: at}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return at }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "t", Limits: lv,
-		Now: func() time.Time { return at }, Admin: []func(*gin.RouterGroup){routes}})
+		Now: func() time.Time { return at }, Console: routes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,12 +80,12 @@ func (r *learnedReset) post(c *gin.Context) {
 	log := r.opts.Logger
 	key, err := decodeResetKey(c.Request.Body)
 	if err != nil {
-		writeError(c, log, err, "")
+		WriteError(c, log, err, "")
 		return
 	}
 	cfg := r.opts.Limits.Config()
 	if cfg == nil || !namesKey(cfg, key) {
-		writeError(c, log, apperr.New(apperr.NotFound, "the limits in force do not name %s: it has no learned limit to reset", key), "")
+		WriteError(c, log, apperr.New(apperr.NotFound, "the limits in force do not name %s: it has no learned limit to reset", key), "")
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), resetTimeout)
@@ -94,19 +94,19 @@ func (r *learnedReset) post(c *gin.Context) {
 	// there rather than refusing the reset.
 	before, readErr := r.opts.Limits.Learned(ctx, key)
 	if err := r.opts.Limits.ResetLearned(ctx, key); err != nil {
-		writeError(c, log, apperr.Wrap(err, apperr.DependencyUnavailable, "the learned limits of %s could not be reset: the limiter store is unavailable", key).
+		WriteError(c, log, apperr.Wrap(err, apperr.DependencyUnavailable, "the learned limits of %s could not be reset: the limiter store is unavailable", key).
 			WithDetails(map[string]any{"dependency": "limiter"}), "")
 		return
 	}
 	entry := configcenter.Change{At: r.opts.Now(), Kind: configcenter.KindLearnedReset, Source: resetSource, Name: key.String(),
 		Keys: resetDiff(key, before, readErr)}
 	if err := r.opts.History.Record(ctx, entry); err != nil {
-		writeError(c, log, databaseDown(err, fmt.Sprintf("the learned limits of %s were reset, but the audit history could not be written; ask again to write it", key)), "")
+		WriteError(c, log, DatabaseDown(err, fmt.Sprintf("the learned limits of %s were reset, but the audit history could not be written; ask again to write it", key)), "")
 		return
 	}
 	log.Info("learned limits reset", "key", key.String(), "ended", entry.Keys)
 	c.Header("Cache-Control", "no-store")
-	writeJSON(c, log, http.StatusOK, resetJSON{Key: key.String(), Reset: true})
+	WriteJSON(c, log, http.StatusOK, resetJSON{Key: key.String(), Reset: true})
 }
 
 // decodeResetKey reads {"key": "BIZTYPE:CHANNEL"}: a JSON object with the

@@ -29,7 +29,7 @@ func (h *handler) recover(c *gin.Context) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			writeError(c, h.log, apperr.Wrap(fmt.Errorf("panic: %v", v), apperr.Internal, "internal error"), "")
+			WriteError(c, h.log, apperr.Wrap(fmt.Errorf("panic: %v", v), apperr.Internal, "internal error"), "")
 		}
 	}()
 	c.Next()
@@ -58,7 +58,7 @@ func (h *handler) observe(c *gin.Context) {
 func (h *handler) limitBody(c *gin.Context) {
 	if c.Request.ContentLength > MaxBodyBytes {
 		c.Header("Connection", "close")
-		writeError(c, h.log, bodyTooLarge(), "")
+		WriteError(c, h.log, bodyTooLarge(), "")
 		return
 	}
 	c.Request.Body = &cappedBody{ReadCloser: http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes), c: c}
@@ -83,7 +83,7 @@ func bodyTooLarge() *apperr.Error {
 func (h *handler) limitHeader(c *gin.Context) {
 	r := c.Request
 	if n := len(r.RequestURI); n > MaxURIBytes {
-		writeError(c, h.log, apperr.New(apperr.URITooLong, "the request target is %d bytes; at most %d", n, MaxURIBytes).
+		WriteError(c, h.log, apperr.New(apperr.URITooLong, "the request target is %d bytes; at most %d", n, MaxURIBytes).
 			WithDetails(map[string]any{"limitBytes": MaxURIBytes}), "")
 		return
 	}
@@ -94,7 +94,7 @@ func (h *handler) limitHeader(c *gin.Context) {
 		}
 	}
 	if size > MaxHeaderBytes {
-		writeError(c, h.log, headersTooLarge(MaxHeaderBytes), "")
+		WriteError(c, h.log, headersTooLarge(MaxHeaderBytes), "")
 		return
 	}
 	c.Next()
@@ -121,11 +121,11 @@ func (h *handler) requireJSON(c *gin.Context) {
 	default:
 		return
 	}
-	if c.FullPath() == "" || isFormRoute(c.FullPath()) {
+	if c.FullPath() == "" || h.isFormRoute(c.FullPath()) {
 		return
 	}
 	if reason := jsonMediaTypeProblem(c.GetHeader("Content-Type")); reason != "" {
-		writeError(c, h.log, apperr.New(apperr.UnsupportedMediaType, "Content-Type %s; send application/json", reason).
+		WriteError(c, h.log, apperr.New(apperr.UnsupportedMediaType, "Content-Type %s; send application/json", reason).
 			WithDetails(map[string]any{"accept": "application/json"}), "")
 	}
 }
@@ -185,7 +185,7 @@ func (h *handler) requireAdmin(c *gin.Context) {
 	if h.opts.AdminToken == "" {
 		if reason := localOnlyProblem(c.Request); reason != "" {
 			h.logAdminAuthFailure(c, reason+" and no admin token is configured")
-			writeError(c, h.log, apperr.New(apperr.Unauthorized, "admin routes answer only local requests (a loopback client, a loopback Host, no proxy) when no admin token is configured"), "")
+			WriteError(c, h.log, apperr.New(apperr.Unauthorized, "admin routes answer only local requests (a loopback client, a loopback Host, no proxy) when no admin token is configured"), "")
 		}
 		return
 	}
@@ -200,7 +200,7 @@ func (h *handler) requireAdmin(c *gin.Context) {
 			h.opts.AuthGuard.Failed(c.Request.RemoteAddr, "admin")
 		}
 		c.Header("WWW-Authenticate", `Bearer realm="payserver-admin"`)
-		writeError(c, h.log, apperr.New(apperr.Unauthorized, "a valid admin bearer token is required"), "")
+		WriteError(c, h.log, apperr.New(apperr.Unauthorized, "a valid admin bearer token is required"), "")
 	}
 }
 
@@ -217,7 +217,7 @@ func (h *handler) authThrottle(c *gin.Context) {
 	h.opts.AuthGuard.Refused(surfaceOf(c))
 	e := apperr.New(apperr.AuthThrottled, "too many failed authentications from this address; try again later")
 	e.RetryAfter = wait
-	writeError(c, h.log, e, "")
+	WriteError(c, h.log, e, "")
 }
 
 // surfaceOf names the authenticated surface of a request, for metrics.

@@ -49,12 +49,12 @@ func (h *handler) postNotify(c *gin.Context) {
 	code := c.Param("code")
 	keys, ok := h.opts.Notify.Keys(code)
 	if !ok {
-		writeError(c, h.log, apperr.New(apperr.NotFound, "channel %s takes no notifications", code), "")
+		WriteError(c, h.log, apperr.New(apperr.NotFound, "channel %s takes no notifications", code), "")
 		return
 	}
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
-		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: "could not be read in time or was cut short"}), "")
+		WriteError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: "could not be read in time or was cut short"}), "")
 		return
 	}
 	now := h.opts.Now()
@@ -66,7 +66,7 @@ func (h *handler) postNotify(c *gin.Context) {
 	if errors.Is(err, gateway.ErrNonceCacheFull) {
 		h.log.Warn("a channel notification was refused: the nonce cache is full", "channel", code,
 			"size", h.opts.Notify.Nonces.Size())
-		writeError(c, h.log, apperr.New(apperr.DependencyUnavailable, "too many notifications within the replay window; send it again later"), "")
+		WriteError(c, h.log, apperr.New(apperr.DependencyUnavailable, "too many notifications within the replay window; send it again later"), "")
 		return
 	}
 	if reason, refused := gateway.ReasonOf(err); refused {
@@ -79,12 +79,12 @@ func (h *handler) postNotify(c *gin.Context) {
 		if h.opts.Notify.Refused != nil {
 			h.opts.Notify.Refused(code, reason)
 		}
-		writeError(c, h.log, apperr.New(apperr.Unauthorized, "the notification's signature is bad, stale or replayed (%s)", reason), "")
+		WriteError(c, h.log, apperr.New(apperr.Unauthorized, "the notification's signature is bad, stale or replayed (%s)", reason), "")
 		return
 	}
 	var a gateway.Answer
 	if err := json.Unmarshal(body, &a); err != nil || a.OrderNo == "" {
-		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: "must be a gateway answer with an orderNo"}), "")
+		WriteError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: "must be a gateway answer with an orderNo"}), "")
 		return
 	}
 	res := channel.Result{TradeNo: a.TradeNo, DeclineCode: a.Code, DeclineReason: a.Reason}
@@ -94,7 +94,7 @@ func (h *handler) postNotify(c *gin.Context) {
 	case gateway.Declined:
 		res.Status = channel.Declined
 	default:
-		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "outcome", Reason: "must be SUCCEEDED or DECLINED"}), "")
+		WriteError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "outcome", Reason: "must be SUCCEEDED or DECLINED"}), "")
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 10*time.Second)
@@ -104,7 +104,7 @@ func (h *handler) postNotify(c *gin.Context) {
 		if !errors.As(err, &ae) {
 			err = apperr.Wrap(err, apperr.Internal, "the notification could not be taken")
 		}
-		writeError(c, h.log, err, "")
+		WriteError(c, h.log, err, "")
 		return
 	}
 	c.Status(http.StatusNoContent)

@@ -44,11 +44,11 @@ type orderJSON struct {
 	Admission *admissionJSON `json:"admission,omitempty"`
 	// Discrepancy is present when a channel's word contradicted the order
 	// once it was final.
-	Discrepancy *discrepancyJSON `json:"discrepancy,omitempty"`
+	Discrepancy *DiscrepancyJSON `json:"discrepancy,omitempty"`
 }
 
 // discrepancyJSON is pay.Discrepancy as the API shows it.
-type discrepancyJSON struct {
+type DiscrepancyJSON struct {
 	Channel  string `json:"channel"`
 	Reported string `json:"reported"`
 	TradeNo  string `json:"tradeNo,omitempty"`
@@ -81,20 +81,20 @@ func toJSON(o *pay.Order) orderJSON {
 		FailureCode: o.FailureCode, FailureMessage: o.FailureMessage,
 		CreatedAt:  o.CreatedAt.UTC().Format(time.RFC3339Nano),
 		UpdatedAt:  o.UpdatedAt.UTC().Format(time.RFC3339Nano),
-		ResolvedBy: o.ResolvedBy, ResolvedAt: formatTime(o.ResolvedAt),
+		ResolvedBy: o.ResolvedBy, ResolvedAt: FormatTime(o.ResolvedAt),
 		Admission:   admissionOf(o.Admission),
-		Discrepancy: discrepancyOf(o.Discrepancy),
+		Discrepancy: DiscrepancyOf(o.Discrepancy),
 	}
 }
 
-func discrepancyOf(d *pay.Discrepancy) *discrepancyJSON {
+func DiscrepancyOf(d *pay.Discrepancy) *DiscrepancyJSON {
 	if d == nil {
 		return nil
 	}
-	return &discrepancyJSON{Channel: d.Channel, Reported: d.Reported, TradeNo: d.TradeNo, At: formatTime(d.At)}
+	return &DiscrepancyJSON{Channel: d.Channel, Reported: d.Reported, TradeNo: d.TradeNo, At: FormatTime(d.At)}
 }
 
-func formatTime(t time.Time) string {
+func FormatTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
@@ -109,7 +109,7 @@ func admissionOf(a pay.Admission) *admissionJSON {
 	if keys == nil {
 		keys = []string{}
 	}
-	return &admissionJSON{AdmittedAt: formatTime(a.At), AdmittedAtUs: a.At.UnixMicro(), WindowKeys: keys, LimitsVersion: a.LimitsVersion}
+	return &admissionJSON{AdmittedAt: FormatTime(a.At), AdmittedAtUs: a.At.UnixMicro(), WindowKeys: keys, LimitsVersion: a.LimitsVersion}
 }
 
 func (h *handler) postPay(c *gin.Context) {
@@ -120,20 +120,20 @@ func (h *handler) postPay(c *gin.Context) {
 		if errors.As(err, &tooBig) {
 			reason = fmt.Sprintf("must be at most %d bytes", MaxBodyBytes)
 		}
-		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: reason}), "")
+		WriteError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: reason}), "")
 		return
 	}
 	req, err := pay.DecodePayRequest(body)
 	if err != nil {
-		writeError(c, h.log, err, pay.PeekRequestID(body))
+		WriteError(c, h.log, err, pay.PeekRequestID(body))
 		return
 	}
 	o, err := h.opts.Pay.Pay(c.Request.Context(), req)
 	if err != nil {
-		writeError(c, h.log, h.explainDatabase(c.Request.Context(), err), req.RequestID)
+		WriteError(c, h.log, h.explainDatabase(c.Request.Context(), err), req.RequestID)
 		return
 	}
-	writeJSON(c, h.log, http.StatusOK, toJSON(o))
+	WriteJSON(c, h.log, http.StatusOK, toJSON(o))
 }
 
 func (h *handler) getPay(c *gin.Context) {
@@ -143,8 +143,8 @@ func (h *handler) getPay(c *gin.Context) {
 		if !pay.ValidRequestID(id) {
 			id = ""
 		}
-		writeError(c, h.log, h.explainDatabase(c.Request.Context(), err), id)
+		WriteError(c, h.log, h.explainDatabase(c.Request.Context(), err), id)
 		return
 	}
-	writeJSON(c, h.log, http.StatusOK, toJSON(o))
+	WriteJSON(c, h.log, http.StatusOK, toJSON(o))
 }

@@ -10,7 +10,7 @@ import (
 // checkParams lists, sorted, each query parameter of v that is not in
 // allowed, and each allowed one given more than once. want is the list of
 // allowed names as the error says it, such as "limit, before".
-func checkParams(v url.Values, allowed []string, want string) []apperr.FieldError {
+func CheckParams(v url.Values, allowed []string, want string) []apperr.FieldError {
 	ok := map[string]bool{}
 	for _, a := range allowed {
 		ok[a] = true

@@ -19,6 +19,7 @@ import (
 
 	"payserver/api"
 	"payserver/internal/configcenter"
+	"payserver/internal/console"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 	"payserver/internal/pay"
@@ -199,13 +200,13 @@ limits:
 	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file", Name: "/etc/limits.yaml", MD5: "0123456789abcdef0123456789abcdef",
 		LoadedAt: now.Add(-time.Hour), Applied: 2, Refusals: 1, LastRefusal: `limits: key "a<b>" is bad`,
 		LastRefusalAt: now.Add(-2 * time.Hour), LastRefusalSuperseded: true}}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: fr, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: fr, Usage: fakeUsage{cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: token,
-		Admin: []func(*gin.RouterGroup){routes}})
+		Console: routes})
 	if err != nil {
 		t.Fatal(err)
 	}

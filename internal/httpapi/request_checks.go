@@ -8,22 +8,15 @@ import (
 	"payserver/internal/apperr"
 )
 
-// queryParams lists, by route, the query parameters each route takes;
-// every other route takes none. The handlers check the values. GET
-// /dashboard is not here: it shows a bad or unknown parameter on the page
-// it answers (dashboard_filter.go), as a browser's user reads it.
+// queryParams lists, by route, the query parameters each route of the API
+// takes; every other route takes none (the console's say theirs in
+// Route.Query). The handlers check the values.
 var queryParams = map[string][]string{
-	loginPath:                  {"next"},
-	"/limits":                  {"limit", "after"},
-	"/channels/usage":          {"limit", "after"},
-	"/limits/history":          {"limit", "before"},
-	"/limits/what-if":          {"from", "to"},
-	"/reports/channel-limits":  {"from", "to", "bizType", "channel", "granularity", "format", "groupBy"},
-	"/reports/channel-amounts": {"from", "to", "bizType", "channel", "granularity", "format"},
-	"/reports/routes":          {"from", "to", "bizType"},
-	"/reports/admissions":      {"from", "to", "channel", "limit"},
-	"/reports/discrepancies":   {"limit"},
-	"/v1/limits/peek":          {"bizType", "channel", "amount", "currency", "merchantId"},
+	loginPath:         {"next"},
+	"/limits":         {"limit", "after"},
+	"/limits/history": {"limit", "before"},
+	"/limits/what-if": {"from", "to"},
+	"/v1/limits/peek": {"bizType", "channel", "amount", "currency", "merchantId"},
 }
 
 // checkPublic runs checkRequest for every route but the authenticated ones
@@ -55,15 +48,15 @@ func (h *handler) checkRequest(c *gin.Context) {
 		return
 	}
 	q := c.Request.URL.Query()
-	if len(q) == 0 || c.FullPath() == "" || c.FullPath() == "/dashboard" {
+	if len(q) == 0 || c.FullPath() == "" || h.console.ownQuery[c.FullPath()] {
 		return
 	}
-	allowed := queryParams[c.FullPath()]
+	allowed := h.console.query[c.FullPath()]
 	want := "none"
 	if len(allowed) > 0 {
 		want = strings.Join(allowed, ", ")
 	}
-	if bad := checkParams(q, allowed, want); len(bad) > 0 {
-		writeError(c, h.log, apperr.Invalid(bad...), "")
+	if bad := CheckParams(q, allowed, want); len(bad) > 0 {
+		WriteError(c, h.log, apperr.Invalid(bad...), "")
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/configcenter"
-	"payserver/internal/httpapi"
+	"payserver/internal/console"
 	"payserver/internal/limits"
 	"payserver/internal/stats"
 )
@@ -45,18 +45,18 @@ limits:
 		t.Fatal(err)
 	}
 	cfg := parsed.Config
-	rr, err := httpapi.NewRouteReports(httpapi.RouteReportsOptions{Rows: rows, Usage: fakeUsage{cfg: cfg},
+	rr, err := console.NewRouteReports(console.RouteReportsOptions{Rows: rows, Usage: fakeUsage{cfg: cfg},
 		Health: fakeHealth{"UNIONPAY": true}, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := httpapi.Reports(httpapi.ReportsOptions{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg},
+	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg},
 		Limits: fakeLimitsView{cfg: cfg, routes: parsed.Routes, st: configcenter.Status{Loaded: true}}, Logger: slog.New(slog.DiscardHandler),
 		Now: func() time.Time { return now }, Routes: rr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveAdmin(t, "", routes, rr.Register)
+	return serveAdmin(t, "", routes)
 }
 
 func TestRouteReport(t *testing.T) {

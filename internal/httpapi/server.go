@@ -1,6 +1,9 @@
-// Package httpapi is payserver's HTTP layer, the only package that imports
-// gin. It decodes requests, calls the domain services and turns their
-// results and errors into JSON answers.
+// Package httpapi is payserver's HTTP API: payments, the limits API, the
+// admin JSON routes, health, and what every route shares (middleware,
+// admin and client authentication, the one error body and the one JSON
+// writer). It decodes requests, calls the domain services and turns their
+// results and errors into JSON answers. The operators' console
+// (internal/console) is served beside it through Options.Console.
 package httpapi
 
 import (
@@ -92,9 +95,13 @@ type Options struct {
 	// leave out after an outage: the admissions decided in process, and
 	// when Redis restarted.
 	Outage OutageView
-	// Admin registers more admin routes (limits, reports, dashboard) on the
-	// group, which already enforces admin auth.
+	// Admin registers more admin routes of this package (the limits
+	// history, the learned limits reset, what-if) on the group, which
+	// already enforces admin auth.
 	Admin []func(g *gin.RouterGroup)
+	// Console, when set, serves the console's routes (Console.Routes)
+	// behind admin auth: the dashboard and the reports.
+	Console Console
 	// LimitsAPI serves /v1/limits (client tokens); nil leaves it out.
 	LimitsAPI LimitsAPI
 	// ClientTokens are the callers of /v1/limits.
@@ -140,7 +147,7 @@ func New(opts Options) (http.Handler, error) {
 	}
 	h := &handler{opts: opts, log: opts.Logger, authLog: newAuthLog(), clientAuthLog: newAuthLog(), clients: newClientTokens(opts.ClientTokens),
 		payCallers: newClientTokens(opts.PayTokens),
-		sessions:   newAdminSessions(opts.Now), loginTmpl: loginTmpl}
+		sessions:   newAdminSessions(opts.Now), loginTmpl: loginTmpl, console: newConsoleRoutes(opts.Console)}
 	r := gin.New()
 	// No proxy is trusted: X-Forwarded-For never names the peer
 	// (c.ClientIP is the connection's address), in logs or anywhere.
@@ -159,17 +166,17 @@ func New(opts Options) (http.Handler, error) {
 			// "/" is documented for GET only (a browser is sent on to the
 			// dashboard): any other method is not allowed there.
 			c.Header("Allow", http.MethodGet)
-			writeError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
+			WriteError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
 			return
 		}
 		if c.Request.Method == http.MethodGet && c.Request.URL.Path == "/" && acceptsHTML(c.Request) {
 			c.Redirect(http.StatusFound, "/dashboard") // a browser opening the server's address
 			return
 		}
-		writeError(c, h.log, apperr.New(apperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path), "")
+		WriteError(c, h.log, apperr.New(apperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path), "")
 	})
 	r.NoMethod(func(c *gin.Context) {
-		writeError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
+		WriteError(c, h.log, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed here", c.Request.Method), "")
 	})
 	if len(opts.PayTokens) > 0 {
 		r.POST("/pay", h.authThrottle, h.requirePayCaller, h.postPay)
@@ -196,6 +203,9 @@ func New(opts Options) (http.Handler, error) {
 	}
 	for _, register := range opts.Admin {
 		register(admin)
+	}
+	if opts.Console != nil {
+		h.registerConsole(admin)
 	}
 	if opts.LimitsAPI != nil {
 		h.registerV1(r)
@@ -225,4 +235,9 @@ type handler struct {
 	// checkPublic checks every other route's.
 	authenticated map[string]bool
 	loginTmpl     *template.Template
+	console       consoleRoutes
 }
+
+// SetReleaseMode puts gin in release mode: no debug lines on start.
+// gin's mode is process-wide; cmd/payserver sets it once.
+func SetReleaseMode() { gin.SetMode(gin.ReleaseMode) }

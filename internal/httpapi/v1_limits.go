@@ -100,7 +100,7 @@ func (h *handler) readBody(c *gin.Context) ([]byte, bool) {
 		if errors.As(err, &tooBig) {
 			reason = fmt.Sprintf("must be at most %d bytes", MaxBodyBytes)
 		}
-		writeError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: reason}), "")
+		WriteError(c, h.log, apperr.Invalid(apperr.FieldError{Field: "body", Reason: reason}), "")
 		return nil, false
 	}
 	return body, true
@@ -115,16 +115,16 @@ func (h *handler) acquire(c *gin.Context) {
 	log := h.log.With("client", client)
 	req, err := limitapi.DecodeAcquire(body)
 	if err != nil {
-		writeError(c, log, err, pay.PeekRequestID(body))
+		WriteError(c, log, err, pay.PeekRequestID(body))
 		return
 	}
 	res, err := h.opts.LimitsAPI.Acquire(c.Request.Context(), client, req)
 	if err != nil {
-		writeError(c, log, err, req.RequestID)
+		WriteError(c, log, err, req.RequestID)
 		return
 	}
 	log.Debug("slot acquired", "key", req.Key.String(), "requestId", req.RequestID, "duplicate", res.Decision.Duplicate)
-	writeJSON(c, log, http.StatusOK, acquireJSON{
+	WriteJSON(c, log, http.StatusOK, acquireJSON{
 		Allowed: true, BizType: req.Key.BizType, Channel: req.Key.Channel, RequestID: req.RequestID,
 		Duplicate: res.Decision.Duplicate, Shadow: res.Decision.Shadow, Windows: windowsUsageJSON(res.Windows),
 	})
@@ -139,15 +139,15 @@ func (h *handler) release(c *gin.Context) {
 	log := h.log.With("client", client)
 	req, err := limitapi.DecodeRelease(body)
 	if err != nil {
-		writeError(c, log, err, pay.PeekRequestID(body))
+		WriteError(c, log, err, pay.PeekRequestID(body))
 		return
 	}
 	if err := h.opts.LimitsAPI.Release(c.Request.Context(), client, req); err != nil {
-		writeError(c, log, err, req.RequestID)
+		WriteError(c, log, err, req.RequestID)
 		return
 	}
 	log.Info("slot released by its client", "key", req.Key.String(), "requestId", req.RequestID)
-	writeJSON(c, log, http.StatusOK, releaseJSON{Released: true, BizType: req.Key.BizType, Channel: req.Key.Channel, RequestID: req.RequestID})
+	WriteJSON(c, log, http.StatusOK, releaseJSON{Released: true, BizType: req.Key.BizType, Channel: req.Key.Channel, RequestID: req.RequestID})
 }
 
 func (h *handler) peek(c *gin.Context) {
@@ -160,15 +160,15 @@ func (h *handler) peek(c *gin.Context) {
 	}
 	req, err := limitapi.ParsePeek(func(n string) []string { return q[n] }, names)
 	if err != nil {
-		writeError(c, log, err, "")
+		WriteError(c, log, err, "")
 		return
 	}
 	p, err := h.opts.LimitsAPI.Peek(c.Request.Context(), client, req)
 	if err != nil {
-		writeError(c, log, err, "")
+		WriteError(c, log, err, "")
 		return
 	}
-	writeJSON(c, log, http.StatusOK, peekJSON{
+	WriteJSON(c, log, http.StatusOK, peekJSON{
 		Allowed: p.Allowed, BizType: req.Key.BizType, Channel: req.Key.Channel, Shadow: p.Shadow, Windows: windowsUsageJSON(p.Windows),
 	})
 }

@@ -34,44 +34,38 @@ type WhatIfOptions struct {
 // JSON, sent as application/json), from and to (RFC 3339, default the last
 // 24 hours) bound the decisions replayed, and the answer is
 // whatif.Result's JSON. A document the server would refuse is 400 naming
-// the reason. It also registers the dashboard's what-if page
-// (whatIfPagePath), which asks the same question from a form.
-func WhatIfRoute(opts WhatIfOptions) (func(g *gin.RouterGroup), error) {
+// the reason. The console's what-if page asks the same question from a
+// form (ParseWhatIfRange).
+func WhatIfRoute(opts WhatIfOptions) func(g *gin.RouterGroup) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	page, err := newWhatIfPage(opts)
-	if err != nil {
-		return nil, err
-	}
 	return func(g *gin.RouterGroup) {
 		g.POST("/limits/what-if", func(c *gin.Context) {
-			q, err := parseWhatIfRange(opts, c.GetQuery)
+			q, err := ParseWhatIfRange(opts, c.GetQuery)
 			if err != nil {
-				writeError(c, opts.Logger, err, "")
+				WriteError(c, opts.Logger, err, "")
 				return
 			}
 			body, err := io.ReadAll(c.Request.Body)
 			if err != nil {
-				writeError(c, opts.Logger, apperr.Wrap(err, apperr.InvalidRequest, "body unreadable"), "")
+				WriteError(c, opts.Logger, apperr.Wrap(err, apperr.InvalidRequest, "body unreadable"), "")
 				return
 			}
 			q.Document = body
 			res, err := opts.Service.WhatIf(c.Request.Context(), q)
 			if err != nil {
-				writeError(c, opts.Logger, err, "")
+				WriteError(c, opts.Logger, err, "")
 				return
 			}
-			writeJSON(c, opts.Logger, http.StatusOK, res)
+			WriteJSON(c, opts.Logger, http.StatusOK, res)
 		})
-		g.GET(whatIfPagePath, page.get)
-		g.POST(whatIfPagePath, page.post)
-	}, nil
+	}
 }
 
-// parseWhatIfRange returns the query of from and to as get finds them (RFC
+// ParseWhatIfRange returns the query of from and to as get finds them (RFC
 // 3339; absent, the last 24 hours before opts.Now), with opts.MaxDecisions.
-func parseWhatIfRange(opts WhatIfOptions, get func(name string) (string, bool)) (whatif.Query, error) {
+func ParseWhatIfRange(opts WhatIfOptions, get func(name string) (string, bool)) (whatif.Query, error) {
 	now := opts.Now()
 	q := whatif.Query{From: now.Add(-24 * time.Hour), To: now, MaxDecisions: opts.MaxDecisions}
 	var bad []apperr.FieldError

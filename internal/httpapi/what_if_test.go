@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
 	"payserver/internal/decisionlog"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
@@ -96,15 +94,11 @@ func whatIfFixture(t *testing.T) (svc *whatif.Service, at time.Time) {
 	return svc, at
 }
 
-// mustWhatIfRoute returns httpapi.WhatIfRoute(opts), failing the test on
-// an error.
-func mustWhatIfRoute(t *testing.T, opts httpapi.WhatIfOptions) func(*gin.RouterGroup) {
+// mustWhatIfRoute returns httpapi.WhatIfRoute(opts) with the console's
+// what-if page on the same options.
+func mustWhatIfRoute(t *testing.T, opts httpapi.WhatIfOptions) whatIfMount {
 	t.Helper()
-	route, err := httpapi.WhatIfRoute(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return route
+	return whatIfMount{route: httpapi.WhatIfRoute(opts), opts: opts}
 }
 
 func TestWhatIfRoute(t *testing.T) {

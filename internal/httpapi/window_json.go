@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"payserver/internal/configcenter"
 	"payserver/internal/iso4217"
@@ -13,7 +15,7 @@ import (
 
 // windowJSON describes one window of a rule as the limits document writes
 // it, for GET /limits and GET /channels/usage.
-type windowJSON struct {
+type WindowJSON struct {
 	// Rule is the window's kind, as 429 answers name it: "count/1s",
 	// "amount/day".
 	Rule string `json:"rule"`
@@ -52,10 +54,10 @@ type windowJSON struct {
 // CNY per day from 23:00 Asia/Shanghai", with "(kept for REFUND: 40)"
 // after reservations. An amount is in major units of its currency
 // (iso4217.Text).
-func (w windowJSON) Text() string {
+func (w WindowJSON) Text() string {
 	var b strings.Builder
 	b.WriteString(w.quantity(w.Limit))
-	b.WriteString(" per " + w.span())
+	b.WriteString(" per " + w.Span())
 	if len(w.Reserve) > 0 {
 		names := make([]string, 0, len(w.Reserve))
 		for name := range w.Reserve {
@@ -94,7 +96,7 @@ func (w windowJSON) Text() string {
 
 // quantity renders n in the window's unit: a count as it is, an amount as
 // iso4217.Text writes it, after "amount".
-func (w windowJSON) quantity(n int64) string {
+func (w WindowJSON) quantity(n int64) string {
 	if w.Kind == "amount" {
 		return "amount " + iso4217.Text(n, w.Currency)
 	}
@@ -104,7 +106,7 @@ func (w windowJSON) quantity(n int64) string {
 // ofLimit renders n against the window's limit for people: "2 / 200", or
 // for an amount "12,745.70 / 5,000,000.00 CNY", the currency once after
 // both.
-func (w windowJSON) ofLimit(n int64) string {
+func (w WindowJSON) OfLimit(n int64) string {
 	if w.Kind != "amount" {
 		return strconv.FormatInt(n, 10) + " / " + strconv.FormatInt(w.Limit, 10)
 	}
@@ -115,7 +117,7 @@ func (w windowJSON) ofLimit(n int64) string {
 
 // major returns n in major units of the window's currency, or nil for a
 // count window or an amount window without a (known) currency.
-func (w windowJSON) major(n int64) *string {
+func (w WindowJSON) Major(n int64) *string {
 	if w.Kind != "amount" {
 		return nil
 	}
@@ -128,7 +130,7 @@ func (w windowJSON) major(n int64) *string {
 
 // span is the window's length ("1s") or calendar period ("day from 23:00
 // Asia/Shanghai").
-func (w windowJSON) span() string {
+func (w WindowJSON) Span() string {
 	if w.Calendar != "" {
 		return w.Calendar + " from " + w.Cutoff + " " + w.Zone
 	}
@@ -136,10 +138,10 @@ func (w windowJSON) span() string {
 }
 
 // describeWindows returns r's windows as windowJSON, in the rule's order.
-func describeWindows(r ratelimit.Rule) []windowJSON {
-	out := make([]windowJSON, len(r.Windows))
+func DescribeWindows(r ratelimit.Rule) []WindowJSON {
+	out := make([]WindowJSON, len(r.Windows))
 	for i, w := range r.Windows {
-		j := windowJSON{Rule: w.Name(), Kind: "count", Limit: w.Limit, Currency: w.Currency}
+		j := WindowJSON{Rule: w.Name(), Kind: "count", Limit: w.Limit, Currency: w.Currency}
 		if w.Amount {
 			j.Kind = "amount"
 		}
@@ -157,13 +159,13 @@ func describeWindows(r ratelimit.Rule) []windowJSON {
 			}
 			j.Merchants = m.Overrides
 		}
-		if m := j.major(j.Limit); m != nil {
+		if m := j.Major(j.Limit); m != nil {
 			j.LimitMajor = *m
 			for name, n := range j.Reserve {
 				if j.ReserveMajor == nil {
 					j.ReserveMajor = make(map[string]string, len(j.Reserve))
 				}
-				j.ReserveMajor[name] = *j.major(n)
+				j.ReserveMajor[name] = *j.Major(n)
 			}
 		}
 		out[i] = j
@@ -175,7 +177,7 @@ func describeWindows(r ratelimit.Rule) []windowJSON {
 // usageTimeout. An unlimited key's counts are nil (the limiter answers it
 // without asking its store); a key whose store answered a count per window
 // of another rule carries errUsageShape.
-func readUsage(ctx context.Context, src UsageSource, keys []ratelimit.Key) []ratelimit.KeyUsage {
+func ReadUsage(ctx context.Context, src UsageSource, keys []ratelimit.Key) []ratelimit.KeyUsage {
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()
 	reads := src.UsageOf(ctx, keys)
@@ -186,3 +188,21 @@ func readUsage(ctx context.Context, src UsageSource, keys []ratelimit.Key) []rat
 	}
 	return reads
 }
+
+// UsageSource reads live window occupancy from the limiter's shared store.
+// *ratelimit.Limiter implements it.
+type UsageSource interface {
+	Config() *ratelimit.Config
+	// Usage reads one key's.
+	Usage(ctx context.Context, key ratelimit.Key) (ratelimit.Rule, []int64, error)
+	// UsageOf reads that of each of keys, one answer per key in their
+	// order, in as few store calls as the store allows.
+	UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage
+}
+
+// usageTimeout bounds reading every key's occupancy for one answer.
+const usageTimeout = 2 * time.Second
+
+// errUsageShape is a store answer with a count per window of another rule
+// (the limits changed between reading the rule and the counts).
+var errUsageShape = errors.New("limiter store returned a count per window for another rule")

@@ -18,7 +18,7 @@ func TestDescribeWindowsShowsMerchantLimits(t *testing.T) {
 			{PerMerchant: ratelimit.Unlimited, Overrides: map[string]int64{"M1": 5}},
 		},
 	}
-	ws := describeWindows(r)
+	ws := DescribeWindows(r)
 	for i, want := range []string{
 		"100 per 1s (each merchant at most 10; BAD: refused; FREE: no limit; M_VIP: 40)",
 		"900 per 1m (M1: 5)",

@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"payserver/internal/httpapi"
 	"payserver/internal/iso4217"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -43,7 +44,7 @@ type quotaLine struct {
 // markQuotas adds to each line what out knows: the use decided in
 // process, and a Redis restart within the window's period (restartedAt,
 // zero if none).
-func markQuotas(lines []quotaLine, out OutageView, restartedAt, now time.Time) {
+func markQuotas(lines []quotaLine, out httpapi.OutageView, restartedAt, now time.Time) {
 	for i := range lines {
 		l := &lines[i]
 		w := l.window

@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"payserver/internal/apperr"
+	"payserver/internal/httpapi"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
 )
@@ -32,7 +33,7 @@ type dashQuery struct {
 // each refused one.
 func parseDashQuery(v url.Values) (dashQuery, []apperr.FieldError) {
 	q := dashQuery{Page: 1, PageSize: dashDefaultPageSize}
-	bad := checkParams(v, []string{"bizType", "channel", "page", "pageSize"}, "bizType, channel, page, pageSize")
+	bad := httpapi.CheckParams(v, []string{"bizType", "channel", "page", "pageSize"}, "bizType, channel, page, pageSize")
 	for _, p := range []struct {
 		name string
 		dst  *string

@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/configcenter"
+	"payserver/internal/httpapi"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -33,24 +34,14 @@ type ReportService interface {
 	Changes(ctx context.Context, q stats.Query) ([]stats.KeyChange, error)
 }
 
-// UsageSource reads live window occupancy from the limiter's shared store.
-// *ratelimit.Limiter implements it.
-type UsageSource interface {
-	Config() *ratelimit.Config
-	// Usage reads one key's.
-	Usage(ctx context.Context, key ratelimit.Key) (ratelimit.Rule, []int64, error)
-	// UsageOf reads that of each of keys, one answer per key in their
-	// order, in as few store calls as the store allows.
-	UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage
-}
-
-// ReportsOptions wires the report routes. Every field is required but Now.
-type ReportsOptions struct {
+// Options wires the console. Reports, Usage, Limits and Logger are
+// required; every other field adds a part of the console when set.
+type Options struct {
 	Reports ReportService
-	Usage   UsageSource
+	Usage   httpapi.UsageSource
 	// Limits tells whether the limiter is degraded, and (for the dashboard)
 	// which document is in force.
-	Limits LimitsView
+	Limits httpapi.LimitsView
 	Logger *slog.Logger
 	// Now is the clock of the live views. Default time.Now.
 	Now func() time.Time
@@ -76,23 +67,29 @@ type ReportsOptions struct {
 	Discrepancies func(ctx context.Context, limit int) ([]*pay.Order, error)
 	// Learned, when set, marks the dashboard's windows whose limit is
 	// learned from the channel, as GET /limits shows them.
-	Learned LearnedSource
+	Learned httpapi.LearnedSource
 	// Outage, when set, adds to the calendar quotas what their use may
 	// leave out after an outage, as GET /limits shows it.
-	Outage OutageView
+	Outage httpapi.OutageView
+	// Admissions, when set, serves GET /reports/admissions.
+	// *repo.Orders implements it.
+	Admissions AdmissionRows
+	// CallersSince is when Callers began counting, which GET
+	// /reports/limit-callers (served with Callers) says.
+	CallersSince time.Time
+	// WhatIf, when set, serves the dashboard's what-if page, which asks
+	// the question of POST /limits/what-if from a form.
+	WhatIf *httpapi.WhatIfOptions
 }
 
-// usageTimeout bounds reading every key's occupancy for one answer.
-const usageTimeout = 2 * time.Second
-
 type reports struct {
-	opts ReportsOptions
+	opts Options
 	log  *slog.Logger
 }
 
-func newReports(opts ReportsOptions) (*reports, error) {
+func newReports(opts Options) (*reports, error) {
 	if opts.Reports == nil || opts.Usage == nil || opts.Limits == nil || opts.Logger == nil {
-		return nil, errors.New("httpapi: reports need a report service, a usage source, a limits view and a logger")
+		return nil, errors.New("console: reports need a report service, a usage source, a limits view and a logger")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -104,7 +101,7 @@ func newReports(opts ReportsOptions) (*reports, error) {
 // Options.Admin: GET /reports/channel-limits (history, JSON or CSV), GET
 // /channels/usage (live occupancy), GET /reports/discrepancies (orders a
 // channel contradicted) and GET /dashboard (HTML).
-func Reports(opts ReportsOptions) (func(g *gin.RouterGroup), error) {
+func Reports(opts Options) (func(g *gin.RouterGroup), error) {
 	r, err := newReports(opts)
 	if err != nil {
 		return nil, err
@@ -129,7 +126,7 @@ func Reports(opts ReportsOptions) (func(g *gin.RouterGroup), error) {
 func (r *reports) getReport(c *gin.Context) {
 	q, err := stats.ParseQuery(c.Request.URL.Query(), r.opts.Now())
 	if err != nil {
-		writeError(c, r.log, err, "")
+		httpapi.WriteError(c, r.log, err, "")
 		return
 	}
 	if q.GroupBy != stats.GroupByMerchant {
@@ -138,21 +135,21 @@ func (r *reports) getReport(c *gin.Context) {
 	}
 	m, err := r.opts.Reports.Merchants(c.Request.Context(), q)
 	if err != nil {
-		writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+		httpapi.WriteError(c, r.log, httpapi.DatabaseDown(err, "the stats database is unavailable"), "")
 		return
 	}
 	c.Header("Cache-Control", "no-store")
 	if q.Format == stats.FormatCSV {
 		var buf bytes.Buffer
 		if err := stats.WriteMerchantsCSV(&buf, m); err != nil {
-			writeError(c, r.log, err, "")
+			httpapi.WriteError(c, r.log, err, "")
 			return
 		}
 		c.Header("Content-Disposition", `attachment; filename="`+reportFile("channel-merchants-", q)+`"`)
 		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 		return
 	}
-	writeJSON(c, r.log, http.StatusOK, m)
+	httpapi.WriteJSON(c, r.log, http.StatusOK, m)
 }
 
 // reportFile is the file name a CSV report of q is offered under.
@@ -177,7 +174,7 @@ func (r *reports) streamReport(c *gin.Context, q stats.Query) {
 		return
 	}
 	if !out.started {
-		writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+		httpapi.WriteError(c, r.log, httpapi.DatabaseDown(err, "the stats database is unavailable"), "")
 		return
 	}
 	r.log.Error("channel-limits report cut short", "err", err)
@@ -221,19 +218,19 @@ func (r *reports) getAmounts(c *gin.Context) {
 		}
 	}
 	if err != nil {
-		writeError(c, r.log, err, "")
+		httpapi.WriteError(c, r.log, err, "")
 		return
 	}
 	rep, err := r.opts.Reports.Amounts(c.Request.Context(), q)
 	if err != nil {
-		writeError(c, r.log, databaseDown(err, "the stats database is unavailable"), "")
+		httpapi.WriteError(c, r.log, httpapi.DatabaseDown(err, "the stats database is unavailable"), "")
 		return
 	}
 	c.Header("Cache-Control", "no-store")
 	if q.Format == stats.FormatCSV {
 		var buf bytes.Buffer
 		if err := stats.WriteAmountsCSV(&buf, rep); err != nil {
-			writeError(c, r.log, err, "")
+			httpapi.WriteError(c, r.log, err, "")
 			return
 		}
 		name := "channel-amounts-" + q.From.Format("20060102T1504Z") + "-" + string(q.Granularity) + ".csv"
@@ -241,22 +238,12 @@ func (r *reports) getAmounts(c *gin.Context) {
 		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 		return
 	}
-	writeJSON(c, r.log, http.StatusOK, rep)
-}
-
-// databaseDown maps a storage error to DEPENDENCY_UNAVAILABLE; an
-// *apperr.Error passes through.
-func databaseDown(err error, msg string) error {
-	var e *apperr.Error
-	if errors.As(err, &e) {
-		return err
-	}
-	return apperr.Wrap(err, apperr.DependencyUnavailable, "%s", msg).WithDetails(map[string]any{"dependency": "database"})
+	httpapi.WriteJSON(c, r.log, http.StatusOK, rep)
 }
 
 // windowUsage is one window of a key, live.
 type windowUsage struct {
-	windowJSON
+	httpapi.WindowJSON
 	// Count is the window's occupancy (admissions, or amount in minor
 	// units); nil when it could not be read.
 	Count *int64 `json:"count"`
@@ -299,19 +286,19 @@ type usageReport struct {
 // getUsage answers GET /channels/usage: every configured key, or with
 // limit or after one page of them, as GET /limits pages (limitsPage).
 func (r *reports) getUsage(c *gin.Context) {
-	page, err := parseLimitsPage(c.Request.URL.Query())
+	page, err := httpapi.ParseLimitsPage(c.Request.URL.Query())
 	if err != nil {
-		writeError(c, r.log, err, "")
+		httpapi.WriteError(c, r.log, err, "")
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	writeJSON(c, r.log, http.StatusOK, r.usage(c.Request.Context(), page))
+	httpapi.WriteJSON(c, r.log, http.StatusOK, r.usage(c.Request.Context(), page))
 }
 
 // usage reads the occupancy of page's configured keys within usageTimeout;
 // only those keys are read from the limiter's store. A key whose read
 // fails carries the error; the others are still shown.
-func (r *reports) usage(ctx context.Context, page limitsPage) usageReport {
+func (r *reports) usage(ctx context.Context, page httpapi.LimitsPage) usageReport {
 	cfg := r.opts.Usage.Config()
 	var all []ratelimit.Key
 	if cfg != nil {
@@ -319,17 +306,13 @@ func (r *reports) usage(ctx context.Context, page limitsPage) usageReport {
 		for k := range cfg.Rules {
 			all = append(all, k)
 		}
-		sortKeys(all)
+		httpapi.SortKeys(all)
 	}
-	keys, next := page.of(all)
+	keys, next := page.Of(all)
 	out := r.usageOf(ctx, cfg, keys)
 	out.Total, out.Next = len(all), next
 	return out
 }
-
-// errUsageShape is a store answer with a count per window of another rule
-// (the limits changed between reading the rule and the counts).
-var errUsageShape = errors.New("limiter store returned a count per window for another rule")
 
 // usageOf reads the occupancy of keys (configured in cfg), in their order.
 // A key whose read fails carries the error; the others are still shown.
@@ -338,7 +321,7 @@ func (r *reports) usageOf(ctx context.Context, cfg *ratelimit.Config, keys []rat
 	if cfg == nil || len(keys) == 0 {
 		return out
 	}
-	reads := readUsage(ctx, r.opts.Usage, keys)
+	reads := httpapi.ReadUsage(ctx, r.opts.Usage, keys)
 	out.Keys = make([]keyUsage, len(keys))
 	failed := 0
 	for i, k := range keys {
@@ -363,8 +346,8 @@ func keyUsageOf(k ratelimit.Key, read ratelimit.KeyUsage) keyUsage {
 		Unlimited: rule.IsUnlimited(), Shadow: rule.Shadow, Closed: rule.IsClosed(),
 		Windows: []windowUsage{}, Binding: -1,
 	}
-	for _, w := range describeWindows(rule) {
-		u.Windows = append(u.Windows, windowUsage{windowJSON: w})
+	for _, w := range httpapi.DescribeWindows(rule) {
+		u.Windows = append(u.Windows, windowUsage{WindowJSON: w})
 	}
 	if read.Err != nil {
 		u.Error = "could not read the window occupancy from Redis: " + read.Err.Error()
@@ -383,7 +366,7 @@ func keyUsageOf(k ratelimit.Key, read ratelimit.KeyUsage) keyUsage {
 		if w.Limit > 0 {
 			util = float64(n) / float64(w.Limit)
 		}
-		w.Count, w.CountMajor, w.Utilization = &n, w.major(n), &util
+		w.Count, w.CountMajor, w.Utilization = &n, w.Major(n), &util
 		if util > best {
 			best, u.Binding = util, i
 		}

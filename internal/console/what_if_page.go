@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/apperr"
+	"payserver/internal/httpapi"
 	"payserver/internal/whatif"
 )
 
@@ -34,14 +35,14 @@ const maxWhatIfPoints = 480
 
 // whatIfPage serves whatIfPagePath.
 type whatIfPage struct {
-	opts WhatIfOptions
+	opts httpapi.WhatIfOptions
 	tmpl *template.Template
 }
 
-func newWhatIfPage(opts WhatIfOptions) (*whatIfPage, error) {
+func newWhatIfPage(opts httpapi.WhatIfOptions) (*whatIfPage, error) {
 	tmpl, err := template.ParseFS(whatIfFS, "templates/whatif.html")
 	if err != nil {
-		return nil, fmt.Errorf("httpapi: what-if template: %w", err)
+		return nil, fmt.Errorf("console: what-if template: %w", err)
 	}
 	return &whatIfPage{opts: opts, tmpl: tmpl}, nil
 }
@@ -99,12 +100,12 @@ func (p *whatIfPage) get(c *gin.Context) {
 // API refuses is answered with the form again, its status, and the API's
 // reasons.
 func (p *whatIfPage) post(c *gin.Context) {
-	if reason := crossSiteProblem(c.Request); reason != "" {
-		writeError(c, p.opts.Logger, apperr.New(apperr.Unauthorized, "the form must be sent from this server's own page (%s)", reason), "")
+	if reason := httpapi.CrossSiteProblem(c.Request); reason != "" {
+		httpapi.WriteError(c, p.opts.Logger, apperr.New(apperr.Unauthorized, "the form must be sent from this server's own page (%s)", reason), "")
 		return
 	}
 	if !isFormBody(c.GetHeader("Content-Type")) {
-		writeError(c, p.opts.Logger, apperr.New(apperr.UnsupportedMediaType, "send the form as multipart/form-data or application/x-www-form-urlencoded").
+		httpapi.WriteError(c, p.opts.Logger, apperr.New(apperr.UnsupportedMediaType, "send the form as multipart/form-data or application/x-www-form-urlencoded").
 			WithDetails(map[string]any{"accept": "multipart/form-data"}), "")
 		return
 	}
@@ -124,7 +125,7 @@ func (p *whatIfPage) post(c *gin.Context) {
 		return
 	}
 	form := map[string]string{"from": view.From, "to": view.To}
-	q, err := parseWhatIfRange(p.opts, func(name string) (string, bool) { return form[name], form[name] != "" })
+	q, err := httpapi.ParseWhatIfRange(p.opts, func(name string) (string, bool) { return form[name], form[name] != "" })
 	if err != nil {
 		p.answer(c, view, err)
 		return
@@ -178,10 +179,7 @@ func (p *whatIfPage) answer(c *gin.Context, view whatIfView, err error) {
 	if !errors.As(err, &e) {
 		e = apperr.Wrap(err, apperr.Internal, "internal error")
 	}
-	status, ok := statusOf[e.Code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := httpapi.StatusOf(e.Code)
 	if status >= 500 {
 		p.opts.Logger.Error("what-if page", "err", err)
 	}
@@ -204,15 +202,13 @@ func problemLines(e *apperr.Error) []string {
 }
 
 func (p *whatIfPage) render(c *gin.Context, status int, view whatIfView) {
-	if sess := sessionOf(c); sess != nil {
-		view.CSRF = sess.csrf
-	}
+	view.CSRF = httpapi.SessionCSRF(c.Request)
 	var buf bytes.Buffer
 	if err := p.tmpl.Execute(&buf, view); err != nil {
-		writeError(c, p.opts.Logger, fmt.Errorf("render what-if page: %w", err), "")
+		httpapi.WriteError(c, p.opts.Logger, fmt.Errorf("render what-if page: %w", err), "")
 		return
 	}
-	pageSecurityHeaders(c)
+	httpapi.PageSecurityHeaders(c)
 	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
 }
 

@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"payserver/internal/httpapi"
 	"payserver/internal/iso4217"
 	"payserver/internal/limitapi"
 	"payserver/internal/ratelimit"
@@ -49,7 +50,7 @@ func newDashboard(r *reports) (*dashboard, error) {
 	tmpl, err := template.New("dashboard.html").Funcs(template.FuncMap{"amount": amountText}).
 		ParseFS(templatesFS, "templates/dashboard.html")
 	if err != nil {
-		return nil, fmt.Errorf("httpapi: dashboard template: %w", err)
+		return nil, fmt.Errorf("console: dashboard template: %w", err)
 	}
 	return &dashboard{r: r, tmpl: tmpl}, nil
 }
@@ -83,7 +84,7 @@ type dashboardView struct {
 	ChartsError string
 	ChartFrom   string
 	ChartTo     string
-	Limits      []limitJSON
+	Limits      []httpapi.LimitJSON
 	Callers     []limitapi.CallerCounts
 	Routes      []routeView
 	RoutesError string
@@ -168,19 +169,17 @@ func (d *dashboard) get(c *gin.Context) {
 	view := d.view(ctx, now, q)
 	view.Input = dashInput{BizType: params.Get("bizType"), Channel: params.Get("channel")}
 	view.Problems = filterProblems(bad, params, q)
-	if sess := sessionOf(c); sess != nil {
-		view.CSRF = sess.csrf
-	}
+	view.CSRF = httpapi.SessionCSRF(c.Request)
 	status := http.StatusOK
 	if len(bad) > 0 {
 		status = http.StatusBadRequest
 	}
 	var buf bytes.Buffer
 	if err := d.tmpl.Execute(&buf, view); err != nil {
-		writeError(c, d.r.log, fmt.Errorf("render dashboard: %w", err), "")
+		httpapi.WriteError(c, d.r.log, fmt.Errorf("render dashboard: %w", err), "")
 		return
 	}
-	pageSecurityHeaders(c)
+	httpapi.PageSecurityHeaders(c)
 	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
 }
 
@@ -256,8 +255,8 @@ func (d *dashboard) view(ctx context.Context, now time.Time, q dashQuery) dashbo
 		v.Usage = append(v.Usage, newUsageBar(u))
 	}
 	if cfg != nil {
-		learned := readLearned(ctx, d.r.opts.Learned, cfg, shown)
-		v.Limits = limitsJSON(cfg, shown, nil, learned, nil, now)
+		learned := httpapi.ReadLearned(ctx, d.r.opts.Learned, cfg, shown)
+		v.Limits = httpapi.LimitsJSON(cfg, shown, nil, learned, nil, now)
 	}
 	if d.r.opts.Quotas != nil {
 		v.Quotas = quotaLines(d.r.opts.Quotas(), inPage, now)
@@ -406,7 +405,7 @@ func newUsageBar(u keyUsage) usageBar {
 		if w.Count != nil {
 			count = *w.Count
 		}
-		b.Label = w.ofLimit(count) + " in " + w.span()
+		b.Label = w.OfLimit(count) + " in " + w.Span()
 		b.Percent = strconv.FormatFloat(100*util, 'f', 0, 64) + "%"
 		b.Fill = svgNum(math.Min(util, 1) * barW)
 		switch {

@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/configcenter"
+	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -34,7 +35,7 @@ type HealthView interface {
 // section. Every field is required but Now.
 type RouteReportsOptions struct {
 	Rows   RouteRows
-	Usage  UsageSource
+	Usage  httpapi.UsageSource
 	Health HealthView
 	// Flush, when set, writes this instance's pending counts before a
 	// report is read, so that a report includes them.
@@ -51,17 +52,12 @@ type RouteReports struct {
 // NewRouteReports returns the routing reports.
 func NewRouteReports(opts RouteReportsOptions) (*RouteReports, error) {
 	if opts.Rows == nil || opts.Usage == nil || opts.Health == nil || opts.Logger == nil {
-		return nil, errors.New("httpapi: route reports need rows, a usage source, a health view and a logger")
+		return nil, errors.New("console: route reports need rows, a usage source, a health view and a logger")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	return &RouteReports{opts: opts}, nil
-}
-
-// Register adds GET /reports/routes to an admin group (Options.Admin).
-func (rr *RouteReports) Register(g *gin.RouterGroup) {
-	g.GET("/reports/routes", rr.get)
 }
 
 // maxRouteReportRange bounds one report's time range.
@@ -92,7 +88,7 @@ func (rr *RouteReports) get(c *gin.Context) {
 	}
 	if len(bad) > 0 {
 		sort.Slice(bad, func(i, j int) bool { return bad[i].Field < bad[j].Field })
-		writeError(c, rr.opts.Logger, apperr.Invalid(bad...), "")
+		httpapi.WriteError(c, rr.opts.Logger, apperr.Invalid(bad...), "")
 		return
 	}
 	ctx := c.Request.Context()
@@ -103,11 +99,11 @@ func (rr *RouteReports) get(c *gin.Context) {
 	}
 	rows, err := rr.opts.Rows.Routes(ctx, from, to, biz)
 	if err != nil {
-		writeError(c, rr.opts.Logger, databaseDown(err, "the stats database is unavailable"), "")
+		httpapi.WriteError(c, rr.opts.Logger, httpapi.DatabaseDown(err, "the stats database is unavailable"), "")
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	writeJSON(c, rr.opts.Logger, http.StatusOK, routeReportJSON{
+	httpapi.WriteJSON(c, rr.opts.Logger, http.StatusOK, routeReportJSON{
 		From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), Routes: stats.SummarizeRoutes(rows),
 	})
 }
@@ -242,14 +238,4 @@ func (rr *RouteReports) refusal(ctx context.Context, cfg *ratelimit.Config, key 
 		}
 	}
 	return ""
-}
-
-// routesJSON is the routes in force for GET /limits: bizType to its
-// candidates in order of preference; {} when there are none.
-func routesJSON(r limits.Routes) map[string][]string {
-	out := make(map[string][]string, len(r))
-	for biz, cands := range r {
-		out[biz] = cands
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package httpapi
+package console
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/apperr"
+	"payserver/internal/httpapi"
 	"payserver/internal/iso4217"
 	"payserver/internal/pay"
 )
@@ -23,23 +24,23 @@ const (
 // discrepancyRow is one row of GET /reports/discrepancies: the order and what
 // its channel said against it.
 type discrepancyRow struct {
-	RequestID   string          `json:"requestId"`
-	OrderNo     string          `json:"orderNo"`
-	BizType     string          `json:"bizType"`
-	Channel     string          `json:"channel"`
-	Status      string          `json:"status"`
-	FailureCode string          `json:"failureCode,omitempty"`
-	Amount      int64           `json:"amount"`
-	AmountMajor string          `json:"amountMajor,omitempty"`
-	Currency    string          `json:"currency"`
-	Discrepancy discrepancyJSON `json:"discrepancy"`
+	RequestID   string                  `json:"requestId"`
+	OrderNo     string                  `json:"orderNo"`
+	BizType     string                  `json:"bizType"`
+	Channel     string                  `json:"channel"`
+	Status      string                  `json:"status"`
+	FailureCode string                  `json:"failureCode,omitempty"`
+	Amount      int64                   `json:"amount"`
+	AmountMajor string                  `json:"amountMajor,omitempty"`
+	Currency    string                  `json:"currency"`
+	Discrepancy httpapi.DiscrepancyJSON `json:"discrepancy"`
 }
 
 func discrepancyRowOf(o *pay.Order) discrepancyRow {
 	major, _ := iso4217.Major(o.Amount, o.Currency)
 	return discrepancyRow{RequestID: o.RequestID, OrderNo: o.OrderNo, BizType: o.BizType, Channel: o.Channel,
 		Status: string(o.Status), FailureCode: o.FailureCode, Amount: o.Amount, AmountMajor: major, Currency: o.Currency,
-		Discrepancy: *discrepancyOf(o.Discrepancy)}
+		Discrepancy: *httpapi.DiscrepancyOf(o.Discrepancy)}
 }
 
 // getDiscrepancies answers GET /reports/discrepancies: the newest orders a
@@ -49,14 +50,14 @@ func (r *reports) getDiscrepancies(c *gin.Context) {
 	if v, given := c.GetQuery("limit"); given {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > discrepanciesMax {
-			writeError(c, r.log, apperr.Invalid(apperr.FieldError{Field: "limit", Reason: "must be a whole number from 1 to " + strconv.Itoa(discrepanciesMax)}), "")
+			httpapi.WriteError(c, r.log, apperr.Invalid(apperr.FieldError{Field: "limit", Reason: "must be a whole number from 1 to " + strconv.Itoa(discrepanciesMax)}), "")
 			return
 		}
 		limit = n
 	}
 	list, err := r.opts.Discrepancies(c.Request.Context(), limit)
 	if err != nil {
-		writeError(c, r.log, databaseDown(err, "the orders database is unavailable"), "")
+		httpapi.WriteError(c, r.log, httpapi.DatabaseDown(err, "the orders database is unavailable"), "")
 		return
 	}
 	rows := make([]discrepancyRow, 0, len(list))
@@ -66,7 +67,7 @@ func (r *reports) getDiscrepancies(c *gin.Context) {
 		}
 	}
 	c.Header("Cache-Control", "no-store")
-	writeJSON(c, r.log, http.StatusOK, gin.H{"discrepancies": rows})
+	httpapi.WriteJSON(c, r.log, http.StatusOK, gin.H{"discrepancies": rows})
 }
 
 // discrepancyLine is one listed discrepancy, for people.
