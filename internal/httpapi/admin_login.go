@@ -25,7 +25,7 @@ const (
 	logoutPath = "/dashboard/logout"
 )
 
-// pageSecurityHeaders are sent with the login page and the dashboard: no
+// PageSecurityHeaders are sent with the login page and the dashboard: no
 // script, no external resource, no framing (the logout button cannot be
 // clicked through another site's frame), forms only to this server.
 func PageSecurityHeaders(c *gin.Context) {

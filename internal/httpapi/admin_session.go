@@ -138,7 +138,7 @@ func changesState(method string) bool {
 	return true
 }
 
-// crossSiteProblem says why r does not come from a page of this server,
+// CrossSiteProblem says why r does not come from a page of this server,
 // or "" when it does or cannot tell (a client that is not a browser sends
 // neither header, and carries no cookie it was not given). A browser's
 // Sec-Fetch-Site must be same-origin; without it, the Origin's host must

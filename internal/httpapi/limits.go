@@ -38,7 +38,7 @@ type OutageView interface {
 	StoreRestartedAt(ctx context.Context) time.Time
 }
 
-// windowNow is one window of a key's rule in force, with what it holds now.
+// WindowNow is one window of a key's rule in force, with what it holds now.
 type WindowNow struct {
 	WindowJSON
 	// Used is what the window holds now (admissions, or amount in minor
@@ -62,7 +62,7 @@ type WindowNow struct {
 	learnedJSON
 }
 
-// outageJSON is what an outage may have hidden from windows' use.
+// OutageJSON is what an outage may have hidden from windows' use.
 type OutageJSON struct {
 	view OutageView
 	// restartedAt is OutageView.StoreRestartedAt, read once per answer.
@@ -149,7 +149,7 @@ func limitKeys(cfg *ratelimit.Config) []ratelimit.Key {
 	return keys
 }
 
-// sortKeys sorts keys by their text, BIZTYPE:CHANNEL, byte by byte: the
+// SortKeys sorts keys by their text, BIZTYPE:CHANNEL, byte by byte: the
 // order every admin answer lists keys in ("*:CHANNEL" first).
 func SortKeys(keys []ratelimit.Key) {
 	type named struct {
@@ -166,7 +166,7 @@ func SortKeys(keys []ratelimit.Key) {
 	}
 }
 
-// limitsJSON describes each key's rule in force at now with the use of its
+// LimitsJSON describes each key's rule in force at now with the use of its
 // windows (reads, parallel to keys; nil when the use was not read) and
 // their learned limits (learned, parallel to keys; nil when not read).
 func LimitsJSON(cfg *ratelimit.Config, keys []ratelimit.Key, reads []ratelimit.KeyUsage, learned []ratelimit.KeyLearned, outage *OutageJSON, now time.Time) []LimitJSON {

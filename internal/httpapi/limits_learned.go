@@ -27,7 +27,7 @@ type LearnedSource interface {
 // answer; a key not read by then says so in learnedError.
 const learnedTimeout = time.Second
 
-// readLearned reads the learned limits of every key of keys from src
+// ReadLearned reads the learned limits of every key of keys from src
 // within learnedTimeout. It returns nil when src is nil (not wired) or
 // there is no document.
 func ReadLearned(ctx context.Context, src LearnedSource, cfg *ratelimit.Config, keys []ratelimit.Key) []ratelimit.KeyLearned {

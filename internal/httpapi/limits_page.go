@@ -18,7 +18,7 @@ const (
 	MaxLimitsPage = 1000
 )
 
-// limitsPage is the part of the keys GET /limits was asked for. The zero
+// LimitsPage is the part of the keys GET /limits was asked for. The zero
 // value is every key.
 type LimitsPage struct {
 	// paged is false when neither limit nor after was given: every key.
@@ -30,7 +30,7 @@ type LimitsPage struct {
 	limit int
 }
 
-// parseLimitsPage validates limit (1..MaxLimitsPage) and after (a key as
+// ParseLimitsPage validates limit (1..MaxLimitsPage) and after (a key as
 // GET /limits lists it); unknown or repeated parameters are refused too.
 // Empty values are the same as absent, and with neither the answer lists
 // every key.

@@ -47,7 +47,7 @@ type orderJSON struct {
 	Discrepancy *DiscrepancyJSON `json:"discrepancy,omitempty"`
 }
 
-// discrepancyJSON is pay.Discrepancy as the API shows it.
+// DiscrepancyJSON is pay.Discrepancy as the API shows it.
 type DiscrepancyJSON struct {
 	Channel  string `json:"channel"`
 	Reported string `json:"reported"`

@@ -7,7 +7,7 @@ import (
 	"payserver/internal/apperr"
 )
 
-// checkParams lists, sorted, each query parameter of v that is not in
+// CheckParams lists, sorted, each query parameter of v that is not in
 // allowed, and each allowed one given more than once. want is the list of
 // allowed names as the error says it, such as "limit, before".
 func CheckParams(v url.Values, allowed []string, want string) []apperr.FieldError {

@@ -13,7 +13,7 @@ import (
 	"payserver/internal/ratelimit"
 )
 
-// windowJSON describes one window of a rule as the limits document writes
+// WindowJSON describes one window of a rule as the limits document writes
 // it, for GET /limits and GET /channels/usage.
 type WindowJSON struct {
 	// Rule is the window's kind, as 429 answers name it: "count/1s",
@@ -137,7 +137,7 @@ func (w WindowJSON) Span() string {
 	return w.Window
 }
 
-// describeWindows returns r's windows as windowJSON, in the rule's order.
+// DescribeWindows returns r's windows as windowJSON, in the rule's order.
 func DescribeWindows(r ratelimit.Rule) []WindowJSON {
 	out := make([]WindowJSON, len(r.Windows))
 	for i, w := range r.Windows {
@@ -173,7 +173,7 @@ func DescribeWindows(r ratelimit.Rule) []WindowJSON {
 	return out
 }
 
-// readUsage reads the occupancy of every key from src (UsageOf) within
+// ReadUsage reads the occupancy of every key from src (UsageOf) within
 // usageTimeout. An unlimited key's counts are nil (the limiter answers it
 // without asking its store); a key whose store answered a count per window
 // of another rule carries errUsageShape.
