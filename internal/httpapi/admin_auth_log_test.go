@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/internal/authguard"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 	"payserver/internal/limitapi"
 
@@ -46,7 +47,7 @@ func floodWithBadToken(t *testing.T, h http.Handler, path string) {
 func TestFailedAdminAuthIsLogged(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	var logs testutil.LogBuffer
-	h, err := httpapi.New(httpapi.Options{AuthGuard: authguard.New(authguard.Options{MaxFailures: 1 << 20}), Pay: nopPay{}, Logger: slog.New(slog.NewTextHandler(&logs, nil)), AdminToken: "s3cret-admin",
+	h, err := httpapi.New(httpapi.Options{AuthGuard: authguard.New(authguard.Options{MaxFailures: 1 << 20}), Pay: consoletest.NopPay{}, Logger: slog.New(slog.NewTextHandler(&logs, nil)), AdminToken: "s3cret-admin",
 		Admin: []func(*gin.RouterGroup){func(g *gin.RouterGroup) { g.GET("/probe", func(c *gin.Context) { c.Status(204) }) }}})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ func TestFailedAdminAuthIsLogged(t *testing.T) {
 func TestFailedClientAuthIsRateLimited(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	var logs testutil.LogBuffer
-	h, err := httpapi.New(httpapi.Options{AuthGuard: authguard.New(authguard.Options{MaxFailures: 1 << 20}), Pay: nopPay{}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	h, err := httpapi.New(httpapi.Options{AuthGuard: authguard.New(authguard.Options{MaxFailures: 1 << 20}), Pay: consoletest.NopPay{}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		LimitsAPI: nopLimitsAPI{}, ClientTokens: []httpapi.ClientToken{{Name: "refunds", Token: "tok-refunds-0123456789"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/limits"
 	"payserver/internal/stats"
 )
@@ -40,18 +41,18 @@ limits:
 		t.Fatal(err)
 	}
 	f.Sample(context.Background())
-	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now}
-	fr := &fakeReports{amounts: []stats.AmountBucket{
+	lv := consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}, Now: now}
+	fr := &consoletest.Reports{AmountRows: []stats.AmountBucket{
 		{Channel: "ALIPAY", Currency: "CNY", Admitted: 2, AdmittedAmount: 1274570, Refused: 1, RefusedAmount: 500000000},
 		{Channel: "PAYPAY", Currency: "JPY", Admitted: 1, AdmittedAmount: 1000000},
 		{Channel: "BENEFIT", Currency: "BHD", Admitted: 1, AdmittedAmount: 1500},
 	}}
-	routes, err := console.New(console.Options{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: fr, Usage: consoletest.Usage{Cfg: cfg, Now: now}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := serveAdmin(t, "", routes).get(t, "/dashboard", "").body
+	page := consoletest.ServeAdmin(t, "", routes).Get(t, "/dashboard", "").Body
 	for _, want := range []string{
 		// The limits table.
 		"amount 5,000,000.00 CNY per day from 00:00 Asia/Shanghai",

@@ -11,6 +11,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/limits"
 	"payserver/internal/stats"
 )
@@ -26,19 +27,19 @@ func TestDashboardChannelWideChartCountsEveryBizType(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := parsed.Config
-	minute := now.Truncate(time.Minute).Add(-5 * time.Minute)
-	fr := &fakeReports{rep: stats.Report{Rows: []stats.ReportRow{
+	minute := consoletest.Now.Truncate(time.Minute).Add(-5 * time.Minute)
+	fr := &consoletest.Reports{Rep: stats.Report{Rows: []stats.ReportRow{
 		{BizType: "ONLINE_PAY", Channel: "UNIONPAY", Bucket: minute, Admitted: 100, Limited: 2, Limit: "50/1s", LimitChanges: []string{}},
 		{BizType: "REFUND", Channel: "UNIONPAY", Bucket: minute, Admitted: 13, Limit: "unlimited", LimitChanges: []string{}},
 		{BizType: "ONLINE_PAY", Channel: "ALIPAY", Bucket: minute, Admitted: 7, Limit: "unlimited", LimitChanges: []string{}},
 	}}}
-	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now}
-	routes, err := console.New(console.Options{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
-		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	lv := consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}, Now: consoletest.Now}
+	routes, err := console.New(console.Options{Reports: fr, Usage: consoletest.Usage{Cfg: cfg, Now: consoletest.Now}, Limits: lv,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return consoletest.Now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := serveAdmin(t, "", routes).get(t, "/dashboard", "").body
+	page := consoletest.ServeAdmin(t, "", routes).Get(t, "/dashboard", "").Body
 	chart := regexp.MustCompile(`(?s)<div class="chart">\s*<h3><span class="key">\*:UNIONPAY</span>.*?</svg>`).FindString(page)
 	if chart == "" {
 		t.Fatalf("no chart for *:UNIONPAY")
@@ -63,18 +64,18 @@ func TestDashboardNamesTheResolversCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := parsed.Config
-	minute := now.Truncate(time.Minute).Add(-5 * time.Minute)
-	fr := &fakeReports{rep: stats.Report{Rows: []stats.ReportRow{
+	minute := consoletest.Now.Truncate(time.Minute).Add(-5 * time.Minute)
+	fr := &consoletest.Reports{Rep: stats.Report{Rows: []stats.ReportRow{
 		{BizType: "ONLINE_PAY", Channel: "ALIPAY", Bucket: minute, Admitted: 10, Limit: "unlimited", LimitChanges: []string{}},
 		{BizType: "RESOLVE", Channel: "ALIPAY", Bucket: minute, Admitted: 3, Limit: "unlimited", LimitChanges: []string{}},
 	}}}
-	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now}
-	routes, err := console.New(console.Options{Reports: fr, Usage: fakeUsage{cfg: cfg, now: now}, Limits: lv,
-		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	lv := consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}, Now: consoletest.Now}
+	routes, err := console.New(console.Options{Reports: fr, Usage: consoletest.Usage{Cfg: cfg, Now: consoletest.Now}, Limits: lv,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return consoletest.Now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := serveAdmin(t, "", routes).get(t, "/dashboard", "").body
+	page := consoletest.ServeAdmin(t, "", routes).Get(t, "/dashboard", "").Body
 	resolver := regexp.MustCompile(`(?s)<div class="chart">\s*<h3><span class="key">RESOLVE:ALIPAY</span>.*?</svg>`).FindString(page)
 	if !strings.Contains(resolver, "the resolver&#39;s own queries and closes") || !strings.Contains(resolver, "3 admitted") {
 		t.Errorf("the RESOLVE:ALIPAY chart does not say what it counts, or lacks its 3 calls:\n%s", resolver)

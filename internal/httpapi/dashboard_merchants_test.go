@@ -17,7 +17,7 @@ func TestDashboardTopMerchants(t *testing.T) {
 	row := func(m string, admitted, refused int64) stats.MerchantReportRow {
 		return stats.MerchantReportRow{BizType: "PAY", Channel: "ALIPAY", Merchant: m, Attempts: admitted + refused, Admitted: admitted, Refused: refused}
 	}
-	s.reports.merchants = []stats.MerchantReportRow{
+	s.Reports.MerchantRows = []stats.MerchantReportRow{
 		row("M_BIG", 90, 0), row("M_FLASH", 10, 40), row("-", 5, 1), row("M_BIG", 30, 0), row(stats.Other, 2, 0),
 	}
 	tests := []struct {
@@ -34,9 +34,9 @@ func TestDashboardTopMerchants(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s.reports.err = tt.err
-			defer func() { s.reports.err = nil }()
-			page := s.get(t, "/dashboard", "tok").body
+			s.Reports.Err = tt.err
+			defer func() { s.Reports.Err = nil }()
+			page := s.Get(t, "/dashboard", "tok").Body
 			for _, want := range tt.want {
 				if !strings.Contains(page, want) {
 					t.Errorf("dashboard lacks %q", want)

@@ -11,6 +11,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -43,19 +44,19 @@ limits:
 	now = now.Add(10 * time.Minute)
 	used["ONLINE_PAY:ALIPAY"] = 230_000_000 // 50,000/s: 270,000,000 left last until 13:40
 	f.Sample(context.Background())
-	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
-	fr := &fakeReports{amounts: []stats.AmountBucket{
+	lv := consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}}
+	fr := &consoletest.Reports{AmountRows: []stats.AmountBucket{
 		{Channel: "ALIPAY", Currency: "CNY", Admitted: 2, AdmittedAmount: 3000, Refused: 1, RefusedAmount: 900},
 		{Channel: "ALIPAY", Currency: "USD", Admitted: 1, AdmittedAmount: 7},
 		{Channel: "ALIPAY", Currency: "CNY", Admitted: 1, AdmittedAmount: 1000},
 	}}
-	routes, err := console.New(console.Options{Reports: fr, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+	routes, err := console.New(console.Options{Reports: fr, Usage: consoletest.Usage{Cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serveAdmin(t, "", routes)
-	a := s.get(t, "/dashboard", "")
+	s := consoletest.ServeAdmin(t, "", routes)
+	a := s.Get(t, "/dashboard", "")
 	for _, want := range []string{
 		"at this rate ALIPAY&#39;s daily amount for ONLINE_PAY runs out at 13:40 Asia/Shanghai",
 		"at this rate the channel-wide UNIONPAY&#39;s monthly count lasts until the period ends at Dec 1 00:00 Asia/Shanghai",
@@ -64,13 +65,13 @@ limits:
 		`<td class="key">ALIPAY</td><td class="key">CNY</td><td class="num">3</td><td class="num">40.00 CNY</td><td class="num">1</td><td class="num">9.00 CNY</td>`,
 		`<td class="key">ALIPAY</td><td class="key">USD</td><td class="num">1</td><td class="num">0.07 USD</td>`,
 	} {
-		if !strings.Contains(a.body, want) {
+		if !strings.Contains(a.Body, want) {
 			t.Errorf("dashboard lacks %q", want)
 		}
 	}
 	if t.Failed() {
-		i := strings.Index(a.body, `id="quotas"`)
-		t.Logf("quotas section: %s", a.body[max(i, 0):min(len(a.body), max(i, 0)+3000)])
+		i := strings.Index(a.Body, `id="quotas"`)
+		t.Logf("quotas section: %s", a.Body[max(i, 0):min(len(a.Body), max(i, 0)+3000)])
 	}
 }
 
@@ -90,7 +91,7 @@ func (q quotaView) Usage(_ context.Context, k ratelimit.Key) (ratelimit.Rule, []
 	return r, counts, nil
 }
 func (q quotaView) UsageOf(ctx context.Context, keys []ratelimit.Key) []ratelimit.KeyUsage {
-	return usageOfEach(ctx, keys, q.Usage)
+	return consoletest.UsageOfEach(ctx, keys, q.Usage)
 }
 
 // fakeOutage decided inProcess[key] in process in each window, and saw
@@ -131,18 +132,18 @@ limits:
 		t.Fatal(err)
 	}
 	f.Sample(context.Background())
-	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
+	lv := consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}}
 	for _, tc := range []struct {
 		restartedAt time.Time
 		marked      bool
 	}{{now.Add(-2 * time.Hour), true}, {now.Add(-13 * time.Hour), false}} {
-		routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+		routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: cfg}, Limits: lv,
 			Logger: slog.New(slog.DiscardHandler), Quotas: f.Forecasts, Now: func() time.Time { return now },
 			Outage: fakeOutage{inProcess: map[string]int64{"ONLINE_PAY:ALIPAY": 150000}, restartedAt: tc.restartedAt}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := serveAdmin(t, "", routes).get(t, "/dashboard", "").body
+		body := consoletest.ServeAdmin(t, "", routes).Get(t, "/dashboard", "").Body
 		if !strings.Contains(body, "+ 1,500.00 CNY decided in process") {
 			t.Errorf("restart at %v: the ALIPAY quota lacks its in-process use", tc.restartedAt)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/limits"
 	"payserver/internal/stats"
 )
@@ -25,7 +26,7 @@ func TestDashboardMarksStaleQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := parsed.Config
-	read := now.Add(-5 * time.Minute)
+	read := consoletest.Now.Add(-5 * time.Minute)
 	f, err := stats.NewForecaster(stats.ForecasterOptions{Source: quotaView{cfg: cfg, used: map[string]int64{"PAY:ALIPAY": 10}},
 		Now: func() time.Time { return read }})
 	if err != nil {
@@ -36,15 +37,15 @@ func TestDashboardMarksStaleQuotas(t *testing.T) {
 		name  string
 		at    time.Time
 		stale bool
-	}{{"read 5 minutes ago", now, true}, {"read just now", read.Add(20 * time.Second), false}} {
+	}{{"read 5 minutes ago", consoletest.Now, true}, {"read just now", read.Add(20 * time.Second), false}} {
 		t.Run(tt.name, func(t *testing.T) {
-			routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: tt.at},
-				Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: tt.at},
+			routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: cfg, Now: tt.at},
+				Limits: consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}, Now: tt.at},
 				Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return tt.at }, Quotas: f.Forecasts})
 			if err != nil {
 				t.Fatal(err)
 			}
-			page := serveAdmin(t, "", routes).get(t, "/dashboard", "").body
+			page := consoletest.ServeAdmin(t, "", routes).Get(t, "/dashboard", "").Body
 			if got := strings.Contains(page, `<span class="badge warn stale">as of 5m0s ago</span>`); got != tt.stale {
 				t.Errorf("stale marker shown = %v, want %v", got, tt.stale)
 			}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"regexp"
 	"sort"
@@ -16,10 +14,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"payserver/api"
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
-	"payserver/internal/httpapi"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
 	"payserver/internal/stats"
@@ -29,7 +26,7 @@ import (
 // shows when it was refused and that a later good document superseded it.
 func TestDashboardRefusalHasTimeAndSupersession(t *testing.T) {
 	s := newTestServer(t, "")
-	page := s.get(t, "/dashboard", "").body
+	page := s.Get(t, "/dashboard", "").Body
 	for _, want := range []string{`id="last-refusal"`, "2026-03-01 08:30:20 UTC", "superseded"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -44,20 +41,20 @@ func TestDashboardFilterAndPaging(t *testing.T) {
 	s := newTestServer(t, "")
 	has := func(page, key string) bool { return strings.Contains(page, `data-key="`+key+`"`) }
 	t.Run("bizType", func(t *testing.T) {
-		page := s.get(t, "/dashboard?bizType=PAY", "").body
+		page := s.Get(t, "/dashboard?bizType=PAY", "").Body
 		if !has(page, "PAY:ALIPAY") || !has(page, "PAY:UNIONPAY") || has(page, "SHOP:ALIPAY") || has(page, "DOWN:ALIPAY") {
 			t.Errorf("bizType=PAY shows other keys or misses PAY ones")
 		}
 	})
 	t.Run("channel", func(t *testing.T) {
-		page := s.get(t, "/dashboard?channel=ALIPAY", "").body
+		page := s.Get(t, "/dashboard?channel=ALIPAY", "").Body
 		if !has(page, "PAY:ALIPAY") || !has(page, "SHOP:ALIPAY") || has(page, "PAY:WECHAT") {
 			t.Errorf("channel=ALIPAY shows other channels or misses ALIPAY keys")
 		}
 	})
 	t.Run("pages", func(t *testing.T) {
 		// Sorted keys: DOWN:ALIPAY PAY:ALIPAY PAY:UNIONPAY PAY:WECHAT SHOP:ALIPAY other:WECHAT.
-		page := s.get(t, "/dashboard?pageSize=2&page=2", "").body
+		page := s.Get(t, "/dashboard?pageSize=2&page=2", "").Body
 		if !has(page, "PAY:UNIONPAY") || !has(page, "PAY:WECHAT") || has(page, "PAY:ALIPAY") || has(page, "SHOP:ALIPAY") {
 			t.Errorf("page 2 of 2 keys shows the wrong keys")
 		}
@@ -74,9 +71,9 @@ func TestDashboardFilterAndPaging(t *testing.T) {
 		{"channel=%3Cb%3E", `channel &#34;&lt;b&gt;&#34; must contain only`}, {"sort=key", `sort &#34;key&#34; is not a parameter of this route`},
 	} {
 		t.Run(bad.q, func(t *testing.T) {
-			a := s.get(t, "/dashboard?"+bad.q, "")
+			a := s.Get(t, "/dashboard?"+bad.q, "")
 			wantDashboardProblem(t, a, bad.said)
-			if !has(a.body, "PAY:ALIPAY") {
+			if !has(a.Body, "PAY:ALIPAY") {
 				t.Error("the page does not show the keys beside the problem")
 			}
 		})
@@ -88,28 +85,28 @@ func TestDashboardFilterAndPaging(t *testing.T) {
 // typed in the form and linking to the upper-case filter; not a JSON error.
 func TestDashboardLowercaseFilter(t *testing.T) {
 	s := newTestServer(t, "")
-	a := s.get(t, "/dashboard?bizType=pay&channel=ALIPAY", "")
+	a := s.Get(t, "/dashboard?bizType=pay&channel=ALIPAY", "")
 	wantDashboardProblem(t, a, `bizType &#34;pay&#34; must contain only A-Z, 0-9 and _ (or is &#34;other&#34;); showing every bizType. `+
 		`Codes are upper case: <a href="/dashboard?bizType=PAY&amp;channel=ALIPAY&amp;page=1&amp;pageSize=50">show PAY</a>.`)
 	for _, want := range []string{`name="bizType" value="pay"`, `name="channel" value="ALIPAY"`, `data-key="SHOP:ALIPAY"`} {
-		if !strings.Contains(a.body, want) {
+		if !strings.Contains(a.Body, want) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
-	if strings.Contains(a.body, `data-key="PAY:WECHAT"`) {
+	if strings.Contains(a.Body, `data-key="PAY:WECHAT"`) {
 		t.Error("the valid channel filter was not applied")
 	}
 }
 
 // wantDashboardProblem checks that a is the dashboard page, answered 400,
 // saying said above the filter.
-func wantDashboardProblem(t *testing.T, a answer, said string) {
+func wantDashboardProblem(t *testing.T, a consoletest.Answer, said string) {
 	t.Helper()
-	if a.status != 400 || !strings.HasPrefix(a.header.Get("Content-Type"), "text/html") {
-		t.Fatalf("status %d, %s: %.300s; want 400 and the page", a.status, a.header.Get("Content-Type"), a.body)
+	if a.Status != 400 || !strings.HasPrefix(a.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("status %d, %s: %.300s; want 400 and the page", a.Status, a.Header.Get("Content-Type"), a.Body)
 	}
-	if !strings.Contains(a.body, `<p class="error filter-problem">`+said) {
-		t.Errorf("the page does not say %q:\n%s", said, regexp.MustCompile(`(?s)<section id="filter">.*?</section>`).FindString(a.body))
+	if !strings.Contains(a.Body, `<p class="error filter-problem">`+said) {
+		t.Errorf("the page does not say %q:\n%s", said, regexp.MustCompile(`(?s)<section id="filter">.*?</section>`).FindString(a.Body))
 	}
 }
 
@@ -127,47 +124,22 @@ func TestDashboardSizeAt2000Keys(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := parsed.Config
-	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
-	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+	lv := consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}}
+	routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serveAdmin(t, "", routes)
-	a := s.get(t, "/dashboard", "")
+	s := consoletest.ServeAdmin(t, "", routes)
+	a := s.Get(t, "/dashboard", "")
 	const maxBytes = 300 << 10
-	t.Logf("DASHBOARD SIZE keys=2000 bytes=%d", len(a.body))
-	if a.status != 200 || len(a.body) > maxBytes {
-		t.Fatalf("status %d, %d bytes; want 200 and at most %d bytes", a.status, len(a.body), maxBytes)
+	t.Logf("DASHBOARD SIZE keys=2000 bytes=%d", len(a.Body))
+	if a.Status != 200 || len(a.Body) > maxBytes {
+		t.Fatalf("status %d, %d bytes; want 200 and at most %d bytes", a.Status, len(a.Body), maxBytes)
 	}
-	if !strings.Contains(a.body, "keys 1–50 of 2000") {
+	if !strings.Contains(a.Body, "keys 1–50 of 2000") {
 		t.Error("the page does not say which keys of how many it shows")
 	}
-}
-
-// serveAdmin serves the admin routes (with token, or loopback-only when it
-// is empty), checking every answer against api/openapi.yaml.
-func serveAdmin(t *testing.T, token string, routes ...any) *testServer {
-	t.Helper()
-	gin.SetMode(gin.TestMode)
-	admin, c := mountAll(t, nil, routes)
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: token, Admin: admin, Console: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return serveHandler(t, h)
-}
-
-// serveHandler serves h, checking every answer against api/openapi.yaml.
-func serveHandler(t *testing.T, h http.Handler) *testServer {
-	t.Helper()
-	v, err := api.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &testServer{srv: httptest.NewServer(h), v: v}
-	t.Cleanup(s.srv.Close)
-	return s
 }
 
 // TestDashboardYAxis: a chart's y labels are whole numbers, evenly spaced
@@ -177,9 +149,9 @@ func TestDashboardYAxis(t *testing.T) {
 	for _, peak := range []int64{0, 1, 3, 5, 6, 7, 11, 23, 100, 101, 4999} {
 		t.Run(strconv.FormatInt(peak, 10), func(t *testing.T) {
 			s := newTestServer(t, "")
-			s.reports.rep = stats.Report{Rows: []stats.ReportRow{{BizType: "PAY", Channel: "ALIPAY",
-				Bucket: now.Truncate(time.Minute).Add(-time.Minute), Admitted: peak, Limit: "100/1s", LimitChanges: []string{}}}}
-			page := s.get(t, "/dashboard?bizType=PAY&channel=ALIPAY", "").body
+			s.Reports.Rep = stats.Report{Rows: []stats.ReportRow{{BizType: "PAY", Channel: "ALIPAY",
+				Bucket: consoletest.Now.Truncate(time.Minute).Add(-time.Minute), Admitted: peak, Limit: "100/1s", LimitChanges: []string{}}}}
+			page := s.Get(t, "/dashboard?bizType=PAY&channel=ALIPAY", "").Body
 			chart := regexp.MustCompile(`(?s)<svg class="history-chart" data-key="PAY:ALIPAY".*?</svg>`).FindString(page)
 			labels := regexp.MustCompile(`dx="-6" y="([0-9.]+)"[^>]*>([^<]*)</text>`).FindAllStringSubmatch(chart, -1)
 			base := regexp.MustCompile(`y1="([0-9.]+)" y2="[0-9.]+" stroke="#98a2b3"`).FindStringSubmatch(chart)
@@ -225,9 +197,9 @@ func TestDashboardYAxis(t *testing.T) {
 // change in its tooltip.
 func TestDashboardLimitChangeWithoutTraffic(t *testing.T) {
 	s := newTestServer(t, "")
-	s.reports.changes = []stats.KeyChange{{Bucket: now.Truncate(time.Minute).Add(-5 * time.Minute),
+	s.Reports.KeyChanges = []stats.KeyChange{{Bucket: consoletest.Now.Truncate(time.Minute).Add(-5 * time.Minute),
 		Key: ratelimit.Key{BizType: "SHOP", Channel: "ALIPAY"}, Changes: []string{"4/1m -> 8/1m (shadow)"}}}
-	page := s.get(t, "/dashboard", "").body
+	page := s.Get(t, "/dashboard", "").Body
 	chart := regexp.MustCompile(`(?s)<div class="chart">\s*<h3><span class="key">SHOP:ALIPAY</span>.*?</h3>`).FindString(page)
 	if !strings.Contains(chart, `title="10:25 4/1m -&gt; 8/1m (shadow)">limit changed</span>`) {
 		t.Errorf("SHOP:ALIPAY (no traffic, limit changed) has no badge with the change:\n%s", chart)
@@ -243,10 +215,10 @@ func TestDashboardLimitChangeWithoutTraffic(t *testing.T) {
 // the document in the hour keeps its chart.
 func TestDashboardReadsOnlyItsPage(t *testing.T) {
 	s := newTestServer(t, "")
-	s.reports.changes = []stats.KeyChange{{Bucket: now.Truncate(time.Minute).Add(-5 * time.Minute),
+	s.Reports.KeyChanges = []stats.KeyChange{{Bucket: consoletest.Now.Truncate(time.Minute).Add(-5 * time.Minute),
 		Key: ratelimit.Key{BizType: "GONE", Channel: "ALIPAY"}, Changes: []string{"7/1s -> absent"}}}
 	// Sorted keys: DOWN:ALIPAY GONE:ALIPAY PAY:ALIPAY PAY:UNIONPAY PAY:WECHAT SHOP:ALIPAY other:WECHAT.
-	page := s.get(t, "/dashboard?pageSize=3", "").body
+	page := s.Get(t, "/dashboard?pageSize=3", "").Body
 	for key, want := range map[string]bool{"DOWN:ALIPAY": true, "GONE:ALIPAY": true, "PAY:ALIPAY": true, "PAY:UNIONPAY": false, "other:WECHAT": false} {
 		if got := strings.Contains(page, `<svg class="history-chart" data-key="`+key+`"`); got != want {
 			t.Errorf("chart of %s on page 1 of 3 keys: %v, want %v", key, got, want)
@@ -256,7 +228,7 @@ func TestDashboardReadsOnlyItsPage(t *testing.T) {
 		t.Error("PAY:ALIPAY's chart lacks its rows")
 	}
 	var asked []string
-	for _, q := range s.reports.reported {
+	for _, q := range s.Reports.Reported {
 		if len(q.Keys) == 0 && q.BizType != stats.Other && q.BizType != ratelimit.ResolveBizType {
 			t.Errorf("the dashboard read every key's hour: %+v", q)
 		}
@@ -267,7 +239,7 @@ func TestDashboardReadsOnlyItsPage(t *testing.T) {
 	if want := []string{"DOWN:ALIPAY", "GONE:ALIPAY", "PAY:ALIPAY"}; !reflect.DeepEqual(asked, want) {
 		t.Errorf("rows read for %v, want the page's keys %v", asked, want)
 	}
-	last := s.get(t, "/dashboard?pageSize=3&page=3", "").body
+	last := s.Get(t, "/dashboard?pageSize=3&page=3", "").Body
 	if !strings.Contains(last, `<svg class="history-chart" data-key="other:WECHAT"`) || !strings.Contains(last, "4 admitted · 0 limited") {
 		t.Error("the last page lacks the other:WECHAT bucket and its rows")
 	}
@@ -278,9 +250,9 @@ func TestDashboardReadsOnlyItsPage(t *testing.T) {
 // wraps between windows (a zone's "+" is not a boundary).
 func TestDashboardRuleWindowsWrapWhole(t *testing.T) {
 	s := newTestServer(t, "")
-	s.reports.rep = stats.Report{Rows: []stats.ReportRow{{BizType: "PAY", Channel: "ALIPAY", Bucket: now.Truncate(time.Minute),
+	s.Reports.Rep = stats.Report{Rows: []stats.ReportRow{{BizType: "PAY", Channel: "ALIPAY", Bucket: consoletest.Now.Truncate(time.Minute),
 		Admitted: 1, Limit: "500/1m+300000/day[23:00 Etc/GMT+8]+amount 500000000 CNY/day[00:00 Asia/Shanghai]", LimitChanges: []string{}}}}
-	page := s.get(t, "/dashboard?bizType=PAY&channel=ALIPAY", "").body
+	page := s.Get(t, "/dashboard?bizType=PAY&channel=ALIPAY", "").Body
 	want := `<div class="rule">limit <span class="window">500/1m</span> +<wbr> <span class="window">300000/day[23:00 Etc/GMT&#43;8]</span> +<wbr> ` +
 		`<span class="window">amount 500000000 CNY/day[00:00 Asia/Shanghai]</span></div>`
 	if !strings.Contains(page, want) {
@@ -305,8 +277,8 @@ func TestDashboardOtherAmountsExplained(t *testing.T) {
 			[]string{`other<sup>*</sup>`, `id="other-channel"`, "every channel the limits document names no key on"}, []string{`id="other-currency"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s.reports.amounts = tt.amounts
-			section := regexp.MustCompile(`(?s)<section id="amounts">.*?</section>`).FindString(s.get(t, "/dashboard", "").body)
+			s.Reports.AmountRows = tt.amounts
+			section := regexp.MustCompile(`(?s)<section id="amounts">.*?</section>`).FindString(s.Get(t, "/dashboard", "").Body)
 			for _, w := range tt.want {
 				if !strings.Contains(section, w) {
 					t.Errorf("amounts lack %q:\n%s", w, section)

@@ -11,6 +11,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/limits"
 )
 
@@ -25,15 +26,15 @@ func TestDashboardListsUnresolvedPayments(t *testing.T) {
 	}
 	cfg := parsed.Config
 	list := []console.UnresolvedOrder{
-		{RequestID: "R-old", Channel: "ALIPAY", Since: now.Add(-20 * time.Minute), Next: now.Add(30 * time.Second), Close: true, Attempts: 4},
-		{RequestID: "R-new", Channel: "WECHAT", Since: now.Add(-90 * time.Second), LeasedUntil: now.Add(10 * time.Second), Attempts: 1},
-		{RequestID: "R-due", Channel: "WECHAT", Since: now.Add(-30 * time.Second)},
+		{RequestID: "R-old", Channel: "ALIPAY", Since: consoletest.Now.Add(-20 * time.Minute), Next: consoletest.Now.Add(30 * time.Second), Close: true, Attempts: 4},
+		{RequestID: "R-new", Channel: "WECHAT", Since: consoletest.Now.Add(-90 * time.Second), LeasedUntil: consoletest.Now.Add(10 * time.Second), Attempts: 1},
+		{RequestID: "R-due", Channel: "WECHAT", Since: consoletest.Now.Add(-30 * time.Second)},
 	}
 	var asked int
-	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: now},
-		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now},
-		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
-		Unresolved: func(context.Context) (int64, time.Time, error) { return 3, now.Add(-20 * time.Minute), nil },
+	routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: cfg, Now: consoletest.Now},
+		Limits: consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}, Now: consoletest.Now},
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return consoletest.Now },
+		Unresolved: func(context.Context) (int64, time.Time, error) { return 3, consoletest.Now.Add(-20 * time.Minute), nil },
 		OldestUnresolved: func(_ context.Context, limit int) ([]console.UnresolvedOrder, error) {
 			asked = limit
 			return list, nil
@@ -41,7 +42,7 @@ func TestDashboardListsUnresolvedPayments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := serveAdmin(t, "", routes).get(t, "/dashboard", "").body
+	page := consoletest.ServeAdmin(t, "", routes).Get(t, "/dashboard", "").Body
 	for _, want := range []string{
 		`<tr class="unresolved"><td class="key">R-old</td><td class="key">ALIPAY</td><td class="num">20m0s</td><td>close the payment</td><td>in 30s</td></tr>`,
 		`<tr class="unresolved"><td class="key">R-new</td><td class="key">WECHAT</td><td class="num">1m30s</td><td>query the channel</td><td>now (an instance is on it)</td></tr>`,

@@ -12,6 +12,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/limits"
 	"payserver/internal/pay"
 )
@@ -29,12 +30,12 @@ func TestDiscrepanciesReportedAndShown(t *testing.T) {
 	list := []*pay.Order{{
 		RequestID: "R-1", OrderNo: "PS1", BizType: "PAY", Channel: "ALIPAY", Amount: 1274570, Currency: "CNY",
 		Status: pay.StatusFailed, FailureCode: pay.FailureNotSent,
-		Discrepancy: &pay.Discrepancy{Channel: "ALIPAY", Reported: "SUCCEEDED", TradeNo: "T9", At: now.Add(-90 * time.Second)},
+		Discrepancy: &pay.Discrepancy{Channel: "ALIPAY", Reported: "SUCCEEDED", TradeNo: "T9", At: consoletest.Now.Add(-90 * time.Second)},
 	}}
 	var asked []int
-	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg, now: now},
-		Limits: fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: now},
-		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+	routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: cfg, Now: consoletest.Now},
+		Limits: consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}, Now: consoletest.Now},
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return consoletest.Now },
 		Discrepancies: func(_ context.Context, limit int) ([]*pay.Order, error) {
 			asked = append(asked, limit)
 			return list, nil
@@ -42,13 +43,13 @@ func TestDiscrepanciesReportedAndShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serveAdmin(t, "", routes)
-	page := s.get(t, "/dashboard", "").body
+	s := consoletest.ServeAdmin(t, "", routes)
+	page := s.Get(t, "/dashboard", "").Body
 	want := `<tr class="discrepancy"><td class="key">R-1</td><td>NOT_SENT on ALIPAY</td><td class="warn">SUCCEEDED by ALIPAY</td><td class="num">12,745.70 CNY</td><td class="num">1m30s ago</td></tr>`
 	if !strings.Contains(page, want) {
 		t.Errorf("the dashboard lacks %s", want)
 	}
-	a := s.get(t, "/reports/discrepancies?limit=5", "")
+	a := s.Get(t, "/reports/discrepancies?limit=5", "")
 	var got struct {
 		Discrepancies []struct {
 			RequestID   string `json:"requestId"`
@@ -59,8 +60,8 @@ func TestDiscrepanciesReportedAndShown(t *testing.T) {
 			} `json:"discrepancy"`
 		} `json:"discrepancies"`
 	}
-	if err := json.Unmarshal([]byte(a.body), &got); err != nil || len(got.Discrepancies) != 1 {
-		t.Fatalf("GET /reports/discrepancies: %s (%v)", a.body, err)
+	if err := json.Unmarshal([]byte(a.Body), &got); err != nil || len(got.Discrepancies) != 1 {
+		t.Fatalf("GET /reports/discrepancies: %s (%v)", a.Body, err)
 	}
 	if d := got.Discrepancies[0]; d.RequestID != "R-1" || d.Amount != 1274570 || d.AmountMajor != "12745.70" || d.Discrepancy.Reported != "SUCCEEDED" || d.Discrepancy.At == "" {
 		t.Errorf("row %+v", d)
@@ -69,8 +70,8 @@ func TestDiscrepanciesReportedAndShown(t *testing.T) {
 		t.Errorf("asked for %v, want 20 for the dashboard, then 5", asked)
 	}
 	for _, q := range []string{"limit=0", "limit=", "limit=1001", "limit=x"} {
-		if bad := s.get(t, "/reports/discrepancies?"+q, ""); bad.status != 400 || !strings.Contains(bad.body, "limit") {
-			t.Errorf("%s: %d %s, want 400 naming limit", q, bad.status, bad.body)
+		if bad := s.Get(t, "/reports/discrepancies?"+q, ""); bad.Status != 400 || !strings.Contains(bad.Body, "limit") {
+			t.Errorf("%s: %d %s, want 400 naming limit", q, bad.Status, bad.Body)
 		}
 	}
 }

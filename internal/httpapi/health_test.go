@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"testing"
 
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 )
 
@@ -39,7 +40,7 @@ func TestReadyz(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), Ready: tt.checks})
+			h, err := httpapi.New(httpapi.Options{Pay: consoletest.NopPay{}, Logger: slog.New(slog.DiscardHandler), Ready: tt.checks})
 			if err != nil {
 				t.Fatal(err)
 			}

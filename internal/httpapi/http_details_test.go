@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 )
@@ -23,16 +23,16 @@ const clientToken = "tok-refunds-0123456789"
 // detailsServer serves every kind of route: public (POST /pay, GET /pay,
 // probes), admin (GET /limits, /metrics, reports, the dashboard, an admin
 // POST) and /v1/limits with a client token.
-func detailsServer(t *testing.T) *testServer {
+func detailsServer(t *testing.T) *consoletest.Server {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	parsed, err := limits.Parse([]byte("limits:\n  PAY:ALIPAY: 100\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lv := fakeLimitsView{cfg: parsed.Config, st: configcenter.Status{Loaded: true, Source: "file"}, now: now}
-	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config}, Limits: lv,
-		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	lv := consoletest.LimitsView{Cfg: parsed.Config, St: configcenter.Status{Loaded: true, Source: "file"}, Now: consoletest.Now}
+	routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: parsed.Config}, Limits: lv,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return consoletest.Now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,51 +42,25 @@ func detailsServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "tok",
+	h, err := httpapi.New(httpapi.Options{Pay: consoletest.NopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "tok",
 		Limits: lv, Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}), Admin: []func(*gin.RouterGroup){post}, Console: routes,
 		LimitsAPI: nopLimitsAPI{}, ClientTokens: []httpapi.ClientToken{{Name: "refunds", Token: clientToken}},
-		Now: func() time.Time { return now }})
+		Now: func() time.Time { return consoletest.Now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testServer{srv: httptest.NewServer(h)}
-}
-
-// send sends one request; chunked sends the body without a Content-Length.
-func (s *testServer) send(t *testing.T, method, path, contentType, token string, body string, chunked bool) answer {
-	t.Helper()
-	var r io.Reader = strings.NewReader(body)
-	if chunked {
-		r = io.NopCloser(r) // hides the length: net/http sends it chunked
-	}
-	req, err := http.NewRequest(method, s.srv.URL+path, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	return &consoletest.Server{Srv: httptest.NewServer(h)}
 }
 
 // errorOf decodes an error answer's code and the fields it names.
-func errorOf(t *testing.T, a answer) (code string, fields []string) {
+func errorOf(t *testing.T, a consoletest.Answer) (code string, fields []string) {
 	t.Helper()
 	var e struct {
 		Code    string
 		Details struct{ Fields []struct{ Field string } }
 	}
-	if err := json.Unmarshal([]byte(a.body), &e); err != nil {
-		t.Fatalf("%v: %.300s", err, a.body)
+	if err := json.Unmarshal([]byte(a.Body), &e); err != nil {
+		t.Fatalf("%v: %.300s", err, a.Body)
 	}
 	for _, f := range e.Details.Fields {
 		fields = append(fields, f.Field)
@@ -104,9 +78,9 @@ func TestBodyOverTheLimitIs413(t *testing.T) {
 		{"/pay", ""}, {"/limits/learned/reset", "tok"}, {"/v1/limits/acquire", clientToken},
 	} {
 		for _, chunked := range []bool{false, true} {
-			a := s.send(t, http.MethodPost, route.path, "application/json", route.token, big, chunked)
-			if code, _ := errorOf(t, a); a.status != http.StatusRequestEntityTooLarge || code != "BODY_TOO_LARGE" {
-				t.Errorf("POST %s (chunked %v): %d %.200s; want 413 BODY_TOO_LARGE", route.path, chunked, a.status, a.body)
+			a := s.Send(t, http.MethodPost, route.path, "application/json", route.token, big, chunked)
+			if code, _ := errorOf(t, a); a.Status != http.StatusRequestEntityTooLarge || code != "BODY_TOO_LARGE" {
+				t.Errorf("POST %s (chunked %v): %d %.200s; want 413 BODY_TOO_LARGE", route.path, chunked, a.Status, a.Body)
 			}
 		}
 	}
@@ -127,8 +101,8 @@ func TestAuthenticationBeforeContentType(t *testing.T) {
 		{"/v1/limits/acquire", "", 401},
 		{"/v1/limits/acquire", clientToken, 415},
 	} {
-		if a := s.send(t, http.MethodPost, tt.path, "text/plain", tt.token, `{}`, false); a.status != tt.want {
-			t.Errorf("POST %s text/plain (token %q): %d %.200s; want %d", tt.path, tt.token, a.status, a.body, tt.want)
+		if a := s.Send(t, http.MethodPost, tt.path, "text/plain", tt.token, `{}`, false); a.Status != tt.want {
+			t.Errorf("POST %s text/plain (token %q): %d %.200s; want %d", tt.path, tt.token, a.Status, a.Body, tt.want)
 		}
 	}
 }
@@ -152,9 +126,9 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 		{"POST", "/v1/limits/release", clientToken, `{}`},
 		{"GET", "/v1/limits/peek", clientToken, ""},
 	} {
-		a := s.send(t, tt.method, tt.path+"?x=1", "application/json", tt.token, tt.body, false)
-		if code, fields := errorOf(t, a); a.status != 400 || code != "INVALID_REQUEST" || !contains(fields, "x") {
-			t.Errorf("%s %s?x=1: %d %.200s; want 400 naming x", tt.method, tt.path, a.status, a.body)
+		a := s.Send(t, tt.method, tt.path+"?x=1", "application/json", tt.token, tt.body, false)
+		if code, fields := errorOf(t, a); a.Status != 400 || code != "INVALID_REQUEST" || !contains(fields, "x") {
+			t.Errorf("%s %s?x=1: %d %.200s; want 400 naming x", tt.method, tt.path, a.Status, a.Body)
 		}
 	}
 }
@@ -164,9 +138,9 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 func TestRelativeFromRefusedNamingFrom(t *testing.T) {
 	s := detailsServer(t)
 	for _, path := range []string{"/reports/channel-limits?from=-48h", "/reports/channel-amounts?from=-48h"} {
-		a := s.send(t, http.MethodGet, path, "", "tok", "", false)
-		if _, fields := errorOf(t, a); a.status != 400 || len(fields) != 1 || fields[0] != "from" {
-			t.Errorf("GET %s: %d %.300s; want 400 naming from", path, a.status, a.body)
+		a := s.Send(t, http.MethodGet, path, "", "tok", "", false)
+		if _, fields := errorOf(t, a); a.Status != 400 || len(fields) != 1 || fields[0] != "from" {
+			t.Errorf("GET %s: %d %.300s; want 400 naming from", path, a.Status, a.Body)
 		}
 	}
 }

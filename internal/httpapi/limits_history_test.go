@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"payserver/internal/configcenter"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 )
 
@@ -36,7 +37,7 @@ func TestLimitsHistoryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serveAdmin(t, "tok", routes)
+	s := consoletest.ServeAdmin(t, "tok", routes)
 
 	type page struct {
 		Entries []struct {
@@ -49,12 +50,12 @@ func TestLimitsHistoryRoute(t *testing.T) {
 		NextBefore *uint64 `json:"nextBefore"`
 	}
 	get := func(q string) page {
-		a := s.get(t, "/limits/history"+q, "tok")
-		if a.status != 200 {
-			t.Fatalf("%s: status %d: %s", q, a.status, a.body)
+		a := s.Get(t, "/limits/history"+q, "tok")
+		if a.Status != 200 {
+			t.Fatalf("%s: status %d: %s", q, a.Status, a.Body)
 		}
 		var p page
-		if err := json.Unmarshal([]byte(a.body), &p); err != nil {
+		if err := json.Unmarshal([]byte(a.Body), &p); err != nil {
 			t.Fatal(err)
 		}
 		return p
@@ -73,11 +74,11 @@ func TestLimitsHistoryRoute(t *testing.T) {
 		{"?limit=0", "limit"}, {"?limit=501", "limit"}, {"?limit=x", "limit"}, {"?before=-1", "before"},
 		{"?page=2", "page"}, {"?limit=1&limit=2", "limit"},
 	} {
-		if a := s.get(t, "/limits/history"+bad.q, "tok"); a.status != 400 || !strings.Contains(a.body, `"field":"`+bad.field+`"`) {
-			t.Errorf("%s: status %d: %s; want 400 naming %s", bad.q, a.status, a.body, bad.field)
+		if a := s.Get(t, "/limits/history"+bad.q, "tok"); a.Status != 400 || !strings.Contains(a.Body, `"field":"`+bad.field+`"`) {
+			t.Errorf("%s: status %d: %s; want 400 naming %s", bad.q, a.Status, a.Body, bad.field)
 		}
 	}
-	if a := s.get(t, "/limits/history", ""); a.status != 401 {
-		t.Errorf("without the token: status %d, want 401", a.status)
+	if a := s.Get(t, "/limits/history", ""); a.Status != 401 {
+		t.Errorf("without the token: status %d, want 401", a.Status)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
@@ -91,25 +91,25 @@ func localLimiter(t *testing.T, doc string) (*ratelimit.Limiter, *limits.Documen
 }
 
 // limitsServer serves GET /limits on cfg, with learned limits from src.
-func limitsServer(t *testing.T, cfg *ratelimit.Config, src httpapi.LearnedSource, clock *fakeClock) *testServer {
+func limitsServer(t *testing.T, cfg *ratelimit.Config, src httpapi.LearnedSource, clock *fakeClock) *consoletest.Server {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: clock.Now()}
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "tok",
+	lv := consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}, Now: clock.Now()}
+	h, err := httpapi.New(httpapi.Options{Pay: consoletest.NopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "tok",
 		Limits: lv, Learned: src, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveHandler(t, h)
+	return consoletest.ServeHandler(t, h)
 }
 
 // limitWindows returns key's windows as GET /limits shows them, and its
 // learnedError.
-func limitWindows(t *testing.T, s *testServer, key string) ([]map[string]any, string) {
+func limitWindows(t *testing.T, s *consoletest.Server, key string) ([]map[string]any, string) {
 	t.Helper()
-	a := s.get(t, "/limits", "tok")
-	if a.status != 200 {
-		t.Fatalf("GET /limits: %d %s", a.status, a.body)
+	a := s.Get(t, "/limits", "tok")
+	if a.Status != 200 {
+		t.Fatalf("GET /limits: %d %s", a.Status, a.Body)
 	}
 	var body struct {
 		Limits []struct {
@@ -118,7 +118,7 @@ func limitWindows(t *testing.T, s *testServer, key string) ([]map[string]any, st
 			Windows      []map[string]any
 		}
 	}
-	if err := json.Unmarshal([]byte(a.body), &body); err != nil {
+	if err := json.Unmarshal([]byte(a.Body), &body); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range body.Limits {
@@ -130,7 +130,7 @@ func limitWindows(t *testing.T, s *testServer, key string) ([]map[string]any, st
 			return l.Windows, e
 		}
 	}
-	t.Fatalf("no %s in %s", key, a.body)
+	t.Fatalf("no %s in %s", key, a.Body)
 	return nil, ""
 }
 
@@ -207,14 +207,14 @@ func TestLimitsLearnedError(t *testing.T) {
 // whose limit is learned, as GET /limits shows it.
 func TestDashboardMarksLearned(t *testing.T) {
 	l, cfg, clock := throttledLimiter(t)
-	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}}
-	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg}, Limits: lv,
+	lv := consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}}
+	routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: cfg}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: clock.Now, Learned: l})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serveAdmin(t, "", routes)
-	page := s.get(t, "/dashboard?channel=ALIPAY", "").body
+	s := consoletest.ServeAdmin(t, "", routes)
+	page := s.Get(t, "/dashboard?channel=ALIPAY", "").Body
 	if want := "learned 70 of 100 since 10:03:17 UTC, nothing before 10:03:20 UTC"; !strings.Contains(page, want) {
 		t.Errorf("the dashboard lacks %q", want)
 	}
@@ -248,13 +248,6 @@ func (h *memHistory) Page(ctx context.Context, before uint64, limit int) ([]conf
 	return fakeHistory(h.entries).Page(ctx, before, limit)
 }
 
-// post sends body to path as JSON and checks the answer against
-// api/openapi.yaml.
-func (s *testServer) post(t *testing.T, path, token, body string) answer {
-	t.Helper()
-	return s.do(t, http.MethodPost, path, token, body)
-}
-
 // TestLearnedReset: POST /limits/learned/reset forgets a key's learned
 // limits and writes what it ended to the audit history, which GET
 // /limits/history shows; a bad key is a 400 naming it, an unknown key a
@@ -271,23 +264,23 @@ func TestLearnedReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serveAdmin(t, "tok", reset, history)
+	s := consoletest.ServeAdmin(t, "tok", reset, history)
 	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
 
-	if a := s.post(t, "/limits/learned/reset", "", `{"key": "ONLINE_PAY:ALIPAY"}`); a.status != 401 {
-		t.Errorf("without the token: %d %s, want 401", a.status, a.body)
+	if a := s.Post(t, "/limits/learned/reset", "", `{"key": "ONLINE_PAY:ALIPAY"}`); a.Status != 401 {
+		t.Errorf("without the token: %d %s, want 401", a.Status, a.Body)
 	}
 	for _, bad := range []struct{ body, field string }{
 		{`{"key": "online_pay:ALIPAY"}`, "key"}, {`{"key": "ONLINE_PAY"}`, "key"}, {`{"key": 7}`, "key"}, {`{}`, "key"},
 		{`{"key": "ONLINE_PAY:ALIPAY", "window": "1s"}`, "body"}, {`not json`, "body"}, {`{"key": "A:B"} {}`, "body"},
 	} {
-		a := s.post(t, "/limits/learned/reset", "tok", bad.body)
-		if a.status != 400 || !strings.Contains(a.body, `"field":"`+bad.field+`"`) {
-			t.Errorf("%s: %d %s, want 400 naming %s", bad.body, a.status, a.body, bad.field)
+		a := s.Post(t, "/limits/learned/reset", "tok", bad.body)
+		if a.Status != 400 || !strings.Contains(a.Body, `"field":"`+bad.field+`"`) {
+			t.Errorf("%s: %d %s, want 400 naming %s", bad.body, a.Status, a.Body, bad.field)
 		}
 	}
-	if a := s.post(t, "/limits/learned/reset", "tok", `{"key": "*:WECHAT"}`); a.status != 404 || !strings.Contains(a.body, `"NOT_FOUND"`) {
-		t.Errorf("a key the limits do not name: %d %s, want 404", a.status, a.body)
+	if a := s.Post(t, "/limits/learned/reset", "tok", `{"key": "*:WECHAT"}`); a.Status != 404 || !strings.Contains(a.Body, `"NOT_FOUND"`) {
+		t.Errorf("a key the limits do not name: %d %s, want 404", a.Status, a.Body)
 	}
 	if len(hist.entries) != 0 {
 		t.Fatalf("refused resets were recorded: %+v", hist.entries)
@@ -296,9 +289,9 @@ func TestLearnedReset(t *testing.T) {
 		t.Fatalf("learned before the reset = %+v, want one", got)
 	}
 
-	a := s.post(t, "/limits/learned/reset", "tok", `{"key": "ONLINE_PAY:ALIPAY"}`)
-	if a.status != 200 || a.body != `{"key":"ONLINE_PAY:ALIPAY","reset":true}` {
-		t.Fatalf("reset: %d %s", a.status, a.body)
+	a := s.Post(t, "/limits/learned/reset", "tok", `{"key": "ONLINE_PAY:ALIPAY"}`)
+	if a.Status != 200 || a.Body != `{"key":"ONLINE_PAY:ALIPAY","reset":true}` {
+		t.Fatalf("reset: %d %s", a.Status, a.Body)
 	}
 	if got, err := l.Learned(context.Background(), key); err != nil || len(got) != 0 {
 		t.Errorf("learned after the reset = %+v, %v; want none", got, err)
@@ -306,19 +299,19 @@ func TestLearnedReset(t *testing.T) {
 	if d, _ := l.Allow(context.Background(), key, "after-reset"); !d.Allowed {
 		t.Errorf("the window still refuses after the reset (retry-after not forgotten): %+v", d)
 	}
-	if a := s.post(t, "/limits/learned/reset", "tok", `{"key": "*:UNIONPAY"}`); a.status != 200 {
-		t.Errorf("channel-wide key: %d %s", a.status, a.body)
+	if a := s.Post(t, "/limits/learned/reset", "tok", `{"key": "*:UNIONPAY"}`); a.Status != 200 {
+		t.Errorf("channel-wide key: %d %s", a.Status, a.Body)
 	}
 
-	h := s.get(t, "/limits/history", "tok")
+	h := s.Get(t, "/limits/history", "tok")
 	var page struct {
 		Entries []struct {
 			Kind, Source, Name, Version string
 			Diff                        []string
 		}
 	}
-	if err := json.Unmarshal([]byte(h.body), &page); err != nil || h.status != 200 {
-		t.Fatalf("history: %d %s", h.status, h.body)
+	if err := json.Unmarshal([]byte(h.Body), &page); err != nil || h.Status != 200 {
+		t.Fatalf("history: %d %s", h.Status, h.Body)
 	}
 	want := []string{
 		"learned_reset admin *:UNIONPAY [*:UNIONPAY: no learned limit in force -> reset]",
@@ -333,8 +326,8 @@ func TestLearnedReset(t *testing.T) {
 	}
 
 	hist.fail = true
-	if a := s.post(t, "/limits/learned/reset", "tok", `{"key": "ONLINE_PAY:ALIPAY"}`); a.status != 503 || !strings.Contains(a.body, "ask again") {
-		t.Errorf("history down: %d %s, want 503 saying to ask again", a.status, a.body)
+	if a := s.Post(t, "/limits/learned/reset", "tok", `{"key": "ONLINE_PAY:ALIPAY"}`); a.Status != 503 || !strings.Contains(a.Body, "ask again") {
+		t.Errorf("history down: %d %s, want 503 saying to ask again", a.Status, a.Body)
 	}
 }
 
@@ -365,13 +358,13 @@ func TestLimitsShowReservationsInForce(t *testing.T) {
 	if got := fmt.Sprint(ws[0]["effectiveLimit"], ws[0]["reserveInForce"], ws[0]["reserve"]); got != "35 map[P:17 R:17] map[P:40 R:40]" {
 		t.Errorf("effectiveLimit, reserveInForce, reserve = %s, want 35 map[P:17 R:17] map[P:40 R:40]", got)
 	}
-	lv := fakeLimitsView{cfg: parsed.Config, st: configcenter.Status{Loaded: true, Source: "file"}}
-	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config}, Limits: lv,
+	lv := consoletest.LimitsView{Cfg: parsed.Config, St: configcenter.Status{Loaded: true, Source: "file"}}
+	routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: parsed.Config}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: clock.Now, Learned: l})
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := serveAdmin(t, "", routes).get(t, "/dashboard?channel=B", "").body
+	page := consoletest.ServeAdmin(t, "", routes).Get(t, "/dashboard?channel=B", "").Body
 	if want := "kept now for P: 17, R: 17"; !strings.Contains(page, want) {
 		t.Errorf("the dashboard lacks %q", want)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 )
@@ -47,35 +48,35 @@ var pagedRoutes = []struct {
 	{"/channels/usage", []string{"*:UNIONPAY", "A:ALIPAY", "AB:ALIPAY", "A_B:ALIPAY", "B:ALIPAY", "B:WECHAT"}},
 }
 
-func pagedServer(t *testing.T) *testServer {
+func pagedServer(t *testing.T) *consoletest.Server {
 	t.Helper()
 	parsed, err := limits.Parse([]byte(pagedDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 11, 12, 0, 0, 0, time.UTC)
-	lv := fakeLimitsView{cfg: parsed.Config, st: configcenter.Status{Loaded: true, Source: "file"}, now: at}
-	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: parsed.Config, now: at}, Limits: lv,
+	lv := consoletest.LimitsView{Cfg: parsed.Config, St: configcenter.Status{Loaded: true, Source: "file"}, Now: at}
+	routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: parsed.Config, Now: at}, Limits: lv,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return at }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "t", Limits: lv,
+	h, err := httpapi.New(httpapi.Options{Pay: consoletest.NopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "t", Limits: lv,
 		Now: func() time.Time { return at }, Console: routes})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveHandler(t, h)
+	return consoletest.ServeHandler(t, h)
 }
 
-func getLimitsPage(t *testing.T, s *testServer, path, query string) (limitsPageJSON, []string) {
+func getLimitsPage(t *testing.T, s *consoletest.Server, path, query string) (limitsPageJSON, []string) {
 	t.Helper()
-	a := s.get(t, path+query, "t")
-	if a.status != 200 {
-		t.Fatalf("GET %s%s = %d %s", path, query, a.status, a.body)
+	a := s.Get(t, path+query, "t")
+	if a.Status != 200 {
+		t.Fatalf("GET %s%s = %d %s", path, query, a.Status, a.Body)
 	}
 	var p limitsPageJSON
-	if err := json.Unmarshal([]byte(a.body), &p); err != nil {
+	if err := json.Unmarshal([]byte(a.Body), &p); err != nil {
 		t.Fatal(err)
 	}
 	keys := []string{}
@@ -100,7 +101,7 @@ func TestLimitsPages(t *testing.T) {
 	}
 }
 
-func testPages(t *testing.T, s *testServer, path string, want []string) {
+func testPages(t *testing.T, s *consoletest.Server, path string, want []string) {
 	all, keys := getLimitsPage(t, s, path, "")
 	if !reflect.DeepEqual(keys, want) || all.Total != len(want) || all.Next != nil {
 		t.Fatalf("unpaged: keys %v, total %d, next %v; want %v, %d, null", keys, all.Total, all.Next, want, len(want))
@@ -163,7 +164,7 @@ func TestLimitsPageRefusesBadParameters(t *testing.T) {
 	}
 }
 
-func testBadPageParameters(t *testing.T, s *testServer, path string) {
+func testBadPageParameters(t *testing.T, s *consoletest.Server, path string) {
 	for _, c := range []struct {
 		query  string
 		fields []string
@@ -182,15 +183,15 @@ func testBadPageParameters(t *testing.T, s *testServer, path string) {
 		{"?page=2", []string{"page"}},
 		{"?limit=0&after=x", []string{"limit", "after"}},
 	} {
-		a := s.get(t, path+c.query, "t")
+		a := s.Get(t, path+c.query, "t")
 		var body struct {
 			Code    string
 			Details struct {
 				Fields []struct{ Field, Reason string }
 			}
 		}
-		if err := json.Unmarshal([]byte(a.body), &body); err != nil || a.status != 400 || body.Code != "INVALID_REQUEST" {
-			t.Errorf("%s: %d %s, want 400 INVALID_REQUEST", c.query, a.status, a.body)
+		if err := json.Unmarshal([]byte(a.Body), &body); err != nil || a.Status != 400 || body.Code != "INVALID_REQUEST" {
+			t.Errorf("%s: %d %s, want 400 INVALID_REQUEST", c.query, a.Status, a.Body)
 			continue
 		}
 		var fields []string

@@ -12,6 +12,7 @@ import (
 
 	"payserver/api"
 	"payserver/internal/configcenter"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 )
@@ -42,8 +43,8 @@ schedules:
 	}
 	cfg := parsed.Config
 	at := time.Date(2026, 11, 11, 12, 0, 0, 0, time.UTC) // within the 11.11 schedule
-	lv := fakeLimitsView{cfg: cfg, st: configcenter.Status{Loaded: true, Source: "file"}, now: at}
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "t", Limits: lv,
+	lv := consoletest.LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true, Source: "file"}, Now: at}
+	h, err := httpapi.New(httpapi.Options{Pay: consoletest.NopPay{}, Logger: slog.New(slog.DiscardHandler), AdminToken: "t", Limits: lv,
 		Now: func() time.Time { return at }})
 	if err != nil {
 		t.Fatal(err)
@@ -136,8 +137,8 @@ schedules:
 	}
 
 	// Outside the schedule: the base rule, with its calendar windows.
-	lv.now = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
-	got := httpapiLimitsAt(t, lv, lv.now)
+	lv.Now = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	got := httpapiLimitsAt(t, lv, lv.Now)
 	wantWindows := []map[string]any{
 		{"rule": "count/1s", "kind": "count", "limit": float64(100), "window": "1s", "windowMs": float64(1000), "used": float64(75)},
 		{"rule": "count/day", "kind": "count", "limit": float64(300000), "calendar": "day", "cutoff": "23:00", "zone": "Asia/Shanghai", "used": float64(225000)},
@@ -151,9 +152,9 @@ schedules:
 
 // httpapiLimitsAt returns the windows GET /limits shows for
 // ONLINE_PAY:ALIPAY at now.
-func httpapiLimitsAt(t *testing.T, lv fakeLimitsView, now time.Time) []map[string]any {
+func httpapiLimitsAt(t *testing.T, lv consoletest.LimitsView, now time.Time) []map[string]any {
 	t.Helper()
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), Limits: lv, Now: func() time.Time { return now }})
+	h, err := httpapi.New(httpapi.Options{Pay: consoletest.NopPay{}, Logger: slog.New(slog.DiscardHandler), Limits: lv, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,9 @@ func TestReportRangeOutOfYears(t *testing.T) {
 		"from=9999-12-31T00:00:00Z&to=9999-12-31T23:59:00Z&granularity=day",
 		"from=9999-12-31T22:00:00Z&to=9999-12-31T23:59:59Z&granularity=hour",
 	} {
-		a := s.get(t, "/reports/channel-limits?"+q, "tok")
-		if a.status != 400 || !strings.Contains(a.body, `"field":"to"`) {
-			t.Errorf("%s: status %d: %q; want 400 naming to", q, a.status, a.body)
+		a := s.Get(t, "/reports/channel-limits?"+q, "tok")
+		if a.Status != 400 || !strings.Contains(a.Body, `"field":"to"`) {
+			t.Errorf("%s: status %d: %q; want 400 naming to", q, a.Status, a.Body)
 		}
 	}
 }
@@ -29,11 +29,11 @@ func TestReportRangeOutOfYears(t *testing.T) {
 // client gets a 500 JSON error, never a 200 with an empty or cut body.
 func TestAnswerEncodedBeforeStatus(t *testing.T) {
 	s := newTestServer(t, "tok")
-	s.reports.rep.Rows = append(s.reports.rep.Rows, stats.ReportRow{BizType: "PAY", Channel: "ALIPAY",
+	s.Reports.Rep.Rows = append(s.Reports.Rep.Rows, stats.ReportRow{BizType: "PAY", Channel: "ALIPAY",
 		Bucket: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), LimitChanges: []string{}})
-	a := s.get(t, "/reports/channel-limits?"+window, "tok")
-	if a.status != 500 || !strings.Contains(a.body, `"code":"INTERNAL"`) {
-		t.Errorf("status %d: %q; want 500 INTERNAL", a.status, a.body)
+	a := s.Get(t, "/reports/channel-limits?"+window, "tok")
+	if a.Status != 500 || !strings.Contains(a.Body, `"code":"INTERNAL"`) {
+		t.Errorf("status %d: %q; want 500 INTERNAL", a.Status, a.Body)
 	}
 }
 
@@ -45,12 +45,12 @@ func TestReportCutShortIsNoWholeAnswer(t *testing.T) {
 	s := newTestServer(t, "tok")
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	for i := range 2000 {
-		s.reports.rep.Rows = append(s.reports.rep.Rows, stats.ReportRow{BizType: "PAY", Channel: "ALIPAY",
+		s.Reports.Rep.Rows = append(s.Reports.Rep.Rows, stats.ReportRow{BizType: "PAY", Channel: "ALIPAY",
 			Bucket: at.Add(time.Duration(i%60) * time.Minute), Limit: "100/1s", LimitChanges: []string{}})
 	}
-	s.reports.rep.Rows = append(s.reports.rep.Rows, stats.ReportRow{BizType: "PAY", Channel: "ALIPAY",
+	s.Reports.Rep.Rows = append(s.Reports.Rep.Rows, stats.ReportRow{BizType: "PAY", Channel: "ALIPAY",
 		Bucket: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), LimitChanges: []string{}})
-	req, err := http.NewRequest(http.MethodGet, s.srv.URL+"/reports/channel-limits?"+window, nil)
+	req, err := http.NewRequest(http.MethodGet, s.Srv.URL+"/reports/channel-limits?"+window, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/console"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/limits"
 	"payserver/internal/stats"
 )
@@ -30,7 +31,7 @@ type fakeHealth map[string]bool
 
 func (f fakeHealth) Unhealthy(code string) bool { return f[code] }
 
-func newRouteServer(t *testing.T, rows fakeRouteRows) *testServer {
+func newRouteServer(t *testing.T, rows fakeRouteRows) *consoletest.Server {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	parsed, err := limits.Parse([]byte(`routes:
@@ -45,22 +46,22 @@ limits:
 		t.Fatal(err)
 	}
 	cfg := parsed.Config
-	rr, err := console.NewRouteReports(console.RouteReportsOptions{Rows: rows, Usage: fakeUsage{cfg: cfg},
-		Health: fakeHealth{"UNIONPAY": true}, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	rr, err := console.NewRouteReports(console.RouteReportsOptions{Rows: rows, Usage: consoletest.Usage{Cfg: cfg},
+		Health: fakeHealth{"UNIONPAY": true}, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return consoletest.Now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := console.New(console.Options{Reports: &fakeReports{}, Usage: fakeUsage{cfg: cfg},
-		Limits: fakeLimitsView{cfg: cfg, routes: parsed.Routes, st: configcenter.Status{Loaded: true}}, Logger: slog.New(slog.DiscardHandler),
-		Now: func() time.Time { return now }, Routes: rr})
+	routes, err := console.New(console.Options{Reports: &consoletest.Reports{}, Usage: consoletest.Usage{Cfg: cfg},
+		Limits: consoletest.LimitsView{Cfg: cfg, LimitRoutes: parsed.Routes, St: configcenter.Status{Loaded: true}}, Logger: slog.New(slog.DiscardHandler),
+		Now: func() time.Time { return consoletest.Now }, Routes: rr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveAdmin(t, "", routes)
+	return consoletest.ServeAdmin(t, "", routes)
 }
 
 func TestRouteReport(t *testing.T) {
-	m := now.Truncate(time.Minute).Add(-time.Minute)
+	m := consoletest.Now.Truncate(time.Minute).Add(-time.Minute)
 	s := newRouteServer(t, fakeRouteRows{rows: []stats.RouteRow{
 		{Minute: m, BizType: "PAY", To: "WECHAT", Count: 7},
 		{Minute: m, BizType: "PAY", From: "ALIPAY", To: "WECHAT", Reason: "closed", Count: 7},
@@ -82,15 +83,15 @@ func TestRouteReport(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := s.get(t, "/reports/routes"+tt.query, "")
-			if a.status != tt.status || !strings.Contains(a.body, tt.want) {
-				t.Fatalf("got %d %s, want %d with %s", a.status, a.body, tt.status, tt.want)
+			a := s.Get(t, "/reports/routes"+tt.query, "")
+			if a.Status != tt.status || !strings.Contains(a.Body, tt.want) {
+				t.Fatalf("got %d %s, want %d with %s", a.Status, a.Body, tt.status, tt.want)
 			}
 		})
 	}
 	down := newRouteServer(t, fakeRouteRows{err: errors.New("connection refused")})
-	if a := down.get(t, "/reports/routes", ""); a.status != 503 {
-		t.Fatalf("database down: %d %s, want 503", a.status, a.body)
+	if a := down.Get(t, "/reports/routes", ""); a.Status != 503 {
+		t.Fatalf("database down: %d %s, want 503", a.Status, a.Body)
 	}
 }
 
@@ -98,21 +99,21 @@ func TestRouteReport(t *testing.T) {
 // now (skipping the closed and unhealthy ones, saying why) and its
 // fallbacks per minute.
 func TestDashboardRoutes(t *testing.T) {
-	m := now.Truncate(time.Minute).Add(-time.Minute)
+	m := consoletest.Now.Truncate(time.Minute).Add(-time.Minute)
 	s := newRouteServer(t, fakeRouteRows{rows: []stats.RouteRow{
 		{Minute: m, BizType: "PAY", From: "ALIPAY", To: "WECHAT", Reason: "closed", Count: 7},
 		{Minute: m.Add(-time.Minute), BizType: "PAY", From: "ALIPAY", To: "WECHAT", Reason: "closed", Count: 5},
 	}})
-	a := s.get(t, "/dashboard", "")
-	if a.status != 200 {
-		t.Fatalf("status %d", a.status)
+	a := s.Get(t, "/dashboard", "")
+	if a.Status != 200 {
+		t.Fatalf("status %d", a.Status)
 	}
 	row := func(biz string) string {
-		i := strings.Index(a.body, `data-biz="`+biz+`"`)
+		i := strings.Index(a.Body, `data-biz="`+biz+`"`)
 		if i < 0 {
-			t.Fatalf("no row for %s:\n%s", biz, a.body)
+			t.Fatalf("no row for %s:\n%s", biz, a.Body)
 		}
-		r, _, _ := strings.Cut(a.body[i:], "</tr>")
+		r, _, _ := strings.Cut(a.Body[i:], "</tr>")
 		return r
 	}
 	pay := row("PAY")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"payserver/internal/apperr"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 	"payserver/internal/pay"
 )
@@ -39,22 +40,22 @@ func TestSchemaBehindSaysRunMigrate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := serveHandler(t, h)
-			for _, a := range []answer{
-				s.post(t, "/pay", "", `{"requestId":"R-1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M1","amount":100,"currency":"CNY","subject":"x"}`),
-				s.get(t, "/pay/R-1", ""),
+			s := consoletest.ServeHandler(t, h)
+			for _, a := range []consoletest.Answer{
+				s.Post(t, "/pay", "", `{"requestId":"R-1","bizType":"ONLINE_PAY","channel":"ALIPAY","merchantId":"M1","amount":100,"currency":"CNY","subject":"x"}`),
+				s.Get(t, "/pay/R-1", ""),
 			} {
 				var body struct {
 					Code    string
 					Message string
 					Details map[string]any
 				}
-				if err := json.Unmarshal([]byte(a.body), &body); err != nil {
-					t.Fatalf("%v: %s", err, a.body)
+				if err := json.Unmarshal([]byte(a.Body), &body); err != nil {
+					t.Fatalf("%v: %s", err, a.Body)
 				}
-				if a.status != http.StatusServiceUnavailable || body.Code != "DEPENDENCY_UNAVAILABLE" || body.Details["dependency"] != "database" ||
+				if a.Status != http.StatusServiceUnavailable || body.Code != "DEPENDENCY_UNAVAILABLE" || body.Details["dependency"] != "database" ||
 					!strings.Contains(body.Message, tt.want) {
-					t.Errorf("got %d %s, want 503 DEPENDENCY_UNAVAILABLE, dependency database, message with %q", a.status, a.body, tt.want)
+					t.Errorf("got %d %s, want 503 DEPENDENCY_UNAVAILABLE, dependency database, message with %q", a.Status, a.Body, tt.want)
 				}
 			}
 		})

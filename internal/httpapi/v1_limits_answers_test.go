@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"payserver/api"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 	"payserver/internal/limitapi"
 	"payserver/internal/ratelimit"
@@ -55,7 +56,7 @@ func lostLimitsServer(t *testing.T, client httpapi.ClientToken, scopes map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Pay: nopPay{}, Logger: slog.New(slog.DiscardHandler), LimitsAPI: svc,
+	h, err := httpapi.New(httpapi.Options{Pay: consoletest.NopPay{}, Logger: slog.New(slog.DiscardHandler), LimitsAPI: svc,
 		ClientTokens: []httpapi.ClientToken{client}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
 	"payserver/internal/whatif"
@@ -51,57 +52,57 @@ func multipartForm(t *testing.T, fields map[string]string, file string) (body, c
 // merchants newly refused); a refused document or a range over the cap
 // shows the API's reason at the API's status, never a 500.
 func TestWhatIfPage(t *testing.T) {
-	svc, _ := whatIfFixture(t)
-	route := func(maxDecisions int64) *loginServer {
-		return newLoginServer(t, loginToken, mustWhatIfRoute(t, httpapi.WhatIfOptions{
-			Service: svc, MaxDecisions: maxDecisions, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+	svc, _ := consoletest.WhatIfFixture(t)
+	route := func(maxDecisions int64) *consoletest.LoginServer {
+		return consoletest.NewLoginServer(t, consoletest.LoginToken, consoletest.MustWhatIfRoute(t, httpapi.WhatIfOptions{
+			Service: svc, MaxDecisions: maxDecisions, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return consoletest.Now },
 		}))
 	}
 	s := route(10)
-	bearer := map[string]string{"Authorization": "Bearer " + loginToken}
-	post := func(s *loginServer, fields map[string]string, file string, header map[string]string) answer {
+	bearer := map[string]string{"Authorization": "Bearer " + consoletest.LoginToken}
+	post := func(s *consoletest.LoginServer, fields map[string]string, file string, header map[string]string) consoletest.Answer {
 		t.Helper()
 		body, ct := multipartForm(t, fields, file)
 		h := map[string]string{"Content-Type": ct, "Sec-Fetch-Site": "same-origin"}
 		for k, v := range header {
 			h[k] = v
 		}
-		return s.send(t, http.MethodPost, "/dashboard/what-if", body, h)
+		return s.Send(t, http.MethodPost, "/dashboard/what-if", body, h)
 	}
 	const lower = "limits:\n  ONLINE_PAY:ALIPAY: 1\n"
 
-	page := s.send(t, http.MethodGet, "/dashboard/what-if", "", bearer)
-	if page.status != 200 || !strings.Contains(page.body, `enctype="multipart/form-data"`) ||
-		!strings.Contains(page.body, `value="`+now.Add(-24*time.Hour).UTC().Format(time.RFC3339)+`"`) ||
-		!strings.Contains(page.body, `value="`+now.UTC().Format(time.RFC3339)+`"`) {
-		t.Fatalf("the form: %d\n%s", page.status, page.body)
+	page := s.Send(t, http.MethodGet, "/dashboard/what-if", "", bearer)
+	if page.Status != 200 || !strings.Contains(page.Body, `enctype="multipart/form-data"`) ||
+		!strings.Contains(page.Body, `value="`+consoletest.Now.Add(-24*time.Hour).UTC().Format(time.RFC3339)+`"`) ||
+		!strings.Contains(page.Body, `value="`+consoletest.Now.UTC().Format(time.RFC3339)+`"`) {
+		t.Fatalf("the form: %d\n%s", page.Status, page.Body)
 	}
-	if csp := page.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+	if csp := page.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("CSP %q, want the dashboard's", csp)
 	}
 
-	for name, a := range map[string]answer{
+	for name, a := range map[string]consoletest.Answer{
 		"pasted":   post(s, map[string]string{"document": lower}, "", bearer),
 		"uploaded": post(s, map[string]string{"document": "this text is not used"}, lower, bearer),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if a.status != 200 {
-				t.Fatalf("%d\n%s", a.status, a.body)
+			if a.Status != 200 {
+				t.Fatalf("%d\n%s", a.Status, a.Body)
 			}
-			chart := regexp.MustCompile(`(?s)<svg class="what-if-chart" data-key="ONLINE_PAY:ALIPAY".*?</svg>`).FindString(a.body)
+			chart := regexp.MustCompile(`(?s)<svg class="what-if-chart" data-key="ONLINE_PAY:ALIPAY".*?</svg>`).FindString(a.Body)
 			if !strings.Contains(chart, `<polyline class="actual"`) || !strings.Contains(chart, `<polyline class="proposed"`) {
-				t.Errorf("no chart of actual and proposed admissions:\n%s", a.body)
+				t.Errorf("no chart of actual and proposed admissions:\n%s", a.Body)
 			}
 			for _, want := range []string{
 				`<td class="key merchant">M2</td><td class="num">1</td>`, // newly refused
 				`<td class="num">3</td><td class="num">2</td><td class="num">1</td><td class="num">1</td><td class="num">2</td><td class="num newly-refused">1</td><td class="num">0</td>`,
 				"fidelity 1.0000",
 			} {
-				if !strings.Contains(a.body, want) {
-					t.Errorf("the page lacks %q:\n%s", want, a.body)
+				if !strings.Contains(a.Body, want) {
+					t.Errorf("the page lacks %q:\n%s", want, a.Body)
 				}
 			}
-			if strings.Contains(a.body, "Below 0.99") {
+			if strings.Contains(a.Body, "Below 0.99") {
 				t.Error("a fidelity of 1 carries the warning")
 			}
 		})
@@ -114,42 +115,42 @@ func TestWhatIfPage(t *testing.T) {
 			t.Fatal("limits.Parse takes the document the test means the server to refuse")
 		}
 		a := post(s, map[string]string{"document": bad}, "", bearer)
-		if a.status != 400 || !strings.Contains(a.body, html.EscapeString("document: "+perr.Error())) || !strings.Contains(a.body, "unknownField: 3\n</textarea>") {
-			t.Errorf("%d, want 400 with the reason %q and the document kept:\n%s", a.status, perr, a.body)
+		if a.Status != 400 || !strings.Contains(a.Body, html.EscapeString("document: "+perr.Error())) || !strings.Contains(a.Body, "unknownField: 3\n</textarea>") {
+			t.Errorf("%d, want 400 with the reason %q and the document kept:\n%s", a.Status, perr, a.Body)
 		}
 	})
 	t.Run("no document", func(t *testing.T) {
-		if a := post(s, map[string]string{"document": " "}, "", bearer); a.status != 400 || !strings.Contains(a.body, "document: paste a limits document or choose its file") {
-			t.Errorf("%d, want 400 asking for a document:\n%s", a.status, a.body)
+		if a := post(s, map[string]string{"document": " "}, "", bearer); a.Status != 400 || !strings.Contains(a.Body, "document: paste a limits document or choose its file") {
+			t.Errorf("%d, want 400 asking for a document:\n%s", a.Status, a.Body)
 		}
 	})
 	t.Run("bad time", func(t *testing.T) {
-		if a := post(s, map[string]string{"document": lower, "from": "yesterday"}, "", bearer); a.status != 400 || !strings.Contains(a.body, "from: must be an RFC 3339 time") {
-			t.Errorf("%d, want 400 naming from:\n%s", a.status, a.body)
+		if a := post(s, map[string]string{"document": lower, "from": "yesterday"}, "", bearer); a.Status != 400 || !strings.Contains(a.Body, "from: must be an RFC 3339 time") {
+			t.Errorf("%d, want 400 naming from:\n%s", a.Status, a.Body)
 		}
 	})
 	t.Run("over the cap", func(t *testing.T) {
 		a := post(route(2), map[string]string{"document": lower}, "", bearer)
-		if a.status != 400 || !strings.Contains(a.body, "PAYSERVER_WHATIF_MAX_DECISIONS (2)") || !strings.Contains(a.body, "payserver what-if") {
-			t.Errorf("%d, want 400 naming the cap and the CLI:\n%s", a.status, a.body)
+		if a.Status != 400 || !strings.Contains(a.Body, "PAYSERVER_WHATIF_MAX_DECISIONS (2)") || !strings.Contains(a.Body, "payserver what-if") {
+			t.Errorf("%d, want 400 naming the cap and the CLI:\n%s", a.Status, a.Body)
 		}
 	})
 
 	t.Run("session", func(t *testing.T) {
 		// A browser without a session is asked to log in, and comes back.
-		a := s.send(t, http.MethodGet, "/dashboard/what-if", "", map[string]string{"Accept": "text/html"})
-		if a.status != 401 || !strings.Contains(a.body, `name="next" value="/dashboard/what-if"`) {
-			t.Errorf("no session: %d, want the login form returning to the page:\n%s", a.status, a.body)
+		a := s.Send(t, http.MethodGet, "/dashboard/what-if", "", map[string]string{"Accept": "text/html"})
+		if a.Status != 401 || !strings.Contains(a.Body, `name="next" value="/dashboard/what-if"`) {
+			t.Errorf("no session: %d, want the login form returning to the page:\n%s", a.Status, a.Body)
 		}
-		body, h := form(url.Values{"token": {loginToken}, "next": {"/dashboard/what-if"}}, nil)
-		if a := s.send(t, http.MethodPost, "/dashboard/login", body, h); a.status != 303 || a.header.Get("Location") != "/dashboard/what-if" {
-			t.Errorf("login: %d to %q, want 303 to /dashboard/what-if", a.status, a.header.Get("Location"))
+		body, h := consoletest.Form(url.Values{"token": {consoletest.LoginToken}, "next": {"/dashboard/what-if"}}, nil)
+		if a := s.Send(t, http.MethodPost, "/dashboard/login", body, h); a.Status != 303 || a.Header.Get("Location") != "/dashboard/what-if" {
+			t.Errorf("login: %d to %q, want 303 to /dashboard/what-if", a.Status, a.Header.Get("Location"))
 		}
-		cookie := s.login(t)
-		sessionPage := s.send(t, http.MethodGet, "/dashboard/what-if", "", map[string]string{"Cookie": cookie})
-		m := regexp.MustCompile(`<input type="hidden" name="csrf" value="([^"]+)">\s*<label>Paste`).FindStringSubmatch(sessionPage.body)
+		cookie := s.Login(t)
+		sessionPage := s.Send(t, http.MethodGet, "/dashboard/what-if", "", map[string]string{"Cookie": cookie})
+		m := regexp.MustCompile(`<input type="hidden" name="csrf" value="([^"]+)">\s*<label>Paste`).FindStringSubmatch(sessionPage.Body)
 		if m == nil {
-			t.Fatalf("the form carries no CSRF token:\n%s", sessionPage.body)
+			t.Fatalf("the form carries no CSRF token:\n%s", sessionPage.Body)
 		}
 		for _, c := range []struct {
 			name   string
@@ -166,8 +167,8 @@ func TestWhatIfPage(t *testing.T) {
 			for k, v := range c.header {
 				h[k] = v
 			}
-			if a := post(s, c.fields, "", h); a.status != c.want {
-				t.Errorf("%s: %d, want %d\n%.300s", c.name, a.status, c.want, a.body)
+			if a := post(s, c.fields, "", h); a.Status != c.want {
+				t.Errorf("%s: %d, want %d\n%.300s", c.name, a.Status, c.want, a.Body)
 			}
 		}
 	})
@@ -183,12 +184,12 @@ func (lowFidelity) WhatIf(_ context.Context, q whatif.Query) (whatif.Result, err
 // TestWhatIfPageWarnsBelowTheFloor: below 0.99 the page says the figures
 // must be read with care, as the CLI does.
 func TestWhatIfPageWarnsBelowTheFloor(t *testing.T) {
-	s := newLoginServer(t, loginToken, mustWhatIfRoute(t, httpapi.WhatIfOptions{
-		Service: lowFidelity{}, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+	s := consoletest.NewLoginServer(t, consoletest.LoginToken, consoletest.MustWhatIfRoute(t, httpapi.WhatIfOptions{
+		Service: lowFidelity{}, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return consoletest.Now },
 	}))
 	body, ct := multipartForm(t, map[string]string{"document": "limits: {}\n"}, "")
-	a := s.send(t, http.MethodPost, "/dashboard/what-if", body, map[string]string{"Content-Type": ct, "Authorization": "Bearer " + loginToken})
-	if a.status != 200 || !strings.Contains(a.body, `<p id="fidelity" class="warn">fidelity 0.9500`) || !strings.Contains(a.body, "Below 0.99") {
-		t.Errorf("%d, want the fidelity 0.9500 with its warning:\n%s", a.status, a.body)
+	a := s.Send(t, http.MethodPost, "/dashboard/what-if", body, map[string]string{"Content-Type": ct, "Authorization": "Bearer " + consoletest.LoginToken})
+	if a.Status != 200 || !strings.Contains(a.Body, `<p id="fidelity" class="warn">fidelity 0.9500`) || !strings.Contains(a.Body, "Below 0.99") {
+		t.Errorf("%d, want the fidelity 0.9500 with its warning:\n%s", a.Status, a.Body)
 	}
 }

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"slices"
@@ -10,43 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"payserver/internal/decisionlog"
+	"payserver/internal/console/consoletest"
 	"payserver/internal/httpapi"
 	"payserver/internal/limits"
-	"payserver/internal/ratelimit"
 	"payserver/internal/whatif"
 )
-
-// memDecisions is a whatif.Store in memory.
-type memDecisions struct {
-	entries []decisionlog.Entry
-	docs    map[string][]byte
-}
-
-func (s *memDecisions) in(f decisionlog.Filter) []decisionlog.Entry {
-	var out []decisionlog.Entry
-	for _, e := range s.entries {
-		if !e.At.Before(f.From) && e.At.Before(f.To) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func (s *memDecisions) Stream(_ context.Context, f decisionlog.Filter, fn func(decisionlog.Entry) error) error {
-	for _, e := range s.in(f) {
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *memDecisions) Count(_ context.Context, f decisionlog.Filter) (int64, error) {
-	return int64(len(s.in(f))), nil
-}
-
-func (s *memDecisions) Documents(context.Context) (map[string][]byte, error) { return s.docs, nil }
 
 // keysOf returns the names of a JSON object's members, sorted.
 func keysOf(t *testing.T, v any) []string {
@@ -67,62 +34,28 @@ func keysOf(t *testing.T, v any) []string {
 // replay in exactly the JSON of `payserver what-if --json`, 400 naming the
 // reason for a document the server would refuse, and 400 naming the cap
 // and the CLI for a range over PAYSERVER_WHATIF_MAX_DECISIONS.
-// whatIfFixture returns a what-if service over three decisions of
-// ONLINE_PAY:ALIPAY at at (an hour before now) under a limit of 2: M1 and
-// M2 admitted, M3 refused. Under a limit of 1, M2 is newly refused.
-func whatIfFixture(t *testing.T) (svc *whatif.Service, at time.Time) {
-	t.Helper()
-	const inForce = "limits:\n  ONLINE_PAY:ALIPAY: 2\n"
-	doc, err := limits.Parse([]byte(inForce))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
-	at = now.Add(-time.Hour).Truncate(time.Minute)
-	store := &memDecisions{docs: map[string][]byte{doc.Config.Version: []byte(inForce)}}
-	for i, o := range []decisionlog.Outcome{decisionlog.Admitted, decisionlog.Admitted, decisionlog.Refused} {
-		store.entries = append(store.entries, decisionlog.Entry{
-			ID: uint64(i + 1), At: at.Add(time.Duration(i) * time.Millisecond), Kind: decisionlog.KindDecision, Key: key,
-			Member: "R-" + string(rune('1'+i)), Merchant: "M" + string(rune('1'+i)), Amount: 1000, Currency: "CNY",
-			Outcome: o, Source: ratelimit.SourceRedis, Version: doc.Config.Version,
-		})
-	}
-	svc, err = whatif.NewService(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc, at
-}
-
-// mustWhatIfRoute returns httpapi.WhatIfRoute(opts) with the console's
-// what-if page on the same options.
-func mustWhatIfRoute(t *testing.T, opts httpapi.WhatIfOptions) whatIfMount {
-	t.Helper()
-	return whatIfMount{route: httpapi.WhatIfRoute(opts), opts: opts}
-}
-
 func TestWhatIfRoute(t *testing.T) {
-	svc, at := whatIfFixture(t)
-	route := func(maxDecisions int64) *testServer {
-		return serveAdmin(t, "tok", mustWhatIfRoute(t, httpapi.WhatIfOptions{
-			Service: svc, MaxDecisions: maxDecisions, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+	svc, at := consoletest.WhatIfFixture(t)
+	route := func(maxDecisions int64) *consoletest.Server {
+		return consoletest.ServeAdmin(t, "tok", consoletest.MustWhatIfRoute(t, httpapi.WhatIfOptions{
+			Service: svc, MaxDecisions: maxDecisions, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return consoletest.Now },
 		}))
 	}
 	s := route(10)
 	const lower = "limits:\n  ONLINE_PAY:ALIPAY: 1\n"
 
 	for _, token := range []string{"", "wrong"} {
-		if a := s.post(t, "/limits/what-if", token, lower); a.status != 401 {
-			t.Errorf("token %q: %d %s, want 401", token, a.status, a.body)
+		if a := s.Post(t, "/limits/what-if", token, lower); a.Status != 401 {
+			t.Errorf("token %q: %d %s, want 401", token, a.Status, a.Body)
 		}
 	}
 
-	a := s.post(t, "/limits/what-if", "tok", lower)
-	if a.status != 200 {
-		t.Fatalf("%d %s, want 200", a.status, a.body)
+	a := s.Post(t, "/limits/what-if", "tok", lower)
+	if a.Status != 200 {
+		t.Fatalf("%d %s, want 200", a.Status, a.Body)
 	}
 	var raw map[string]any
-	if err := json.Unmarshal([]byte(a.body), &raw); err != nil {
+	if err := json.Unmarshal([]byte(a.Body), &raw); err != nil {
 		t.Fatal(err)
 	}
 	type shape struct {
@@ -157,15 +90,15 @@ func TestWhatIfRoute(t *testing.T) {
 	}
 
 	var res whatif.Result
-	if err := json.Unmarshal([]byte(a.body), &res); err != nil {
+	if err := json.Unmarshal([]byte(a.Body), &res); err != nil {
 		t.Fatal(err)
 	}
 	proposed, err := limits.Parse([]byte(lower))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.From.Equal(now.Add(-24*time.Hour)) || !res.To.Equal(now) {
-		t.Errorf("range [%v, %v), want the last 24 hours before %v", res.From, res.To, now)
+	if !res.From.Equal(consoletest.Now.Add(-24*time.Hour)) || !res.To.Equal(consoletest.Now) {
+		t.Errorf("range [%v, %v), want the last 24 hours before %v", res.From, res.To, consoletest.Now)
 	}
 	if res.ProposedVersion != proposed.Config.Version || res.Fidelity != 1 {
 		t.Errorf("proposedVersion %q fidelity %v, want %q and 1", res.ProposedVersion, res.Fidelity, proposed.Config.Version)
@@ -184,8 +117,8 @@ func TestWhatIfRoute(t *testing.T) {
 	}
 
 	// A range without the traffic replays nothing.
-	if a := s.post(t, "/limits/what-if?from="+now.Add(-10*time.Minute).Format(time.RFC3339)+"&to="+now.Format(time.RFC3339), "tok", lower); a.status != 200 || !strings.Contains(a.body, `"keys":[]`) {
-		t.Errorf("an empty range: %d %s, want 200 and no keys", a.status, a.body)
+	if a := s.Post(t, "/limits/what-if?from="+consoletest.Now.Add(-10*time.Minute).Format(time.RFC3339)+"&to="+consoletest.Now.Format(time.RFC3339), "tok", lower); a.Status != 200 || !strings.Contains(a.Body, `"keys":[]`) {
+		t.Errorf("an empty range: %d %s, want 200 and no keys", a.Status, a.Body)
 	}
 
 	t.Run("refused document", func(t *testing.T) {
@@ -194,28 +127,28 @@ func TestWhatIfRoute(t *testing.T) {
 		if perr == nil {
 			t.Fatal("limits.Parse takes the document the test means the server to refuse")
 		}
-		a := s.post(t, "/limits/what-if", "tok", bad)
+		a := s.Post(t, "/limits/what-if", "tok", bad)
 		code, fields := errorOf(t, a)
-		if a.status != 400 || code != "INVALID_REQUEST" || !slices.Contains(fields, "document") {
-			t.Errorf("%d %s, want 400 INVALID_REQUEST naming document", a.status, a.body)
+		if a.Status != 400 || code != "INVALID_REQUEST" || !slices.Contains(fields, "document") {
+			t.Errorf("%d %s, want 400 INVALID_REQUEST naming document", a.Status, a.Body)
 		}
 		var e struct {
 			Details struct {
 				Fields []struct{ Field, Reason string }
 			}
 		}
-		if err := json.Unmarshal([]byte(a.body), &e); err != nil || len(e.Details.Fields) != 1 || e.Details.Fields[0].Reason != perr.Error() {
-			t.Errorf("%s: want the reason %q", a.body, perr)
+		if err := json.Unmarshal([]byte(a.Body), &e); err != nil || len(e.Details.Fields) != 1 || e.Details.Fields[0].Reason != perr.Error() {
+			t.Errorf("%s: want the reason %q", a.Body, perr)
 		}
 	})
 
 	t.Run("over the cap", func(t *testing.T) {
-		a := route(2).post(t, "/limits/what-if", "tok", lower)
-		if a.status != 400 || !strings.Contains(a.body, "PAYSERVER_WHATIF_MAX_DECISIONS (2)") || !strings.Contains(a.body, "payserver what-if") {
-			t.Errorf("3 decisions over a cap of 2: %d %s, want 400 naming the cap and the CLI", a.status, a.body)
+		a := route(2).Post(t, "/limits/what-if", "tok", lower)
+		if a.Status != 400 || !strings.Contains(a.Body, "PAYSERVER_WHATIF_MAX_DECISIONS (2)") || !strings.Contains(a.Body, "payserver what-if") {
+			t.Errorf("3 decisions over a cap of 2: %d %s, want 400 naming the cap and the CLI", a.Status, a.Body)
 		}
-		if a := route(3).post(t, "/limits/what-if", "tok", lower); a.status != 200 {
-			t.Errorf("3 decisions at a cap of 3: %d %s, want 200", a.status, a.body)
+		if a := route(3).Post(t, "/limits/what-if", "tok", lower); a.Status != 200 {
+			t.Errorf("3 decisions at a cap of 3: %d %s, want 200", a.Status, a.Body)
 		}
 	})
 }
