@@ -3,11 +3,12 @@ package httpapi_test
 import (
 	"net/http"
 	"net/url"
-	"payserver/internal/console/consoletest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"payserver/internal/console/consoletest"
 )
 
 // csrfOf returns the CSRF token of the dashboard's logout form.

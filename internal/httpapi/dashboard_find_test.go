@@ -3,9 +3,10 @@ package httpapi_test
 import (
 	"net/http"
 	"net/url"
-	"payserver/internal/console/consoletest"
 	"strings"
 	"testing"
+
+	"payserver/internal/console/consoletest"
 )
 
 // TestLoginReturnsToTheAskedURL: a browser sent to the login form by GET
