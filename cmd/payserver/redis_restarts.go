@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"payserver/internal/retry"
 )
 
 // redisRestartsEvery is how often the run ids are read in the background,
@@ -113,16 +115,5 @@ func (r *redisRestarts) Check(ctx context.Context) time.Time {
 
 // Run checks every redisRestartsEvery until ctx ends.
 func (r *redisRestarts) Run(ctx context.Context) {
-	t := time.NewTicker(redisRestartsEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			r.Check(cctx)
-			cancel()
-		}
-	}
+	retry.Every(ctx, redisRestartsEvery, time.Second, func(ctx context.Context) { r.Check(ctx) })
 }

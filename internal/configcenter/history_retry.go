@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"payserver/internal/retry"
 )
 
 // historyRetryEvery is how often Run retries history entries the store
@@ -72,14 +74,5 @@ func (m *Manager) flushLocked(ctx context.Context) error {
 
 // retryHistory runs RetryHistory every historyRetryEvery until ctx ends.
 func (m *Manager) retryHistory(ctx context.Context) {
-	t := time.NewTicker(historyRetryEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = m.RetryHistory(ctx)
-		}
-	}
+	retry.Every(ctx, historyRetryEvery, 0, func(ctx context.Context) { _ = m.RetryHistory(ctx) })
 }

@@ -1,8 +1,9 @@
-// Package retry is payserver's one retry schedule: every wait between two
-// tries of the same thing, in the pay flow and in the limiter, starts at a
-// first wait and doubles up to a most. Deadlines are read from each
-// caller's injected clock; Sleep waits on the timer a caller passes or on
-// the real one.
+// Package retry is payserver's one retry schedule and its one periodic
+// loop. Every wait between two tries of the same thing, in the pay flow
+// and in the limiter, starts at a first wait and doubles up to a most
+// (Schedule); background work that runs at an interval runs in Every.
+// Deadlines are read from each caller's injected clock; Sleep waits on the
+// timer a caller passes or on the real one.
 package retry
 
 import (
@@ -42,5 +43,26 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+// Every calls fn every interval until ctx ends, each call under a deadline
+// of timeout when timeout is above 0. A call that outlasts the interval
+// delays the next one; ticks are not queued.
+func Every(ctx context.Context, interval, timeout time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			cctx, cancel := ctx, context.CancelFunc(func() {})
+			if timeout > 0 {
+				cctx, cancel = context.WithTimeout(ctx, timeout)
+			}
+			fn(cctx)
+			cancel()
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"payserver/internal/configcenter"
 	"payserver/internal/ratelimit"
+	"payserver/internal/retry"
 )
 
 // Defaults of AggregatorOptions.
@@ -522,18 +523,9 @@ func merchantRowsOf(m map[slot]map[string]*MerchantCounts) []MerchantRow {
 // Run flushes every FlushInterval until ctx ends. It does not flush at the
 // end: call Drain once nothing observes decisions any more.
 func (a *Aggregator) Run(ctx context.Context) {
-	t := time.NewTicker(a.opts.FlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fctx, cancel := context.WithTimeout(ctx, max(a.opts.FlushInterval, 10*time.Second))
-			_ = a.Flush(fctx) // logged and retried by the next tick
-			cancel()
-		}
-	}
+	retry.Every(ctx, a.opts.FlushInterval, max(a.opts.FlushInterval, 10*time.Second), func(ctx context.Context) {
+		_ = a.Flush(ctx) // logged and retried by the next tick
+	})
 }
 
 // Drain flushes until nothing is pending, retrying failed flushes with

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"payserver/internal/retry"
 )
 
 // RouteRow is one minute's count of one routing event of one bizType's
@@ -139,18 +141,7 @@ func routeLess(a, b RouteRow) bool {
 
 // Run flushes every interval until ctx ends; Drain flushes the rest.
 func (c *RouteCounter) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fctx, cancel := context.WithTimeout(ctx, max(interval, 10*time.Second))
-			_ = c.Flush(fctx)
-			cancel()
-		}
-	}
+	retry.Every(ctx, interval, max(interval, 10*time.Second), func(ctx context.Context) { _ = c.Flush(ctx) })
 }
 
 // Drain flushes until nothing is pending or ctx ends.
