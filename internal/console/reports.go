@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -138,18 +139,24 @@ func (r *reports) getReport(c *gin.Context) {
 		httpapi.WriteError(c, r.log, httpapi.DatabaseDown(err, "the stats database is unavailable"), "")
 		return
 	}
+	r.answer(c, q, "channel-merchants-", m, func(w io.Writer) error { return stats.WriteMerchantsCSV(w, m) })
+}
+
+// answer answers v, a whole report of q, as JSON, or as CSV written by
+// csv and offered as a file named with prefix.
+func (r *reports) answer(c *gin.Context, q stats.Query, prefix string, v any, csv func(io.Writer) error) {
 	c.Header("Cache-Control", "no-store")
-	if q.Format == stats.FormatCSV {
-		var buf bytes.Buffer
-		if err := stats.WriteMerchantsCSV(&buf, m); err != nil {
-			httpapi.WriteError(c, r.log, err, "")
-			return
-		}
-		c.Header("Content-Disposition", `attachment; filename="`+reportFile("channel-merchants-", q)+`"`)
-		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+	if q.Format != stats.FormatCSV {
+		httpapi.WriteJSON(c, r.log, http.StatusOK, v)
 		return
 	}
-	httpapi.WriteJSON(c, r.log, http.StatusOK, m)
+	var buf bytes.Buffer
+	if err := csv(&buf); err != nil {
+		httpapi.WriteError(c, r.log, err, "")
+		return
+	}
+	c.Header("Content-Disposition", `attachment; filename="`+reportFile(prefix, q)+`"`)
+	c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 }
 
 // reportFile is the file name a CSV report of q is offered under.
@@ -226,19 +233,7 @@ func (r *reports) getAmounts(c *gin.Context) {
 		httpapi.WriteError(c, r.log, httpapi.DatabaseDown(err, "the stats database is unavailable"), "")
 		return
 	}
-	c.Header("Cache-Control", "no-store")
-	if q.Format == stats.FormatCSV {
-		var buf bytes.Buffer
-		if err := stats.WriteAmountsCSV(&buf, rep); err != nil {
-			httpapi.WriteError(c, r.log, err, "")
-			return
-		}
-		name := "channel-amounts-" + q.From.Format("20060102T1504Z") + "-" + string(q.Granularity) + ".csv"
-		c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
-		c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
-		return
-	}
-	httpapi.WriteJSON(c, r.log, http.StatusOK, rep)
+	r.answer(c, q, "channel-amounts-", rep, func(w io.Writer) error { return stats.WriteAmountsCSV(w, rep) })
 }
 
 // windowUsage is one window of a key, live.
