@@ -15,9 +15,10 @@ import (
 // TestCoalescedMerchantCallsAgreeWithModel: the windows of real requests
 // (applicable: their own key and the channel-wide key with reservations,
 // merchant limits on both, learned limits after throttles), several
-// merchants and bizTypes, split into calls as the coalescer splits them
-// and sent as it sends them (the Redis store's CheckBatch): each member's answer is the
-// model's for its own windows, member by member in arrival order.
+// merchants and bizTypes, split into calls and sent as the coalescer
+// splits and sends them (the Redis store's CheckBatch): each member's
+// answer is the model's for its own windows, member by member in arrival
+// order.
 func TestCoalescedMerchantCallsAgreeWithModel(t *testing.T) {
 	var mixed, mixedReserved, learnedBound int
 	defer func() {
