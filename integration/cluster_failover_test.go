@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
@@ -163,7 +164,7 @@ func runFailover(t *testing.T, run failoverRun) {
 		servers = append(servers, startServer(t, serverOptions{Limits: limits, DSN: run.dsn, Fast: true, Env: env}))
 	}
 
-	rs, err := ratelimit.NewRedisStore(c, "")
+	rs, err := redisstore.New(c, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

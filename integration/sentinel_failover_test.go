@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
@@ -132,7 +133,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: masterName, SentinelAddrs: sentinels, SentinelPassword: sentinelPassword,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, MaxRetries: 2})
 	defer fc.Close()
-	rs, err := ratelimit.NewRedisStore(fc, "")
+	rs, err := redisstore.New(fc, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

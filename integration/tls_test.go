@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testenv"
 	"payserver/internal/testutil"
 )
@@ -94,7 +95,7 @@ func TestRedisTLSWithACLUser(t *testing.T) {
 		}
 		c := redis.NewClient(&redis.Options{Addr: addr, Username: user, Password: pass, TLSConfig: clientTLS(t, f)})
 		defer c.Close()
-		rs, err := ratelimit.NewRedisStore(c, "")
+		rs, err := redisstore.New(c, redisstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

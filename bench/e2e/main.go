@@ -10,7 +10,7 @@
 // leaves them out, for a script that prints its own.
 //
 // batching measures limiter checks per second through payserver's Limiter
-// on a real Redis with callers concurrent goroutines: the RedisStore with
+// on a real Redis with callers concurrent goroutines: the redisstore.Store with
 // one EVALSHA per check on the plain go-redis client ("unbatched"), side by
 // side with the store as payserver ships it ("batched": the coalescer, one
 // script call per batch of a key's concurrent checks), interleaved in rounds so that all see the same machine. Every
@@ -39,6 +39,7 @@ import (
 	"payserver/internal/limits"
 	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 )
 
 func main() {
@@ -89,9 +90,9 @@ func batching(args []string) error {
 	ctx := context.Background()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	made := 0
-	mk := func(name string, o ratelimit.RedisStoreOptions) (*side, error) {
+	mk := func(name string, o redisstore.Options) (*side, error) {
 		o.Prefix = "payserver:bench-e2e:"
-		st, err := ratelimit.NewRedisStoreWithOptions(client, o)
+		st, err := redisstore.New(client, o)
 		if err != nil {
 			return nil, err
 		}
@@ -111,12 +112,12 @@ func batching(args []string) error {
 		lim.SetConfig(cfg)
 		return &side{name: name, lim: lim, key: key}, nil
 	}
-	plain, err := mk("unbatched (plain client)", ratelimit.RedisStoreOptions{})
+	plain, err := mk("unbatched (plain client)", redisstore.Options{})
 	if err != nil {
 		return err
 	}
 	// As payserver ships: limiter.coalesce on.
-	batched, err := mk("batched (as shipped)", ratelimit.RedisStoreOptions{Coalesce: true})
+	batched, err := mk("batched (as shipped)", redisstore.Options{Coalesce: true})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@
 //     unpipelined, at the same concurrency (the ceiling for one EVALSHA per
 //     check: a C client that costs far less per request than go-redis);
 //   - github.com/go-redis/redis_rate/v10 AllowN (GCRA, one EVALSHA);
-//   - the naive three-command sliding window (ratelimittest.NaiveStore).
+//   - the naive three-command sliding window (redisstoretest.NaiveStore).
 //
 // Each contender runs for a fixed duration with the same number of
 // concurrent callers against one key, first with a limit so large that
@@ -49,7 +49,8 @@ import (
 	"payserver/bench/internal/redisinfo"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
-	"payserver/internal/ratelimit/ratelimittest"
+	"payserver/internal/ratelimit/redisstore"
+	"payserver/internal/ratelimit/redisstore/redisstoretest"
 )
 
 type options struct {
@@ -64,7 +65,7 @@ type options struct {
 	only           string
 	skipMemory     bool
 	skipAllocs     bool
-	luaGo          string
+	scripts        string
 	redisBenchmark string
 	redisCLI       string
 	cpuProfile     string
@@ -87,7 +88,7 @@ func parseFlags() options {
 	flag.StringVar(&o.only, "only", "", "comma-separated contender ids to run (see the table); empty = all")
 	flag.BoolVar(&o.skipMemory, "skip-memory", false, "skip the MEMORY USAGE measurement")
 	flag.BoolVar(&o.skipAllocs, "skip-allocs", false, "skip the allocations-per-check measurement")
-	flag.StringVar(&o.luaGo, "lua", "", "path of internal/ratelimit/lua.go (default: found from the working directory)")
+	flag.StringVar(&o.scripts, "scripts", "", "directory of the Redis store's Lua scripts, internal/ratelimit/redisstore (default: found from the working directory)")
 	flag.StringVar(&o.redisBenchmark, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	flag.StringVar(&o.redisCLI, "redis-cli", "redis-cli", "redis-cli binary")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
@@ -147,11 +148,11 @@ type bench struct {
 	host   string
 	port   string
 	client *redis.Client
-	store  *ratelimit.RedisStore
+	store  *redisstore.Store
 	// co is the store as payserver ships it: coalesced checks
 	// (limiter.coalesce on).
-	co    *ratelimit.RedisStore
-	naive *ratelimittest.NaiveStore
+	co    *redisstore.Store
+	naive *redisstoretest.NaiveStore
 	rr    *redis_rate.Limiter
 	lim   *ratelimit.Limiter
 	sha   string
@@ -225,17 +226,17 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("redis at %s unreachable (scripts/bench.sh starts one: internal/testenv): %w", o.addr, err)
 	}
-	store, err := ratelimit.NewRedisStore(client, benchPrefix)
+	store, err := redisstore.New(client, redisstore.Options{Prefix: benchPrefix})
 	if err != nil {
 		return err
 	}
-	co, err := ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: benchPrefix, Coalesce: true})
+	co, err := redisstore.New(client, redisstore.Options{Prefix: benchPrefix, Coalesce: true})
 	if err != nil {
 		return err
 	}
 	b := &bench{
 		o: o, ctx: ctx, host: host, port: port, client: client, store: store, co: co,
-		naive: &ratelimittest.NaiveStore{Client: client, Prefix: "payserver:bench:naive:"},
+		naive: &redisstoretest.NaiveStore{Client: client, Prefix: "payserver:bench:naive:"},
 		rr:    redis_rate.NewLimiter(client),
 	}
 	if o.only != "" {
@@ -268,17 +269,17 @@ func run(o options) error {
 	// drifts in machine load hit them alike; the table shows each one's
 	// median round. The Limiter rows run once.
 	inRounds := []func() (result, error){
-		b.goRun(b.coContender("co-open", "payserver RedisStore.Check as shipped (coalesced: 1 EVALSHA per batch)", "COPEN", openRule)),
-		b.goRun(b.storeContender("store-open", "payserver RedisStore.Check unbatched (1 EVALSHA per check)", "OPEN", openRule)),
+		b.goRun(b.coContender("co-open", "payserver redisstore.Store.Check as shipped (coalesced: 1 EVALSHA per batch)", "COPEN", openRule)),
+		b.goRun(b.storeContender("store-open", "payserver redisstore.Store.Check unbatched (1 EVALSHA per check)", "OPEN", openRule)),
 		b.goRun(b.learningContender("store-open-learn", "the same, the window learning from throttles (none in force)", "OPENL", openRule)),
 		b.rbRun("rb-open", "redis-benchmark EVALSHA same script, -P 1", "RBOPEN", openRule),
 		b.goRun(b.rrContender("rr-open", "go-redis/redis_rate v10 AllowN (GCRA)", "open", redisRateOpen())),
-		b.goRun(b.naiveContender("naive-open", "naive 3 commands (ratelimittest.NaiveStore)", "OPEN", openRule)),
-		b.goRun(b.coContender("co-full", "payserver RedisStore.Check as shipped (coalesced: 1 EVALSHA per batch)", "CFULL", fullRule)),
-		b.goRun(b.storeContender("store-full", "payserver RedisStore.Check unbatched (1 EVALSHA per check)", "FULL", fullRule)),
+		b.goRun(b.naiveContender("naive-open", "naive 3 commands (redisstoretest.NaiveStore)", "OPEN", openRule)),
+		b.goRun(b.coContender("co-full", "payserver redisstore.Store.Check as shipped (coalesced: 1 EVALSHA per batch)", "CFULL", fullRule)),
+		b.goRun(b.storeContender("store-full", "payserver redisstore.Store.Check unbatched (1 EVALSHA per check)", "FULL", fullRule)),
 		b.rbRun("rb-full", "redis-benchmark EVALSHA same script, -P 1", "RBFULL", fullRule),
 		b.goRun(b.rrContender("rr-full", "go-redis/redis_rate v10 AllowN (GCRA)", "full", redis_rate.PerSecond(fullLimit))),
-		b.goRun(b.naiveContender("naive-full", "naive 3 commands (ratelimittest.NaiveStore)", "FULL", fullRule)),
+		b.goRun(b.naiveContender("naive-full", "naive 3 commands (redisstoretest.NaiveStore)", "FULL", fullRule)),
 	}
 	once := []func() (result, error){
 		b.goRun(b.limiterContender("limiter-open", "payserver Limiter.Allow (near-cache on)", "LOPEN")),
@@ -384,11 +385,11 @@ func requireLoopback(host string) error {
 // redis-benchmark contender will call it by SHA, and checks that the SHA is
 // the one go-redis computes for the same text.
 func (b *bench) loadScript() error {
-	luaGo, err := findLuaGo(b.o.luaGo)
+	scripts, err := findScripts(b.o.scripts)
 	if err != nil {
 		return err
 	}
-	src, err := checkScriptSource(luaGo, benchScript)
+	src, err := checkScriptSource(scripts, benchScript)
 	if err != nil {
 		return err
 	}
@@ -408,18 +409,18 @@ func (b *bench) loadScript() error {
 		return err
 	}
 	if _, err := b.store.Check(b.ctx, ratelimit.KeyWindows(ratelimit.Key{BizType: "BENCH", Channel: "PROBE"}, openRule.Windows), "probe", 0); err != nil {
-		return fmt.Errorf("RedisStore.Check probe: %w", err)
+		return fmt.Errorf("redisstore.Store.Check probe: %w", err)
 	}
 	st, err := redisinfo.CommandStats(b.ctx, b.client)
 	if err != nil {
 		return err
 	}
 	if st["evalsha"].Calls == 0 {
-		return fmt.Errorf("RedisStore.Check sent no EVALSHA (commandstats %v)", st)
+		return fmt.Errorf("redisstore.Store.Check sent no EVALSHA (commandstats %v)", st)
 	}
 	if st["evalsha"].Calls != 1 || st["evalsha"].Failed != 0 || st["eval"].Calls != 0 {
 		// Another client may have been busy on this Redis at the same time.
-		fmt.Fprintf(os.Stderr, "warning: could not confirm that RedisStore.Check ran EVALSHA %s alone (evalsha %+v, eval %+v)\n", sha, st["evalsha"], st["eval"])
+		fmt.Fprintf(os.Stderr, "warning: could not confirm that redisstore.Store.Check ran EVALSHA %s alone (evalsha %+v, eval %+v)\n", sha, st["evalsha"], st["eval"])
 	}
 	return nil
 }
@@ -440,7 +441,7 @@ func (b *bench) header() *benchenv.Run {
 	fmt.Printf("settings: %d concurrent callers, %s measured + %s warm-up per contender, one key per contender, "+
 		"window %s, open limit %d, saturated limit %d; go-redis PoolSize %s\n",
 		b.o.conc, b.o.duration, b.o.warmup, window, openLimit, fullLimit, pool)
-	fmt.Printf("script: %s from internal/ratelimit/lua.go (what RedisStore.Check runs for these one-window keys), SHA %s (loaded with redis-cli SCRIPT LOAD)\n", benchScript, b.sha)
+	fmt.Printf("script: %s from internal/ratelimit/redisstore (what the Redis store's Check runs for these one-window keys), SHA %s (loaded with redis-cli SCRIPT LOAD)\n", benchScript, b.sha)
 	return env
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // memory fills one window key with 100 and with 10,000 distinct members
-// through RedisStore.Check (a 1h window, so nothing expires) and prints
+// through redisstore.Store.Check (a 1h window, so nothing expires) and prints
 // MEMORY USAGE per member.
 func (b *bench) memory() error {
 	const memberFmt = "req-%016d" // 20 bytes, like a requestId
@@ -100,11 +100,11 @@ func (b *bench) allocs() error {
 		{"go-redis floor: client.EvalSha(sha, keys, the check scripts' ARGV for one count window) + Int64Slice", []string{redisKey}, func(ctx context.Context, m string) error {
 			return b.client.EvalSha(ctx, b.sha, []string{redisKey, redisKey + ":#" + m}, oneCountWindowArgs(openLimit, time.Second, m)...).Err()
 		}},
-		{"payserver RedisStore.Check unbatched", []string{redisKey}, func(ctx context.Context, m string) error {
+		{"payserver redisstore.Store.Check unbatched", []string{redisKey}, func(ctx context.Context, m string) error {
 			_, err := b.store.Check(ctx, ratelimit.KeyWindows(openKey, wOpen), m, 0)
 			return err
 		}},
-		{"payserver RedisStore.Check as shipped (coalesced; serial, so one member per call)", []string{redisKey}, func(ctx context.Context, m string) error {
+		{"payserver redisstore.Store.Check as shipped (coalesced; serial, so one member per call)", []string{redisKey}, func(ctx context.Context, m string) error {
 			_, err := b.co.Check(ctx, ratelimit.KeyWindows(openKey, wOpen), m, 0)
 			return err
 		}},

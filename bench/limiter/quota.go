@@ -33,7 +33,7 @@ func quotaWindows() map[string][]ratelimit.KeyWindow {
 }
 
 // quota measures the check cost of money caps and channel-wide keys against
-// a count-only rule, in interleaved rounds (RedisStore.Check unbatched, one
+// a count-only rule, in interleaved rounds (redisstore.Store.Check unbatched, one
 // EVALSHA per check), and the Redis memory per member of calendar and
 // amount windows against a sorted set.
 func (b *bench) quota() error {
@@ -71,7 +71,7 @@ func (b *bench) quota() error {
 			}
 		}
 	}
-	fmt.Printf("QUOTA check cost, RedisStore.Check unbatched, %d callers, median of %d rounds:\n", b.o.conc, b.o.rounds)
+	fmt.Printf("QUOTA check cost, redisstore.Store.Check unbatched, %d callers, median of %d rounds:\n", b.o.conc, b.o.rounds)
 	med := map[string]result{}
 	for _, id := range ids {
 		rs := byID[id]

@@ -4,59 +4,31 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 )
 
-// benchScript is the script RedisStore.Check runs for the benchmark's keys
-// (one sliding count window: a plain key, plainCheckScript).
-const benchScript = "plainCheckScript"
+// benchScript is the script the Redis store's Check runs for the
+// benchmark's keys (one sliding count window: a plain key, plain_check.lua).
+const benchScript = "plain_check.lua"
 
-// checkScriptSource returns the Lua source of ratelimit's script variable
-// name, read from internal/ratelimit/lua.go with the Go parser. The
-// variable is unexported, so this is how redis-benchmark gets byte for byte
-// the script that RedisStore.Check runs; the SHA1 of the text is the one
+// checkScriptSource returns the Lua source of the Redis store's script
+// file name as the store sends it: now.lua (the time preamble) followed by
+// the script, read from the store's directory (internal/ratelimit/redisstore,
+// which embeds them). This is how redis-benchmark gets byte for byte the
+// script that the store's Check runs; the SHA1 of the text is the one
 // go-redis sends with EVALSHA.
-func checkScriptSource(luaGo, name string) (string, error) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, luaGo, nil, 0)
-	if err != nil {
-		return "", fmt.Errorf("parse %s: %w", luaGo, err)
-	}
-	var src string
-	ast.Inspect(f, func(n ast.Node) bool {
-		vs, ok := n.(*ast.ValueSpec)
-		if !ok || src != "" {
-			return src == ""
+func checkScriptSource(dir, name string) (string, error) {
+	var src []byte
+	for _, f := range []string{"now.lua", name} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return "", err
 		}
-		for i, n := range vs.Names {
-			if n.Name != name || i >= len(vs.Values) {
-				continue
-			}
-			call, ok := vs.Values[i].(*ast.CallExpr)
-			if !ok || len(call.Args) != 1 {
-				continue
-			}
-			lit, ok := call.Args[0].(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				continue
-			}
-			if s, err := strconv.Unquote(lit.Value); err == nil {
-				src = s
-			}
-		}
-		return false
-	})
-	if src == "" {
-		return "", errors.New("no `var " + name + " = redis.NewScript(\"...\")` in " + luaGo)
+		src = append(src, b...)
 	}
-	return src, nil
+	return string(src), nil
 }
 
 func sha1Hex(s string) string {
@@ -64,9 +36,10 @@ func sha1Hex(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// findLuaGo looks for internal/ratelimit/lua.go in the current directory and
-// its parents (go run ./bench/limiter runs from the module root).
-func findLuaGo(flagValue string) (string, error) {
+// findScripts looks for the Redis store's scripts
+// (internal/ratelimit/redisstore) in the current directory and its parents
+// (go run ./bench/limiter runs from the module root).
+func findScripts(flagValue string) (string, error) {
 	if flagValue != "" {
 		return flagValue, nil
 	}
@@ -75,15 +48,15 @@ func findLuaGo(flagValue string) (string, error) {
 		return "", err
 	}
 	for {
-		p := filepath.Join(dir, "internal", "ratelimit", "lua.go")
-		if _, err := os.Stat(p); err == nil {
+		p := filepath.Join(dir, "internal", "ratelimit", "redisstore")
+		if _, err := os.Stat(filepath.Join(p, benchScript)); err == nil {
 			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 				return p, nil
 			}
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("internal/ratelimit/lua.go not found above the working directory; pass -lua")
+			return "", errors.New("internal/ratelimit/redisstore not found above the working directory; pass -scripts")
 		}
 		dir = parent
 	}
@@ -94,7 +67,7 @@ func findLuaGo(flagValue string) (string, error) {
 // TTL margin (ms), now (0: Redis TIME), the number of windows, the window's
 // kind (0), limit, size (µs), four unused period boundaries and its track
 // (0), no reservations (0), no learning windows (0: the window does not
-// learn from throttles, as RedisStore.Check's store-open contender), then
+// learn from throttles, as the Redis store's Check, the store-open contender), then
 // the member and its amount. Its KEYS are the window's key and the member's
 // identity key there (the window's key + ":#" + member).
 func oneCountWindowArgs(limit int64, size time.Duration, member string) []any {

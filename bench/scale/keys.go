@@ -155,7 +155,7 @@ func (b *bench) redisKeys() error {
 	}
 	fmt.Printf("Redis memory of keys made by traffic: %d distinct keys (BIZTYPE:RK), one admitted check each through the unbatched store on 64 callers (%.0f checks/s),\n",
 		n, float64(n)/took.Seconds())
-	fmt.Println("two windows each (count 1h, calendar day amount), one member each; RedisStore.Check directly, as a limits document holds at most 10,000 keys.")
+	fmt.Println("two windows each (count 1h, calendar day amount), one member each; redisstore.Store.Check directly, as a limits document holds at most 10,000 keys.")
 	fmt.Println()
 	fmt.Println("| keys | Redis keys added | used_memory delta MB | B per key |")
 	fmt.Println("|---:|---:|---:|---:|")

@@ -22,7 +22,7 @@
 //
 // Checks go through ratelimit.Limiter as payserver makes them (the plan of
 // the rules in force, learning windows included), with the near-cache off
-// so that every refusal is Redis's, over a RedisStore without coalescing
+// so that every refusal is Redis's, over a redisstore.Store without coalescing
 // ("unbatched": one caller, one script call per check) or with it
 // ("coalesced": -callers concurrent callers, the store as shipped). The
 // Redis time of a check is the script commands' usec in INFO commandstats
@@ -52,6 +52,7 @@ import (
 	"payserver/bench/internal/redisinfo"
 	"payserver/internal/netaddr"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 )
 
 type options struct {
@@ -156,7 +157,7 @@ type bench struct {
 	prefix string
 	// plain is the store without coalescing; co is the store as payserver
 	// ships it (coalescing concurrent checks of a key).
-	plain, co *ratelimit.RedisStore
+	plain, co *redisstore.Store
 	// unbatched and coalesced are Limiters over plain and co.
 	unbatched, coalesced *ratelimit.Limiter
 }
@@ -227,13 +228,13 @@ func newBench(o options) (*bench, error) {
 	}
 	b := &bench{o: o, ctx: ctx, client: client, prefix: "payserver:bench-scale:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"}
 	var err error
-	if b.plain, err = ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: b.prefix}); err != nil {
+	if b.plain, err = redisstore.New(client, redisstore.Options{Prefix: b.prefix}); err != nil {
 		return nil, err
 	}
-	if b.co, err = ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: b.prefix, Coalesce: true}); err != nil {
+	if b.co, err = redisstore.New(client, redisstore.Options{Prefix: b.prefix, Coalesce: true}); err != nil {
 		return nil, err
 	}
-	for _, st := range []*ratelimit.RedisStore{b.plain, b.co} {
+	for _, st := range []*redisstore.Store{b.plain, b.co} {
 		if err := st.Warm(ctx); err != nil {
 			return nil, err
 		}

@@ -248,9 +248,9 @@ func (b *bench) redisMemory() (used, keys int64, err error) {
 }
 
 // memoryUsage reads MEMORY USAGE of w's keys, as the store names them
-// (RedisStore.RedisKey; a sliding amount window's amounts hash is its key
+// (redisstore.Store.RedisKey; a sliding amount window's amounts hash is its key
 // with ":v", a sliding count window's identity key of a member its key with
-// ":#" and the member: lua.go).
+// ":#" and the member: internal/ratelimit/redisstore/check.lua).
 func (b *bench) memoryUsage(w ratelimit.KeyWindow, n int, mem *memory) error {
 	k := b.plain.RedisKey(w)
 	keys := []string{k}

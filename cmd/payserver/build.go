@@ -19,6 +19,7 @@ import (
 	"payserver/internal/metrics"
 	"payserver/internal/pay"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/repo"
 )
 
@@ -80,7 +81,7 @@ func (m *Main) limiterStore(ctx context.Context) (ratelimit.Store, error) {
 		m.durable = durable
 		return durable, nil
 	}
-	store, err := ratelimit.NewRedisStoreWithOptions(m.redis, ratelimit.RedisStoreOptions{
+	store, err := redisstore.New(m.redis, redisstore.Options{
 		Coalesce: m.cfg.Limiter.Coalesce,
 		MaxBatch: m.cfg.Limiter.MaxBatch,
 	})

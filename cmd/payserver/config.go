@@ -115,7 +115,7 @@ type LimiterConfig struct {
 	LocalShare    float64          `yaml:"localShare"`    // settings file only (overrides 1/instanceCount)
 	NearCache     bool             `yaml:"nearCache"`     // settings file only
 	// Coalesce sends the concurrent checks of one key to Redis as one
-	// script call (ratelimit.RedisStoreOptions.Coalesce).
+	// script call (redisstore.Options.Coalesce).
 	Coalesce bool `yaml:"coalesce"` // settings file only
 	// MaxBatch bounds the checks in one coalesced call; 0 means 128.
 	MaxBatch int `yaml:"maxBatch"` // settings file only

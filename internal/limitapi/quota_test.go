@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -14,7 +15,7 @@ import (
 // peek says whether a payment of some amount would pass, without taking
 // anything.
 func TestAcquireAndPeekCountAmounts(t *testing.T) {
-	s, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "test:limitapi:")
+	s, err := redisstore.New(testutil.MustRedis(t), redisstore.Options{Prefix: "test:limitapi:"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"payserver/internal/apperr"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -24,7 +25,7 @@ func TestReleaseOfASlotNotHeldIsNotFound(t *testing.T) {
 		store func(t *testing.T) ratelimit.Store
 	}{
 		{"redis", func(t *testing.T) ratelimit.Store {
-			s, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "test:limitapi:")
+			s, err := redisstore.New(testutil.MustRedis(t), redisstore.Options{Prefix: "test:limitapi:"})
 			if err != nil {
 				t.Fatal(err)
 			}

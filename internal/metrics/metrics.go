@@ -86,7 +86,7 @@ func New() *Metrics {
 
 // WatchCoalescer exports the coalescer's totals: script calls sent and the
 // checks they decided (their ratio is the mean batch size). stats is
-// (*ratelimit.RedisStore).CoalesceStats.
+// (*redisstore.Store).CoalesceStats.
 func (m *Metrics) WatchCoalescer(stats func() (calls, checks uint64)) {
 	m.Registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -16,6 +16,7 @@ import (
 	"payserver/internal/pay"
 	"payserver/internal/pay/paytest"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -50,7 +51,7 @@ func TestRoutingAgreesWithModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		biz := testutil.UniqueName("RP")
 		// A prefix per sequence: channel-wide keys are shared by bizTypes.
-		store, err := ratelimit.NewRedisStoreWithOptions(client, ratelimit.RedisStoreOptions{Prefix: "rtprop" + biz + ":"})
+		store, err := redisstore.New(client, redisstore.Options{Prefix: "rtprop" + biz + ":"})
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -105,7 +106,7 @@ type slotLifeTarget struct {
 func slotLifeTargets() []slotLifeTarget {
 	redisOn := func(t *testing.T, c redis.UniversalClient) func(string) ratelimit.Store {
 		return func(run string) ratelimit.Store {
-			s, err := ratelimit.NewRedisStore(c, "test:slotlife:"+run+":")
+			s, err := redisstore.New(c, redisstore.Options{Prefix: "test:slotlife:" + run + ":"})
 			if err != nil {
 				t.Fatal(err)
 			}

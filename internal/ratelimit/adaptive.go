@@ -130,15 +130,16 @@ func (r Rule) learning(i int) Learning {
 	return l
 }
 
-// learns reports whether window w of a check has a learned limit to read:
-// a window of the rules (not a reservation's use) that learns.
-func (w KeyWindow) learns() bool { return w.Learn.On() && w.Track == TrackNone }
+// Learns reports whether window w of a check has a learned limit to read:
+// a window of the rules (not a reservation's use) that learns. The stores
+// that keep learned limits (Learner) keep them for these windows only.
+func (w KeyWindow) Learns() bool { return w.Learn.On() && w.Track == TrackNone }
 
 // learningOnly returns the windows of windows that learn, in their order.
 func learningOnly(windows []KeyWindow) []KeyWindow {
 	var out []KeyWindow
 	for _, w := range windows {
-		if w.learns() {
+		if w.Learns() {
 			out = append(out, w)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -26,17 +27,17 @@ func batchedClients() map[string]func(t *testing.T) redis.UniversalClient {
 	}
 }
 
-// batchings are the ways a RedisStore can send checks: one script call per
+// batchings are the ways a redisstore.Store can send checks: one script call per
 // check ("plain"), or one per batch of one key's concurrent checks.
-var batchings = map[string]ratelimit.RedisStoreOptions{
+var batchings = map[string]redisstore.Options{
 	"plain":    {},
 	"coalesce": {Coalesce: true},
 }
 
-func mustStoreWith(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStoreOptions) *ratelimit.RedisStore {
+func mustStoreWith(t *testing.T, c redis.UniversalClient, o redisstore.Options) *redisstore.Store {
 	t.Helper()
 	o.Prefix = "test:rl:"
-	s, err := ratelimit.NewRedisStoreWithOptions(c, o)
+	s, err := redisstore.New(c, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func mustStoreWith(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStore
 }
 
 // forBatchings runs f for every batching on every backend.
-func forBatchings(t *testing.T, f func(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStoreOptions)) {
+func forBatchings(t *testing.T, f func(t *testing.T, c redis.UniversalClient, o redisstore.Options)) {
 	for name, mk := range batchedClients() {
 		for bname, o := range batchings {
 			t.Run(name+"/"+bname, func(t *testing.T) { f(t, mk(t), o) })
@@ -55,7 +56,7 @@ func forBatchings(t *testing.T, f func(t *testing.T, c redis.UniversalClient, o 
 // TestBatchedExactUnderConcurrency is TestExactUnderConcurrency with checks
 // batched: 64 callers, demand 8x the limit, exactly the limit admitted.
 func TestBatchedExactUnderConcurrency(t *testing.T) {
-	forBatchings(t, func(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStoreOptions) {
+	forBatchings(t, func(t *testing.T, c redis.UniversalClient, o redisstore.Options) {
 		s := mustStoreWith(t, c, o)
 		for round := 0; round < 3; round++ {
 			w := ratelimit.Window{Limit: 100, Size: time.Minute}
@@ -76,7 +77,7 @@ func TestCoalescerBatches(t *testing.T) {
 }
 
 func testCoalescerBatches(t *testing.T, c redis.UniversalClient) {
-	s := mustStoreWith(t, c, ratelimit.RedisStoreOptions{Coalesce: true})
+	s := mustStoreWith(t, c, redisstore.Options{Coalesce: true})
 	k := newKey()
 	ws := []ratelimit.Window{{Limit: 1000, Size: time.Minute}}
 	for i := range 5 {
@@ -102,8 +103,8 @@ func testCoalescerBatches(t *testing.T, c redis.UniversalClient) {
 // time aside (they depend on the instant; an admission has a time, a
 // refusal none).
 func TestBatchedStoreSameAnswers(t *testing.T) {
-	forBatchings(t, func(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStoreOptions) {
-		plain, _ := ratelimit.NewRedisStore(c, "test:rl:")
+	forBatchings(t, func(t *testing.T, c redis.UniversalClient, o redisstore.Options) {
+		plain, _ := redisstore.New(c, redisstore.Options{Prefix: "test:rl:"})
 		batched := mustStoreWith(t, c, o)
 		ws := []ratelimit.Window{{Limit: 3, Size: 10 * time.Second}, {Limit: 4, Size: time.Minute}}
 		seq := []string{"a", "b", "a", "c", "d", "c", "-c", "e", "f", "a", "g"}
@@ -145,7 +146,7 @@ func TestBatchedStoreSameAnswers(t *testing.T) {
 // TestBatchedStoreReloadsFlushedScript: after SCRIPT FLUSH the batched
 // EVALSHA gets NOSCRIPT and the check falls back to EVAL.
 func TestBatchedStoreReloadsFlushedScript(t *testing.T) {
-	forBatchings(t, func(t *testing.T, c redis.UniversalClient, o ratelimit.RedisStoreOptions) {
+	forBatchings(t, func(t *testing.T, c redis.UniversalClient, o redisstore.Options) {
 		s, k := mustStoreWith(t, c, o), newKey()
 		ws := []ratelimit.Window{{Limit: 5, Size: time.Second}}
 		mustCheck(t, s, k, ws, "a")
@@ -170,7 +171,7 @@ func TestBatchedStoreHonoursDeadline(t *testing.T) {
 	}
 }
 
-func testHonoursDeadline(t *testing.T, o ratelimit.RedisStoreOptions) {
+func testHonoursDeadline(t *testing.T, o redisstore.Options) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

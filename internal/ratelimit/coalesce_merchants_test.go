@@ -3,29 +3,30 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
-	"payserver/internal/batch"
 	"payserver/internal/testutil"
 )
 
 // TestCoalescedMerchantCallsAgreeWithModel: the windows of real requests
 // (applicable: their own key and the channel-wide key with reservations,
 // merchant limits on both, learned limits after throttles), several
-// merchants and bizTypes, split into calls as the coalescer splits them
-// (fit) and sent as it sends them (oneCall): each member's answer is the
-// model's for its own windows, member by member in arrival order.
+// merchants and bizTypes, split into calls and sent as the coalescer
+// splits and sends them (the Redis store's CheckBatch): each member's
+// answer is the model's for its own windows, member by member in arrival
+// order.
 func TestCoalescedMerchantCallsAgreeWithModel(t *testing.T) {
 	var mixed, mixedReserved, learnedBound int
 	defer func() {
 		t.Logf("calls of several merchants %d, %d of them with reservations; answers under a learned limit %d", mixed, mixedReserved, learnedBound)
 	}()
 	testutil.PropertyChecks(t, 200)
-	_, c := testutil.MustMiniredis(t)
-	s, _ := NewRedisStore(c, "test:cm:")
+	var now time.Time
+	s := redisServer(t, "embedded").New(t, "test:cm:", &now)
 	rapid.Check(t, func(t *rapid.T) {
 		own := Key{BizType: testutil.UniqueName("P"), Channel: testutil.UniqueName("C")}
 		other := Key{BizType: testutil.UniqueName("Q"), Channel: own.Channel}
@@ -62,7 +63,7 @@ func TestCoalescedMerchantCallsAgreeWithModel(t *testing.T) {
 			t.Skip("no windows")
 		}
 		model := NewModel()
-		now := rapid.SampledFrom(modelStarts).Draw(t, "start")
+		now = rapid.SampledFrom(modelStarts).Draw(t, "start")
 		merchants := []string{"", "M1", "M2", "M3"}
 		req := func(t *rapid.T) Request {
 			k := own
@@ -79,7 +80,7 @@ func TestCoalescedMerchantCallsAgreeWithModel(t *testing.T) {
 					k = other
 				}
 				n := rapid.IntRange(2, 8).Draw(t, "size")
-				var calls []*batch.Call[checkArg, StoreResult]
+				var checks []BatchCheck
 				var reqs []Request
 				for i := 0; i < n; i++ {
 					r := req(t)
@@ -89,43 +90,21 @@ func TestCoalescedMerchantCallsAgreeWithModel(t *testing.T) {
 						continue
 					}
 					reqs = append(reqs, r)
-					calls = append(calls, &batch.Call[checkArg, StoreResult]{Arg: checkArg{windows: ws, member: checkMember{r.Member, r.Amount}}})
+					checks = append(checks, BatchCheck{Windows: ws, Member: r.Member, Amount: r.Amount})
 				}
-				for len(calls) > 0 {
-					f := fit(calls)
-					part := calls[:f]
-					var got []StoreResult
-					if f == 1 {
-						res, err := s.runCheck(context.Background(), part[0].Arg.windows, s.checkKeys(part[0].Arg.windows, part[0].Arg.member), checkArgsAt(micros(now), now, part[0].Arg.windows, part[0].Arg.member))
-						if err != nil {
-							t.Fatal(err)
-						}
-						got = make([]StoreResult, 1)
-						if err := parseCheckReply(res, len(part[0].Arg.windows), got); err != nil {
-							t.Fatalf("one: %v: %v res %v", err, part[0].Arg.windows, res)
-						}
-					} else {
-						ws, ow := oneCall(part)
-						if ow != nil {
-							mixed++
-							for _, w := range ws {
-								if len(w.Reserved) > 0 {
-									mixedReserved++
-									break
-								}
-							}
-						}
-						ms := make([]checkMember, len(part))
-						for i, c := range part {
-							ms[i] = c.Arg.member
-						}
-						res, err := s.runCheck(context.Background(), ws, s.checkKeysOwn(ws, ow, ms), checkArgsOwn(micros(now), now, ws, ow, ms))
-						if err != nil {
-							t.Fatal(err)
-						}
-						got = make([]StoreResult, len(part))
-						if err := parseCheckReplyOwn(res, len(ws), ow, got); err != nil {
-							t.Fatalf("%v: union %v own %v res %v", err, ws, ow, res)
+				for len(checks) > 0 {
+					got, err := s.CheckBatch(context.Background(), checks)
+					if err != nil {
+						t.Fatal(err)
+					}
+					f := len(got)
+					part := checks[:f]
+					if f > 1 && slices.ContainsFunc(part, func(c BatchCheck) bool { return !slices.EqualFunc(c.Windows, part[0].Windows, KeyWindow.Same) }) {
+						mixed++
+						if slices.ContainsFunc(part, func(c BatchCheck) bool {
+							return slices.ContainsFunc(c.Windows, func(w KeyWindow) bool { return len(w.Reserved) > 0 })
+						}) {
+							mixedReserved++
 						}
 					}
 					for i := range got {
@@ -134,12 +113,12 @@ func TestCoalescedMerchantCallsAgreeWithModel(t *testing.T) {
 						}
 					}
 					for i, c := range part {
-						want := model.Check(c.Arg.windows, c.Arg.member.id, c.Arg.member.amount, now)
+						want := model.Check(c.Windows, c.Member, c.Amount, now)
 						if fmt.Sprint(got[i]) != fmt.Sprint(want) {
-							t.Fatalf("fit %d: member %d %v windows %v\n got %+v\nwant %+v", f, i, reqs[i], c.Arg.windows, got[i], want)
+							t.Fatalf("fit %d: member %d %v windows %v\n got %+v\nwant %+v", f, i, reqs[i], c.Windows, got[i], want)
 						}
 					}
-					calls, reqs = calls[f:], reqs[f:]
+					checks, reqs = checks[f:], reqs[f:]
 				}
 			},
 			"advance": func(t *rapid.T) {
@@ -148,7 +127,7 @@ func TestCoalescedMerchantCallsAgreeWithModel(t *testing.T) {
 			"throttle": func(t *rapid.T) {
 				ws := applicable(cfg, Request{Key: own}, now)
 				ra := time.Duration(rapid.Int64Range(0, 2_000_000).Draw(t, "ra")) * time.Microsecond
-				if _, err := s.learnAt(context.Background(), micros(now), learnThrottle, ws, ra); err != nil {
+				if err := s.Throttle(context.Background(), ws, ra); err != nil {
 					t.Fatal(err)
 				}
 				model.Throttle(ws, now, ra)

@@ -11,7 +11,8 @@ import (
 	"pgregory.net/rapid"
 
 	"payserver/internal/ratelimit"
-	"payserver/internal/ratelimit/ratelimittest"
+	"payserver/internal/ratelimit/redisstore"
+	"payserver/internal/ratelimit/redisstore/redisstoretest"
 	"payserver/internal/testutil"
 )
 
@@ -114,10 +115,10 @@ func TestCoalescedConcurrentChecksAgreeWithModel(t *testing.T) {
 	testutil.PropertyChecks(t, 200)
 	for name, mk := range map[string]func(t *testing.T) ratelimit.Store{
 		"redis": func(t *testing.T) ratelimit.Store {
-			return mustStoreWith(t, testutil.MustRedis(t), ratelimit.RedisStoreOptions{Coalesce: true, MaxBatch: 4})
+			return mustStoreWith(t, testutil.MustRedis(t), redisstore.Options{Coalesce: true, MaxBatch: 4})
 		},
 		"cluster": func(t *testing.T) ratelimit.Store {
-			return mustStoreWith(t, testutil.MustCluster(t), ratelimit.RedisStoreOptions{Coalesce: true, MaxBatch: 4})
+			return mustStoreWith(t, testutil.MustCluster(t), redisstore.Options{Coalesce: true, MaxBatch: 4})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -154,7 +155,7 @@ func TestCoalescedConcurrentChecksAgreeWithModel(t *testing.T) {
 // TestConcurrentModelCheckHasTeeth: the same check fails on the naive
 // three-command store, which over-admits under concurrency.
 func TestConcurrentModelCheckHasTeeth(t *testing.T) {
-	naive := &ratelimittest.NaiveStore{Client: testutil.MustRedis(t), Prefix: "test:naive:"}
+	naive := &redisstoretest.NaiveStore{Client: testutil.MustRedis(t), Prefix: "test:naive:"}
 	ws := ratelimit.KeyWindows(newKey(), []ratelimit.Window{{Limit: 5, Size: time.Minute}})
 	for round := range 20 {
 		callers := make([][]string, 64)

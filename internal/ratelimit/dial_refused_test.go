@@ -10,6 +10,7 @@ import (
 
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 )
 
 // closedPort returns a loopback address nothing listens on.
@@ -34,7 +35,7 @@ func TestRefusedDialIsDecidedInProcess(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: closedPort(t), DialTimeout: 250 * time.Millisecond, MaxRetries: -1, DialerRetries: 1,
 		ContextTimeoutEnabled: true, PoolTimeout: 100 * time.Millisecond})
 	defer c.Close()
-	store, err := ratelimit.NewRedisStore(c, "")
+	store, err := redisstore.New(c, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

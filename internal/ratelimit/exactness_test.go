@@ -11,7 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
-	"payserver/internal/ratelimit/ratelimittest"
+	"payserver/internal/ratelimit/redisstore"
+	"payserver/internal/ratelimit/redisstore/redisstoretest"
 	"payserver/internal/testutil"
 )
 
@@ -57,7 +58,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 	}
 	for name, mk := range clients {
 		t.Run(name, func(t *testing.T) {
-			s, _ := ratelimit.NewRedisStore(mk(t), "test:rl:")
+			s, _ := redisstore.New(mk(t), redisstore.Options{Prefix: "test:rl:"})
 			for round := 0; round < 3; round++ {
 				w := ratelimit.Window{Limit: 100, Size: time.Minute}
 				got := hammer(t, s, newKey(), w, 64, 13)
@@ -73,7 +74,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 // the three-round-trip sequence of the original design notes, so the
 // exactness test above can fail.
 func TestNaiveThreeCommandsOverAdmit(t *testing.T) {
-	naive := &ratelimittest.NaiveStore{Client: testutil.MustRedis(t), Prefix: "test:naive:"}
+	naive := &redisstoretest.NaiveStore{Client: testutil.MustRedis(t), Prefix: "test:naive:"}
 	w := ratelimit.Window{Limit: 100, Size: time.Minute}
 	var worst int64
 	for round := 0; round < 5 && worst <= w.Limit; round++ {

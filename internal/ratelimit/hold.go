@@ -153,7 +153,7 @@ func (h Hold) held(amountsOnly bool) []KeyWindow {
 // them), so that a payment settled by another process, or after a
 // restart, is given back from the windows it was admitted into. A name is
 // a store's window name: "{CHANNEL}:BIZTYPE:ID" after any key prefix
-// (WindowKey, RedisStore.WindowKey). An empty list, or a name that does
+// (WindowKey, redisstore.Store.WindowKey). An empty list, or a name that does
 // not parse, gives a hold with unknown windows (HoldOf) and the error.
 func HoldFromWindowKeys(key Key, member string, names []string) (Hold, error) {
 	if len(names) == 0 {
@@ -161,7 +161,7 @@ func HoldFromWindowKeys(key Key, member string, names []string) (Hold, error) {
 	}
 	ws := make([]KeyWindow, 0, len(names))
 	for _, n := range names {
-		w, err := parseWindowKey(n)
+		w, err := ParseWindowKey(n)
 		if err != nil {
 			return HoldOf(key, member), err
 		}
@@ -170,13 +170,13 @@ func HoldFromWindowKeys(key Key, member string, names []string) (Hold, error) {
 	return Hold{Key: key, Member: member, windows: ws}, nil
 }
 
-// parseWindowKey reads a window's name back into the window it names
+// ParseWindowKey reads a window's name back into the window it names
 // (without its limit, which no name holds): the inverse of WindowKey, and
-// of RedisStore.WindowKey once the prefix (everything before the last '{')
+// of redisstore.Store.WindowKey once the prefix (everything before the last '{')
 // is dropped. A reservation's own-use window, whose key is reserveKey,
 // comes back with Track TrackOwn; a merchant's use of a window, whose key
 // is MerchantKey, with its Merchant.
-func parseWindowKey(name string) (KeyWindow, error) {
+func ParseWindowKey(name string) (KeyWindow, error) {
 	i := strings.LastIndexByte(name, '{')
 	rest := name[i+1:]
 	ch, rest, ok1 := strings.Cut(rest, "}:")

@@ -18,9 +18,9 @@ func TestParseWindowKeyReadsEveryNameBack(t *testing.T) {
 		if key.BizType == anyBizType+"REFUND_2" {
 			kw.Track = TrackOwn
 		}
-		prefix := rapid.SampledFrom([]string{"", defaultKeyPrefix, "other:{tag}:"}).Draw(t, "prefix")
-		name := windowKey(prefix, kw)
-		got, err := parseWindowKey(name)
+		prefix := rapid.SampledFrom([]string{"", "payserver:rl:", "other:{tag}:"}).Draw(t, "prefix")
+		name := prefix + WindowKey(kw)
+		got, err := ParseWindowKey(name)
 		if err != nil {
 			t.Fatalf("%q: %v", name, err)
 		}
@@ -36,7 +36,7 @@ func TestParseWindowKeyRefusesWhatNoStoreNames(t *testing.T) {
 		"{ALIPAY}:PAY:week.0000.UTC", "{ALIPAY}:PAY:day.2500.UTC", "{ALIPAY}:PAY:day.0000.Mars/Base",
 		"{ALIPAY}:pay:1000", "{ALIPAY}:*x:1000",
 	} {
-		if w, err := parseWindowKey(name); err == nil {
+		if w, err := ParseWindowKey(name); err == nil {
 			t.Errorf("%q parsed as %+v, want an error", name, w)
 		}
 	}
@@ -48,7 +48,7 @@ func TestHoldFromWindowKeys(t *testing.T) {
 	if h, err := HoldFromWindowKeys(k, "r1", nil); err != nil || h.Known() {
 		t.Fatalf("no names: %+v, %v; want unknown windows", h, err)
 	}
-	h, err := HoldFromWindowKeys(k, "r1", []string{defaultKeyPrefix + "{ALIPAY}:PAY:1000", "{ALIPAY}:*:aday.2300.Asia/Shanghai.CNY"})
+	h, err := HoldFromWindowKeys(k, "r1", []string{"payserver:rl:{ALIPAY}:PAY:1000", "{ALIPAY}:*:aday.2300.Asia/Shanghai.CNY"})
 	if err != nil || !h.Known() || len(h.held(false)) != 2 || len(h.held(true)) != 1 {
 		t.Fatalf("two names: %+v, %v", h, err)
 	}

@@ -2,11 +2,11 @@ package ratelimit
 
 import "time"
 
-// Learned limits, as the Model writes them (every store follows; the
-// script in lua.go, checkScript and learnScript). All arithmetic is on
+// Learned limits, as the Model writes them (every store follows, the Redis
+// store's check and learn scripts too: redisstore). All arithmetic is on
 // integers: times in µs, fractions in millionths, divisions rounded down.
 //
-// A learning window w (KeyWindow.learns: a sliding count window of size S
+// A learning window w (KeyWindow.Learns: a sliding count window of size S
 // and configured limit C, with Learning {Step, Decrease, Floor}) may hold a
 // learned state {l, t, nb, e}: the learned value l set at the last
 // throttle t, a not-before nb and an end e.
@@ -95,6 +95,13 @@ func throttled(w KeyWindow, st learnedState, ok bool, use, now, r int64) (next l
 	return learnedState{l: l, t: now, nb: nb, e: e}, true
 }
 
+// ReportLearned is what Learner.Learned reports of window w at now (µs)
+// for the learned state {l, t, nb, e} a store keeps of it (above): a
+// store that keeps the state outside this package reports it so.
+func ReportLearned(w KeyWindow, l, t, nb, e, now int64) LearnedLimit {
+	return learnedLimit(w, learnedState{l: l, t: t, nb: nb, e: e}, now)
+}
+
 // learnedLimit reports state st of window w at now (µs) for Learned.
 func learnedLimit(w KeyWindow, st learnedState, now int64) LearnedLimit {
 	limit, _, nb := effective(w, st, true, now)
@@ -123,7 +130,7 @@ func (m *Model) learnedAt(w KeyWindow, now int64) (learnedState, bool) {
 func (m *Model) Throttle(windows []KeyWindow, now time.Time, retryAfter time.Duration) {
 	at := micros(now)
 	for _, w := range windows {
-		if !w.learns() {
+		if !w.Learns() {
 			continue
 		}
 		st, ok := m.learnedAt(w, at)
@@ -142,7 +149,7 @@ func (m *Model) Learned(windows []KeyWindow, now time.Time) []LearnedLimit {
 	at := micros(now)
 	var out []LearnedLimit
 	for _, w := range windows {
-		if st, ok := m.learned[idOf(w)]; ok && w.learns() && at < st.e {
+		if st, ok := m.learned[idOf(w)]; ok && w.Learns() && at < st.e {
 			out = append(out, learnedLimit(w, st, at))
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -54,12 +55,12 @@ func mustLearned(t *testing.T, l *ratelimit.Limiter, k ratelimit.Key) []ratelimi
 	return got
 }
 
-// learned70 returns a Limiter on a RedisStore on c, and a fresh key of
+// learned70 returns a Limiter on a redisstore.Store on c, and a fresh key of
 // limit 100 per minute that learned 70: 100 admitted, a throttle, then
 // every admission released.
 func learned70(t *testing.T, c redis.UniversalClient) (*ratelimit.Limiter, ratelimit.Key) {
 	t.Helper()
-	s, _ := ratelimit.NewRedisStore(c, "test:learn:")
+	s, _ := redisstore.New(c, redisstore.Options{Prefix: "test:learn:"})
 	l, err := ratelimit.New(s, ratelimit.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -194,12 +195,12 @@ func storeLimiter(t *testing.T, store ratelimit.Store) *ratelimit.Limiter {
 func learnerStores() map[string]func(t *testing.T) ratelimit.Store {
 	return map[string]func(t *testing.T) ratelimit.Store{
 		"redis": func(t *testing.T) ratelimit.Store {
-			s, _ := ratelimit.NewRedisStore(testutil.MustRedis(t), "test:learn:")
+			s, _ := redisstore.New(testutil.MustRedis(t), redisstore.Options{Prefix: "test:learn:"})
 			return s
 		},
 		"embedded": func(t *testing.T) ratelimit.Store {
 			_, c := testutil.MustMiniredis(t)
-			s, _ := ratelimit.NewRedisStore(c, "")
+			s, _ := redisstore.New(c, redisstore.Options{})
 			return s
 		},
 		"local": func(t *testing.T) ratelimit.Store { return ratelimit.NewLocalStore(nil) },

@@ -1,8 +1,9 @@
 // Package ratelimit limits calls to payment channels with exact sliding
 // windows kept in Redis: one sorted set per bizType+channel window, whose
 // members are requestIds and whose scores are Redis time, checked and updated
-// by one atomic Lua call (lua.go). The rules are written once, in Model
-// (model.go), and every store is property-tested against it.
+// by one atomic Lua call (the Redis store: redisstore, which implements
+// Store). The rules are written once, in Model (model.go), and every store
+// is property-tested against it.
 //
 // Limiter puts two wrappers around the store: the near-cache (near_cache.go),
 // which answers a saturated key without a store call, and degraded mode
@@ -205,7 +206,7 @@ func (l *Limiter) SetConfig(c *Config) {
 		}
 	}
 	l.near.clear()
-	if _, ok := l.store.(windowRegistry); ok {
+	if _, ok := l.store.(WindowRegistry); ok {
 		// A release with unknown windows, on any instance, finds the
 		// windows of next.prev and c there (RunWindowRegistry).
 		l.reg.queue(next.prev, c, l.opts.Now())
@@ -636,7 +637,7 @@ func (l *Limiter) peekLearned(ctx context.Context, windows []KeyWindow) ([]int64
 	var out []int64
 	for _, ll := range learned {
 		for i, w := range windows {
-			if !w.learns() || idOf(w) != idOf(KeyWindow{Key: ll.Key, Window: ll.Window}) || ll.Limit >= w.Limit {
+			if !w.Learns() || idOf(w) != idOf(KeyWindow{Key: ll.Key, Window: ll.Window}) || ll.Limit >= w.Limit {
 				continue
 			}
 			if out == nil {

@@ -140,7 +140,7 @@ func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount i
 		held[i] = s.windows.holds(w, member, now)
 	}
 	// A merchant's use holds what its window holds (Model.Check).
-	for i, p := range merchantParents(windows) {
+	for i, p := range MerchantParents(windows) {
 		if p >= 0 && held[p] {
 			held[i] = true
 		}
@@ -470,7 +470,7 @@ func (s *LocalStore) noteLearned(windows []KeyWindow, limits []int64, t time.Tim
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, w := range windows {
-		if !w.learns() {
+		if !w.Learns() {
 			continue
 		}
 		id := idOf(w)
@@ -497,7 +497,7 @@ func (s *LocalStore) seenLearned(windows []KeyWindow, t time.Time) []int64 {
 	var out []int64
 	for i, w := range windows {
 		st, ok := s.learned[idOf(w)]
-		if !ok || !w.learns() {
+		if !ok || !w.Learns() {
 			continue
 		}
 		if out == nil {

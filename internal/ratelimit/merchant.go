@@ -57,7 +57,7 @@ const merchantSep = "@"
 // k's windows: "BIZTYPE@MERCHANT" on k's channel, so that its windows are
 // in the channel's Redis hash slot. The merchant is escaped (every byte
 // but A-Z, a-z, 0-9, '_', '-' and '.' as %XX), so that a window's name
-// still parses (parseWindowKey) whatever the ID holds.
+// still parses (ParseWindowKey) whatever the ID holds.
 func MerchantKey(k Key, merchant string) Key {
 	return Key{BizType: k.BizType + merchantSep + escapeMerchant(merchant), Channel: k.Channel}
 }
@@ -148,14 +148,14 @@ func merchantWindow(k Key, w Window, ml *Merchants, merchant string) KeyWindow {
 	return mw
 }
 
-// merchantParents returns, for each window of windows, the index of the
+// MerchantParents returns, for each window of windows, the index of the
 // window whose merchant's use it counts (a window of the same span and
 // unit, of its key without the merchant), or -1: for every window that
 // counts no merchant's use, and for one whose window is not among windows.
 // It is nil when no window counts a merchant's use. A window is known by
 // its key (MerchantKey), so that windows read back from their names or a
 // journal are linked as those of a check.
-func merchantParents(windows []KeyWindow) []int {
+func MerchantParents(windows []KeyWindow) []int {
 	isMerchant := func(w KeyWindow) bool { return strings.Contains(w.Key.BizType, merchantSep) }
 	if !slices.ContainsFunc(windows, isMerchant) {
 		return nil

@@ -105,9 +105,9 @@ func TestMerchantKeyRoundTrip(t *testing.T) {
 		if !ok || base != k || got != m {
 			t.Errorf("MerchantKey(%q) = %q: Merchant() = %v %q %t, want %v %q", m, mk.BizType, base, got, ok, k, m)
 		}
-		w, err := parseWindowKey(WindowKey(KeyWindow{Key: mk, Window: Window{Limit: 1, Size: time.Second}}))
+		w, err := ParseWindowKey(WindowKey(KeyWindow{Key: mk, Window: Window{Limit: 1, Size: time.Second}}))
 		if err != nil || w.Key != mk || w.Merchant != m {
-			t.Errorf("parseWindowKey of %q's window: %+v, %v", m, w, err)
+			t.Errorf("ParseWindowKey of %q's window: %+v, %v", m, w, err)
 		}
 	}
 	if _, _, ok := k.Merchant(); ok {

@@ -147,8 +147,10 @@ type KeyWindow struct {
 	Merchant string
 }
 
-// same reports whether w and o are one window of a check.
-func (w KeyWindow) same(o KeyWindow) bool {
+// Same reports whether w and o are one window of a check: the same key,
+// window, track, learning, merchant and reservations (a limits change may
+// give one key's window another of these between two checks).
+func (w KeyWindow) Same(o KeyWindow) bool {
 	return w.Key == o.Key && w.Window == o.Window && w.Track == o.Track && w.Learn == o.Learn && w.Merchant == o.Merchant && slices.Equal(w.Reserved, o.Reserved) && w.OwnReserve == o.OwnReserve
 }
 
@@ -408,7 +410,7 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 	// not-before nb[i] has passed; nil when no window learns.
 	var limits, after, nb []int64
 	for i, w := range windows {
-		if !w.learns() {
+		if !w.Learns() {
 			continue
 		}
 		if limits == nil {
@@ -441,7 +443,7 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 	// holds reports whether window i holds member: it records it, or it
 	// counts a merchant's use of a window of the check that records it
 	// (the member is that merchant's slot, or another's).
-	parent := merchantParents(windows)
+	parent := MerchantParents(windows)
 	holds := func(i int) bool {
 		return slots[i].has(member) || parent != nil && parent[i] >= 0 && slots[parent[i]].has(member)
 	}

@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
-	"payserver/internal/batch"
 	"payserver/internal/testutil"
 )
 
@@ -50,20 +48,26 @@ func releaseFrom(s Store, ws []KeyWindow, member string, amount *int64) (bool, e
 	return s.Release(context.Background(), ws, member)
 }
 
-// redisTarget runs the check script on a Redis server with the time passed
-// in (ARGV[2]), the only difference from production, where Redis reads TIME.
-type redisTarget struct{ s *RedisStore }
+// checkMember is one member of a check and what it pays.
+type checkMember struct {
+	id     string
+	amount int64
+}
+
+// redisTarget runs the Redis store with the time passed in (its scripts
+// take it as an argument), the only difference from production, where
+// Redis reads TIME.
+type redisTarget struct {
+	s   RedisTestStore
+	now *time.Time
+}
 
 func (r redisTarget) checkBatch(t *rapid.T, ws []KeyWindow, members []checkMember, now time.Time) []StoreResult {
-	res, err := r.s.runCheck(context.Background(), ws, r.s.checkKeys(ws, members...), checkArgsAt(micros(now), now, ws, members...))
-	if err != nil {
-		t.Fatalf("check script: %v", err)
+	checks := make([]BatchCheck, len(members))
+	for i, m := range members {
+		checks[i] = BatchCheck{Windows: ws, Member: m.id, Amount: m.amount}
 	}
-	out := make([]StoreResult, len(members))
-	if err := parseCheckReply(res, len(ws), out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return r.checkMerchants(t, checks, now)
 }
 
 func (r redisTarget) release(t *rapid.T, ws []KeyWindow, member string, amount *int64) bool {
@@ -75,7 +79,8 @@ func (r redisTarget) release(t *rapid.T, ws []KeyWindow, member string, amount *
 }
 
 func (r redisTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
-	got, err := r.s.usageAt(context.Background(), micros(now), now, ws)
+	*r.now = now
+	got, err := r.s.Usage(context.Background(), ws)
 	if err != nil {
 		t.Fatalf("usage: %v", err)
 	}
@@ -83,13 +88,15 @@ func (r redisTarget) usage(t *rapid.T, ws []KeyWindow, now time.Time) []int64 {
 }
 
 func (r redisTarget) throttle(t *rapid.T, ws []KeyWindow, now time.Time, retryAfter time.Duration) {
-	if _, err := r.s.learnAt(context.Background(), micros(now), learnThrottle, ws, retryAfter); err != nil {
+	*r.now = now
+	if err := r.s.Throttle(context.Background(), ws, retryAfter); err != nil {
 		t.Fatalf("throttle: %v", err)
 	}
 }
 
 func (r redisTarget) learned(t *rapid.T, ws []KeyWindow, now time.Time) []LearnedLimit {
-	got, err := r.s.learnAt(context.Background(), micros(now), learnRead, ws, 0)
+	*r.now = now
+	got, err := r.s.Learned(context.Background(), ws)
 	if err != nil {
 		t.Fatalf("learned: %v", err)
 	}
@@ -225,17 +232,14 @@ type namedTarget struct {
 }
 
 func modelTargets() []namedTarget {
-	redisOn := func(c redis.UniversalClient) modelTarget {
-		s, _ := NewRedisStore(c, "test:model:")
-		return redisTarget{s}
+	var out []namedTarget
+	for _, srv := range theRedisServers() {
+		out = append(out, namedTarget{srv.Name, func(t *testing.T) modelTarget {
+			now := new(time.Time)
+			return redisTarget{srv.New(t, "test:model:", now), now}
+		}})
 	}
-	return []namedTarget{
-		{"redis", func(t *testing.T) modelTarget { return redisOn(testutil.MustRedis(t)) }},
-		{"cluster", func(t *testing.T) modelTarget { return redisOn(testutil.MustCluster(t)) }},
-		{"embedded", func(t *testing.T) modelTarget {
-			_, c := testutil.MustMiniredis(t)
-			return redisOn(c)
-		}},
+	return append(out, []namedTarget{
 		{"local", func(t *testing.T) modelTarget {
 			now := time.Unix(0, 0)
 			return localTarget{s: NewLocalStore(func() time.Time { return now }), now: &now}
@@ -250,7 +254,7 @@ func modelTargets() []namedTarget {
 			t.Cleanup(func() { _ = s.Close() })
 			return &durableTarget{s: s, path: path, now: &now}
 		}},
-	}
+	}...)
 }
 
 // TestStoresAgreeWithModel: every store gives the model's answers on random
@@ -354,7 +358,7 @@ func genMerchants(t *rapid.T, w Window) *Merchants {
 // 0 to 2 of its channel-wide key's, of distinct IDs per key, each now and
 // then followed by a merchant's use of it (genMerchants); a quarter of
 // the time the plainest key, one sliding count window, learning or not
-// (RedisStore checks it with plainCheckScript, and with checkScript while
+// (the Redis store checks it with its plain script, and with the general one while
 // a learned limit is in force).
 func genWindows(t *rapid.T, own, wide Key) ([]KeyWindow, map[int]*Merchants) {
 	if rapid.IntRange(0, 3).Draw(t, "plain") == 0 {
@@ -396,27 +400,19 @@ func ofMerchant(ws []KeyWindow, mls map[int]*Merchants, merchant string) []KeyWi
 }
 
 // merchantBatcher is a store that decides a batch of checks of several
-// merchants in one call (the coalescer's: fit, oneCall).
+// merchants in one call (the Redis store's coalescer).
 type merchantBatcher interface {
-	checkMerchants(t *rapid.T, calls []*batch.Call[checkArg, StoreResult], now time.Time) []StoreResult
+	checkMerchants(t *rapid.T, checks []BatchCheck, now time.Time) []StoreResult
 }
 
-func (r redisTarget) checkMerchants(t *rapid.T, calls []*batch.Call[checkArg, StoreResult], now time.Time) []StoreResult {
-	if n := fit(calls); n != len(calls) {
-		t.Fatalf("one call carries %d of %d checks of one key's windows for several merchants, want all", n, len(calls))
-	}
-	ws, own := oneCall(calls)
-	members := make([]checkMember, len(calls))
-	for i, c := range calls {
-		members[i] = c.Arg.member
-	}
-	res, err := r.s.runCheck(context.Background(), ws, r.s.checkKeysOwn(ws, own, members), checkArgsOwn(micros(now), now, ws, own, members))
+func (r redisTarget) checkMerchants(t *rapid.T, checks []BatchCheck, now time.Time) []StoreResult {
+	*r.now = now
+	out, err := r.s.CheckBatch(context.Background(), checks)
 	if err != nil {
 		t.Fatalf("check script: %v", err)
 	}
-	out := make([]StoreResult, len(calls))
-	if err := parseCheckReplyOwn(res, len(ws), own, out); err != nil {
-		t.Fatal(err)
+	if len(out) != len(checks) {
+		t.Fatalf("one call carries %d of %d checks of one key's windows for several merchants, want all", len(out), len(checks))
 	}
 	return out
 }
@@ -469,17 +465,17 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 				t.Skip("no batches, or no merchant limits")
 			}
 			ms := rapid.SliceOfN(member, 2, 8).Draw(t, "members")
-			calls := make([]*batch.Call[checkArg, StoreResult], len(ms))
+			checks := make([]BatchCheck, len(ms))
 			want := make([]StoreResult, len(ms))
 			for i, m := range ms {
 				own := ofMerchant(ws, mls, rapid.SampledFrom(modelMerchants).Draw(t, "merchant"))
-				calls[i] = &batch.Call[checkArg, StoreResult]{Arg: checkArg{windows: own, member: m}}
+				checks[i] = BatchCheck{Windows: own, Member: m.id, Amount: m.amount}
 				want[i] = model.Check(own, m.id, m.amount, now)
 			}
-			got := mb.checkMerchants(t, calls, now)
+			got := mb.checkMerchants(t, checks, now)
 			for i := range want {
 				if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
-					t.Fatalf("merchants' batch at %d µs: member %d (%s), windows %v\n got %+v\nwant %+v (model)", micros(now), i, ms[i].id, calls[i].Arg.windows, got[i], want[i])
+					t.Fatalf("merchants' batch at %d µs: member %d (%s), windows %v\n got %+v\nwant %+v (model)", micros(now), i, ms[i].id, checks[i].Windows, got[i], want[i])
 				}
 			}
 		},
@@ -564,7 +560,7 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 		"learnedEdge": func(t *rapid.T) {
 			w := ws[rapid.IntRange(0, len(ws)-1).Draw(t, "window")]
 			st, ok := model.learned[idOf(w)]
-			if !ok || !w.learns() {
+			if !ok || !w.Learns() {
 				t.Skip("no learned limit")
 			}
 			at := time.UnixMicro(rapid.SampledFrom([]int64{st.e, st.nb, st.t + rapid.Int64Range(1, 4).Draw(t, "windows")*w.Size.Microseconds()}).Draw(t, "edge"))

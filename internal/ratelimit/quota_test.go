@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -13,7 +14,7 @@ import (
 // schedules and the near-cache; Redis reads its own time).
 func quotaLimiter(t *testing.T, cfg *ratelimit.Config, now *time.Time) *ratelimit.Limiter {
 	t.Helper()
-	s, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "test:quota:")
+	s, err := redisstore.New(testutil.MustRedis(t), redisstore.Options{Prefix: "test:quota:"})
 	if err != nil {
 		t.Fatal(err)
 	}

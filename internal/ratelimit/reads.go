@@ -121,7 +121,7 @@ func (l *Limiter) LearnedOf(ctx context.Context, keys []Key) []KeyLearned {
 		for i := start; i < end; i++ {
 			rule := cfg.RuleAt(keys[i], now)
 			for j, w := range rule.Windows {
-				if kw := (KeyWindow{Key: keys[i], Window: w, Learn: rule.learning(j)}); kw.learns() {
+				if kw := (KeyWindow{Key: keys[i], Window: w, Learn: rule.learning(j)}); kw.Learns() {
 					windows = append(windows, kw)
 					owner = append(owner, i)
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -31,7 +32,7 @@ func TestUsageOfAndLearnedOfReadEveryKey(t *testing.T) {
 			return s
 		}},
 		{"redis", func(t *testing.T) ratelimit.Store {
-			s, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "test:reads:")
+			s, err := redisstore.New(testutil.MustRedis(t), redisstore.Options{Prefix: "test:reads:"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,7 +40,7 @@ func TestUsageOfAndLearnedOfReadEveryKey(t *testing.T) {
 		}},
 		{"miniredis", func(t *testing.T) ratelimit.Store {
 			_, client := testutil.MustMiniredis(t)
-			s, err := ratelimit.NewRedisStore(client, "")
+			s, err := redisstore.New(client, redisstore.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -28,7 +29,7 @@ func TestReleaseByRequestIDAfterTwoLimitsChangesLeavesNoMember(t *testing.T) {
 		t.Run(fmt.Sprintf("restarted=%v", restarted), func(t *testing.T) {
 			c := testutil.MustRedis(t)
 			prefix := fmt.Sprintf("test:reg:%d:", time.Now().UnixNano())
-			store, err := ratelimit.NewRedisStore(c, prefix)
+			store, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
 			if err != nil {
 				t.Fatal(err)
 			}

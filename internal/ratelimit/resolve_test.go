@@ -51,17 +51,20 @@ func resolveStores() []struct {
 	name string
 	make func(t *testing.T) Store
 } {
-	return []struct {
+	var out []struct {
+		name string
+		make func(t *testing.T) Store
+	}
+	for _, srv := range theRedisServers() {
+		out = append(out, struct {
+			name string
+			make func(t *testing.T) Store
+		}{srv.Name, func(t *testing.T) Store { return srv.New(t, "test:resolve:", nil) }})
+	}
+	return append(out, []struct {
 		name string
 		make func(t *testing.T) Store
 	}{
-		{"redis", func(t *testing.T) Store { s, _ := NewRedisStore(testutil.MustRedis(t), "test:resolve:"); return s }},
-		{"cluster", func(t *testing.T) Store { s, _ := NewRedisStore(testutil.MustCluster(t), "test:resolve:"); return s }},
-		{"embedded", func(t *testing.T) Store {
-			_, c := testutil.MustMiniredis(t)
-			s, _ := NewRedisStore(c, "test:resolve:")
-			return s
-		}},
 		{"local", func(t *testing.T) Store { return NewLocalStore(nil) }},
 		{"durable", func(t *testing.T) Store {
 			s, err := OpenDurableStore(filepath.Join(t.TempDir(), "limiter.journal"), nil)
@@ -71,7 +74,7 @@ func resolveStores() []struct {
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		}},
-	}
+	}...)
 }
 
 // TestResolveCountsOnlyOnItsKey, on every store: resolver queries fill

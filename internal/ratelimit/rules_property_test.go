@@ -31,27 +31,18 @@ import (
 // these checks would fail).
 func TestLimiterAgreesWithModel(t *testing.T) {
 	testutil.PropertyChecks(t, 1000)
-	for _, nt := range []struct {
+	type namedStore struct {
 		name  string
 		store func(t *testing.T, now *time.Time) Store
-	}{
-		{"redis", func(t *testing.T, now *time.Time) Store {
-			s, _ := NewRedisStore(testutil.MustRedis(t), "test:rules:")
-			return clockedRedis{s, now}
-		}},
-		{"cluster", func(t *testing.T, now *time.Time) Store {
-			s, _ := NewRedisStore(testutil.MustCluster(t), "test:rules:")
-			return clockedRedis{s, now}
-		}},
-		{"embedded", func(t *testing.T, now *time.Time) Store {
-			_, c := testutil.MustMiniredis(t)
-			s, _ := NewRedisStore(c, "test:rules:")
-			return clockedRedis{s, now}
-		}},
-		{"local", func(t *testing.T, now *time.Time) Store {
-			return NewLocalStore(func() time.Time { return *now })
-		}},
-	} {
+	}
+	var stores []namedStore
+	for _, srv := range theRedisServers() {
+		stores = append(stores, namedStore{srv.Name, func(t *testing.T, now *time.Time) Store { return srv.New(t, "test:rules:", now) }})
+	}
+	stores = append(stores, namedStore{"local", func(t *testing.T, now *time.Time) Store {
+		return NewLocalStore(func() time.Time { return *now })
+	}})
+	for _, nt := range stores {
 		t.Run(nt.name, func(t *testing.T) {
 			now := new(time.Time)
 			*now = time.Unix(1_700_000_000, 0) // the in-process store's clock starts here
@@ -59,50 +50,6 @@ func TestLimiterAgreesWithModel(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) { runRulesSequence(rt, store, now) })
 		})
 	}
-}
-
-// clockedRedis is a RedisStore that passes the test's clock to the scripts
-// (ARGV) instead of letting Redis read TIME.
-type clockedRedis struct {
-	s   *RedisStore
-	now *time.Time
-}
-
-func (c clockedRedis) Check(ctx context.Context, ws []KeyWindow, member string, amount int64) (StoreResult, error) {
-	res, err := c.s.runCheck(ctx, ws, c.s.checkKeys(ws, checkMember{member, amount}), checkArgsAt(micros(*c.now), *c.now, ws, checkMember{member, amount}))
-	if err != nil {
-		return StoreResult{}, err
-	}
-	out := make([]StoreResult, 1)
-	return out[0], parseCheckReply(res, len(ws), out)
-}
-
-func (c clockedRedis) Release(ctx context.Context, ws []KeyWindow, member string) (bool, error) {
-	return c.s.Release(ctx, ws, member)
-}
-
-func (c clockedRedis) ReleaseIfAmount(ctx context.Context, ws []KeyWindow, member string, amount int64) (bool, error) {
-	return c.s.ReleaseIfAmount(ctx, ws, member, amount)
-}
-
-func (c clockedRedis) Usage(ctx context.Context, ws []KeyWindow) ([]int64, error) {
-	return c.s.usageAt(ctx, micros(*c.now), *c.now, ws)
-}
-
-func (c clockedRedis) Ping(ctx context.Context) error { return c.s.Ping(ctx) }
-
-func (c clockedRedis) Throttle(ctx context.Context, ws []KeyWindow, retryAfter time.Duration) error {
-	_, err := c.s.learnAt(ctx, micros(*c.now), learnThrottle, ws, retryAfter)
-	return err
-}
-
-func (c clockedRedis) Learned(ctx context.Context, ws []KeyWindow) ([]LearnedLimit, error) {
-	return c.s.learnAt(ctx, micros(*c.now), learnRead, ws, 0)
-}
-
-func (c clockedRedis) ResetLearned(ctx context.Context, ws []KeyWindow) error {
-	_, err := c.s.learnAt(ctx, micros(*c.now), learnReset, ws, 0)
-	return err
 }
 
 // genRule draws a rule of 1 to 3 windows with distinct IDs, and, when

@@ -45,7 +45,7 @@ type StoreResult struct {
 	// nil otherwise.
 	Limits []int64
 	// At, for an admission, is the store's own time, in whole
-	// microseconds, at which the member was admitted: for RedisStore the
+	// microseconds, at which the member was admitted: for the Redis store the
 	// time the check script read from Redis TIME (or was given, in tests)
 	// for the call, shared by every member of a coalesced call; for the
 	// in-process stores their clock. For a member already held (Duplicate),
@@ -55,15 +55,15 @@ type StoreResult struct {
 	// times). Zero for a refusal, and for a check of no windows.
 	At time.Time
 	// Now is the store's time of the call, admission or refusal: for
-	// RedisStore the Redis TIME its check script read (in whole
+	// the Redis store the Redis TIME its check script read (in whole
 	// microseconds); for Model and the in-process stores the time of the
 	// check.
 	Now time.Time
 }
 
 // Store is the shared state behind the limiter: one atomic check per call.
-// RedisStore is the implementation; the interface lets tests and benchmarks
-// put other stores (such as the naive three-command version) behind the
+// The Redis store (redisstore) is the implementation; the interface lets
+// tests and benchmarks put other stores (such as the naive three-command version) behind the
 // same Limiter. The windows of one call all belong to one channel.
 type Store interface {
 	// Check admits or refuses member, paying amount, against every window
@@ -85,19 +85,21 @@ type Store interface {
 
 // WindowKeyer is implemented by a Store that names the windows it keeps,
 // so that an admitted Decision can say where its member is held
-// (Decision.WindowKeys): RedisStore by its Redis keys, the in-process
+// (Decision.WindowKeys): the Redis store by its Redis keys, the in-process
 // stores by WindowKey.
 type WindowKeyer interface {
 	WindowKey(w KeyWindow) string
 }
 
 // WindowKey names window w as the in-process stores (LocalStore,
-// DurableStore) name it, and as RedisStore does without its prefix:
+// DurableStore) name it, and as the Redis store does without its prefix:
 // "{CHANNEL}:BIZTYPE:ID" (Window.ID), such as "{ALIPAY}:PAY:1000".
-func WindowKey(w KeyWindow) string { return windowKey("", w) }
+func WindowKey(w KeyWindow) string {
+	return "{" + w.Key.Channel + "}:" + w.Key.BizType + ":" + w.ID()
+}
 
 // Learner is implemented by a Store that keeps learned limits (learned.go):
-// RedisStore, LocalStore and DurableStore. Each takes the windows of one
+// the Redis store, LocalStore and DurableStore. Each takes the windows of one
 // channel and skips those that do not learn (KeyWindow.Learn). Adaptive
 // limits need one; with another Store the Limiter enforces configured
 // limits only.
@@ -111,4 +113,18 @@ type Learner interface {
 	Learned(ctx context.Context, windows []KeyWindow) ([]LearnedLimit, error)
 	// ResetLearned forgets the learned limits of the windows given.
 	ResetLearned(ctx context.Context, windows []KeyWindow) error
+}
+
+// WindowRegistry is implemented by a Store that keeps the windows each
+// key's documents gave it (window_registry.go), so that a release with
+// unknown windows reaches the windows of documents another instance
+// loaded, or this one before it restarted: the Redis store. The
+// in-process stores, which hold no other instance's admissions and start
+// empty, do not need to.
+type WindowRegistry interface {
+	// RegisterWindows records that each key had its windows at at.
+	RegisterWindows(ctx context.Context, byKey map[Key][]KeyWindow, at time.Time) error
+	// RegisteredWindows returns the windows recorded for keys that may
+	// still hold a member admitted while they were in force (retention).
+	RegisteredWindows(ctx context.Context, keys []Key, now time.Time) ([]KeyWindow, error)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -26,7 +27,7 @@ func storeCases() []storeCase {
 			name: "redis",
 			store: func(t *testing.T) ratelimit.Store {
 				realClient = testutil.MustRedis(t)
-				s, err := ratelimit.NewRedisStore(realClient, "test:rl:")
+				s, err := redisstore.New(realClient, redisstore.Options{Prefix: "test:rl:"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -38,7 +39,7 @@ func storeCases() []storeCase {
 			name: "embedded",
 			store: func(t *testing.T) ratelimit.Store {
 				_, miniClient = testutil.MustMiniredis(t)
-				s, _ := ratelimit.NewRedisStore(miniClient, "")
+				s, _ := redisstore.New(miniClient, redisstore.Options{})
 				return s
 			},
 			flush: func(t *testing.T) { miniClient.ScriptFlush(context.Background()) },
@@ -47,7 +48,7 @@ func storeCases() []storeCase {
 			name: "redis-coalesce",
 			store: func(t *testing.T) ratelimit.Store {
 				realClient = testutil.MustRedis(t)
-				return mustStoreWith(t, realClient, ratelimit.RedisStoreOptions{Coalesce: true})
+				return mustStoreWith(t, realClient, redisstore.Options{Coalesce: true})
 			},
 			flush: func(t *testing.T) { realClient.ScriptFlush(context.Background()) },
 		},
@@ -55,7 +56,7 @@ func storeCases() []storeCase {
 			name: "embedded-coalesce",
 			store: func(t *testing.T) ratelimit.Store {
 				_, miniClient = testutil.MustMiniredis(t)
-				return mustStoreWith(t, miniClient, ratelimit.RedisStoreOptions{Coalesce: true})
+				return mustStoreWith(t, miniClient, redisstore.Options{Coalesce: true})
 			},
 			flush: func(t *testing.T) { miniClient.ScriptFlush(context.Background()) },
 		},
@@ -200,7 +201,7 @@ func TestStoreSuite(t *testing.T) {
 
 func TestRedisKeysHaveTTL(t *testing.T) {
 	client := testutil.MustRedis(t)
-	s, _ := ratelimit.NewRedisStore(client, "test:rl:")
+	s, _ := redisstore.New(client, redisstore.Options{Prefix: "test:rl:"})
 	k := newKey()
 	ws := []ratelimit.Window{{Limit: 5, Size: time.Second}, {Limit: 50, Size: time.Minute}}
 	mustCheck(t, s, k, ws, "a")

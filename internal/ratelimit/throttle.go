@@ -80,7 +80,7 @@ func learningWindows(cfg *Config, h Hold, now time.Time) []KeyWindow {
 	}
 	var out []KeyWindow
 	for _, w := range p.windows {
-		if w.learns() && (held == nil || held[idOf(w)]) {
+		if w.Learns() && (held == nil || held[idOf(w)]) {
 			w.Reserved, w.OwnReserve = nil, 0
 			out = append(out, w)
 		}
@@ -95,7 +95,7 @@ func (l *Limiter) Learned(ctx context.Context, key Key) ([]LearnedLimit, error) 
 	rule := l.Config().RuleAt(key, l.opts.Now())
 	windows := make([]KeyWindow, 0, len(rule.Windows))
 	for i, w := range rule.Windows {
-		if kw := (KeyWindow{Key: key, Window: w, Learn: rule.learning(i)}); kw.learns() {
+		if kw := (KeyWindow{Key: key, Window: w, Learn: rule.learning(i)}); kw.Learns() {
 			windows = append(windows, kw)
 		}
 	}
@@ -149,7 +149,7 @@ func resetWindows(cfg *Config, key Key) []KeyWindow {
 			// Default learning, whatever the rule says: a window whose
 			// rule stopped learning may still hold a learned limit.
 			kw := KeyWindow{Key: key, Window: w, Learn: Adaptive{}.learning(w)}
-			if kw.learns() && !seen[idOf(kw)] {
+			if kw.Learns() && !seen[idOf(kw)] {
 				seen[idOf(kw)] = true
 				windows = append(windows, kw)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
 )
 
@@ -25,7 +26,7 @@ func newWaitLimiter(t *testing.T, limit int, window time.Duration, opts ratelimi
 // 2s}") on a fresh key, and that key.
 func newWaitLimiterRule(t *testing.T, rule string, opts ratelimit.Options) (*ratelimit.Limiter, ratelimit.Key) {
 	t.Helper()
-	store, err := ratelimit.NewRedisStore(testutil.MustRedis(t), "ps-test-wait:")
+	store, err := redisstore.New(testutil.MustRedis(t), redisstore.Options{Prefix: "ps-test-wait:"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"payserver/internal/retry"
 )
 
@@ -21,102 +19,9 @@ import (
 // currency name the window), counted to the end of the period while the
 // release answered that it was freed. So a store shared by
 // the instances keeps, beside the windows, the windows each key's
-// documents gave it and when they were last in force (windowRegistry):
+// documents gave it and when they were last in force (WindowRegistry):
 // every instance registers the document it loads and the one it replaces,
 // and a release with unknown windows reads them back.
-
-// windowRegistry is a store that keeps the windows each key's documents
-// gave it. RedisStore implements it; the in-process stores, which hold no
-// other instance's admissions and start empty, do not need to.
-type windowRegistry interface {
-	// RegisterWindows records that each key had its windows at at.
-	RegisterWindows(ctx context.Context, byKey map[Key][]KeyWindow, at time.Time) error
-	// RegisteredWindows returns the windows recorded for keys that may
-	// still hold a member admitted while they were in force (retention).
-	RegisteredWindows(ctx context.Context, keys []Key, now time.Time) ([]KeyWindow, error)
-}
-
-// registryHorizon is how long a registered window is kept: the longest
-// retention (a calendar month's).
-const registryHorizon = 33 * 24 * time.Hour
-
-// retention is how long after a window was last in force it may still
-// hold a member admitted then: its size for a sliding window, the longest
-// period (a DST day, a 31-day month) with a margin for a calendar window.
-func retention(w Window) time.Duration {
-	switch {
-	case !w.IsCalendar():
-		return w.Size
-	case w.Calendar.Unit == CalendarMonth:
-		return registryHorizon
-	default:
-		return 26 * time.Hour
-	}
-}
-
-// registryKey is the Redis key of the windows k has had: in k's hash slot,
-// ending ":#windows" (no window key has a ':' after its ID, and ":#" is the
-// members' identity keys' mark, which every reader of windows skips).
-func (s *RedisStore) registryKey(k Key) string {
-	return s.prefix + "{" + k.Channel + "}:" + k.BizType + ":#windows"
-}
-
-// RegisterWindows records each key's windows (their names, WindowKey) with
-// at as the time they were last in force, and drops what is past
-// registryHorizon.
-func (s *RedisStore) RegisterWindows(ctx context.Context, byKey map[Key][]KeyWindow, at time.Time) error {
-	if len(byKey) == 0 {
-		return nil
-	}
-	score := float64(at.UnixMicro())
-	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k, ws := range byKey {
-			if len(ws) == 0 {
-				continue
-			}
-			rk := s.registryKey(k)
-			zs := make([]redis.Z, len(ws))
-			for i, w := range ws {
-				zs[i] = redis.Z{Score: score, Member: WindowKey(w)}
-			}
-			p.ZAdd(ctx, rk, zs...)
-			p.ZRemRangeByScore(ctx, rk, "-inf", fmt.Sprint(at.Add(-registryHorizon).UnixMicro()))
-			p.Expire(ctx, rk, registryHorizon)
-		}
-		return nil
-	})
-	return err
-}
-
-// RegisteredWindows returns the windows recorded for keys that may still
-// hold a member: last in force no longer ago than their retention.
-func (s *RedisStore) RegisteredWindows(ctx context.Context, keys []Key, now time.Time) ([]KeyWindow, error) {
-	cmds := make([]*redis.ZSliceCmd, len(keys))
-	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.ZRangeWithScores(ctx, s.registryKey(k), 0, -1)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []KeyWindow
-	for _, c := range cmds {
-		for _, z := range c.Val() {
-			name, _ := z.Member.(string)
-			w, err := parseWindowKey(name)
-			if err != nil {
-				continue // not a name this version writes
-			}
-			if time.UnixMicro(int64(z.Score)).Add(retention(w.Window)).Before(now) {
-				continue
-			}
-			out = append(out, w)
-		}
-	}
-	return out, nil
-}
 
 // registeredWindows is what a document gives each of its keys to release
 // from (releaseWindows), by key: every key with a rule or a schedule, and
@@ -203,13 +108,13 @@ func (r *registration) putBack(byKey map[Key][]KeyWindow) {
 }
 
 // RunWindowRegistry registers in the shared store the windows of each
-// limits document set and of the one it replaced (windowRegistry), trying
+// limits document set and of the one it replaced (WindowRegistry), trying
 // again on its retry schedule while the store fails, until ctx ends. Each
 // try records the time it is made: later than the windows were last in
 // force, so a longer retention, never a shorter one. Main runs it; with a
 // store that keeps no registry it returns at once.
 func (l *Limiter) RunWindowRegistry(ctx context.Context) {
-	reg, ok := l.store.(windowRegistry)
+	reg, ok := l.store.(WindowRegistry)
 	if !ok {
 		return
 	}
@@ -238,14 +143,14 @@ func (l *Limiter) RunWindowRegistry(ctx context.Context) {
 }
 
 // registered adds to windows the windows key and, when it counts there,
-// its channel-wide key have had (windowRegistry), for a hold with unknown
+// its channel-wide key have had (WindowRegistry), for a hold with unknown
 // windows; windows unchanged when the store keeps none. When the registry
 // cannot be read, the windows the member may be in are unknown: the error,
 // so that the release fails (503, the client retries) rather than answer
 // that it released while the member stays in a window of an earlier
 // document.
 func (l *Limiter) registered(ctx context.Context, key Key, windows []KeyWindow, amountsOnly bool) ([]KeyWindow, error) {
-	reg, ok := l.store.(windowRegistry)
+	reg, ok := l.store.(WindowRegistry)
 	if !ok {
 		return windows, nil
 	}

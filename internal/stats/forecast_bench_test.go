@@ -8,6 +8,7 @@ import (
 
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/stats"
 	"payserver/internal/testutil"
 )
@@ -34,7 +35,7 @@ func BenchmarkForecasterSample(b *testing.B) {
 	stores := map[string]func(b *testing.B) ratelimit.Store{
 		"embedded": func(*testing.B) ratelimit.Store { return ratelimit.NewLocalStore(nil) },
 		"redis": func(b *testing.B) ratelimit.Store {
-			s, err := ratelimit.NewRedisStore(testutil.MustRedis(b), fmt.Sprintf("bench:forecast:%d:", b.N))
+			s, err := redisstore.New(testutil.MustRedis(b), redisstore.Options{Prefix: fmt.Sprintf("bench:forecast:%d:", b.N)})
 			if err != nil {
 				b.Fatal(err)
 			}

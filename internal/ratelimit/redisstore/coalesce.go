@@ -1,4 +1,4 @@
-package ratelimit
+package redisstore
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"payserver/internal/batch"
+	"payserver/internal/ratelimit"
 )
 
-// defaultMaxBatch bounds one coalesced call when RedisStoreOptions.MaxBatch
+// defaultMaxBatch bounds one coalesced call when Options.MaxBatch
 // is zero.
 const defaultMaxBatch = 128
 
@@ -29,9 +30,9 @@ const batchTimeout = 5 * time.Second
 // either way: each call is one atomic script, which counts a member (a
 // requestId) at most once whichever call carries it first, and a refusal is
 // remembered by the near-cache only if no release happened while it was
-// decided (nearCache.remember).
+// decided (the limiter's near-cache).
 type coalescer struct {
-	s   *RedisStore
+	s   *Store
 	max int
 	// keys maps each key checked to its *batch.Batcher. Only keys with
 	// limits reach the store, so this is bounded by the limits documents.
@@ -39,13 +40,13 @@ type coalescer struct {
 }
 
 type checkArg struct {
-	windows []KeyWindow
+	windows []ratelimit.KeyWindow
 	member  checkMember
 }
 
-type keyBatcher = batch.Batcher[checkArg, StoreResult]
+type keyBatcher = batch.Batcher[checkArg, ratelimit.StoreResult]
 
-func newCoalescer(s *RedisStore, maxBatch int) *coalescer {
+func newCoalescer(s *Store, maxBatch int) *coalescer {
 	if maxBatch <= 0 {
 		maxBatch = defaultMaxBatch
 	}
@@ -56,7 +57,7 @@ func newCoalescer(s *RedisStore, maxBatch int) *coalescer {
 // else with the next batch of the key. A queued caller that
 // leaves on ctx may still be decided (and, if admitted, recorded) by a call
 // already on its way, as with a plain client whose reply came too late.
-func (c *coalescer) check(ctx context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
+func (c *coalescer) check(ctx context.Context, windows []ratelimit.KeyWindow, member string, amount int64) (ratelimit.StoreResult, error) {
 	k := windows[0].Key // the request's own key comes first
 	b, ok := c.keys.Load(k)
 	if !ok {
@@ -73,20 +74,11 @@ func (c *coalescer) newBatcher() *keyBatcher {
 		// use of a window with merchant limits aside: each check names
 		// its own merchant's (oneCall).
 		Fit: fit,
-		One: func(ctx context.Context, a checkArg) (StoreResult, error) {
+		One: func(ctx context.Context, a checkArg) (ratelimit.StoreResult, error) {
 			return c.s.checkOne(ctx, a.windows, a.member.id, a.member.amount)
 		},
-		Many: func(ctx context.Context, calls []*batch.Call[checkArg, StoreResult]) {
-			windows, own := oneCall(calls)
-			members := make([]checkMember, len(calls))
-			for i, call := range calls {
-				members[i] = call.Arg.member
-			}
-			res, err := c.s.runCheck(ctx, windows, c.s.checkKeysOwn(windows, own, members), checkArgsOwn(0, time.Now(), windows, own, members))
-			out := make([]StoreResult, len(calls))
-			if err == nil {
-				err = parseCheckReplyOwn(res, len(windows), own, out)
-			}
+		Many: func(ctx context.Context, calls []*batch.Call[checkArg, ratelimit.StoreResult]) {
+			out, err := c.s.checkCalls(ctx, calls)
 			for i, call := range calls {
 				call.Res, call.Err = out[i], err
 			}
@@ -112,25 +104,25 @@ func (c *coalescer) stats() (calls, checks uint64) {
 // each merchant's use of a window the same in every check that names it
 // (a limits change between two checks of one merchant may differ in its
 // limit).
-func fit(calls []*batch.Call[checkArg, StoreResult]) int {
+func fit(calls []*batch.Call[checkArg, ratelimit.StoreResult]) int {
 	first := calls[0].Arg.windows
-	var seen map[mwKey]KeyWindow
+	var seen map[mwKey]ratelimit.KeyWindow
 	for i, call := range calls {
 		ws := call.Arg.windows
-		if slices.EqualFunc(ws, first, KeyWindow.same) {
+		if slices.EqualFunc(ws, first, ratelimit.KeyWindow.Same) {
 			continue
 		}
 		if !slices.EqualFunc(ws, first, batchable) {
 			return i
 		}
 		if seen == nil {
-			seen = map[mwKey]KeyWindow{}
+			seen = map[mwKey]ratelimit.KeyWindow{}
 		}
 		for p, w := range ws {
-			if w.same(first[p]) {
+			if w.Same(first[p]) {
 				continue
 			}
-			if o, ok := seen[mwKey{w.Key, p}]; w.Key == first[p].Key || ok && !o.same(w) {
+			if o, ok := seen[mwKey{w.Key, p}]; w.Key == first[p].Key || ok && !o.Same(w) {
 				return i
 			}
 			seen[mwKey{w.Key, p}] = w
@@ -142,8 +134,8 @@ func fit(calls []*batch.Call[checkArg, StoreResult]) int {
 // batchable reports whether one call can carry a and b at the same place
 // of two checks: they are the same window, or two merchants' uses of the
 // same window (their limits may differ, by an override).
-func batchable(a, b KeyWindow) bool {
-	if a.same(b) {
+func batchable(a, b ratelimit.KeyWindow) bool {
+	if a.Same(b) {
 		return true
 	}
 	if a.Merchant == "" || b.Merchant == "" || a.Track != b.Track || a.Learn != b.Learn ||
@@ -152,7 +144,9 @@ func batchable(a, b KeyWindow) bool {
 	}
 	aw, bw := a.Window, b.Window
 	aw.Limit, bw.Limit = 0, 0
-	return aw == bw && a.Key.base() == b.Key.base()
+	ab, _, _ := a.Key.Merchant()
+	bb, _, _ := b.Key.Merchant()
+	return aw == bw && ab == bb
 }
 
 // oneCall returns the windows of one call for a batch Fit let through, and
@@ -160,17 +154,17 @@ func batchable(a, b KeyWindow) bool {
 // nil when every check has the same windows. The first check's windows come
 // first, in its order; each other merchant's use of a window is added
 // once, for all the checks of that merchant.
-func oneCall(calls []*batch.Call[checkArg, StoreResult]) ([]KeyWindow, [][]int) {
+func oneCall(calls []*batch.Call[checkArg, ratelimit.StoreResult]) ([]ratelimit.KeyWindow, [][]int) {
 	first := calls[0].Arg.windows
 	var (
-		windows []KeyWindow
+		windows []ratelimit.KeyWindow
 		own     [][]int
 		added   map[mwKey]int
 	)
 	for j, call := range calls {
 		ws := call.Arg.windows
 		if own == nil {
-			if slices.EqualFunc(ws, first, KeyWindow.same) {
+			if slices.EqualFunc(ws, first, ratelimit.KeyWindow.Same) {
 				continue
 			}
 			windows = slices.Clip(slices.Clone(first))
@@ -186,7 +180,7 @@ func oneCall(calls []*batch.Call[checkArg, StoreResult]) ([]KeyWindow, [][]int) 
 		}
 		m := make([]int, len(ws))
 		for p, w := range ws {
-			if w.same(first[p]) {
+			if w.Same(first[p]) {
 				m[p] = p
 				continue
 			}
@@ -208,6 +202,6 @@ func oneCall(calls []*batch.Call[checkArg, StoreResult]) ([]KeyWindow, [][]int) 
 
 // mwKey is a merchant's use of the window at one place of a batch's checks.
 type mwKey struct {
-	key Key
+	key ratelimit.Key
 	at  int
 }

@@ -1,4 +1,4 @@
-package ratelimit
+package redisstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"payserver/internal/ratelimit"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,13 +33,13 @@ func TestReplicaWaitCost(t *testing.T) {
 	ctx := context.Background()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
 	defer cc.Close()
-	k := Key{BizType: fmt.Sprintf("WAITCOST%d", time.Now().UnixNano()), Channel: "ALIPAY"}
-	ws := []Window{{Limit: 1 << 40, Size: time.Second}, {Limit: 1 << 40, Size: time.Minute}}
-	s, err := NewRedisStore(cc, "")
+	k := ratelimit.Key{BizType: fmt.Sprintf("WAITCOST%d", time.Now().UnixNano()), Channel: "ALIPAY"}
+	ws := []ratelimit.Window{{Limit: 1 << 40, Size: time.Second}, {Limit: 1 << 40, Size: time.Minute}}
+	s, err := New(cc, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := s.keys(KeyWindows(k, ws))
+	keys := s.keys(ratelimit.KeyWindows(k, ws))
 	master, err := cc.MasterForKey(ctx, keys[0])
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +66,7 @@ func TestReplicaWaitCost(t *testing.T) {
 					m := fmt.Sprintf("m-%v-%d-%d", wait, c, i)
 					start := time.Now()
 					cmds, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-						p.EvalSha(ctx, checkScript.Hash(), s.checkKeys(KeyWindows(k, ws), checkMember{id: m}), checkArgs(KeyWindows(k, ws), checkMember{id: m})...)
+						p.EvalSha(ctx, checkScript.Hash(), s.checkKeys(ratelimit.KeyWindows(k, ws), checkMember{id: m}), checkArgs(ratelimit.KeyWindows(k, ws), checkMember{id: m})...)
 						if wait {
 							p.Do(ctx, "WAIT", 1, 100)
 						}

@@ -1,4 +1,4 @@
-package ratelimit
+package redisstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"payserver/internal/ratelimit"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,17 +20,17 @@ import (
 // for its oldest member.
 func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 	c := testutil.MustRedis(t)
-	s, _ := NewRedisStore(c, "test:rl:")
+	s, _ := New(c, Options{Prefix: "test:rl:"})
 	ctx := context.Background()
-	k := Key{BizType: testutil.UniqueName("R"), Channel: "X"}
-	ws := []Window{{Limit: 2, Size: 10 * time.Second}}
+	k := ratelimit.Key{BizType: testutil.UniqueName("R"), Channel: "X"}
+	ws := []ratelimit.Window{{Limit: 2, Size: 10 * time.Second}}
 	mustSingle(t, s, k, ws, "old")
 	time.Sleep(300 * time.Millisecond)
-	res, err := s.runCheck(ctx, KeyWindows(k, ws), s.checkKeys(KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}), checkArgs(KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}))
+	res, err := s.runCheck(ctx, ratelimit.KeyWindows(k, ws), s.checkKeys(ratelimit.KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}), checkArgs(ratelimit.KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make([]StoreResult, 3)
+	got := make([]ratelimit.StoreResult, 3)
 	if err := parseCheckReply(res, 1, got); err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +41,9 @@ func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 	if w := got[1].RetryAfter; w < 9*time.Second || w > 9800*time.Millisecond {
 		t.Fatalf("b retry-after %v, want ~9.7s (until the oldest member leaves)", w)
 	}
-	ws2 := []Window{{Limit: 1, Size: 10 * time.Second}}
-	k2 := Key{BizType: testutil.UniqueName("R"), Channel: "X"}
-	res, _ = s.runCheck(ctx, KeyWindows(k2, ws2), s.checkKeys(KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}), checkArgs(KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}))
+	ws2 := []ratelimit.Window{{Limit: 1, Size: 10 * time.Second}}
+	k2 := ratelimit.Key{BizType: testutil.UniqueName("R"), Channel: "X"}
+	res, _ = s.runCheck(ctx, ratelimit.KeyWindows(k2, ws2), s.checkKeys(ratelimit.KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}), checkArgs(ratelimit.KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}))
 	got = got[:2]
 	if err := parseCheckReply(res, 1, got); err != nil {
 		t.Fatal(err)
@@ -51,9 +53,9 @@ func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 	}
 }
 
-func mustSingle(t *testing.T, s *RedisStore, k Key, ws []Window, m string) StoreResult {
+func mustSingle(t *testing.T, s *Store, k ratelimit.Key, ws []ratelimit.Window, m string) ratelimit.StoreResult {
 	t.Helper()
-	r, err := s.Check(context.Background(), KeyWindows(k, ws), m, 0)
+	r, err := s.Check(context.Background(), ratelimit.KeyWindows(k, ws), m, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func TestWarmLoadsScriptsOnEveryMaster(t *testing.T) {
 		if err := c.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		s, _ := NewRedisStore(c, "test:rl:")
+		s, _ := New(c, Options{Prefix: "test:rl:"})
 		if err := s.Warm(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +87,7 @@ func TestWarmLoadsScriptsOnEveryMaster(t *testing.T) {
 		if err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.ScriptFlush(ctx).Err() }); err != nil {
 			t.Fatal(err)
 		}
-		s, _ := NewRedisStore(c, "test:rl:")
+		s, _ := New(c, Options{Prefix: "test:rl:"})
 		if err := s.Warm(ctx); err != nil {
 			t.Fatal(err)
 		}

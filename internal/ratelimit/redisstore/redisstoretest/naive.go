@@ -1,6 +1,6 @@
-// Package ratelimittest holds limiter stores for tests and benchmarks that
-// show what payserver's atomic script avoids.
-package ratelimittest
+// Package redisstoretest holds limiter stores on Redis for tests and
+// benchmarks that show what the Redis store's atomic script avoids.
+package redisstoretest
 
 import (
 	"context"
