@@ -34,6 +34,11 @@ func New(opts Options) (*Console, error) {
 	c := &Console{engine: gin.New()}
 	c.engine.UseRawPath = true
 	c.engine.ContextWithFallback = true
+	// The server in front has decided who the client is; no header sent
+	// by the client changes that here.
+	if err := c.engine.SetTrustedProxies(nil); err != nil {
+		return nil, err
+	}
 	c.handle(httpapi.Route{Method: http.MethodGet, Path: "/dashboard", OwnQuery: true, Page: true}, dash.get)
 	if opts.WhatIf != nil {
 		wopts := *opts.WhatIf

@@ -53,7 +53,7 @@ func WriteError(c *gin.Context, log *slog.Logger, err error, requestID string) {
 	if !errors.As(err, &e) {
 		e = apperr.Wrap(err, apperr.Internal, "internal error")
 	}
-	if e.Code == apperr.InvalidRequest && c.GetBool(bodyTooLargeKey) {
+	if e.Code == apperr.InvalidRequest && bodyCut(c.Request) {
 		// The handler saw its body cut short (cappedBody): whatever it
 		// made of that, the cause is the size.
 		e = bodyTooLarge()

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -64,10 +65,6 @@ func (h *handler) limitBody(c *gin.Context) {
 	c.Request.Body = &cappedBody{ReadCloser: http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes), c: c}
 	c.Next()
 }
-
-// bodyTooLargeKey marks, in the gin context, a request whose body ran past
-// MaxBodyBytes.
-const bodyTooLargeKey = "payserver.bodyTooLarge"
 
 // bodyTooLarge is the answer to a body over MaxBodyBytes.
 func bodyTooLarge() *apperr.Error {
@@ -160,11 +157,19 @@ func jsonMediaTypeProblem(header string) string {
 // cappedBody sets "Connection: close" once the cap is hit (a body without
 // Content-Length), before the handler answers. (http.MaxBytesReader does
 // that itself only on net/http's own ResponseWriter, not gin's.) It also
-// marks the request (bodyTooLargeKey), so that writeError answers the
-// handler's refusal as 413 BODY_TOO_LARGE.
+// marks itself (cut), so that WriteError answers the handler's refusal as
+// 413 BODY_TOO_LARGE: a mark on the body, not on the gin context, reaches
+// a handler of another engine (the console) that the request is handed to.
 type cappedBody struct {
 	io.ReadCloser
-	c *gin.Context
+	c   *gin.Context
+	cut atomic.Bool
+}
+
+// bodyCut reports whether r's body ran past MaxBodyBytes.
+func bodyCut(r *http.Request) bool {
+	b, ok := r.Body.(*cappedBody)
+	return ok && b.cut.Load()
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
@@ -172,7 +177,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 	var tooBig *http.MaxBytesError
 	if err != nil && errors.As(err, &tooBig) {
 		b.c.Header("Connection", "close")
-		b.c.Set(bodyTooLargeKey, true)
+		b.cut.Store(true)
 	}
 	return n, err
 }
