@@ -65,3 +65,6 @@ func redisServer(t *testing.T, name string) RedisServer {
 	t.Fatalf("no Redis server %q set", name)
 	return RedisServer{}
 }
+
+// Waiting returns how many requests wait for room for key now.
+func (l *Limiter) Waiting(key Key) int { return l.waits.waiting(key) }

@@ -298,9 +298,6 @@ func (l *Limiter) notLoaded() error {
 	return l.opts.NotLoaded()
 }
 
-// Waiting returns how many requests wait for room for key now.
-func (l *Limiter) Waiting(key Key) int { return l.waits.waiting(key) }
-
 // Waiters returns how many requests wait for room now, over every key.
 func (l *Limiter) Waiters() int { return l.waits.total() }
 
