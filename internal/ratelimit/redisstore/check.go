@@ -308,10 +308,17 @@ type BatchCheck struct {
 // that it can (the coalescer's: the same windows, but for each merchant's
 // use of a window, each check naming its own merchant's); it returns their
 // results, fewer than checks when the rest need another call. It is how
-// the property tests hold a coalesced call to the model.
+// the property tests hold a coalesced call to the model; unlike Check, it
+// neither splits at MaxBatch nor marks an error ErrNotSent, and every
+// check must have windows.
 func (s *Store) CheckBatch(ctx context.Context, checks []BatchCheck) ([]ratelimit.StoreResult, error) {
 	if len(checks) == 0 {
 		return nil, nil
+	}
+	for i, c := range checks {
+		if len(c.Windows) == 0 {
+			return nil, fmt.Errorf("redisstore: check %d of a batch has no windows", i)
+		}
 	}
 	calls := make([]*batch.Call[checkArg, ratelimit.StoreResult], len(checks))
 	for i, c := range checks {
