@@ -50,7 +50,9 @@ func NewLoginServer(t *testing.T, token string, extra ...any) *LoginServer {
 	base := &console.Options{Reports: &Reports{}, Usage: Usage{Cfg: cfg},
 		Limits: LimitsView{Cfg: cfg, St: configcenter.Status{Loaded: true}}, Logger: log, Now: s.Clock.Now}
 	state := func(g *gin.RouterGroup) {
-		g.POST("/test/state", func(c *gin.Context) { httpapi.WriteJSON(c, slog.New(slog.DiscardHandler), http.StatusOK, map[string]bool{"changed": true}) })
+		g.POST("/test/state", func(c *gin.Context) {
+			httpapi.WriteJSON(c, slog.New(slog.DiscardHandler), http.StatusOK, map[string]bool{"changed": true})
+		})
 	}
 	admin, c := mountAll(t, base, extra)
 	h, err := httpapi.New(httpapi.Options{AuthGuard: authguard.New(authguard.Options{MaxFailures: 1 << 20}), Pay: NopPay{}, Logger: log, AdminToken: token, Now: s.Clock.Now,
