@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -33,15 +32,15 @@ import (
 //     the model climbs it from when it was seen (seenLearned); the limiter
 //     cuts it to the instance's share as it cuts the configured limit.
 type LocalStore struct {
-	now  func() time.Time
-	base time.Time // the store's clock is the time since base (monotonic with time.Now)
+	// lockedModel holds every admission: decided here, and copies of
+	// Redis's. Its clock is the time since the store's start; its mutex
+	// guards the fields below too.
+	lockedModel
 
 	// localOnlyUntil is the time (µs) until which some window may still hold
 	// an admission decided in process: a lock-free "nothing to do".
 	localOnlyUntil atomic.Int64
 
-	mu        sync.Mutex
-	windows   *Model // every admission: decided here, and copies of Redis's
 	localOnly *Model // the admissions decided here while Redis failed
 	seen      map[windowID]redisUse
 	// ids are the identities of Redis admissions in amount and calendar
@@ -67,27 +66,12 @@ type redisUse struct {
 // NewLocalStore returns an empty LocalStore reading time from now (time.Now
 // when nil).
 func NewLocalStore(now func() time.Time) *LocalStore {
-	if now == nil {
-		now = time.Now
-	}
-	s := &LocalStore{now: now, base: now(), seen: map[windowID]redisUse{}, learned: map[windowID]learnedState{}, ids: map[identityKey]identity{}}
-	s.windows, s.localOnly = NewModel(), NewModel()
-	s.windows.wall, s.localOnly.wall = s.wall, s.wall
+	s := &LocalStore{seen: map[windowID]redisUse{}, learned: map[windowID]learnedState{}, ids: map[identityKey]identity{}}
+	s.init(now, true)
+	s.localOnly = NewModel()
+	s.localOnly.wall = s.wall
 	return s
 }
-
-// wall turns a time on the store's clock back into wall-clock time.
-func (s *LocalStore) wall(t time.Time) time.Time { return s.base.Add(t.Sub(time.UnixMicro(0))) }
-
-// at is t on the store's clock: the time since base, so that wall-clock
-// jumps do not move windows (with time.Now's monotonic reading). Calendar
-// periods are dates, found from the wall clock at base plus that time
-// (wall).
-//
-// It is whole microseconds, the model's unit: with the nanoseconds of the
-// base left in, a calendar period's start, found from wall and at, came out
-// a microsecond apart between calls, and the window started afresh.
-func (s *LocalStore) at(t time.Time) time.Time { return time.UnixMicro(t.Sub(s.base).Microseconds()) }
 
 // Check implements Store with Model.Check. StoreResult.At is on the wall
 // clock: the store's clock (now) when the check read it, in whole
@@ -96,9 +80,9 @@ func (s *LocalStore) at(t time.Time) time.Time { return time.UnixMicro(t.Sub(s.b
 // Under concurrent checks a sliding window may record a member a few
 // microseconds after At, never before: it keeps its entries in time order.
 func (s *LocalStore) Check(_ context.Context, windows []KeyWindow, member string, amount int64) (StoreResult, error) {
-	now := s.at(s.now())
+	now := s.clock()
 	s.mu.Lock()
-	res := s.windows.Check(windows, member, amount, now)
+	res := s.model.Check(windows, member, amount, now)
 	s.mu.Unlock()
 	s.wallAt(&res)
 	return res, nil
@@ -113,9 +97,6 @@ func (s *LocalStore) wallAt(res *StoreResult) {
 		res.Now = time.UnixMicro(micros(s.wall(res.Now)))
 	}
 }
-
-// WindowKey implements WindowKeyer: WindowKey(w).
-func (s *LocalStore) WindowKey(w KeyWindow) string { return WindowKey(w) }
 
 // CheckLocalOnly is Check for a decision the limiter takes in process while
 // Redis fails: an admission is also remembered as one Redis does not hold,
@@ -137,7 +118,7 @@ func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount i
 	s.recallIdentities(windows, member, now)
 	held := make([]bool, len(windows))
 	for i, w := range windows {
-		held[i] = s.windows.holds(w, member, now)
+		held[i] = s.model.holds(w, member, now)
 	}
 	// A merchant's use holds what its window holds (Model.Check).
 	for i, p := range MerchantParents(windows) {
@@ -145,7 +126,7 @@ func (s *LocalStore) checkLocalOnly(windows []KeyWindow, member string, amount i
 			held[i] = true
 		}
 	}
-	res := s.windows.Check(windows, member, amount, now)
+	res := s.model.Check(windows, member, amount, now)
 	if !res.Allowed {
 		return res, false
 	}
@@ -217,7 +198,7 @@ func (s *LocalStore) followRedis(windows []KeyWindow, share float64, member stri
 		if !admitted || limit <= 0 {
 			continue
 		}
-		q := s.windows.slidingAt(w, at)
+		q := s.model.slidingAt(w, at)
 		if q.has(member) {
 			continue
 		}
@@ -292,10 +273,10 @@ func (s *LocalStore) recallIdentities(windows []KeyWindow, member string, now ti
 			continue
 		}
 		id, ok := s.ids[identityKey{window: idOf(w), member: member}]
-		if !ok || id.until <= micros(now) || s.windows.holds(w, member, now) {
+		if !ok || id.until <= micros(now) || s.model.holds(w, member, now) {
 			continue
 		}
-		s.windows.addIdentity(w, member, id.amount, now)
+		s.model.addIdentity(w, member, id.amount, now)
 	}
 }
 
@@ -365,7 +346,7 @@ func (s *LocalStore) LocalOnly(windows []KeyWindow, t time.Time) (uses []int64, 
 func (s *LocalStore) retain(keep func(id windowID) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.windows.retain(keep)
+	s.model.retain(keep)
 	s.localOnly.retain(keep)
 	for id := range s.seen {
 		if !keep(id) {
@@ -390,7 +371,7 @@ func (s *LocalStore) retain(keep func(id windowID) bool) {
 func (s *LocalStore) Release(_ context.Context, windows []KeyWindow, member string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	found := s.windows.Release(windows, member)
+	found := s.model.Release(windows, member)
 	if s.localOnly.Release(windows, member) {
 		found = true
 	}
@@ -404,19 +385,11 @@ func (s *LocalStore) Release(_ context.Context, windows []KeyWindow, member stri
 func (s *LocalStore) ReleaseIfAmount(_ context.Context, windows []KeyWindow, member string, amount int64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	found := s.windows.ReleaseIfAmount(windows, member, amount)
+	found := s.model.ReleaseIfAmount(windows, member, amount)
 	if s.localOnly.ReleaseIfAmount(windows, member, amount) {
 		found = true
 	}
 	return found, nil
-}
-
-// Usage implements Store.
-func (s *LocalStore) Usage(_ context.Context, windows []KeyWindow) ([]int64, error) {
-	now := s.at(s.now())
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.windows.Usage(windows, now), nil
 }
 
 // Ping implements Store; a LocalStore always answers.
@@ -424,33 +397,18 @@ func (s *LocalStore) Ping(context.Context) error { return nil }
 
 // Throttle implements Learner on the store's clock (Model.Throttle).
 func (s *LocalStore) Throttle(_ context.Context, windows []KeyWindow, retryAfter time.Duration) error {
-	now := s.at(s.now())
+	now := s.clock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.windows.Throttle(windows, now, retryAfter)
+	s.model.Throttle(windows, now, retryAfter)
 	return nil
-}
-
-// Learned implements Learner; its times are on the wall clock.
-func (s *LocalStore) Learned(_ context.Context, windows []KeyWindow) ([]LearnedLimit, error) {
-	now := s.at(s.now())
-	s.mu.Lock()
-	out := s.windows.Learned(windows, now)
-	s.mu.Unlock()
-	for i := range out {
-		out[i].Since, out[i].Until = s.wall(out[i].Since), s.wall(out[i].Until)
-		if !out[i].NotBefore.IsZero() {
-			out[i].NotBefore = s.wall(out[i].NotBefore)
-		}
-	}
-	return out, nil
 }
 
 // ResetLearned implements Learner.
 func (s *LocalStore) ResetLearned(_ context.Context, windows []KeyWindow) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.windows.ResetLearned(windows)
+	s.model.ResetLearned(windows)
 	return nil
 }
 
