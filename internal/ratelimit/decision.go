@@ -152,7 +152,7 @@ type Decision struct {
 	LimitsVersion string
 
 	// localOnly: a degraded admission whose in-process record is one
-	// decided in process (LocalStore.CheckLocalOnly), not a copy of a Redis
+	// decided in process (fallback.CheckLocalOnly), not a copy of a Redis
 	// admission: it sets Hold's inProcess.
 	localOnly bool
 }

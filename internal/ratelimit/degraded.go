@@ -65,7 +65,7 @@ func (l *Limiter) allowOrDeny(p plan, key Key) (Decision, error) {
 // PolicyLocal every window is enforced in process with its limit cut to
 // this instance's share: of the whole limit for a sliding count window
 // (whose admissions by this instance were copied), or of the learned limit
-// Redis last reported for it, climbing from then (LocalStore.seenLearned),
+// Redis last reported for it, climbing from then (fallback.seenLearned),
 // when lower; of what Redis last reported left for an amount or calendar
 // window. The in-process windows' own learned limits (from throttles this
 // instance was told of, Limiter.Throttled) apply on top.

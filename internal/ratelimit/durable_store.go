@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"payserver/internal/atomicfile"
@@ -30,18 +29,18 @@ import (
 // decides exactly as it did; "rel" records a release; "thr" a throttle and
 // "rst" a reset of learned limits, replayed through the Model too; "put"
 // records one member held in one window, and "lrn" one window's learned
-// limit, as written by a compaction. Open replays the
-// journal, then compacts it to the members still held (written to a
+// limit, as written by a compaction; a window is written as its fields,
+// not as a name (WindowKey). Open replays the journal, then compacts it to the members still held (written to a
 // temporary file, synced, renamed), and compacts again whenever that many
 // records more have been appended.
 //
 // A DurableStore is for one process: the caller holds the data dir's lock.
 type DurableStore struct {
+	// lockedModel is the Model on the wall clock; its mutex guards the
+	// journal's fields below too.
+	lockedModel
 	path string
-	now  func() time.Time
 
-	mu      sync.Mutex
-	model   *Model
 	f       *os.File
 	w       *bufio.Writer
 	records int   // appended since the last compaction
@@ -57,10 +56,8 @@ const compactEvery = 100_000
 // OpenDurableStore opens (or creates) the journal at path, replays it and
 // compacts it. now is the clock; nil means time.Now.
 func OpenDurableStore(path string, now func() time.Time) (*DurableStore, error) {
-	if now == nil {
-		now = time.Now
-	}
-	s := &DurableStore{path: path, now: now, model: NewModel()}
+	s := &DurableStore{path: path}
+	s.init(now, false)
 	if err := s.replay(); err != nil {
 		return nil, err
 	}
@@ -223,7 +220,7 @@ func (s *DurableStore) compact() error {
 	w := bufio.NewWriterSize(f, 1<<16)
 	enc := json.NewEncoder(w)
 	var werr error
-	s.model.holdings(s.wallNow(), func(kw KeyWindow, member string, weight, amount, at int64) {
+	s.model.holdings(s.clock(), func(kw KeyWindow, member string, weight, amount, at int64) {
 		if werr == nil {
 			werr = enc.Encode(journalRecord{Op: "put", Windows: []journalWindow{toJournal(kw)}, Member: member, Amount: amount, At: at, Weight: weight})
 		}
@@ -258,9 +255,6 @@ func (s *DurableStore) compact() error {
 	s.w, s.records = bufio.NewWriterSize(s.f, 1<<12), 0
 	return nil
 }
-
-// wallNow is the store's clock in whole microseconds.
-func (s *DurableStore) wallNow() time.Time { return time.UnixMicro(s.now().UnixMicro()) }
 
 // append writes rec, synced when sync is set. s.mu must be held.
 func (s *DurableStore) append(rec journalRecord, sync bool) error {
@@ -318,7 +312,7 @@ func (s *DurableStore) Check(_ context.Context, windows []KeyWindow, member stri
 	if err := s.recover(); err != nil {
 		return StoreResult{}, err
 	}
-	now := s.wallNow()
+	now := s.clock()
 	res := s.model.Check(windows, member, amount, now)
 	if res.Allowed {
 		if err := s.append(journalRecord{Op: "check", Windows: toJournalAll(windows), Member: member, Amount: amount, At: micros(now)}, true); err != nil {
@@ -329,10 +323,6 @@ func (s *DurableStore) Check(_ context.Context, windows []KeyWindow, member stri
 	}
 	return res, nil
 }
-
-// WindowKey implements WindowKeyer: WindowKey(w). (The journal writes a
-// window as its fields, not as a name.)
-func (s *DurableStore) WindowKey(w KeyWindow) string { return WindowKey(w) }
 
 // Release implements Store.
 func (s *DurableStore) Release(_ context.Context, windows []KeyWindow, member string) (bool, error) {
@@ -365,13 +355,6 @@ func (s *DurableStore) release(rec journalRecord, apply func() bool) (bool, erro
 		return false, s.broken
 	}
 	return found, nil
-}
-
-// Usage implements Store.
-func (s *DurableStore) Usage(_ context.Context, windows []KeyWindow) ([]int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.model.Usage(windows, s.wallNow()), nil
 }
 
 // Ping implements Store: nil while the journal can be written.
@@ -418,7 +401,7 @@ func (s *DurableStore) learnedChange(rec journalRecord, change func(now time.Tim
 	if err := s.recover(); err != nil {
 		return err
 	}
-	now := s.wallNow()
+	now := s.clock()
 	change(now)
 	rec.At = micros(now)
 	if err := s.append(rec, true); err != nil {
@@ -426,11 +409,4 @@ func (s *DurableStore) learnedChange(rec journalRecord, change func(now time.Tim
 		return s.broken
 	}
 	return nil
-}
-
-// Learned implements Learner.
-func (s *DurableStore) Learned(_ context.Context, windows []KeyWindow) ([]LearnedLimit, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.model.Learned(windows, s.wallNow()), nil
 }

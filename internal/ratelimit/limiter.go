@@ -97,7 +97,7 @@ type CheckObserver interface {
 type Limiter struct {
 	store   Store
 	names   func(KeyWindow) string // the store's names of its windows
-	local   *LocalStore
+	local   *fallback
 	opts    Options
 	breaker *breaker.Breaker
 	log     *slog.Logger
@@ -175,7 +175,7 @@ func New(store Store, opts Options) (*Limiter, error) {
 	l := &Limiter{
 		store:   store,
 		names:   storeNamer(store),
-		local:   NewLocalStore(opts.Now),
+		local:   newFallback(opts.Now),
 		opts:    opts,
 		breaker: breaker.New(breaker.Options{Failures: opts.BreakerThreshold, Cooldown: opts.BreakerCooldown, Now: opts.Now}),
 		log:     opts.Logger,

@@ -605,8 +605,8 @@ func (m *Model) retain(keep func(id windowID) bool) {
 
 // addIdentity records member in window w at now with no weight, admitted
 // for amount: it counts nothing, and a check of the member finds it held
-// (a duplicate for amount, a conflict for another). LocalStore uses it for
-// the members Redis admitted in windows it does not copy.
+// (a duplicate for amount, a conflict for another). The limiter's fallback
+// uses it for the members Redis admitted in windows it does not copy.
 func (m *Model) addIdentity(w KeyWindow, member string, amount int64, now time.Time) {
 	if w.IsCalendar() {
 		m.periodAt(w, now).held[member] = heldWeight{weight: 0, amount: amount}

@@ -14,7 +14,7 @@ type plan struct {
 	// admits anyway.
 	shadow bool
 	// hasBaseline: some window is an amount or calendar window, whose use
-	// Redis reports is kept for the fallback (LocalStore.followRedis).
+	// Redis reports is kept for the fallback (fallback.followRedis).
 	hasBaseline bool
 }
 
