@@ -218,8 +218,8 @@ func (l *Limiter) SetConfig(c *Config) {
 // Config returns the snapshot in force, or nil before the first SetConfig.
 func (l *Limiter) Config() *Config { return l.limits.Load().cfg }
 
-// Loaded reports whether a configuration has been set.
-func (l *Limiter) Loaded() bool { return l.Config() != nil }
+// loaded reports whether a configuration has been set.
+func (l *Limiter) loaded() bool { return l.Config() != nil }
 
 // SetLocalShare changes the fraction of each limit this instance enforces
 // under PolicyLocal, for instance when the live instance count changes. It
@@ -292,7 +292,7 @@ func (l *Limiter) Check(ctx context.Context, r Request) (Decision, error) {
 // notLoaded is Options.NotLoaded's error before the first SetConfig, else
 // nil.
 func (l *Limiter) notLoaded() error {
-	if l.opts.NotLoaded == nil || l.Loaded() {
+	if l.opts.NotLoaded == nil || l.loaded() {
 		return nil
 	}
 	return l.opts.NotLoaded()
@@ -426,7 +426,7 @@ func (l *Limiter) ReleaseAmount(ctx context.Context, h Hold) error {
 // whether some window held its member: see ReleaseHeld.
 func (l *Limiter) release(ctx context.Context, h Hold, amountsOnly bool) (bool, error) {
 	key, member := h.Key, h.Member
-	if !h.Known() && !l.Loaded() {
+	if !h.Known() && !l.loaded() {
 		return false, ErrNotLoaded
 	}
 	lim := l.limits.Load()
