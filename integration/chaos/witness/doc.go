@@ -182,7 +182,12 @@
 // windows and cannot know what the others admit (docs/DESIGN.md, "When
 // Redis fails", "Policy `local` cannot be exact across a failover"), so
 // two concurrent acquires at two amounts on two instances each hold a slot
-// at their own amount there.
+// at their own amount there. While a limits document reaches the
+// instances (each applies it within a second: docs/OPERATIONS.md,
+// "Changing a channel limit"), it may also repeat an acquisition checked
+// under the other document when the two documents have no window of the
+// key in common (a calendar's zone or cutoff names another period's key):
+// each acquire was then held in its own document's windows.
 //
 // Property one-pay-on-the-wire (docs/DESIGN.md "POST /pay": "the channel
 // is called at most once per requestId"): the ledger holds at most one pay

@@ -177,7 +177,7 @@ func (c *checker) checkIdentity() {
 				held, live = nil, nil
 			}
 		}
-		if held == nil || held.Amount == op.Amount || c.heldInProcess(op, live) {
+		if held == nil || held.Amount == op.Amount || c.heldInProcess(op, live) || c.heldUnderAnotherDocument(op, held, live) {
 			continue
 		}
 		c.report(Violation{Property: Identity, Key: op.BizType + ":" + op.Channel, RequestID: op.RequestID,
@@ -216,6 +216,50 @@ func (c *checker) heldInProcess(op *Op, live []*Op) bool {
 		if prev.Amount == op.Amount && prev.Currency == op.Currency && prev.Instance == op.Instance &&
 			c.inRedisFault(prev.Channel, prev.InvokeUs, completeOr(prev, forever)) {
 			return true
+		}
+	}
+	return false
+}
+
+// heldUnderAnotherDocument says whether the duplicate op may repeat an
+// acquisition of its own amount that was checked in other windows than
+// held's, the latest: a limits document reaches the instances one by one,
+// each within a second (docs/OPERATIONS.md, "Changing a channel limit"),
+// and while it does, two instances may check one key under two documents. When no window is the
+// same in both (a calendar's zone or cutoff names another period's key),
+// two acquires of one requestId at two amounts are both admitted, each in
+// its own document's windows, and a retry at one amount in its windows is
+// a duplicate there. When a window is the same in both, it holds both
+// acquires' member, and the second must have been refused 409.
+func (c *checker) heldUnderAnotherDocument(op, held *Op, live []*Op) bool {
+	rulesOf := func(o *Op) []ruleSet {
+		lo, hi := o.InvokeUs-c.skew, completeOr(o, forever)
+		return c.rulesFor(o.BizType, o.Channel, c.docsIn(lo, hi), lo, hi)
+	}
+	heldRules := rulesOf(held)
+	for _, prev := range live {
+		if prev.Amount != op.Amount || prev.Currency != op.Currency {
+			continue
+		}
+		for _, a := range rulesOf(prev) {
+			for _, b := range heldRules {
+				if a.doc != b.doc && !shareAWindow(a.windowsFor(prev.Amount, prev.Currency), b.windowsFor(held.Amount, held.Currency)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// shareAWindow says whether a and b have a window of the same key in
+// common.
+func shareAWindow(a, b []scoped) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.key == y.key && x.window.ID == y.window.ID {
+				return true
+			}
 		}
 	}
 	return false

@@ -1,6 +1,7 @@
 package witness
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -240,6 +241,55 @@ func TestIdentityAcrossInstancesInAnOutage(t *testing.T) {
 			}
 			if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
 				t.Errorf("violations of a4 = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A limits document reaches the instances one by one: while it does, two
+// instances may check a key under two documents. When the key's windows
+// differ between them (a calendar's zone or cutoff names another period's
+// key), the two check different windows: two concurrent acquires of one
+// requestId at two amounts are both admitted, each held at its amount in
+// its own document's windows, and a retry at the first amount under the
+// first document is a duplicate there. When the windows are the same (only
+// a limit changed), one of them holds both, and the retry must be 409.
+func TestIdentityAcrossADocumentChange(t *testing.T) {
+	doc := func(zone string, limit int) string {
+		return strings.Replace(baseDoc, "zone: UTC", "zone: "+zone, 1) + fmt.Sprintf("  CAL:WECHAT: [{limit: %d, calendar: day}]\n", limit)
+	}
+	for _, tt := range []struct {
+		name    string
+		next    string // the document published as the acquires are made
+		changed bool   // published at the acquires (else an hour before)
+		want    []Property
+	}{
+		{"the day moves to another zone", doc("Asia/Shanghai", 50), true, nil},
+		{"only the limit changes", doc("UTC", 60), true, []Property{Identity}},
+		{"the change had reached every instance", doc("Asia/Shanghai", 50), false, []Property{Identity}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHistory(t, doc("UTC", 50))
+			at := t0 + 2*3600*sec
+			from := at - 200*ms
+			if !tt.changed {
+				from = at - 3600*sec
+			}
+			b.publish(tt.next, from)
+			first := b.op("acquire", "a5", "CAL", "WECHAT", 1450, at, 200, map[string]any{"allowed": true, "duplicate": false})
+			first.Instance = "i0"
+			second := b.op("acquire", "a5", "CAL", "WECHAT", 1365, at, 200, map[string]any{"allowed": true, "duplicate": false})
+			second.Instance = "i1"
+			retry := b.op("acquire", "a5", "CAL", "WECHAT", 1450, at+10*ms, 200, map[string]any{"allowed": true, "duplicate": true})
+			retry.Instance = "i0"
+			var got []Property
+			for _, v := range b.check().Violations {
+				if v.RequestID == "a5" {
+					got = append(got, v.Property)
+				}
+			}
+			if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
+				t.Errorf("violations of a5 = %v, want %v", got, tt.want)
 			}
 		})
 	}
