@@ -131,8 +131,8 @@ func (l *LearnedLimits) Run(ctx context.Context, interval time.Duration) {
 }
 
 // Refresh reads the learned limits of every key of the limits in force
-// whose rule in force learns, one key at a time within
-// learnedPassTimeout, and makes them the exported values.
+// whose rule in force learns, in one LearnedOf within learnedPassTimeout
+// (pipelined on Redis), and makes them the exported values.
 func (l *LearnedLimits) Refresh(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -30,9 +30,12 @@ type KeyLearned struct {
 // the admissions wait for, so it stays short (a fraction of a millisecond).
 const keysPerRead = 512
 
-// readParallelism is how many keys UsageOf and LearnedOf read from Redis at
-// once.
+// readParallelism is how many keys UsageOf and LearnedOf read at once from
+// a shared store that reads key by key (not a KeysReader).
 const readParallelism = 8
+
+// keysPerPipeline is how many keys one read of a KeysReader carries.
+const keysPerPipeline = 256
 
 // readsAcrossKeys reports whether one call of store may carry the windows
 // of many keys: the in-process stores do. The Redis store is read key by
@@ -48,11 +51,25 @@ func readsAcrossKeys(store Store) bool {
 
 // UsageOf reads the use of each of keys, as Usage reads one key's, and
 // returns one KeyUsage per key, in their order. The in-process stores are
-// read keysPerRead keys per call; Redis is read key by key,
-// readParallelism keys at a time. A key whose read failed, or was not
-// made before ctx ended, carries the error; the others are still read.
+// read keysPerRead keys per call; Redis in pipelines of keysPerPipeline
+// keys (KeysReader); another shared store key by key, readParallelism
+// keys at a time. A key whose read failed, or was not made before ctx
+// ended, carries the error; the others are still read.
 func (l *Limiter) UsageOf(ctx context.Context, keys []Key) []KeyUsage {
 	out := make([]KeyUsage, len(keys))
+	if kr, ok := l.store.(KeysReader); ok && !readsAcrossKeys(l.store) {
+		cfg, now := l.Config(), l.opts.Now()
+		groups := make([][]KeyWindow, len(keys))
+		for i, k := range keys {
+			out[i].Rule = cfg.RuleAt(k, now)
+			groups[i] = KeyWindows(k, out[i].Rule.Windows)
+		}
+		counts, errs := pipelined(l, ctx, groups, kr.UsageOfKeys)
+		for i := range out {
+			out[i].Counts, out[i].Err = counts[i], errs[i]
+		}
+		return out
+	}
 	if !readsAcrossKeys(l.store) {
 		eachParallel(ctx, len(keys), func(ctx context.Context, i int) {
 			out[i].Rule, out[i].Counts, out[i].Err = l.Usage(ctx, keys[i])
@@ -108,6 +125,18 @@ func (l *Limiter) LearnedOf(ctx context.Context, keys []Key) []KeyLearned {
 	if !ok {
 		return out
 	}
+	if kr, ok := l.store.(KeysReader); ok && !readsAcrossKeys(l.store) {
+		cfg, now := l.Config(), l.opts.Now()
+		groups := make([][]KeyWindow, len(keys))
+		for i, k := range keys {
+			groups[i] = ownLearningWindows(k, cfg.RuleAt(k, now))
+		}
+		limits, errs := pipelined(l, ctx, groups, kr.LearnedOfKeys)
+		for i := range out {
+			out[i].Limits, out[i].Err = limits[i], errs[i]
+		}
+		return out
+	}
 	if !readsAcrossKeys(l.store) {
 		eachParallel(ctx, len(keys), func(ctx context.Context, i int) {
 			out[i].Limits, out[i].Err = l.Learned(ctx, keys[i])
@@ -119,12 +148,9 @@ func (l *Limiter) LearnedOf(ctx context.Context, keys []Key) []KeyLearned {
 		var windows []KeyWindow
 		owner := make([]int, 0, end-start) // the index in keys of each window's key
 		for i := start; i < end; i++ {
-			rule := cfg.RuleAt(keys[i], now)
-			for j, w := range rule.Windows {
-				if kw := (KeyWindow{Key: keys[i], Window: w, Learn: rule.learning(j)}); kw.Learns() {
-					windows = append(windows, kw)
-					owner = append(owner, i)
-				}
+			for _, kw := range ownLearningWindows(keys[i], cfg.RuleAt(keys[i], now)) {
+				windows = append(windows, kw)
+				owner = append(owner, i)
 			}
 		}
 		if len(windows) == 0 {
@@ -152,6 +178,52 @@ func (l *Limiter) LearnedOf(ctx context.Context, keys []Key) []KeyLearned {
 		}
 	})
 	return out
+}
+
+// pipelined reads groups, each one key's windows, through read,
+// keysPerPipeline groups a call, and returns each group's answer and error
+// in their order. An empty group is read as nothing (no answer, no error).
+// A call that failed as a whole, or was not made before ctx ended, gives
+// its error to each of its groups.
+func pipelined[T any](l *Limiter, ctx context.Context, groups [][]KeyWindow, read func(context.Context, [][]KeyWindow) ([]T, []error)) ([]T, []error) {
+	vals, errs := make([]T, len(groups)), make([]error, len(groups))
+	var at []int // the index in groups of each group of the next call
+	flush := func() {
+		if len(at) == 0 {
+			return
+		}
+		asked := make([][]KeyWindow, len(at))
+		for j, i := range at {
+			asked[j] = groups[i]
+		}
+		var got []T
+		var gotErrs []error
+		err := l.readChunk(ctx, func(ctx context.Context) error {
+			got, gotErrs = read(ctx, asked)
+			if len(got) != len(asked) || len(gotErrs) != len(asked) {
+				return fmt.Errorf("ratelimit: the store answered %d reads, asked %d", len(got), len(asked))
+			}
+			return nil
+		})
+		for j, i := range at {
+			if err != nil {
+				errs[i] = err
+			} else {
+				vals[i], errs[i] = got[j], gotErrs[j]
+			}
+		}
+		at = at[:0]
+	}
+	for i, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
+		if at = append(at, i); len(at) == keysPerPipeline {
+			flush()
+		}
+	}
+	flush()
+	return vals, errs
 }
 
 // readChunk makes one store read under the timeout of Usage's store call,

@@ -3,8 +3,10 @@ package ratelimit_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +20,9 @@ import (
 // what was admitted into it and what its channel taught it, in the order
 // asked, an unlimited key and a repeated key included.
 func TestUsageOfAndLearnedOfReadEveryKey(t *testing.T) {
+	// beforeRead, when a case sets it, runs after the admissions and
+	// before the reads.
+	var beforeRead func()
 	for _, c := range []struct {
 		name  string
 		store func(t *testing.T) ratelimit.Store
@@ -38,6 +43,26 @@ func TestUsageOfAndLearnedOfReadEveryKey(t *testing.T) {
 			}
 			return s
 		}},
+		{"redis, its scripts flushed before the reads", func(t *testing.T) ratelimit.Store {
+			client := testutil.MustRedis(t)
+			s, err := redisstore.New(client, redisstore.Options{Prefix: "test:reads-flushed:"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			beforeRead = func() {
+				if err := client.ScriptFlush(context.Background()).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return s
+		}},
+		{"cluster", func(t *testing.T) ratelimit.Store {
+			s, err := redisstore.New(testutil.MustCluster(t), redisstore.Options{Prefix: "test:reads:"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
 		{"miniredis", func(t *testing.T) ratelimit.Store {
 			_, client := testutil.MustMiniredis(t)
 			s, err := redisstore.New(client, redisstore.Options{})
@@ -48,23 +73,16 @@ func TestUsageOfAndLearnedOfReadEveryKey(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			beforeRead = nil
 			l, err := ratelimit.New(c.store(t), ratelimit.Options{Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
-			// 600 keys: more than one in-process read (512 keys).
+			// 600 keys: more than one in-process read (512 keys), and more than
+			// one pipeline (256).
 			const n = 600
 			prefix := testutil.UniqueName("R")
-			rule := ratelimit.Rule{Windows: []ratelimit.Window{
-				{Limit: 100, Size: time.Minute},
-				{Limit: 1000, Calendar: ratelimit.Calendar{Unit: ratelimit.CalendarDay, Zone: time.UTC}},
-			}}
-			cfg := &ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{}}
-			keys := make([]ratelimit.Key, n)
-			for i := range keys {
-				keys[i] = ratelimit.Key{BizType: fmt.Sprintf("%s%03d", prefix, i), Channel: "ALIPAY"}
-				cfg.Rules[keys[i]] = rule
-			}
+			rule, cfg, keys := readKeys(prefix, n)
 			unlimited := ratelimit.Key{BizType: prefix + "FREE", Channel: "ALIPAY"}
 			l.SetConfig(cfg)
 			admitted := func(i int) int64 { return int64(i % 4) }
@@ -91,6 +109,9 @@ func TestUsageOfAndLearnedOfReadEveryKey(t *testing.T) {
 					return 3
 				}
 				return i
+			}
+			if beforeRead != nil {
+				beforeRead()
 			}
 			usage := l.UsageOf(context.Background(), asked)
 			learned := l.LearnedOf(context.Background(), asked)
@@ -144,4 +165,95 @@ func TestUsageOfAfterItsContextEnded(t *testing.T) {
 			t.Errorf("learned limits of key %d read after the context ended: %+v, want its error", i, ls)
 		}
 	}
+}
+
+// readKeys returns n keys on ALIPAY named from prefix, each with rule (a
+// learning minute window and a day), and the limits that give it them.
+func readKeys(prefix string, n int) (ratelimit.Rule, *ratelimit.Config, []ratelimit.Key) {
+	rule := ratelimit.Rule{Windows: []ratelimit.Window{
+		{Limit: 100, Size: time.Minute},
+		{Limit: 1000, Calendar: ratelimit.Calendar{Unit: ratelimit.CalendarDay, Zone: time.UTC}},
+	}}
+	cfg := &ratelimit.Config{Rules: map[ratelimit.Key]ratelimit.Rule{}}
+	keys := make([]ratelimit.Key, n)
+	for i := range keys {
+		keys[i] = ratelimit.Key{BizType: fmt.Sprintf("%s%05d", prefix, i), Channel: "ALIPAY"}
+		cfg.Rules[keys[i]] = rule
+	}
+	return rule, cfg, keys
+}
+
+// keyByKey hides a store's KeysReader: the limiter reads it key by key,
+// readParallelism keys at a time.
+type keyByKey struct{ ratelimit.Store }
+
+func (s keyByKey) Learned(ctx context.Context, windows []ratelimit.KeyWindow) ([]ratelimit.LearnedLimit, error) {
+	return s.Store.(ratelimit.Learner).Learned(ctx, windows)
+}
+func (s keyByKey) Throttle(ctx context.Context, windows []ratelimit.KeyWindow, retryAfter time.Duration) error {
+	return s.Store.(ratelimit.Learner).Throttle(ctx, windows, retryAfter)
+}
+func (s keyByKey) ResetLearned(ctx context.Context, windows []ratelimit.KeyWindow) error {
+	return s.Store.(ratelimit.Learner).ResetLearned(ctx, windows)
+}
+
+// BenchmarkUsageOfPipelinedRatio reads the use (UsageOf) and the learned
+// limits (LearnedOf) of PAYSERVER_BENCH_KEYS keys (default 1,000), each
+// with a learning minute window and a day, on Redis: pipelined against key
+// by key, interleaved call by call, and reports the time of each read of
+// all the keys and their ratio (under 1: pipelined is faster).
+func BenchmarkUsageOfPipelinedRatio(b *testing.B) {
+	n := 1000
+	if v := os.Getenv("PAYSERVER_BENCH_KEYS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := redisstore.New(testutil.MustRedis(b), redisstore.Options{Prefix: "bench:reads:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, cfg, keys := readKeys(testutil.UniqueName("B"), n)
+	var limiters [2]*ratelimit.Limiter
+	for i, st := range []ratelimit.Store{s, keyByKey{s}} {
+		if limiters[i], err = ratelimit.New(st, ratelimit.Options{Timeout: 5 * time.Second}); err != nil {
+			b.Fatal(err)
+		}
+		limiters[i].SetConfig(cfg)
+	}
+	for i, k := range keys {
+		if _, err := limiters[0].Allow(context.Background(), k, fmt.Sprint("m", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	read := func(l *ratelimit.Limiter) time.Duration {
+		t0 := time.Now()
+		for _, u := range l.UsageOf(context.Background(), keys) {
+			if u.Err != nil {
+				b.Fatal(u.Err)
+			}
+		}
+		for _, ls := range l.LearnedOf(context.Background(), keys) {
+			if ls.Err != nil {
+				b.Fatal(ls.Err)
+			}
+		}
+		return time.Since(t0)
+	}
+	var piped, each time.Duration
+	rounds := 0
+	for b.Loop() {
+		if rounds%2 == 0 {
+			piped += read(limiters[0])
+			each += read(limiters[1])
+		} else {
+			each += read(limiters[1])
+			piped += read(limiters[0])
+		}
+		rounds++
+	}
+	b.ReportMetric(float64(piped.Microseconds())/float64(rounds), "pipelined-µs/read")
+	b.ReportMetric(float64(each.Microseconds())/float64(rounds), "keybykey-µs/read")
+	b.ReportMetric(float64(piped)/float64(each), "pipelined/keybykey")
 }

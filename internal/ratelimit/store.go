@@ -128,3 +128,17 @@ type WindowRegistry interface {
 	// still hold a member admitted while they were in force (retention).
 	RegisteredWindows(ctx context.Context, keys []Key, now time.Time) ([]KeyWindow, error)
 }
+
+// KeysReader is implemented by a Store that reads the windows of many
+// keys in one round trip to each of its nodes: the Redis store, which
+// pipelines a read of each key (a Cluster's pipeline goes to each key's
+// node). UsageOf and LearnedOf read through it; a key's read is the one
+// Usage or Learned would make, and its error is its own.
+type KeysReader interface {
+	// UsageOfKeys returns, for each group (one key's windows), what Usage
+	// would return for it.
+	UsageOfKeys(ctx context.Context, groups [][]KeyWindow) ([][]int64, []error)
+	// LearnedOfKeys returns, for each group, what Learned would return for
+	// it (the store is a Learner).
+	LearnedOfKeys(ctx context.Context, groups [][]KeyWindow) ([][]LearnedLimit, []error)
+}

@@ -92,13 +92,7 @@ func learningWindows(cfg *Config, h Hold, now time.Time) []KeyWindow {
 // rule in force now; a channel-wide key's are its own), read from the
 // shared store: for GET /limits. None when the store is not a Learner.
 func (l *Limiter) Learned(ctx context.Context, key Key) ([]LearnedLimit, error) {
-	rule := l.Config().RuleAt(key, l.opts.Now())
-	windows := make([]KeyWindow, 0, len(rule.Windows))
-	for i, w := range rule.Windows {
-		if kw := (KeyWindow{Key: key, Window: w, Learn: rule.learning(i)}); kw.Learns() {
-			windows = append(windows, kw)
-		}
-	}
+	windows := ownLearningWindows(key, l.Config().RuleAt(key, l.opts.Now()))
 	learner, ok := l.store.(Learner)
 	if !ok || len(windows) == 0 {
 		return nil, nil
@@ -106,6 +100,17 @@ func (l *Limiter) Learned(ctx context.Context, key Key) ([]LearnedLimit, error) 
 	cctx, cancel := context.WithTimeout(ctx, 10*l.opts.Timeout)
 	defer cancel()
 	return learner.Learned(cctx, windows)
+}
+
+// ownLearningWindows returns key's own windows under rule that learn.
+func ownLearningWindows(key Key, rule Rule) []KeyWindow {
+	var windows []KeyWindow
+	for i, w := range rule.Windows {
+		if kw := (KeyWindow{Key: key, Window: w, Learn: rule.learning(i)}); kw.Learns() {
+			windows = append(windows, kw)
+		}
+	}
+	return windows
 }
 
 // ResetLearned forgets the learned limits of key's own sliding count

@@ -46,6 +46,7 @@ var (
 	_ ratelimit.WindowKeyer    = (*Store)(nil)
 	_ ratelimit.Learner        = (*Store)(nil)
 	_ ratelimit.WindowRegistry = (*Store)(nil)
+	_ ratelimit.KeysReader     = (*Store)(nil)
 )
 
 // Options configures a Store. The zero value is a plain client,
@@ -223,9 +224,56 @@ func (s *Store) Usage(ctx context.Context, windows []ratelimit.KeyWindow) ([]int
 // usageAt is Usage at a time: 0 for Redis TIME, else µs since the epoch;
 // periodsAt as for checkArgsAt.
 func (s *Store) usageAt(ctx context.Context, nowMicros int64, periodsAt time.Time, windows []ratelimit.KeyWindow) ([]int64, error) {
+	return usageScript.Run(ctx, s.client, s.keys(windows), usageArgs(nowMicros, periodsAt, windows)...).Int64Slice()
+}
+
+// usageArgs are the arguments of a usageScript call of windows.
+func usageArgs(nowMicros int64, periodsAt time.Time, windows []ratelimit.KeyWindow) []any {
 	args := make([]any, 0, 2+argsPerWindow*len(windows))
-	args = appendWindowArgs(append(args, nowMicros, len(windows)), periodsAt, windows)
-	return usageScript.Run(ctx, s.client, s.keys(windows), args...).Int64Slice()
+	return appendWindowArgs(append(args, nowMicros, len(windows)), periodsAt, windows)
+}
+
+// UsageOfKeys implements ratelimit.KeysReader: Usage of each group, in one
+// pipeline.
+func (s *Store) UsageOfKeys(ctx context.Context, groups [][]ratelimit.KeyWindow) ([][]int64, []error) {
+	nowMicros, periodsAt := s.at()
+	cmds := s.pipelined(ctx, usageScript, groups, func(g []ratelimit.KeyWindow) ([]string, []any) {
+		return s.keys(g), usageArgs(nowMicros, periodsAt, g)
+	})
+	out, errs := make([][]int64, len(groups)), make([]error, len(groups))
+	for i, c := range cmds {
+		if c != nil {
+			out[i], errs[i] = c.Int64Slice()
+		}
+	}
+	return out, errs
+}
+
+// pipelined runs script once for each group that is not empty, all in
+// one pipeline (a Cluster's goes to each key's node), with the keys and
+// arguments call gives the group, and returns each call's command: nil
+// for an empty group. A call answered NOSCRIPT (a Redis that lost its
+// scripts: a restart, a failover to a replica that never loaded them) is
+// run again on its own, which loads the script.
+func (s *Store) pipelined(ctx context.Context, script *redis.Script, groups [][]ratelimit.KeyWindow, call func(g []ratelimit.KeyWindow) ([]string, []any)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(groups))
+	keys, args := make([][]string, len(groups)), make([][]any, len(groups))
+	// Each command carries its own error; Pipelined's is the first of them.
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, g := range groups {
+			if len(g) > 0 {
+				keys[i], args[i] = call(g)
+				cmds[i] = script.EvalSha(ctx, p, keys[i], args[i]...)
+			}
+		}
+		return nil
+	})
+	for i, c := range cmds {
+		if c != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			cmds[i] = script.Run(ctx, s.client, keys[i], args[i]...)
+		}
+	}
+	return cmds
 }
 
 // Warm loads the limiter's scripts on every node that can hold a key (each
