@@ -3,6 +3,7 @@ package witness
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -225,31 +226,46 @@ func (c *checker) heldInProcess(op *Op, live []*Op) bool {
 // acquisition of its own amount that was checked in other windows than
 // held's, the latest: a limits document reaches the instances one by one,
 // each within a second (docs/OPERATIONS.md, "Changing a channel limit"),
-// and while it does, two instances may check one key under two documents. When no window is the
-// same in both (a calendar's zone or cutoff names another period's key),
-// two acquires of one requestId at two amounts are both admitted, each in
-// its own document's windows, and a retry at one amount in its windows is
-// a duplicate there. When a window is the same in both, it holds both
-// acquires' member, and the second must have been refused 409.
+// and while it does, two instances may check one key under two documents.
+// When no window is the same in both (a calendar's zone or cutoff names
+// another period's key), two acquires of one requestId at two amounts are
+// both admitted, each in its own document's windows, and a retry at one
+// amount in its windows is a duplicate there. So op is excused when, under
+// some rules it may have been checked by, it shares a window with an
+// acquisition of its amount and none with held under some rules held may
+// have been checked by. When a window is the same in both, it holds both
+// acquires' member, and the second must have been refused 409; a retry
+// checked only under held's windows must be too.
 func (c *checker) heldUnderAnotherDocument(op, held *Op, live []*Op) bool {
-	rulesOf := func(o *Op) []ruleSet {
-		lo, hi := o.InvokeUs-c.skew, completeOr(o, forever)
-		return c.rulesFor(o.BizType, o.Channel, c.docsIn(lo, hi), lo, hi)
-	}
-	heldRules := rulesOf(held)
-	for _, prev := range live {
-		if prev.Amount != op.Amount || prev.Currency != op.Currency {
-			continue
+	heldWindows := c.windowsOfAcquire(held)
+	for _, mine := range c.windowsOfAcquire(op) {
+		if !slices.ContainsFunc(heldWindows, func(h []scoped) bool { return !shareAWindow(mine, h) }) {
+			continue // under these rules, op's windows hold held's member
 		}
-		for _, a := range rulesOf(prev) {
-			for _, b := range heldRules {
-				if a.doc != b.doc && !shareAWindow(a.windowsFor(prev.Amount, prev.Currency), b.windowsFor(held.Amount, held.Currency)) {
-					return true
-				}
+		for _, prev := range live {
+			if prev.Amount == op.Amount && prev.Currency == op.Currency &&
+				slices.ContainsFunc(c.windowsOfAcquire(prev), func(p []scoped) bool { return shareAWindow(mine, p) }) {
+				return true
 			}
 		}
 	}
 	return false
+}
+
+// windowsOfAcquire lists, for each rule set that may have checked the
+// acquire op (at its admission time, or between its invocation and its
+// answer widened by the clock skew, under every document then in force),
+// the windows that counted it.
+func (c *checker) windowsOfAcquire(op *Op) [][]scoped {
+	lo, hi := op.InvokeUs-c.skew, completeOr(op, c.grace)+c.skew
+	if op.AdmittedAtUs != 0 {
+		lo, hi = op.AdmittedAtUs, op.AdmittedAtUs
+	}
+	var out [][]scoped
+	for _, r := range c.rulesFor(op.BizType, op.Channel, c.docsIn(lo, hi), lo, hi) {
+		out = append(out, r.windowsFor(op.Amount, op.Currency))
+	}
+	return out
 }
 
 // shareAWindow says whether a and b have a window of the same key in

@@ -233,12 +233,7 @@ func TestIdentityAcrossInstancesInAnOutage(t *testing.T) {
 			second.Instance = "i1"
 			retry := b.op("acquire", "a4", "REFUND", "ALIPAY", 1450, at+10*ms, 200, map[string]any{"allowed": true, "duplicate": true})
 			retry.Instance = tt.retryOn
-			var got []Property
-			for _, v := range b.check().Violations {
-				if v.RequestID == "a4" {
-					got = append(got, v.Property)
-				}
-			}
+			got := propertiesOf(b.check(), "a4")
 			if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
 				t.Errorf("violations of a4 = %v, want %v", got, tt.want)
 			}
@@ -282,15 +277,43 @@ func TestIdentityAcrossADocumentChange(t *testing.T) {
 			second.Instance = "i1"
 			retry := b.op("acquire", "a5", "CAL", "WECHAT", 1450, at+10*ms, 200, map[string]any{"allowed": true, "duplicate": true})
 			retry.Instance = "i0"
-			var got []Property
-			for _, v := range b.check().Violations {
-				if v.RequestID == "a5" {
-					got = append(got, v.Property)
-				}
-			}
+			got := propertiesOf(b.check(), "a5")
 			if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
 				t.Errorf("violations of a5 = %v, want %v", got, tt.want)
 			}
 		})
 	}
+}
+
+// After the change has reached every instance, a retry is checked in the
+// new document's windows only: a duplicate there at the amount admitted
+// under the old document repeats nothing those windows hold.
+func TestIdentityAfterADocumentChange(t *testing.T) {
+	doc := func(zone string) string {
+		return strings.Replace(baseDoc, "zone: UTC", "zone: "+zone, 1) + "  CAL:WECHAT: [{limit: 50, calendar: day}]\n"
+	}
+	b := newHistory(t, doc("UTC"))
+	at := t0 + 2*3600*sec
+	b.publish(doc("Asia/Shanghai"), at)
+	old := b.op("acquire", "a6", "CAL", "WECHAT", 1450, at-10*sec, 200, map[string]any{"allowed": true, "duplicate": false})
+	old.Instance = "i0"
+	later := b.op("acquire", "a6", "CAL", "WECHAT", 1365, at+5*sec, 200, map[string]any{"allowed": true, "duplicate": false})
+	later.Instance = "i1"
+	retry := b.op("acquire", "a6", "CAL", "WECHAT", 1450, at+60*sec, 200, map[string]any{"allowed": true, "duplicate": true})
+	retry.Instance = "i0"
+	got := propertiesOf(b.check(), "a6")
+	if len(got) != 1 || got[0] != Identity {
+		t.Errorf("violations of a6 = %v, want [identity]", got)
+	}
+}
+
+// propertiesOf lists the properties r reports violated for requestID.
+func propertiesOf(r Report, requestID string) []Property {
+	var out []Property
+	for _, v := range r.Violations {
+		if v.RequestID == requestID {
+			out = append(out, v.Property)
+		}
+	}
+	return out
 }
