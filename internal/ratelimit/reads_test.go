@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"payserver/internal/ratelimit"
 	"payserver/internal/ratelimit/redisstore"
 	"payserver/internal/testutil"
@@ -51,6 +53,23 @@ func TestUsageOfAndLearnedOfReadEveryKey(t *testing.T) {
 			}
 			beforeRead = func() {
 				if err := client.ScriptFlush(context.Background()).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return s
+		}},
+		{"cluster, one master's scripts flushed before the reads", func(t *testing.T) ratelimit.Store {
+			client := testutil.MustCluster(t)
+			s, err := redisstore.New(client, redisstore.Options{Prefix: "test:reads-flushed:"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			beforeRead = func() {
+				n, err := client.MasterForKey(context.Background(), "{ALIPAY}")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := n.ScriptFlush(context.Background()).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -256,4 +275,74 @@ func BenchmarkUsageOfPipelinedRatio(b *testing.B) {
 	b.ReportMetric(float64(piped.Microseconds())/float64(rounds), "pipelined-µs/read")
 	b.ReportMetric(float64(each.Microseconds())/float64(rounds), "keybykey-µs/read")
 	b.ReportMetric(float64(piped)/float64(each), "pipelined/keybykey")
+}
+
+// TestUsageOfAPausedClusterNodeFailsOnlyItsKeys: a Cluster master that
+// stops answering fails the reads of the keys it holds, and only theirs:
+// the keys of the other masters are read (each node has a pipeline of its
+// own). Every key answers its count or an error, never another count.
+func TestUsageOfAPausedClusterNodeFailsOnlyItsKeys(t *testing.T) {
+	seed := testutil.MustCluster(t)
+	// As payserver's client: a read gives up after its timeout.
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seed.Options().Addrs, ReadTimeout: 500 * time.Millisecond,
+		WriteTimeout: 500 * time.Millisecond, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := redisstore.New(c, redisstore.Options{Prefix: "test:reads-paused:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(s, ratelimit.Options{}) // the default timeout: 500 ms for a read of many keys
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16 channels, so that every master holds some keys.
+	_, cfg, keys := readKeys(testutil.UniqueName("P"), 480)
+	channels := map[ratelimit.Key]ratelimit.Rule{}
+	for i, k := range keys {
+		rule := cfg.Rules[k]
+		keys[i].Channel = fmt.Sprintf("CH%02d", i%16)
+		channels[keys[i]] = rule
+	}
+	l.SetConfig(&ratelimit.Config{Rules: channels})
+	admitted := func(i int) int64 { return int64(i%3 + 1) }
+	for i, k := range keys {
+		for j := range admitted(i) {
+			if d, err := l.Allow(context.Background(), k, fmt.Sprint("m", j)); err != nil || !d.Allowed {
+				t.Fatalf("admit %s: %+v, %v", k, d, err)
+			}
+		}
+	}
+	paused, err := c.MasterForKey(context.Background(), "{"+keys[0].Channel+"}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := paused.Do(context.Background(), "CLIENT", "PAUSE", 1200, "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { time.Sleep(1300 * time.Millisecond) }) // the pause ends before the next test
+	usage := l.UsageOf(context.Background(), keys)
+	var onPaused, failedElsewhere int
+	for i, k := range keys {
+		n, err := c.MasterForKey(context.Background(), "{"+k.Channel+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		here := n.Options().Addr == paused.Options().Addr
+		if here {
+			onPaused++
+		}
+		u := usage[i]
+		switch {
+		case u.Err != nil && !here:
+			failedElsewhere++
+		case u.Err == nil && !reflect.DeepEqual(u.Counts, []int64{admitted(i), admitted(i)}):
+			t.Errorf("%s: counts %v, want %d in each window", k, u.Counts, admitted(i))
+		}
+	}
+	if onPaused == 0 || onPaused == len(keys) {
+		t.Fatalf("%d of %d keys on the paused master: the test needs keys on it and elsewhere", onPaused, len(keys))
+	}
+	if failedElsewhere > 0 {
+		t.Errorf("%d keys of the masters still answering failed with the paused one's (%d keys there)", failedElsewhere, onPaused)
+	}
 }

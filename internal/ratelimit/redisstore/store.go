@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -249,31 +250,83 @@ func (s *Store) UsageOfKeys(ctx context.Context, groups [][]ratelimit.KeyWindow)
 	return out, errs
 }
 
-// pipelined runs script once for each group that is not empty, all in
-// one pipeline (a Cluster's goes to each key's node), with the keys and
-// arguments call gives the group, and returns each call's command: nil
-// for an empty group. A call answered NOSCRIPT (a Redis that lost its
-// scripts: a restart, a failover to a replica that never loaded them) is
-// run again on its own, which loads the script.
+// pipelined runs script once for each group that is not empty, with the
+// keys and arguments call gives the group, and returns each call's
+// command: nil for an empty group. The calls go in one pipeline per node
+// (each Cluster master, or the one server), the nodes' at once, so that a
+// slow or failing node fails its own keys' calls only. A node that lost
+// its scripts (a restart, a failover to a replica that never loaded them)
+// answers NOSCRIPT: the script is loaded there once and its calls sent
+// again in a second pipeline. A call a Cluster node redirected (its slot
+// is moving) is run again through the client, which follows redirects.
 func (s *Store) pipelined(ctx context.Context, script *redis.Script, groups [][]ratelimit.KeyWindow, call func(g []ratelimit.KeyWindow) ([]string, []any)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(groups))
 	keys, args := make([][]string, len(groups)), make([][]any, len(groups))
-	// Each command carries its own error; Pipelined's is the first of them.
-	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, g := range groups {
-			if len(g) > 0 {
-				keys[i], args[i] = call(g)
-				cmds[i] = script.EvalSha(ctx, p, keys[i], args[i]...)
-			}
+	byNode := map[scriptNode][]int{}
+	for i, g := range groups {
+		if len(g) > 0 {
+			keys[i], args[i] = call(g)
+			n := s.nodeFor(ctx, keys[i][0])
+			byNode[n] = append(byNode[n], i)
 		}
-		return nil
-	})
+	}
+	var wg sync.WaitGroup
+	for n, calls := range byNode {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pipelineOn(ctx, n, script, calls, keys, args, cmds)
+		}()
+	}
+	wg.Wait()
 	for i, c := range cmds {
-		if c != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+		if c != nil && (redis.HasErrorPrefix(c.Err(), "MOVED ") || redis.HasErrorPrefix(c.Err(), "ASK ")) {
 			cmds[i] = script.Run(ctx, s.client, keys[i], args[i]...)
 		}
 	}
 	return cmds
+}
+
+// scriptNode is a client of one node, or the store's client.
+type scriptNode interface {
+	redis.Scripter
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// nodeFor is the client of the node that holds key: its Cluster master,
+// else the store's client.
+func (s *Store) nodeFor(ctx context.Context, key string) scriptNode {
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		if n, err := c.MasterForKey(ctx, key); err == nil {
+			return n
+		}
+	}
+	return s.client
+}
+
+// pipelineOn sends the calls at the indexes given to node in one pipeline,
+// setting their commands in cmds, and again those answered NOSCRIPT once
+// the script is loaded there.
+func pipelineOn(ctx context.Context, node scriptNode, script *redis.Script, calls []int, keys [][]string, args [][]any, cmds []*redis.Cmd) {
+	send := func(calls []int) {
+		// Each command carries its own error; Pipelined's is the first.
+		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range calls {
+				cmds[i] = script.EvalSha(ctx, p, keys[i], args[i]...)
+			}
+			return nil
+		})
+	}
+	send(calls)
+	var lost []int
+	for _, i := range calls {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			lost = append(lost, i)
+		}
+	}
+	if len(lost) > 0 && script.Load(ctx, node).Err() == nil {
+		send(lost)
+	}
 }
 
 // Warm loads the limiter's scripts on every node that can hold a key (each
