@@ -175,10 +175,7 @@ func isFormBody(header string) bool {
 // answer shows the form again with err's reasons, at err's status; an
 // internal error is logged and said in general terms, as writeError does.
 func (p *whatIfPage) answer(c *gin.Context, view whatIfView, err error) {
-	var e *apperr.Error
-	if !errors.As(err, &e) {
-		e = apperr.Wrap(err, apperr.Internal, "internal error")
-	}
+	e := httpapi.ErrorOf(c.Request, err)
 	status := httpapi.StatusOf(e.Code)
 	if status >= 500 {
 		p.opts.Logger.Error("what-if page", "err", err)

@@ -136,6 +136,29 @@ func TestWhatIfPage(t *testing.T) {
 		}
 	})
 
+	t.Run("a body over the cap, sent without its length", func(t *testing.T) {
+		// Chunked, the body is cut while the page reads it: the page's
+		// answer is the size's 413, not the 400 of a form it could not
+		// read.
+		body, ct := multipartForm(t, map[string]string{"document": lower + "# " + strings.Repeat("x", int(httpapi.MaxBodyBytes)) + "\n"}, "")
+		req, err := http.NewRequest(http.MethodPost, s.URL+"/dashboard/what-if", io.MultiReader(strings.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"Content-Type": ct, "Sec-Fetch-Site": "same-origin", "Authorization": "Bearer " + consoletest.LoginToken} {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "the request body is over") {
+			t.Errorf("%d, want 413 saying the body is over the cap:\n%.300s", resp.StatusCode, b)
+		}
+	})
+
 	t.Run("session", func(t *testing.T) {
 		// A browser without a session is asked to log in, and comes back.
 		a := s.Send(t, http.MethodGet, "/dashboard/what-if", "", map[string]string{"Accept": "text/html"})

@@ -45,19 +45,27 @@ func StatusOf(code apperr.Code) int {
 	return http.StatusInternalServerError
 }
 
-// WriteError answers with err's status, headers and body. Errors that are not
-// an *apperr.Error become INTERNAL with a generic message; only those, and
-// DEPENDENCY_UNAVAILABLE ones, are logged.
-func WriteError(c *gin.Context, log *slog.Logger, err error, requestID string) {
+// ErrorOf is the error r is answered with for err: err itself when it is
+// an *apperr.Error, else INTERNAL with a generic message; and BODY_TOO_LARGE
+// for a refusal of a body cut at MaxBodyBytes (cappedBody), whatever the
+// handler made of the cut. A handler that answers errors itself (an HTML
+// page) answers this one.
+func ErrorOf(r *http.Request, err error) *apperr.Error {
 	var e *apperr.Error
 	if !errors.As(err, &e) {
 		e = apperr.Wrap(err, apperr.Internal, "internal error")
 	}
-	if e.Code == apperr.InvalidRequest && bodyCut(c.Request) {
-		// The handler saw its body cut short (cappedBody): whatever it
-		// made of that, the cause is the size.
+	if e.Code == apperr.InvalidRequest && bodyCut(r) {
 		e = bodyTooLarge()
 	}
+	return e
+}
+
+// WriteError answers with err's status, headers and body. Errors that are not
+// an *apperr.Error become INTERNAL with a generic message; only those, and
+// DEPENDENCY_UNAVAILABLE ones, are logged.
+func WriteError(c *gin.Context, log *slog.Logger, err error, requestID string) {
+	e := ErrorOf(c.Request, err)
 	status := StatusOf(e.Code)
 	switch {
 	case status >= 500 && e.Code != apperr.DependencyUnavailable && e.Code != apperr.ChannelError:
