@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -344,5 +345,83 @@ func TestUsageOfAPausedClusterNodeFailsOnlyItsKeys(t *testing.T) {
 	}
 	if failedElsewhere > 0 {
 		t.Errorf("%d keys of the masters still answering failed with the paused one's (%d keys there)", failedElsewhere, onPaused)
+	}
+}
+
+// TestUsageOfFollowsASlotThatMoved: a key whose slot moved to another
+// master after the client last read the cluster's layout is answered
+// MOVED by its old master; its read goes again through the cluster client,
+// which follows the redirect, and the key answers its count.
+func TestUsageOfFollowsASlotThatMoved(t *testing.T) {
+	ctx := context.Background()
+	c := testutil.MustCluster(t)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: "test:reads-moved:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(s, ratelimit.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cfg, keys := readKeys(testutil.UniqueName("MV"), 20)
+	moved := map[ratelimit.Key]ratelimit.Rule{}
+	channel := testutil.UniqueName("MOVE")
+	for i, k := range keys {
+		rule := cfg.Rules[k]
+		keys[i].Channel = channel
+		moved[keys[i]] = rule
+	}
+	l.SetConfig(&ratelimit.Config{Rules: moved})
+	for _, k := range keys {
+		if d, err := l.Allow(ctx, k, "m"); err != nil || !d.Allowed {
+			t.Fatalf("admit %s: %+v, %v", k, d, err)
+		}
+	}
+	// Move the channel's slot to another master, behind the client's back.
+	tag := "{" + channel + "}"
+	slot := c.ClusterKeySlot(ctx, tag).Val()
+	src, err := c.MasterForKey(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dst *redis.Client
+	_ = c.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error {
+		if n.Options().Addr != src.Options().Addr && dst == nil {
+			dst = redis.NewClient(&redis.Options{Addr: n.Options().Addr})
+		}
+		return nil
+	})
+	if dst == nil {
+		t.Fatal("the cluster has one master")
+	}
+	t.Cleanup(func() { _ = dst.Close() })
+	srcID, dstID := src.ClusterMyID(ctx).Val(), dst.ClusterMyID(ctx).Val()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
+	must(src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
+	host, port, _ := net.SplitHostPort(dst.Options().Addr)
+	for {
+		ks := src.ClusterGetKeysInSlot(ctx, int(slot), 100).Val()
+		if len(ks) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range ks {
+			args = append(args, k)
+		}
+		must(src.Do(ctx, args...).Err())
+	}
+	_ = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		return n.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err()
+	})
+	for i, u := range l.UsageOf(ctx, keys) {
+		if u.Err != nil || !reflect.DeepEqual(u.Counts, []int64{1, 1}) {
+			t.Errorf("%s after its slot moved: counts %v, error %v; want 1 in each window", keys[i], u.Counts, u.Err)
+		}
 	}
 }

@@ -93,8 +93,8 @@ func learnedIn(ws []ratelimit.KeyWindow, res []int64) ([]ratelimit.LearnedLimit,
 	return out, nil
 }
 
-// LearnedOfKeys implements ratelimit.KeysReader: Learned of each group, in
-// one pipeline.
+// LearnedOfKeys implements ratelimit.KeysReader: Learned of each group,
+// pipelined per node (pipelined).
 func (s *Store) LearnedOfKeys(ctx context.Context, groups [][]ratelimit.KeyWindow) ([][]ratelimit.LearnedLimit, []error) {
 	nowMicros, _ := s.at()
 	ws := make([][]ratelimit.KeyWindow, len(groups))

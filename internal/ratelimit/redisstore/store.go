@@ -234,8 +234,8 @@ func usageArgs(nowMicros int64, periodsAt time.Time, windows []ratelimit.KeyWind
 	return appendWindowArgs(append(args, nowMicros, len(windows)), periodsAt, windows)
 }
 
-// UsageOfKeys implements ratelimit.KeysReader: Usage of each group, in one
-// pipeline.
+// UsageOfKeys implements ratelimit.KeysReader: Usage of each group,
+// pipelined per node (pipelined).
 func (s *Store) UsageOfKeys(ctx context.Context, groups [][]ratelimit.KeyWindow) ([][]int64, []error) {
 	nowMicros, periodsAt := s.at()
 	cmds := s.pipelined(ctx, usageScript, groups, func(g []ratelimit.KeyWindow) ([]string, []any) {
@@ -257,8 +257,10 @@ func (s *Store) UsageOfKeys(ctx context.Context, groups [][]ratelimit.KeyWindow)
 // slow or failing node fails its own keys' calls only. A node that lost
 // its scripts (a restart, a failover to a replica that never loaded them)
 // answers NOSCRIPT: the script is loaded there once and its calls sent
-// again in a second pipeline. A call a Cluster node redirected (its slot
-// is moving) is run again through the client, which follows redirects.
+// again in a second pipeline. On a Cluster, the calls a node did not run
+// (it redirected them as its slot moves, was failing over or loading, or
+// could not be reached) go once more through the cluster client, which
+// follows redirects and finds a new master; a script's own error stays.
 func (s *Store) pipelined(ctx context.Context, script *redis.Script, groups [][]ratelimit.KeyWindow, call func(g []ratelimit.KeyWindow) ([]string, []any)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(groups))
 	keys, args := make([][]string, len(groups)), make([][]any, len(groups))
@@ -279,12 +281,39 @@ func (s *Store) pipelined(ctx context.Context, script *redis.Script, groups [][]
 		}()
 	}
 	wg.Wait()
+	if _, ok := s.client.(*redis.ClusterClient); !ok {
+		return cmds
+	}
+	var again []int
 	for i, c := range cmds {
-		if c != nil && (redis.HasErrorPrefix(c.Err(), "MOVED ") || redis.HasErrorPrefix(c.Err(), "ASK ")) {
-			cmds[i] = script.Run(ctx, s.client, keys[i], args[i]...)
+		if c != nil && notRunByNode(c.Err()) {
+			again = append(again, i)
 		}
 	}
+	if len(again) > 0 && ctx.Err() == nil {
+		pipelineOn(ctx, s.client, script, again, keys, args, cmds)
+	}
 	return cmds
+}
+
+// notRunByNode reports whether err, a call's error from its node's
+// pipeline, says the node did not run it: a redirect, a cluster state
+// that is changing, a node loading its data, or no answer at all. An error
+// the script itself returned is the answer.
+func notRunByNode(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return true // no answer: the connection, or the deadline
+	}
+	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "READONLY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // scriptNode is a client of one node, or the store's client.
