@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -384,16 +385,20 @@ func TestUsageOfFollowsASlotThatMoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dst *redis.Client
+	var mu sync.Mutex
+	var others []string // ForEachMaster calls its function on every master at once
 	_ = c.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error {
-		if n.Options().Addr != src.Options().Addr && dst == nil {
-			dst = redis.NewClient(&redis.Options{Addr: n.Options().Addr})
+		if addr := n.Options().Addr; addr != src.Options().Addr {
+			mu.Lock()
+			others = append(others, addr)
+			mu.Unlock()
 		}
 		return nil
 	})
-	if dst == nil {
+	if len(others) == 0 {
 		t.Fatal("the cluster has one master")
 	}
+	dst := redis.NewClient(&redis.Options{Addr: others[0]})
 	t.Cleanup(func() { _ = dst.Close() })
 	srcID, dstID := src.ClusterMyID(ctx).Val(), dst.ClusterMyID(ctx).Val()
 	must := func(err error) {
