@@ -98,30 +98,6 @@ func newReports(opts Options) (*reports, error) {
 	return &reports{opts: opts, log: opts.Logger}, nil
 }
 
-// Reports returns the registration of the admin report routes, for
-// Options.Admin: GET /reports/channel-limits (history, JSON or CSV), GET
-// /channels/usage (live occupancy), GET /reports/discrepancies (orders a
-// channel contradicted) and GET /dashboard (HTML).
-func Reports(opts Options) (func(g *gin.RouterGroup), error) {
-	r, err := newReports(opts)
-	if err != nil {
-		return nil, err
-	}
-	dash, err := newDashboard(r)
-	if err != nil {
-		return nil, err
-	}
-	return func(g *gin.RouterGroup) {
-		g.GET("/reports/channel-limits", r.getReport)
-		g.GET("/reports/channel-amounts", r.getAmounts)
-		g.GET("/channels/usage", r.getUsage)
-		if r.opts.Discrepancies != nil {
-			g.GET("/reports/discrepancies", r.getDiscrepancies)
-		}
-		g.GET("/dashboard", dash.get)
-	}, nil
-}
-
 // getReport answers GET /reports/channel-limits: a row per key and
 // bucket, or with groupBy=merchant per merchant, key and bucket.
 func (r *reports) getReport(c *gin.Context) {
