@@ -287,15 +287,18 @@ for j = 1, nm do
   local member = members[j]
   local bind, longest, dup, exceed, since = 0, 0, 0, 0, now
   local wj = win[j]
-  -- identity first: a member held with another amount is a conflict
+  -- identity first: a member held with another amount is a conflict. A
+  -- window's own record comes first: an earlier member of this call with
+  -- the same id (seen) was checked in its own merchant's windows, and a
+  -- record this window held before the call may be of another amount.
   for _, i in ipairs(wj) do
     local was = nil
     if mode[i] == 2 then
       was = nil
-    elseif seen[member] then
-      was = seen[member]
     elseif present[i][j] then
       was = amountIn(i, j)
+    elseif seen[member] then
+      was = seen[member]
     end
     if was and was ~= amounts[j] then
       bind, dup = i, 2
