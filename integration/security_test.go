@@ -555,8 +555,8 @@ func TestRedisKeyInjection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The members' identity keys (<window key>:#<member>) follow
-		// their window's key.
+		// The hashes of the members' amounts (<window key>:#~<slice>)
+		// follow their window's key.
 		var keys []string
 		for _, k := range all {
 			if !strings.Contains(k, ":#") {

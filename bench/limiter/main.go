@@ -756,10 +756,8 @@ func (b *bench) rbRun(id, name, channel string, rule ratelimit.Rule) func() (res
 			return []string{"-h", b.host, "-p", b.port, "-c", strconv.Itoa(b.o.conc), "-n", strconv.Itoa(n),
 				"-r", strconv.Itoa(rbRandRange), "-P", "1", "--csv",
 				// the check scripts' KEYS and ARGV for one sliding count window
-				// (oneCountWindowArgs); redis-benchmark draws each
-				// __rand_int__ apart, so the identity key names another
-				// member than the one checked: the same Redis work.
-				"EVALSHA", b.sha, "2", key, key + ":#m-__rand_int__",
+				// (oneCountWindowArgs)
+				"EVALSHA", b.sha, "1", key,
 				"2000", "0", "1", "0", strconv.FormatInt(w.Limit, 10), strconv.FormatInt(w.Size.Microseconds(), 10), "0", "0", "0", "0", "0", "0", "0",
 				"m-__rand_int__", "0"}
 		}

@@ -14,14 +14,15 @@ import (
 const benchScript = "plain_check.lua"
 
 // checkScriptSource returns the Lua source of the Redis store's script
-// file name as the store sends it: now.lua (the time preamble) followed by
+// file name as the store sends it: now.lua (the time preamble) and
+// identity.lua (a sliding count window's records of amounts) followed by
 // the script, read from the store's directory (internal/ratelimit/redisstore,
 // which embeds them). This is how redis-benchmark gets byte for byte the
 // script that the store's Check runs; the SHA1 of the text is the one
 // go-redis sends with EVALSHA.
 func checkScriptSource(dir, name string) (string, error) {
 	var src []byte
-	for _, f := range []string{"now.lua", name} {
+	for _, f := range []string{"now.lua", "identity.lua", name} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			return "", err
@@ -68,8 +69,7 @@ func findScripts(flagValue string) (string, error) {
 // kind (0), limit, size (µs), four unused period boundaries and its track
 // (0), no reservations (0), no learning windows (0: the window does not
 // learn from throttles, as the Redis store's Check, the store-open contender), then
-// the member and its amount. Its KEYS are the window's key and the member's
-// identity key there (the window's key + ":#" + member).
+// the member and its amount. Its KEYS are the window's key alone.
 func oneCountWindowArgs(limit int64, size time.Duration, member string) []any {
 	return []any{int64(2000), int64(0), int64(1), int64(0), limit, size.Microseconds(), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), member, int64(0)}
 }

@@ -8,6 +8,8 @@ import (
 	"payserver/bench/internal/redisinfo"
 	"payserver/internal/limits"
 	"payserver/internal/ratelimit"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // checkAmount is what every check of the tables pays: 10.00 CNY.
@@ -79,7 +81,8 @@ type memory struct {
 	members int
 	// usage is MEMORY USAGE of the window's keys (the sorted set or hash,
 	// and a sliding amount window's amounts hash); identity, for a sliding
-	// count window, the mean MEMORY USAGE of its members' identity keys.
+	// count window, the MEMORY USAGE of the hashes holding its members'
+	// amounts, per member.
 	usage, identity float64
 	// used is the used_memory delta; keys the keys added (DBSIZE).
 	used, keys int64
@@ -136,9 +139,9 @@ func (b *bench) members() error {
 	}
 	fmt.Println()
 	fmt.Println("Redis memory per member, measured right after the fill: MEMORY USAGE (SAMPLES 0) of the window's keys (a sliding amount window's amounts hash")
-	fmt.Println("included), the identity keys a sliding count window keeps per member (mean of 100), and the used_memory delta over the fill (the honest figure).")
+	fmt.Println("included), the hashes of its members' amounts a sliding count window keeps beside it (one per slice of admission time), and the used_memory delta over the fill (the honest figure).")
 	fmt.Println()
-	fmt.Println("| window | members | MEMORY USAGE B/member | + identity keys B/member | used_memory delta B/member | Redis keys added | fill s |")
+	fmt.Println("| window | members | MEMORY USAGE B/member | + amounts' hashes B/member | used_memory delta B/member | Redis keys added | fill s |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
 	for _, m := range mems {
 		id := "-"
@@ -249,8 +252,8 @@ func (b *bench) redisMemory() (used, keys int64, err error) {
 
 // memoryUsage reads MEMORY USAGE of w's keys, as the store names them
 // (redisstore.Store.RedisKey; a sliding amount window's amounts hash is its key
-// with ":v", a sliding count window's identity key of a member its key with
-// ":#" and the member: internal/ratelimit/redisstore/check.lua).
+// with ":v", a sliding count window's hashes of its members' amounts its key
+// with ":#~" and a slice number: internal/ratelimit/redisstore/identity.lua).
 func (b *bench) memoryUsage(w ratelimit.KeyWindow, n int, mem *memory) error {
 	k := b.plain.RedisKey(w)
 	keys := []string{k}
@@ -267,17 +270,30 @@ func (b *bench) memoryUsage(w ratelimit.KeyWindow, n int, mem *memory) error {
 	if w.Amount || w.IsCalendar() {
 		return nil
 	}
-	const sample = 100
 	var sum int64
-	for j := range sample {
-		id := k + ":#" + member("req", j*n/sample)
-		u, err := b.client.MemoryUsage(b.ctx, id, 0).Result()
+	var cursor uint64
+	for {
+		ids, next, err := b.client.Scan(b.ctx, cursor, k+":#~*", 10_000).Result()
 		if err != nil {
-			return fmt.Errorf("MEMORY USAGE %s: %w", id, err)
+			return err
 		}
-		sum += u
+		cmds := make([]*redis.IntCmd, len(ids))
+		if _, err := b.client.Pipelined(b.ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				cmds[i] = p.MemoryUsage(b.ctx, id, 0)
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("MEMORY USAGE of %s:#~*: %w", k, err)
+		}
+		for _, c := range cmds {
+			sum += c.Val()
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
 	}
-	mem.identity = float64(sum) / sample
+	mem.identity = float64(sum) / float64(n)
 	return nil
 }
 

@@ -63,8 +63,8 @@ func (b *bench) merchants() error {
 		}
 	}
 	fmt.Println()
-	fmt.Println("Redis memory, measured right after the fill: the used_memory delta over the fill (the window, the merchants' windows and the members'")
-	fmt.Println("identity keys), per member and per merchant; MEMORY USAGE (SAMPLES 0) of the window's sorted set and of a merchant's (mean of up to 100).")
+	fmt.Println("Redis memory, measured right after the fill: the used_memory delta over the fill (the window, the merchants' windows and the hashes of")
+	fmt.Println("the members' amounts beside each), per member and per merchant; MEMORY USAGE (SAMPLES 0) of the window's sorted set and of a merchant's (mean of up to 100).")
 	fmt.Println()
 	fmt.Println("| merchants | members | used_memory delta B/member | used_memory delta B/merchant | window MEMORY USAGE B/member | merchant's window MEMORY USAGE B | Redis keys added |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|")

@@ -148,7 +148,7 @@ func TestScriptCallSharesOneTime(t *testing.T) {
 	ws := ratelimit.KeyWindows(ratelimit.Key{BizType: testutil.UniqueName("B"), Channel: "X"}, []ratelimit.Window{{Limit: 2, Size: time.Minute}})
 	members := []checkMember{{id: "a"}, {id: "b"}, {id: "c"}}
 	before := redisTime(t, c)
-	reply, err := s.runCheck(context.Background(), ws, s.checkKeys(ws, members...), checkArgs(ws, members...))
+	reply, err := s.runCheck(context.Background(), ws, s.checkKeys(ws), checkArgs(ws, members...))
 	after := redisTime(t, c)
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +229,7 @@ func TestDrivenTimeIsAdmissionTime(t *testing.T) {
 	t0 := time.UnixMicro(1_800_000_000_123_456)
 	check := func(at time.Time, m string) ratelimit.StoreResult {
 		t.Helper()
-		reply, err := s.runCheck(context.Background(), ws, s.checkKeys(ws, checkMember{id: m}), checkArgsAt(micros(at), at, ws, checkMember{id: m}))
+		reply, err := s.runCheck(context.Background(), ws, s.checkKeys(ws), checkArgsAt(micros(at), at, ws, checkMember{id: m}))
 		if err != nil {
 			t.Fatal(err)
 		}

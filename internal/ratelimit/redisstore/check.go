@@ -12,59 +12,25 @@ import (
 // The check script's calling convention: its KEYS and ARGV for a check of
 // one or more members, and its reply read back into results.
 
-// checkKeys returns the KEYS of a check of members: keys(windows), the
-// learned-limit hash of each learning window (learnedKey), then for each
-// member, the member's identity key in each sliding count window (the
-// window's key + ":#" + member; ":v" ends the amounts hashes, ":L" the
-// learned-limit hashes, and window keys have no ':' after the ID).
-func (s *Store) checkKeys(windows []ratelimit.KeyWindow, members ...checkMember) []string {
-	return s.checkKeysOwn(windows, nil, members)
-}
-
-// checkKeysOwn is checkKeys for members that name their own windows
-// (own[j]: member j's windows, as indexes into windows, in its order; nil
-// when every member has all of them): a member's identity keys are those
-// of its own sliding count windows, in its own order.
-func (s *Store) checkKeysOwn(windows []ratelimit.KeyWindow, own [][]int, members []checkMember) []string {
+// checkKeys returns the KEYS of a check: keys(windows), then the
+// learned-limit hash of each learning window (learnedKey). Members add no
+// keys: a sliding count window's records of their amounts are named by
+// the script (identity.lua).
+func (s *Store) checkKeys(windows []ratelimit.KeyWindow) []string {
 	keys := s.keys(windows)
 	for i, w := range windows {
 		if w.Learns() {
 			keys = append(keys, learnedKey(keys[i]))
 		}
 	}
-	for j, m := range members {
-		for p := range ownLen(windows, own) {
-			i := ownWindow(own, j, p)
-			if w := windows[i]; !w.Amount && !w.IsCalendar() {
-				keys = append(keys, keys[i]+":#"+m.id)
-			}
-		}
-	}
 	return keys
-}
-
-// ownLen is the number of windows of each member: all of windows, or as
-// many as each member names (own).
-func ownLen(windows []ratelimit.KeyWindow, own [][]int) int {
-	if own == nil {
-		return len(windows)
-	}
-	return len(own[0])
-}
-
-// ownWindow is the index in the call's windows of member j's p-th window.
-func ownWindow(own [][]int, j, p int) int {
-	if own == nil {
-		return p
-	}
-	return own[j][p]
 }
 
 // checkOne checks one member in one script call.
 func (s *Store) checkOne(ctx context.Context, windows []ratelimit.KeyWindow, member string, amount int64) (ratelimit.StoreResult, error) {
 	m := checkMember{member, amount}
 	nowMicros, periodsAt := s.at()
-	res, err := s.runCheck(ctx, windows, s.checkKeys(windows, m), checkArgsAt(nowMicros, periodsAt, windows, m))
+	res, err := s.runCheck(ctx, windows, s.checkKeys(windows), checkArgsAt(nowMicros, periodsAt, windows, m))
 	if err != nil {
 		return ratelimit.StoreResult{}, err
 	}
@@ -103,7 +69,8 @@ func checkArgsAt(nowMicros int64, periodsAt time.Time, windows []ratelimit.KeyWi
 }
 
 // checkArgsOwn is checkArgsAt for members that name their own windows
-// (own, as for checkKeysOwn; nil when every member has all of them).
+// (own[j]: member j's windows, as indexes into windows, in its order;
+// nil when every member has all of them).
 func checkArgsOwn(nowMicros int64, periodsAt time.Time, windows []ratelimit.KeyWindow, own [][]int, members []checkMember) []any {
 	n := len(windows)
 	per := 2
@@ -200,7 +167,7 @@ func parseCheckReply(res []int64, windows int, out []ratelimit.StoreResult) erro
 }
 
 // parseCheckReplyOwn is parseCheckReply for members that name their own
-// windows (own, as for checkKeysOwn): each member's result is for its own
+// windows (own, as for checkArgsOwn): each member's result is for its own
 // windows, in its own order.
 func parseCheckReplyOwn(res []int64, n int, own [][]int, out []ratelimit.StoreResult) error {
 	windows := n
@@ -340,7 +307,7 @@ func (s *Store) checkCalls(ctx context.Context, calls []*batch.Call[checkArg, ra
 		members[i] = c.Arg.member
 	}
 	nowMicros, periodsAt := s.at()
-	res, err := s.runCheck(ctx, windows, s.checkKeysOwn(windows, own, members), checkArgsOwn(nowMicros, periodsAt, windows, own, members))
+	res, err := s.runCheck(ctx, windows, s.checkKeys(windows), checkArgsOwn(nowMicros, periodsAt, windows, own, members))
 	out := make([]ratelimit.StoreResult, len(calls))
 	if err == nil {
 		err = parseCheckReplyOwn(res, len(windows), own, out)

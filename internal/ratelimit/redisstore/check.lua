@@ -20,10 +20,8 @@ local abase = rbase + 1 + 4 * tonumber(ARGV[rbase])
 local na = tonumber(ARGV[abase])
 local first = abase + 1 + 2 * na
 -- win[j]: member j's windows, in its own order; who[i]: the members of
--- window i; cid[j][i]: window i's place among member j's sliding count
--- windows, which orders its identity keys
-local members, amounts, win, who, cid = {}, {}, {}, {}, {}
-local nco = 0
+-- window i
+local members, amounts, win, who = {}, {}, {}, {}
 if mapped then
   local mw = tonumber(ARGV[first])
   local j = first + 1
@@ -167,27 +165,6 @@ for e = 1, na do
     end
   end
 end
-h = h + na
--- the identity keys of the sliding count windows: member j's keys, one
--- per sliding count window of its own, in its own order
-for j = 1, nm do
-  if j == 1 or mapped then
-    local c, at = 0, {}
-    for _, i in ipairs(win[j]) do
-      if kind[i] == 0 then
-        c = c + 1
-        at[i] = c
-      end
-    end
-    cid[j], nco = at, c
-  else
-    cid[j] = cid[1]
-  end
-end
-local idbase = h
-local function idkey(j, i)
-  return KEYS[idbase + (j - 1) * nco + cid[j][i]]
-end
 -- holds reports whether window i held member j before this call: it
 -- recorded it, or it counts a merchant's use of a window that did
 local function holds(i, j)
@@ -200,7 +177,7 @@ local function amountIn(i, j)
   elseif kind[i] == 1 then
     return tonumber(redis.call('HGET', hk[i], members[j]))
   end
-  return tonumber(redis.call('GET', idkey(j, i)))
+  return idGet(KEYS[i], sizes[i], present[i][j], members[j])
 end
 -- wait returns how long until window i takes weight w more: until the next
 -- period (calendar); else until enough of the members that were in before
@@ -272,11 +249,11 @@ local function limitOf(i, base)
   end
   return l
 end
-local zadd, hset, total = {}, {}, {}
+local zadd, hset, ids, total = {}, {}, {}, {}
 for i = 1, n do
-  zadd[i], hset[i], total[i] = {'NX'}, {}, 0
+  zadd[i], hset[i], ids[i], total[i] = {'NX'}, {}, {}, 0
 end
-local out, seen, idset = {now, nl}, {}, {}
+local out, seen = {now, nl}, {}
 if nl > 0 then
   for i = 1, n do
     out[2 + i] = eff[i]
@@ -364,7 +341,8 @@ for j = 1, nm do
         used[i] = used[i] + w
         total[i] = total[i] + w
         if kind[i] == 0 then
-          idset[#idset + 1] = {idkey(j, i), amounts[j], sizes[i] / 1000 + margin}
+          local d = ids[i]
+          d[#d + 1], d[#d + 2] = member, amounts[j]
         end
         if kind[i] < 2 then
           local z = zadd[i]
@@ -415,11 +393,10 @@ for i = 1, n do
         redis.call('HSET', hk[i], unpack(hset[i]))
         redis.call('HINCRBY', hk[i], '#s', total[i])
         redis.call('PEXPIRE', hk[i], ttl)
+      else
+        idRecord(k, sizes[i], now, margin, ids[i], base[i])
       end
     end
   end
-end
-for _, e in ipairs(idset) do
-  redis.call('SET', e[1], e[2], 'PX', e[3])
 end
 return out

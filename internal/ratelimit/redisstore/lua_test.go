@@ -26,7 +26,7 @@ func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 	ws := []ratelimit.Window{{Limit: 2, Size: 10 * time.Second}}
 	mustSingle(t, s, k, ws, "old")
 	time.Sleep(300 * time.Millisecond)
-	res, err := s.runCheck(ctx, ratelimit.KeyWindows(k, ws), s.checkKeys(ratelimit.KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}), checkArgs(ratelimit.KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}))
+	res, err := s.runCheck(ctx, ratelimit.KeyWindows(k, ws), s.checkKeys(ratelimit.KeyWindows(k, ws)), checkArgs(ratelimit.KeyWindows(k, ws), checkMember{id: "a"}, checkMember{id: "b"}, checkMember{id: "c"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestCheckScriptRetryAfterInBatch(t *testing.T) {
 	}
 	ws2 := []ratelimit.Window{{Limit: 1, Size: 10 * time.Second}}
 	k2 := ratelimit.Key{BizType: testutil.UniqueName("R"), Channel: "X"}
-	res, _ = s.runCheck(ctx, ratelimit.KeyWindows(k2, ws2), s.checkKeys(ratelimit.KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}), checkArgs(ratelimit.KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}))
+	res, _ = s.runCheck(ctx, ratelimit.KeyWindows(k2, ws2), s.checkKeys(ratelimit.KeyWindows(k2, ws2)), checkArgs(ratelimit.KeyWindows(k2, ws2), checkMember{id: "x"}, checkMember{id: "y"}))
 	got = got[:2]
 	if err := parseCheckReply(res, 1, got); err != nil {
 		t.Fatal(err)

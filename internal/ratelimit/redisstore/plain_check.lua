@@ -1,7 +1,7 @@
 local now = readNow(ARGV[2])
 local k, lim, size = KEYS[1], tonumber(ARGV[5]), tonumber(ARGV[6])
 -- na: 1 when the window learns; its learned-limit hash is then KEYS[2],
--- and the identity keys and members come one later
+-- and the members come one later
 local na = tonumber(ARGV[13])
 if na > 0 then
   local e = redis.call('HGET', KEYS[2], 'e')
@@ -28,7 +28,7 @@ for j = 1, #members do
   local m, amount = members[j], tonumber(ARGV[13 + 2 * na + 2 * j])
   local was = seen[m]
   if was == nil and present[j] then
-    was = tonumber(redis.call('GET', KEYS[1 + na + j]))
+    was = idGet(k, size, present[j], m)
   end
   local o = #out
   if was and was ~= amount then
@@ -59,18 +59,16 @@ for j = 1, #members do
   else
     used = used + 1
     add[#add + 1], add[#add + 2] = now, m
-    ids[#ids + 1] = {KEYS[1 + na + j], amount}
+    ids[#ids + 1], ids[#ids + 2] = m, amount
     seen[m] = amount
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, 1, 0, 0
   end
   out[o + 5] = used
 end
 if #add > 1 then
-  local ttl = size / 1000 + tonumber(ARGV[1])
+  local margin = tonumber(ARGV[1])
   redis.call('ZADD', k, unpack(add))
-  redis.call('PEXPIRE', k, ttl)
-  for _, e in ipairs(ids) do
-    redis.call('SET', e[1], e[2], 'PX', ttl)
-  end
+  redis.call('PEXPIRE', k, size / 1000 + margin)
+  idRecord(k, size, now, margin, ids, base)
 end
 return out

@@ -33,7 +33,8 @@ func retention(w ratelimit.Window) time.Duration {
 
 // registryKey is the Redis key of the windows k has had: in k's hash slot,
 // ending ":#windows" (no window key has a ':' after its ID, and ":#" is the
-// members' identity keys' mark, which every reader of windows skips).
+// mark of the hashes of a window's members' amounts, which every reader of
+// windows skips).
 func (s *Store) registryKey(k ratelimit.Key) string {
 	return s.prefix + "{" + k.Channel + "}:" + k.BizType + ":#windows"
 }

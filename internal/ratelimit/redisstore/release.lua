@@ -1,13 +1,7 @@
 local n = tonumber(ARGV[1])
-local member = ARGV[n + 2]
-local want = ARGV[n + 3] and tonumber(ARGV[n + 3])
-local na = 0
-for i = 1, n do
-  if tonumber(ARGV[1 + i]) == 1 then
-    na = na + 1
-  end
-end
-local h, c, removed = n, n + na, 0
+local member = ARGV[2 * n + 2]
+local want = ARGV[2 * n + 3] and tonumber(ARGV[2 * n + 3])
+local h, removed = n, 0
 for i = 1, n do
   local kind, k = tonumber(ARGV[1 + i]), KEYS[i]
   if kind >= 2 then
@@ -29,9 +23,13 @@ for i = 1, n do
       removed = removed + 1
     end
   else
-    c = c + 1
-    if want == nil or tonumber(redis.call('GET', KEYS[c])) == want then
-      removed = removed + redis.call('ZREM', k, member)
+    local at = redis.call('ZSCORE', k, member)
+    if at then
+      local size = tonumber(ARGV[1 + n + i])
+      if want == nil or idGet(k, size, at, member) == want then
+        removed = removed + redis.call('ZREM', k, member)
+        idDel(k, size, at, member)
+      end
     end
   end
 end

@@ -66,7 +66,7 @@ func TestReplicaWaitCost(t *testing.T) {
 					m := fmt.Sprintf("m-%v-%d-%d", wait, c, i)
 					start := time.Now()
 					cmds, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-						p.EvalSha(ctx, checkScript.Hash(), s.checkKeys(ratelimit.KeyWindows(k, ws), checkMember{id: m}), checkArgs(ratelimit.KeyWindows(k, ws), checkMember{id: m})...)
+						p.EvalSha(ctx, checkScript.Hash(), s.checkKeys(ratelimit.KeyWindows(k, ws)), checkArgs(ratelimit.KeyWindows(k, ws), checkMember{id: m})...)
 						if wait {
 							p.Do(ctx, "WAIT", 1, 100)
 						}

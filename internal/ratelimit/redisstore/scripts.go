@@ -7,10 +7,15 @@ import (
 )
 
 // The scripts, one .lua file each. Every script that reads the time starts
-// with now.lua, which reads it once, from Redis TIME in production.
+// with now.lua, which reads it once, from Redis TIME in production; every
+// script that reads or writes the amount a sliding count window's member
+// was admitted for has identity.lua's functions.
 
 //go:embed now.lua
 var nowLua string
+
+//go:embed identity.lua
+var identityLua string
 
 // timed returns the script of body run after now.lua.
 func timed(body string) *redis.Script { return redis.NewScript(nowLua + body) }
@@ -50,10 +55,6 @@ var checkLua string
 //	KEYS[k+e]            after those (k keys), for the e-th learning window,
 //	                     its learned limit: a hash {l, t, nb, e}
 //	                     ('<window key>:L', ratelimit's learned.go)
-//	KEYS[h+(j-1)c+i]     after those (h keys), for member j and the i-th
-//	                     sliding count window of its own (c of them),
-//	                     member j's identity there: a string, the amount
-//	                     it was admitted for ('<window key>:#<member>')
 //	ARGV[4+8(i-1)...]    window i: kind (1 amount, 2 calendar: bits), limit,
 //	                     size µs, for a calendar window four period
 //	                     boundaries b1<b2<b3<b4 around the app server's clock
@@ -91,17 +92,23 @@ var checkLua string
 // held with another amount is a conflict, decided before the rest: refused,
 // recorded nowhere. Each window knows the amount a member was admitted for:
 // a calendar window's hash holds it (its weight is 1 in a count window), a
-// sliding amount window's amounts hash too, and a sliding count window has
-// an identity key per member, written when the member is added and living
-// as long as it stays (plus the margin); it is read only for a member the
-// window holds, so one left behind by a release is harmless.
+// sliding amount window's amounts hash too, and a sliding count window
+// keeps it in hashes beside its sorted set, one per slice of admission
+// time ('<window key>:#~<slice>', identity.lua): a member's record is in
+// the hash its score names, written when the member is added, deleted by
+// a release, and expiring with its slice once every member of the slice
+// has left the window (plus the margin). It is read only for a member the
+// window holds, so one left behind is harmless. These hashes are not
+// among KEYS: each is named from a score the script reads, always in the
+// window's hash slot (its key's hash tag), which Redis Cluster allows.
 //
 // The Redis work is per call, not per member: TIME once; per window a trim
 // (sliding: ZREMRANGEBYSCORE, and for amounts the weights of the members
 // leaving; calendar: one HGET of the period, DEL when a new one started),
 // the use, one ZMSCORE or HMGET for the members already in, the oldest
 // members that must leave for a retry-after, and, when something was
-// admitted, one ZADD or HSET, one HINCRBY and one expiry. So a call
+// admitted, one ZADD or HSET, one HINCRBY and one expiry (a sliding count
+// window: one HSET of the members' amounts and its expiry). So a call
 // carrying a batch of members (Options.Coalesce) costs Redis
 // little more than a call for one.
 //
@@ -129,7 +136,7 @@ var checkLua string
 // first such window and its retry-after still the longest wait. The
 // binding window is the refusing window with the longest wait, or, when
 // admitted, the window with the least (effective) room left.
-var checkScript = timed(checkLua)
+var checkScript = timed(identityLua + checkLua)
 
 //go:embed plain_check.lua
 var plainCheckLua string
@@ -143,14 +150,15 @@ var plainCheckLua string
 // script changes nothing and answers {now, -1}, and the store asks
 // checkScript, which applies it. It follows the same rules and gives the same reply, and
 // does only what such a window needs: TIME, the trim, ZCARD, one ZMSCORE
-// when the window holds anyone, a GET of the identity of a member it holds,
-// one ZRANGE for a refusal's retry-after, and, when something was
-// admitted, one ZADD, one PEXPIRE and one SET per member admitted. A key
+// when the window holds anyone, an HGET of the amount of a member it
+// holds, one ZRANGE for a refusal's retry-after, and, when something was
+// admitted, one ZADD, one PEXPIRE, and one HSET of the admitted members'
+// amounts with its PEXPIRE. A key
 // pays for the features it uses: none of checkScript's tables of windows,
 // reservations and learned limits are built (bench/limiter's store-open).
 // The property tests check both scripts against the model
 // (TestStoresAgreeWithModel draws the plain key a quarter of the time).
-var plainCheckScript = timed(plainCheckLua)
+var plainCheckScript = timed(identityLua + plainCheckLua)
 
 //go:embed learn.lua
 var learnLua string
@@ -179,17 +187,18 @@ var learnScript = timed(learnLua)
 //go:embed release.lua
 var releaseLua string
 
-// releaseScript removes a member from every window given, with its weight.
-// KEYS as checkScript's; ARGV[1] = n, ARGV[1+i] = kind of window i,
-// ARGV[n+2] = the member. With ARGV[n+3], an amount, it removes the member
-// only from the windows that hold it for that amount (Store.ReleaseIfAmount):
-// a calendar window's hash and a sliding amount window's amounts hash hold
-// it, and a sliding count window's identity key, whose KEYS follow the
-// amounts hashes (one per sliding count window, in order; checkKeys). A
-// window holding the member for another amount, or a sliding count window
-// whose identity key is gone, keeps it. Returns the number of windows that
-// held it and were released.
-var releaseScript = redis.NewScript(releaseLua)
+// releaseScript removes a member from every window given, with its weight
+// and its record of the member's amount. KEYS as checkScript's (windows,
+// then the amounts hashes); ARGV[1] = n, ARGV[1+i] = kind of window i,
+// ARGV[1+n+i] = its size in µs (0 for a calendar window), ARGV[2n+2] = the
+// member. With ARGV[2n+3], an amount, it removes the member only from the
+// windows that hold it for that amount (Store.ReleaseIfAmount): a calendar
+// window's hash and a sliding amount window's amounts hash hold it, and a
+// sliding count window's hash of the slice its score names (identity.lua).
+// A window holding the member for another amount, or a sliding count
+// window whose record of it is gone, keeps it. Returns the number of
+// windows that held it and were released.
+var releaseScript = redis.NewScript(identityLua + releaseLua)
 
 //go:embed usage.lua
 var usageLua string

@@ -181,36 +181,33 @@ func (s *Store) Release(ctx context.Context, windows []ratelimit.KeyWindow, memb
 	if len(windows) == 0 {
 		return false, nil
 	}
-	args := make([]any, 0, 2+len(windows))
-	args = append(args, len(windows))
-	for _, w := range windows {
-		args = append(args, windowKind(w))
-	}
-	removed, err := releaseScript.Run(ctx, s.client, s.keys(windows), append(args, member)...).Int64()
+	removed, err := releaseScript.Run(ctx, s.client, s.keys(windows), releaseArgs(windows, member)...).Int64()
 	return removed > 0, err
 }
 
-// ReleaseIfAmount implements ratelimit.Store with one script call: the release
-// script given the amount, and the member's identity key in each sliding
-// count window (checkKeys), which is where such a window keeps the amount
-// a member was admitted for.
+// ReleaseIfAmount implements ratelimit.Store with one script call: the
+// release script given the amount, which each window compares with its
+// own record of the member's amount.
 func (s *Store) ReleaseIfAmount(ctx context.Context, windows []ratelimit.KeyWindow, member string, amount int64) (bool, error) {
 	if len(windows) == 0 {
 		return false, nil
 	}
-	keys := s.keys(windows)
-	for i, w := range windows {
-		if !w.Amount && !w.IsCalendar() {
-			keys = append(keys, keys[i]+":#"+member)
-		}
-	}
-	args := make([]any, 0, 3+len(windows))
+	removed, err := releaseScript.Run(ctx, s.client, s.keys(windows), append(releaseArgs(windows, member), amount)...).Int64()
+	return removed > 0, err
+}
+
+// releaseArgs are releaseScript's ARGV for member in windows, without an
+// amount: n, each window's kind, each window's size (µs), the member.
+func releaseArgs(windows []ratelimit.KeyWindow, member string) []any {
+	args := make([]any, 0, 3+2*len(windows))
 	args = append(args, len(windows))
 	for _, w := range windows {
 		args = append(args, windowKind(w))
 	}
-	removed, err := releaseScript.Run(ctx, s.client, keys, append(args, member, amount)...).Int64()
-	return removed > 0, err
+	for _, w := range windows {
+		args = append(args, w.Size.Microseconds())
+	}
+	return append(args, member)
 }
 
 // Usage implements ratelimit.Store.
