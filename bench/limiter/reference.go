@@ -44,7 +44,7 @@ func (b *bench) reference() (ref, error) {
 	r := ref{bare: per[0], perCall: (per[2] - per[0]) / 5}
 	fmt.Printf("CPU   reference, one connection: %s = %.2f µs; %s = %.2f µs; %s = %.2f µs, so each redis.call() costs about %.2f µs here.\n",
 		scripts[0].label, per[0], scripts[1].label, per[1], scripts[2].label, per[2], r.perCall)
-	fmt.Println("      plainCheckScript (the script of these one-window keys) makes, per call and whatever the number of members it decides: TIME, ZREMRANGEBYSCORE, ZCARD, ZMSCORE (window not empty), then ZADD + PEXPIRE (something admitted) and/or one ZRANGE (something refused): 6 redis.call()s to admit, 5 to refuse.")
+	fmt.Println("      plainCheckScript (the script of these one-window keys) makes, per call and whatever the number of members it decides: TIME, ZREMRANGEBYSCORE, ZCARD, ZMSCORE (window not empty), then, something admitted, HLEN of the slice's hash of amounts (window over 128 members), HSET of the amounts + PEXPIRE (a new hash), ZADD + PEXPIRE, and/or one ZRANGE (something refused): 7 to 9 redis.call()s to admit, 5 to refuse.")
 	return r, nil
 }
 

@@ -10,11 +10,13 @@ import (
 // Store, and what a store may implement besides (WindowKeyer, Learner).
 // The rules every store follows are Model's (model.go).
 
-// ErrNotSent is wrapped by a store's error for a call that provably never
-// ran: no connection was made (a dial error, an exhausted pool, a closed
-// client), or the store refused it before running it (Redis's error
-// replies). The Limiter decides such a check by its degraded policy. A
-// failed call without it may have run, and its outcome is unknown.
+// ErrNotSent is wrapped by a store's error for a call that provably
+// recorded nothing: no connection was made (a dial error, an exhausted
+// pool, a closed client), or the store answered an error (Redis refuses a
+// call before running it, and the check script ends with an error before
+// it records anything). The Limiter decides such a check by its degraded
+// policy. A failed call without it may have run, and its outcome is
+// unknown.
 var ErrNotSent = errors.New("ratelimit: the call never reached the store")
 
 // StoreResult is what one atomic check against the shared store decided.

@@ -177,7 +177,7 @@ local function amountIn(i, j)
   elseif kind[i] == 1 then
     return tonumber(redis.call('HGET', hk[i], members[j]))
   end
-  return idGet(KEYS[i], sizes[i], present[i][j], members[j])
+  return (idFind(KEYS[i], sizes[i], present[i][j], members[j]))
 end
 -- wait returns how long until window i takes weight w more: until the next
 -- period (calendar); else until enough of the members that were in before
@@ -376,6 +376,12 @@ for j = 1, nm do
   end
   o = o + 4 + #wj
 end
+-- the amounts first: recording them is what can fail while the slot moves
+for i = 1, n do
+  if kind[i] == 0 and #ids[i] > 0 then
+    idRecord(KEYS[i], sizes[i], now, margin, ids[i], base[i])
+  end
+end
 for i = 1, n do
   if #zadd[i] > 1 or #hset[i] > 0 then
     local k = KEYS[i]
@@ -393,8 +399,6 @@ for i = 1, n do
         redis.call('HSET', hk[i], unpack(hset[i]))
         redis.call('HINCRBY', hk[i], '#s', total[i])
         redis.call('PEXPIRE', hk[i], ttl)
-      else
-        idRecord(k, sizes[i], now, margin, ids[i], base[i])
       end
     end
   end

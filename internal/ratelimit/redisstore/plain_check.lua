@@ -28,7 +28,7 @@ for j = 1, #members do
   local m, amount = members[j], tonumber(ARGV[13 + 2 * na + 2 * j])
   local was = seen[m]
   if was == nil and present[j] then
-    was = idGet(k, size, present[j], m)
+    was = (idFind(k, size, present[j], m))
   end
   local o = #out
   if was and was ~= amount then
@@ -67,8 +67,8 @@ for j = 1, #members do
 end
 if #add > 1 then
   local margin = tonumber(ARGV[1])
+  idRecord(k, size, now, margin, ids, base)
   redis.call('ZADD', k, unpack(add))
   redis.call('PEXPIRE', k, size / 1000 + margin)
-  idRecord(k, size, now, margin, ids, base)
 end
 return out

@@ -100,7 +100,9 @@ var checkLua string
 // has left the window (plus the margin). It is read only for a member the
 // window holds, so one left behind is harmless. These hashes are not
 // among KEYS: each is named from a score the script reads, always in the
-// window's hash slot (its key's hash tag), which Redis Cluster allows.
+// window's hash slot (its key's hash tag), which Redis Cluster allows
+// while the slot is stable; while it moves, an access Redis refuses ends the
+// script with TRYAGAIN before it records anything (identity.lua).
 //
 // The Redis work is per call, not per member: TIME once; per window a trim
 // (sliding: ZREMRANGEBYSCORE, and for amounts the weights of the members
@@ -151,9 +153,10 @@ var plainCheckLua string
 // checkScript, which applies it. It follows the same rules and gives the same reply, and
 // does only what such a window needs: TIME, the trim, ZCARD, one ZMSCORE
 // when the window holds anyone, an HGET of the amount of a member it
-// holds, one ZRANGE for a refusal's retry-after, and, when something was
-// admitted, one ZADD, one PEXPIRE, and one HSET of the admitted members'
-// amounts with its PEXPIRE. A key
+// holds (more on a miss: identity.lua), one ZRANGE for a refusal's
+// retry-after, and, when something was admitted, one HSET of the admitted
+// members' amounts with its PEXPIRE (an HLEN first when the window holds
+// over 128 members; more hashes in a burst), one ZADD and one PEXPIRE. A key
 // pays for the features it uses: none of checkScript's tables of windows,
 // reservations and learned limits are built (bench/limiter's store-open).
 // The property tests check both scripts against the model

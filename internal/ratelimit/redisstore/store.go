@@ -151,9 +151,13 @@ func (s *Store) Check(ctx context.Context, windows []ratelimit.KeyWindow, member
 	return res, err
 }
 
-// neverReachedRedis reports whether a failed call provably did not run the
-// script: no connection (dial error, pool exhausted, client closed) or an
-// error reply, which Redis gives before running it.
+// neverReachedRedis reports whether a failed call provably recorded
+// nothing: no connection (dial error, pool exhausted, client closed) or an
+// error reply. Redis gives one before running the script (a moved or
+// moving slot, OOM at its first write, NOSCRIPT), and the check scripts
+// give one only before they record anything (TRYAGAIN when a hash of
+// amounts is not on the node, identity.lua; a calendar period too far
+// from the app server's clock).
 func neverReachedRedis(err error) bool {
 	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
 		return true
