@@ -184,43 +184,59 @@ func (l *Ledger) recoverInFlight() error {
 	return nil
 }
 
-// inFlight keeps o's payment, checked on keys, in the log until done is
-// called; done is idempotent. Memory only (no Dir), it keeps nothing.
-func (l *Ledger) inFlight(o *Order, keys ...ratelimit.Key) (done func()) {
+// inFlight returns hold, which keeps o's payment, checked on keys, in the
+// log (once, however often it is called), and done, which ends it: both
+// idempotent. The pay flow calls hold right before the limiter can hold a
+// slot for the payment (ratelimit.Request.Holding), so a refusal from the
+// near-cache writes nothing, and done once the order or the ledger owns
+// the slot. Memory only (no Dir), it keeps nothing.
+func (l *Ledger) inFlight(o *Order, keys ...ratelimit.Key) (hold, done func()) {
 	if l.opts.Dir == "" || len(keys) == 0 {
-		return func() {}
+		return func() {}, func() {}
 	}
-	p := paymentOf(o)
-	p.OrderNo = newOrderNo(l.opts.Now().UTC())
-	if p.Channel == "" {
-		p.Channel = keys[0].Channel
-	}
-	j := journaledEntry{Version: journalVersion, Phase: phaseClose.String(), AtUs: l.opts.Now().UnixMicro(),
-		Order: journalOrder(p), Why: notSentKilled}
-	for _, k := range keys {
-		j.Holds = append(j.Holds, journalHold(ratelimit.HoldOf(k, o.RequestID).OfMerchant(o.MerchantID)))
-	}
-	id := newEntryID()
-	data, err := json.Marshal(j)
-	if err == nil {
-		err = l.flight.add(id, data)
-	}
-	if err != nil {
-		l.opts.Logger.Warn("an admission in flight could not be kept on disk; a kill before its claim leaves its slot to its window",
-			"requestId", o.RequestID, "err", err)
-		return func() {}
-	}
-	removed := false
-	return func() {
-		if removed {
+	var id string
+	kept, ended := false, false
+	hold = func() {
+		if kept || ended {
 			return
 		}
-		removed = true
+		kept = true
+		p := paymentOf(o)
+		p.OrderNo = newOrderNo(l.opts.Now().UTC())
+		if p.Channel == "" {
+			p.Channel = keys[0].Channel
+		}
+		j := journaledEntry{Version: journalVersion, Phase: phaseClose.String(), AtUs: l.opts.Now().UnixMicro(),
+			Order: journalOrder(p), Why: notSentKilled}
+		for _, k := range keys {
+			j.Holds = append(j.Holds, journalHold(ratelimit.HoldOf(k, o.RequestID).OfMerchant(o.MerchantID)))
+		}
+		data, err := json.Marshal(j)
+		if err == nil {
+			id = newEntryID()
+			if err = l.flight.add(id, data); err != nil {
+				id = ""
+			}
+		}
+		if err != nil {
+			l.opts.Logger.Warn("an admission in flight could not be kept on disk; a kill before its claim leaves its slot to its window",
+				"requestId", o.RequestID, "err", err)
+		}
+	}
+	done = func() {
+		if ended {
+			return
+		}
+		ended = true
+		if id == "" {
+			return
+		}
 		if err := l.flight.remove(id); err != nil {
 			l.opts.Logger.Warn("the end of an admission in flight could not be logged; the next run settles its slots against the order",
 				"requestId", o.RequestID, "err", err)
 		}
 	}
+	return hold, done
 }
 
 // notSentKilled is the failure message of a payment closed by the next run

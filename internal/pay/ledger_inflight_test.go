@@ -3,6 +3,8 @@ package pay_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"payserver/internal/pay"
 	"payserver/internal/pay/paytest"
 	"payserver/internal/ratelimit"
+	"payserver/internal/ratelimit/redisstore"
+	"payserver/internal/testutil"
 )
 
 // dyingStore is an order store whose Create never commits: the process
@@ -184,5 +188,61 @@ func TestAFileLeftAfterTheClaimNeverClosesTheClaim(t *testing.T) {
 	}
 	if got := dayCount(t, lim, ratelimit.Key{BizType: "B", Channel: "ALIPAY"}); got != 1 {
 		t.Fatalf("the day window holds %d, want the claim's slot kept", got)
+	}
+}
+
+// TestANearCacheRefusalKeepsNothingOnDisk: a payment is kept in the log of
+// admissions in flight only once the limiter can hold a slot for it. A 429
+// the near-cache answers (the key known full) holds nothing, so it writes
+// nothing; the refusal that filled the near-cache came from Redis, which
+// could have admitted it, so it was kept (and removed).
+func TestANearCacheRefusalKeepsNothingOnDisk(t *testing.T) {
+	c := testutil.MustRedis(t)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: "test:nearlog:" + testutil.UniqueName("") + ":"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratelimit.New(s, ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setDoc(t, lim, "limits:\n  B:ALIPAY: [{limit: 1, window: 1h}]\n")
+	mem := paytest.NewMemStore()
+	dir := t.TempDir()
+	l, err := pay.NewLedger(mem, lim, pay.LedgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
+	reg, _ := channel.NewRegistry(sim)
+	svc, err := pay.NewService(mem, lim, reg, pay.Options{Ledger: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logSize := func() int64 {
+		fi, err := os.Stat(filepath.Join(dir, "inflight.log"))
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	if o, err := svc.Pay(context.Background(), req("paid")); err != nil || o.Status != pay.StatusSucceeded {
+		t.Fatalf("paid: %+v, %v", o, err)
+	}
+	before := logSize()
+	if _, err := svc.Pay(context.Background(), req("from-redis")); apperr.CodeOf(err) != apperr.RequestLimited {
+		t.Fatalf("from-redis: %v, want REQUEST_LIMITED", err)
+	}
+	if logSize() == before {
+		t.Fatal("the refusal Redis answered was not kept while in flight: Redis could have admitted it")
+	}
+	before = logSize()
+	for i := range 20 {
+		if _, err := svc.Pay(context.Background(), req(fmt.Sprint("near-", i))); apperr.CodeOf(err) != apperr.RequestLimited {
+			t.Fatalf("near-%d: %v, want REQUEST_LIMITED", i, err)
+		}
+	}
+	if grew := logSize() - before; grew != 0 {
+		t.Fatalf("20 refusals from the near-cache wrote %d bytes to the log of admissions in flight, want none", grew)
 	}
 }

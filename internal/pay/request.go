@@ -38,6 +38,22 @@ type PayRequest struct {
 	// MaxWait is how long a refused request may wait for a slot
 	// (maxWaitMs); 0 means none. It is not part of the payload's Hash.
 	MaxWait time.Duration
+	// holding keeps the request in the ledger's log of admissions in
+	// flight (Ledger.inFlight's hold); the limiter calls it before it can
+	// hold a slot (ratelimit.Request.Holding). Nil: nothing is kept.
+	holding *holding
+}
+
+// holding is a hold of Ledger.inFlight, behind a pointer so that a
+// PayRequest stays comparable.
+type holding struct{ keep func() }
+
+// fn is h's func for ratelimit.Request.Holding: nil for no hold.
+func (h *holding) fn() func() {
+	if h == nil {
+		return nil
+	}
+	return h.keep
 }
 
 // Key returns the limiter key of the request.

@@ -104,8 +104,9 @@ func (s *Service) payRouted(ctx context.Context, req PayRequest) (*Order, error)
 	for i, c := range candidates {
 		keys[i] = ratelimit.Key{BizType: req.BizType, Channel: c}
 	}
-	inFlight := s.admissionInFlight(req, keys...)
+	hold, inFlight := s.admissionInFlight(req, keys...)
 	defer inFlight()
+	req.holding = &holding{hold}
 	chosen, d, refused, rest, err := s.pick(ctx, req, candidates)
 	if err != nil {
 		return nil, err
@@ -237,7 +238,7 @@ func (s *Service) admit(ctx context.Context, req PayRequest, key ratelimit.Key, 
 	if err := s.ledger.Admitting(); err != nil {
 		return ratelimit.Decision{Key: key}, err
 	}
-	d, err := s.limiter.Check(ctx, ratelimit.Request{Caller: LimiterCaller, Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, Merchant: req.MerchantID, MaxWait: maxWait})
+	d, err := s.limiter.Check(ctx, ratelimit.Request{Caller: LimiterCaller, Key: key, Member: req.RequestID, Amount: req.Amount, Currency: req.Currency, Merchant: req.MerchantID, MaxWait: maxWait, Holding: req.holding.fn()})
 	switch {
 	case err != nil:
 		return d, s.limiterFailed(err)

@@ -64,11 +64,12 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	for i, c := range rest {
 		keys[i] = ratelimit.Key{BizType: o.BizType, Channel: c}
 	}
-	defer s.ledger.inFlight(o, keys...)()
+	hold, done := s.ledger.inFlight(o, keys...)
+	defer done()
 	// Detached, as the channel call is: a client leaving now must not
 	// change where a claimed payment ends.
 	chosen, d, refused, left, err := s.pick(context.WithoutCancel(ctx),
-		PayRequest{RequestID: o.RequestID, BizType: o.BizType, MerchantID: o.MerchantID, Amount: o.Amount, Currency: o.Currency, Subject: o.Subject}, rest)
+		PayRequest{RequestID: o.RequestID, BizType: o.BizType, MerchantID: o.MerchantID, Amount: o.Amount, Currency: o.Currency, Subject: o.Subject, holding: &holding{hold}}, rest)
 	if err != nil || chosen == "" {
 		holds := []ratelimit.Hold{holdFor(from, o)}
 		if err != nil {

@@ -168,8 +168,9 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	}
 
 	key := req.Key()
-	inFlight := s.admissionInFlight(req, key)
+	hold, inFlight := s.admissionInFlight(req, key)
 	defer inFlight()
+	req.holding = &holding{hold}
 	d, err := s.admit(ctx, req, key, req.MaxWait)
 	if err != nil {
 		return nil, err
@@ -195,12 +196,27 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 	return s.callChannel(ctx, ch, o)
 }
 
-// admissionInFlight keeps req, about to be checked on keys, on disk until
-// the returned func is called: a process killed before its claim leaves
-// its slots to the next run's ledger (Ledger.inFlight).
-func (s *Service) admissionInFlight(req PayRequest, keys ...ratelimit.Key) func() {
-	return s.ledger.inFlight(&Order{RequestID: req.RequestID, RequestHash: req.Hash(), BizType: req.BizType, Channel: req.Channel,
-		MerchantID: req.MerchantID, Amount: req.Amount, Currency: req.Currency, Subject: req.Subject}, keys...)
+// admissionInFlight returns hold, which keeps req, checked on keys, on disk
+// from the moment the limiter can hold a slot for it, and done, which ends
+// that: a process killed before its claim leaves its slots to the next
+// run's ledger (Ledger.inFlight).
+func (s *Service) admissionInFlight(req PayRequest, keys ...ratelimit.Key) (hold, done func()) {
+	// The order is built only when the limiter can hold a slot: a refusal
+	// from the near-cache builds nothing.
+	var keep, end func()
+	hold = func() {
+		if keep == nil {
+			keep, end = s.ledger.inFlight(&Order{RequestID: req.RequestID, RequestHash: req.Hash(), BizType: req.BizType, Channel: req.Channel,
+				MerchantID: req.MerchantID, Amount: req.Amount, Currency: req.Currency, Subject: req.Subject}, keys...)
+		}
+		keep()
+	}
+	done = func() {
+		if end != nil {
+			end()
+		}
+	}
+	return hold, done
 }
 
 // callChannel calls the channel once and records the outcome. It is detached

@@ -261,6 +261,13 @@ type Request struct {
 	// moved under the slot. Only a conflict (the member held for another
 	// amount) still refuses.
 	Regardless bool
+	// Holding, when set, is called before the first decision that can
+	// hold a slot for the request (a call to the shared store, or the
+	// in-process fallback), and never for an answer that holds nothing
+	// (the near-cache's refusal, a closed or unlimited key). It may be
+	// called again while the request waits for room. The pay flow keeps
+	// the request on disk from then until its claim (pay's Ledger).
+	Holding func()
 }
 
 // Allow checks a request without an amount. See Check.
@@ -363,6 +370,9 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 		if d, ok := l.near.refusal(r.Key, lim.version, now); ok {
 			return d, nil
 		}
+	}
+	if r.Holding != nil {
+		r.Holding()
 	}
 	if !l.breaker.Allow() {
 		return l.decideDegraded(lim, p, r)
