@@ -102,11 +102,10 @@ func TestAKillBetweenTheCheckAndTheClaimLeavesTheSlotToTheNextRun(t *testing.T) 
 	}
 }
 
-// TestAnAdmissionInFlightLeavesNothingBehind: a payment that ends (paid,
-// refused) removes what it kept on disk while its admission was in flight;
-// a refused one has nothing for the next run to close.
-func TestAnAdmissionInFlightLeavesNothingBehind(t *testing.T) {
-	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 1, calendar: day}]\n")
+// ledgeredService is a pay service on lim and a memory order store, with a
+// ledger in a directory of its own (returned) and a simulated ALIPAY.
+func ledgeredService(t *testing.T, lim *ratelimit.Limiter) (*pay.Service, *paytest.MemStore, string) {
+	t.Helper()
 	mem := paytest.NewMemStore()
 	dir := t.TempDir()
 	l, err := pay.NewLedger(mem, lim, pay.LedgerOptions{Dir: dir})
@@ -119,6 +118,15 @@ func TestAnAdmissionInFlightLeavesNothingBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return svc, mem, dir
+}
+
+// TestAnAdmissionInFlightLeavesNothingBehind: a payment that ends (paid,
+// refused) removes what it kept on disk while its admission was in flight;
+// a refused one has nothing for the next run to close.
+func TestAnAdmissionInFlightLeavesNothingBehind(t *testing.T) {
+	lim := localLimiter(t, "limits:\n  B:ALIPAY: [{limit: 1, calendar: day}]\n")
+	svc, mem, dir := ledgeredService(t, lim)
 	if o, err := svc.Pay(context.Background(), req("paid")); err != nil || o.Status != pay.StatusSucceeded {
 		t.Fatalf("paid: %+v, %v", o, err)
 	}
@@ -207,18 +215,7 @@ func TestANearCacheRefusalKeepsNothingOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	setDoc(t, lim, "limits:\n  B:ALIPAY: [{limit: 1, window: 1h}]\n")
-	mem := paytest.NewMemStore()
-	dir := t.TempDir()
-	l, err := pay.NewLedger(mem, lim, pay.LedgerOptions{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, _ := channel.NewSimulator("ALIPAY", channel.SimulatorConfig{})
-	reg, _ := channel.NewRegistry(sim)
-	svc, err := pay.NewService(mem, lim, reg, pay.Options{Ledger: l})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, _, dir := ledgeredService(t, lim)
 	logSize := func() int64 {
 		fi, err := os.Stat(filepath.Join(dir, "inflight.log"))
 		if err != nil {
