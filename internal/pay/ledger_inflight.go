@@ -16,8 +16,9 @@ import (
 // claim: the limiter may hold its slot, and neither an order nor an entry
 // owns it yet. The live request owns it, so the ledger does not take it;
 // but a process killed then would leave the slot held by nobody until its
-// window passed (a day window: until the next day). So from
-// before the check until the claim is committed (the order owns the slot)
+// window passed (a day window: until the next day). So from the moment
+// the limiter can hold its slot (ratelimit.Request.Holding: not for a
+// refusal from the near-cache) until the claim is committed (the order owns the slot)
 // or the request knows its answer (a refusal took nothing; a lost answer,
 // a failed or lost claim are owned as before), a line in Dir's log keeps the
 // payment as a claim to close, with a slot of unknown windows on each key
@@ -33,7 +34,7 @@ import (
 // PROCESSING, kept or released once it ends).
 //
 // The admissions in flight are lines appended to one file in Dir,
-// inflight.log: "+ID JSON" before the check, "-ID" once the claim or the
+// inflight.log: "+ID JSON" before the limiter can hold a slot, "-ID" once the claim or the
 // answer is known. An append costs a few microseconds, where a file per
 // payment (write, rename, remove) cost about 80 µs here. The log is not
 // synced: it survives a kill of the process, not a crash of the machine.
@@ -57,7 +58,7 @@ type inflightLog struct {
 	live map[string][]byte // the "+" line of each admission in flight
 }
 
-// add appends id's line before its check.
+// add appends id's line before the limiter can hold its payment's slot.
 func (g *inflightLog) add(id string, data []byte) error {
 	line := make([]byte, 0, len(id)+len(data)+3)
 	line = append(append(append(append(line, '+'), id...), ' '), data...)

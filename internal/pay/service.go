@@ -202,9 +202,14 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 // run's ledger (Ledger.inFlight).
 func (s *Service) admissionInFlight(req PayRequest, keys ...ratelimit.Key) (hold, done func()) {
 	// The order is built only when the limiter can hold a slot: a refusal
-	// from the near-cache builds nothing.
+	// from the near-cache builds nothing. Once done, a hold writes nothing
+	// (a line written then would never be removed).
 	var keep, end func()
+	ended := false
 	hold = func() {
+		if ended {
+			return
+		}
 		if keep == nil {
 			keep, end = s.ledger.inFlight(&Order{RequestID: req.RequestID, RequestHash: req.Hash(), BizType: req.BizType, Channel: req.Channel,
 				MerchantID: req.MerchantID, Amount: req.Amount, Currency: req.Currency, Subject: req.Subject}, keys...)
@@ -212,6 +217,7 @@ func (s *Service) admissionInFlight(req PayRequest, keys ...ratelimit.Key) (hold
 		keep()
 	}
 	done = func() {
+		ended = true
 		if end != nil {
 			end()
 		}

@@ -261,12 +261,14 @@ type Request struct {
 	// moved under the slot. Only a conflict (the member held for another
 	// amount) still refuses.
 	Regardless bool
-	// Holding, when set, is called before the first decision that can
-	// hold a slot for the request (a call to the shared store, or the
-	// in-process fallback), and never for an answer that holds nothing
-	// (the near-cache's refusal, a closed or unlimited key). It may be
-	// called again while the request waits for room. The pay flow keeps
-	// the request on disk from then until its claim (pay's Ledger).
+	// Holding, when set, is called before any decision but the three
+	// that can never hold a slot (the near-cache's refusal, a closed key's,
+	// an unlimited key's): before the shared store is asked, and before a
+	// decision while it is out (the in-process fallback, or the policy).
+	// It is called synchronously on the caller's goroutine, and again
+	// while the request waits for room or meets a limits change; observers
+	// must neither keep nor call it. The pay flow keeps the request on
+	// disk from then until its claim (pay's Ledger).
 	Holding func()
 }
 
