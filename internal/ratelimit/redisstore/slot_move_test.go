@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,8 +43,12 @@ func TestACheckDuringASlotsMoveRecordsNothingOrAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// ForEachMaster calls its func on every master at once.
+	var mu sync.Mutex
 	var dst *redis.Client
 	_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if m.Options().Addr != src.Options().Addr && dst == nil {
 			dst = m
 		}
