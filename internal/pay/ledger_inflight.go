@@ -185,23 +185,26 @@ func (l *Ledger) recoverInFlight() error {
 	return nil
 }
 
-// inFlight returns hold, which keeps o's payment, checked on keys, in the
-// log (once, however often it is called), and done, which ends it: both
-// idempotent. The pay flow calls hold right before the limiter can hold a
-// slot for the payment (ratelimit.Request.Holding), so a refusal from the
-// near-cache writes nothing, and done once the order or the ledger owns
-// the slot. Memory only (no Dir), it keeps nothing.
-func (l *Ledger) inFlight(o *Order, keys ...ratelimit.Key) (hold, done func()) {
+// inFlight returns hold, which keeps the payment order returns, checked on
+// keys, in the log (once, however often it is called; order is called only
+// then), and done, which ends it: both idempotent, and a hold after done
+// keeps nothing. The pay flow calls hold right before the limiter can hold
+// a slot for the payment (ratelimit.Request.Holding), so a refusal from
+// the near-cache writes and builds nothing, and done once the order or the
+// ledger owns the slot. Memory only (no Dir), it keeps nothing.
+func (l *Ledger) inFlight(order func() *Order, keys ...ratelimit.Key) (hold, done func()) {
 	if l.opts.Dir == "" || len(keys) == 0 {
 		return func() {}, func() {}
 	}
-	var id string
+	var id, requestID string
 	kept, ended := false, false
 	hold = func() {
 		if kept || ended {
 			return
 		}
 		kept = true
+		o := order()
+		requestID = o.RequestID
 		p := paymentOf(o)
 		p.OrderNo = newOrderNo(l.opts.Now().UTC())
 		if p.Channel == "" {
@@ -234,7 +237,7 @@ func (l *Ledger) inFlight(o *Order, keys ...ratelimit.Key) (hold, done func()) {
 		}
 		if err := l.flight.remove(id); err != nil {
 			l.opts.Logger.Warn("the end of an admission in flight could not be logged; the next run settles its slots against the order",
-				"requestId", o.RequestID, "err", err)
+				"requestId", requestID, "err", err)
 		}
 	}
 	return hold, done

@@ -27,7 +27,7 @@ func TestAHoldAfterItsEndWritesNothing(t *testing.T) {
 	req := PayRequest{RequestID: "late", BizType: "B", Channel: "ALIPAY", MerchantID: "M", Amount: 1, Currency: "CNY"}
 
 	// Ledger.inFlight on its own: done before hold ends it.
-	lh, ld := l.inFlight(&Order{RequestID: "ledger-level", BizType: "B", Channel: "ALIPAY"}, req.Key())
+	lh, ld := l.inFlight(func() *Order { return &Order{RequestID: "ledger-level", BizType: "B", Channel: "ALIPAY"} }, req.Key())
 	ld()
 	lh()
 

@@ -64,7 +64,7 @@ func (s *Service) moveOn(ctx context.Context, o *Order, rest []string) (moved bo
 	for i, c := range rest {
 		keys[i] = ratelimit.Key{BizType: o.BizType, Channel: c}
 	}
-	hold, done := s.ledger.inFlight(o, keys...)
+	hold, done := s.ledger.inFlight(func() *Order { return o }, keys...)
 	defer done()
 	// Detached, as the channel call is: a client leaving now must not
 	// change where a claimed payment ends.

@@ -201,28 +201,10 @@ func (s *Service) Pay(ctx context.Context, req PayRequest) (*Order, error) {
 // that: a process killed before its claim leaves its slots to the next
 // run's ledger (Ledger.inFlight).
 func (s *Service) admissionInFlight(req PayRequest, keys ...ratelimit.Key) (hold, done func()) {
-	// The order is built only when the limiter can hold a slot: a refusal
-	// from the near-cache builds nothing. Once done, a hold writes nothing
-	// (a line written then would never be removed).
-	var keep, end func()
-	ended := false
-	hold = func() {
-		if ended {
-			return
-		}
-		if keep == nil {
-			keep, end = s.ledger.inFlight(&Order{RequestID: req.RequestID, RequestHash: req.Hash(), BizType: req.BizType, Channel: req.Channel,
-				MerchantID: req.MerchantID, Amount: req.Amount, Currency: req.Currency, Subject: req.Subject}, keys...)
-		}
-		keep()
-	}
-	done = func() {
-		ended = true
-		if end != nil {
-			end()
-		}
-	}
-	return hold, done
+	return s.ledger.inFlight(func() *Order {
+		return &Order{RequestID: req.RequestID, RequestHash: req.Hash(), BizType: req.BizType, Channel: req.Channel,
+			MerchantID: req.MerchantID, Amount: req.Amount, Currency: req.Currency, Subject: req.Subject}
+	}, keys...)
 }
 
 // callChannel calls the channel once and records the outcome. It is detached
