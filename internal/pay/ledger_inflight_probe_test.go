@@ -122,19 +122,10 @@ func newProbeFlow(t *testing.T, doc string, lopts ratelimit.Options, sims map[st
 	setDoc(t, lim, doc)
 	mem := paytest.NewMemStore()
 	po := &probeOrders{MemStore: mem, dir: dir, t: t}
-	f := &probeFlow{lim: lim, store: ps, orders: po, dir: dir, sims: map[string]*channel.Simulator{}}
-	var chs []channel.Channel
-	var codes []string
-	for _, code := range []string{"ALIPAY", "WECHAT"} {
-		sim, err := channel.NewSimulator(code, sims[code])
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.sims[code] = sim
-		chs = append(chs, sim)
-		codes = append(codes, code)
-	}
-	reg, _ := channel.NewRegistry(chs...)
+	codes := []string{"ALIPAY", "WECHAT"}
+	f := &probeFlow{lim: lim, store: ps, orders: po, dir: dir}
+	var reg *channel.Registry
+	f.sims, reg = simulators(t, sims, codes...)
 	led := runLedger(t, po, lim, pay.LedgerOptions{Dir: dir})
 	svc, err := pay.NewService(po, lim, reg, pay.Options{Ledger: led, Routes: staticRoutes{lim},
 		Health: channel.NewHealth(codes, channel.HealthOptions{}), ChannelTimeout: 200 * time.Millisecond})

@@ -41,22 +41,34 @@ func (r staticRoutes) Route(biz string) ([]string, error) {
 	return doc.(*limits.Document).Route(biz), nil
 }
 
-func newRouteFlow(t *testing.T, store pay.OrderStore, doc string, sims map[string]channel.SimulatorConfig, health channel.HealthOptions) *routeFlow {
+// simulators returns a simulated channel of each code, configured by
+// sims, and their registry.
+func simulators(t *testing.T, sims map[string]channel.SimulatorConfig, codes ...string) (map[string]*channel.Simulator, *channel.Registry) {
 	t.Helper()
-	lim := localLimiter(t, doc)
-	f := &routeFlow{lim: lim, store: store, sims: map[string]*channel.Simulator{}}
+	out := map[string]*channel.Simulator{}
 	var chs []channel.Channel
-	var codes []string
-	for _, code := range []string{"A", "B", "C"} {
+	for _, code := range codes {
 		sim, err := channel.NewSimulator(code, sims[code])
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.sims[code] = sim
+		out[code] = sim
 		chs = append(chs, sim)
-		codes = append(codes, code)
 	}
-	reg, _ := channel.NewRegistry(chs...)
+	reg, err := channel.NewRegistry(chs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, reg
+}
+
+func newRouteFlow(t *testing.T, store pay.OrderStore, doc string, sims map[string]channel.SimulatorConfig, health channel.HealthOptions) *routeFlow {
+	t.Helper()
+	lim := localLimiter(t, doc)
+	codes := []string{"A", "B", "C"}
+	f := &routeFlow{lim: lim, store: store}
+	var reg *channel.Registry
+	f.sims, reg = simulators(t, sims, codes...)
 	f.health = channel.NewHealth(codes, health)
 	svc, err := pay.NewService(store, lim, reg, pay.Options{
 		ChannelTimeout: 100 * time.Millisecond, ClaimTimeout: 200 * time.Millisecond, InFlightWait: 2 * time.Second,
