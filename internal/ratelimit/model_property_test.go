@@ -514,6 +514,25 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 				t.Fatalf("release %s for %d: use %v, want %v (model)", m.id, amount, target.usage(t, ws, now), want)
 			}
 		},
+		// releaseKeys releases a member from its keys' windows only, as a
+		// release does under a document without merchant limits, or one
+		// given windows read from the registry: a merchant's use of a
+		// window keeps its record of the member, which the window no
+		// longer holds, and still answers for it.
+		"releaseKeys": func(t *rapid.T) {
+			if len(mls) == 0 {
+				t.Skip("no merchant limits")
+			}
+			m := member.Draw(t, "member")
+			var keys []KeyWindow
+			for i, w := range ws {
+				if mls[i] == nil {
+					keys = append(keys, w)
+				}
+			}
+			target.release(t, keys, m.id, nil)
+			model.Release(keys, m.id)
+		},
 		// releaseAmounts gives a member's amount back, as after a decline.
 		"releaseAmounts": func(t *rapid.T) {
 			m := member.Draw(t, "member")
