@@ -369,7 +369,7 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 	}
 	useNear := !l.opts.DisableNearCache && !p.shadow && !r.Regardless
 	if useNear {
-		if d, ok := l.near.refusal(r.Key, lim.version, now); ok {
+		if d, ok := l.near.refusal(r.Key, p.merchant, lim.version, now); ok {
 			return d, nil
 		}
 	}
@@ -387,12 +387,13 @@ func (l *Limiter) decide(ctx context.Context, lim *limits, p plan, r Request, no
 	if d.Allowed && d.Source == SourceRedis {
 		d.WindowKeys = p.windowKeys(lim.keys, l.names)
 	}
-	if useNear && !d.Allowed && !d.Conflict && !d.Unknown && d.Source == SourceRedis && !d.Amount && d.Merchant == "" {
+	if useNear && !d.Allowed && !d.Conflict && !d.Unknown && d.Source == SourceRedis && !d.Amount {
 		// A count window stays full for every request of the key until its
 		// retry-after, or until a schedule changes a rule; an amount window
 		// may still take a smaller amount. An unknown outcome is its own
 		// member's, never another request's answer; a merchant's full use
-		// is that merchant's, not the key's.
+		// refuses that merchant's requests only (remembered as the
+		// merchant's).
 		if next := p.nextChange(lim.cfg, r.Key, now); !next.IsZero() && next.Sub(now) < d.RetryAfter {
 			d.RetryAfter = next.Sub(now)
 		}

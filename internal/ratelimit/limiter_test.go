@@ -106,6 +106,44 @@ func TestLimiterNearCacheRefusesWithoutStore(t *testing.T) {
 	}
 }
 
+// A merchant whose own use of a window is full is refused from the
+// near-cache until its retry-after, with no store call, and only that
+// merchant: the others, and requests naming no merchant, still ask the
+// store; a release on the channel ends the refusal.
+func TestLimiterNearCacheRefusesAFullMerchantOnly(t *testing.T) {
+	l, store, _ := newTestLimiter(t, "limits:\n  A:B: [{limit: 100, window: 1m, perMerchant: 1}]\n", ratelimit.Options{})
+	check := func(member, merchant string) ratelimit.Decision {
+		t.Helper()
+		return mustDecide(t, l, ratelimit.Request{Key: keyAB, Member: member, Merchant: merchant})
+	}
+	if d := check("a", "M1"); !d.Allowed {
+		t.Fatalf("a of M1: %+v, want admitted", d)
+	}
+	if d := check("b", "M1"); d.Allowed || d.Source != ratelimit.SourceRedis || d.Merchant != "M1" {
+		t.Fatalf("b of M1: allowed %v from %v by merchant %q, want refused by the store, by M1's limit", d.Allowed, d.Source, d.Merchant)
+	}
+	before := store.calls.Load()
+	d := check("c", "M1")
+	if d.Allowed || d.Source != ratelimit.SourceNearCache || d.Merchant != "M1" || d.RetryAfter <= 0 {
+		t.Fatalf("c of M1: %+v, want refused from the near-cache by M1's limit, with a retry-after", d)
+	}
+	if n := store.calls.Load(); n != before {
+		t.Fatalf("c of M1 called the store %d times, want none", n-before)
+	}
+	for _, m := range []string{"M2", ""} {
+		before := store.calls.Load()
+		if d := check("d"+m, m); !d.Allowed || d.Source != ratelimit.SourceRedis || store.calls.Load() == before {
+			t.Fatalf("a request of merchant %q beside M1's refusal: %+v, want admitted by the store", m, d)
+		}
+	}
+	if err := l.Release(context.Background(), ratelimit.HoldOf(keyAB, "a").OfMerchant("M1")); err != nil {
+		t.Fatal(err)
+	}
+	if d := check("e", "M1"); !d.Allowed || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("e of M1 after a's release: allowed %v from %v, want admitted by the store", d.Allowed, d.Source)
+	}
+}
+
 func TestLimiterNearCacheOff(t *testing.T) {
 	l, store, _ := newTestLimiter(t, "limits:\n  A:B: 1\n", ratelimit.Options{DisableNearCache: true})
 	mustAllow(t, l, keyAB, "a")

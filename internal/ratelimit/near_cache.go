@@ -13,21 +13,34 @@ import (
 // and a calendar window refused until midnight is asked again every second.
 const nearMaxMemory = time.Second
 
+// nearMaxMerchants bounds the merchants' refusals remembered at once:
+// merchant IDs come from clients, and an entry that is never asked for
+// again stays until a sweep. Past it, a remember first sweeps the entries
+// past their time (at most once per nearMaxMemory), and remembers nothing
+// of a merchant while the bound still holds.
+const nearMaxMerchants = 10_000
+
 // nearCache remembers, per key, a refusal by a full count window, so that
-// refusals of a saturated key cost no store call. Every entry carries the
+// refusals of a saturated key cost no store call; and per key and
+// merchant, a refusal by a merchant's full use of a count window, which
+// refuses that merchant's requests only. Every entry carries the
 // limits version it was decided under and serves only that version: a
 // refusal decided before a limits change, even one that lands after it,
 // never refuses a request under the new limits. A refusal decided while a
 // release made room (a call in flight across it: a coalesced call of the
 // key, or one beside it) is not remembered either.
 type nearCache struct {
-	m sync.Map // Key -> *nearEntry
+	m sync.Map // nearID -> *nearEntry
 	// releases maps each channel to the count of its forgetChannel calls
 	// so far (*atomic.Uint64): a refusal whose check began before one may
 	// have been decided before the room it made. Per channel, because a
 	// release makes room only in its channel's windows: failing over from
 	// one channel must not send another's refusals back to Redis.
 	releases sync.Map
+	// merchants counts the merchants' entries in m; swept is when the
+	// last sweep of entries past their time began (UnixNano).
+	merchants atomic.Int64
+	swept     atomic.Int64
 }
 
 // releasesOf returns channel's release counter.
@@ -39,6 +52,13 @@ func (c *nearCache) releasesOf(channel string) *atomic.Uint64 {
 	return n.(*atomic.Uint64)
 }
 
+// nearID names a remembered refusal: a key's (merchant ""), served to
+// every request of the key, or a merchant's, served to that merchant's.
+type nearID struct {
+	key      Key
+	merchant string
+}
+
 type nearEntry struct {
 	version uint64
 	// d is the refusal as the store decided it; its RetryAfter counts from
@@ -48,11 +68,22 @@ type nearEntry struct {
 	until   time.Time // when the entry stops serving
 }
 
-// refusal returns the remembered refusal of key under version at now, if
-// one is still in force: the store's decision (rule, scope, windows), its
-// retry-after counted from now.
-func (c *nearCache) refusal(key Key, version uint64, now time.Time) (Decision, bool) {
-	v, ok := c.m.Load(key)
+// refusal returns the remembered refusal of a request of key by merchant
+// (the merchant its merchants' windows count, or "" when none does) under
+// version at now, if one is still in force: the key's, else the
+// merchant's; the store's decision (rule, scope, windows), its retry-after
+// counted from now.
+func (c *nearCache) refusal(key Key, merchant string, version uint64, now time.Time) (Decision, bool) {
+	if d, ok := c.lookup(nearID{key: key}, version, now); ok || merchant == "" {
+		return d, ok
+	}
+	return c.lookup(nearID{key: key, merchant: merchant}, version, now)
+}
+
+// lookup returns id's refusal, if one is still in force under version at
+// now, and drops one that is not.
+func (c *nearCache) lookup(id nearID, version uint64, now time.Time) (Decision, bool) {
+	v, ok := c.m.Load(id)
 	if !ok {
 		return Decision{}, false
 	}
@@ -63,42 +94,78 @@ func (c *nearCache) refusal(key Key, version uint64, now time.Time) (Decision, b
 		d.RetryAfter, d.Source, d.Duplicate = wait, SourceNearCache, false
 		return d, true
 	}
-	c.m.CompareAndDelete(key, v)
+	c.drop(id, v)
 	return Decision{}, false
+}
+
+// drop deletes id's entry if it is still v.
+func (c *nearCache) drop(id nearID, v any) {
+	if c.m.CompareAndDelete(id, v) && id.merchant != "" {
+		c.merchants.Add(-1)
+	}
+}
+
+// sweep drops the entries past their time, unless a sweep began less than
+// nearMaxMemory before now.
+func (c *nearCache) sweep(now time.Time) {
+	last := c.swept.Load()
+	if now.UnixNano()-last < int64(nearMaxMemory) || !c.swept.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	c.m.Range(func(k, v any) bool {
+		if !now.Before(v.(*nearEntry).until) {
+			c.drop(k.(nearID), v)
+		}
+		return true
+	})
 }
 
 // epoch is taken for channel before a check is sent; remember is given it.
 func (c *nearCache) epoch(channel string) uint64 { return c.releasesOf(channel).Load() }
 
-// remember stores refusal d of key, decided under version at now, for at
-// most nearMaxMemory, unless a release happened since epoch (read before
+// remember stores refusal d of its key (of its merchant, when a
+// merchant's limit refused), decided under version at now, for at most
+// nearMaxMemory, unless a release happened since epoch (read before
 // the check was sent): that refusal may predate the room the release made.
 func (c *nearCache) remember(d Decision, version, epoch uint64, now time.Time) {
 	releases := c.releasesOf(d.Key.Channel)
 	if releases.Load() != epoch {
 		return
 	}
+	id := nearID{key: d.Key, merchant: d.Merchant}
+	if id.merchant != "" && c.merchants.Load() >= nearMaxMerchants {
+		if c.sweep(now); c.merchants.Load() >= nearMaxMerchants {
+			return
+		}
+	}
 	e := &nearEntry{version: version, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))}
-	c.m.Store(d.Key, e)
+	if _, had := c.m.Swap(id, e); !had && id.merchant != "" {
+		c.merchants.Add(1)
+	}
 	// A release between the check above and the Store: forgetChannel may
 	// have swept before the Store, so take the entry back. One after this
 	// load sweeps after the Store and drops it itself.
 	if releases.Load() != epoch {
-		c.m.CompareAndDelete(d.Key, e)
+		c.drop(id, e)
 	}
 }
 
 // clear drops everything (a new limits version).
-func (c *nearCache) clear() { c.m.Clear() }
+func (c *nearCache) clear() {
+	c.m.Range(func(k, v any) bool {
+		c.drop(k.(nearID), v)
+		return true
+	})
+}
 
 // forgetChannel drops the refusals of every key on channel: a release frees
 // room in its key's windows and in its channel's channel-wide windows,
 // which other bizTypes on that channel share.
 func (c *nearCache) forgetChannel(channel string) {
 	c.releasesOf(channel).Add(1) // before the sweep: see remember
-	c.m.Range(func(k, _ any) bool {
-		if k.(Key).Channel == channel {
-			c.m.Delete(k)
+	c.m.Range(func(k, v any) bool {
+		if id := k.(nearID); id.key.Channel == channel {
+			c.drop(id, v)
 		}
 		return true
 	})

@@ -16,6 +16,9 @@ type plan struct {
 	// hasBaseline: some window is an amount or calendar window, whose use
 	// Redis reports is kept for the fallback (fallback.followRedis).
 	hasBaseline bool
+	// merchant is the merchant whose use of the key's windows some window
+	// counts (the request's, or NoMerchant), "" when none does.
+	merchant string
 }
 
 // newPlan builds the plan of r under cfg at now: the windows applicable
@@ -69,7 +72,8 @@ func newPlan(cfg *Config, r Request, now time.Time) plan {
 			}
 			p.windows = append(p.windows, kw)
 			if ml := x.rule.MerchantsOf(i); ml != nil {
-				p.windows = append(p.windows, merchantWindow(x.key, w, ml, requestMerchant(r.Merchant)))
+				p.merchant = requestMerchant(r.Merchant)
+				p.windows = append(p.windows, merchantWindow(x.key, w, ml, p.merchant))
 			}
 			p.hasBaseline = p.hasBaseline || w.Amount || w.IsCalendar()
 		}
