@@ -121,7 +121,7 @@ func main() {
 // tableOrder is the order of the table's rows.
 var tableOrder = []string{
 	"co-open", "store-open", "store-open-learn", "rb-open", "rr-open", "naive-open", "limiter-open",
-	"co-full", "store-full", "limiter-full", "rb-full", "rr-full", "naive-full",
+	"co-full", "store-full", "limiter-full", "limiter-merchant-full", "rb-full", "rr-full", "naive-full",
 }
 
 // Keys, limits and windows of the two cases.
@@ -136,7 +136,16 @@ var (
 	window   = time.Second
 	openRule = ratelimit.Rule{Windows: []ratelimit.Window{{Limit: openLimit, Size: window}}}
 	fullRule = ratelimit.Rule{Windows: []ratelimit.Window{{Limit: fullLimit, Size: window}}}
+	// merchantFullRule leaves the window open and limits each merchant to
+	// fullLimit per window: every merchant of limiter-merchant-full is
+	// saturated while the key is not.
+	merchantFullRule = ratelimit.Rule{Windows: []ratelimit.Window{{Limit: openLimit, Size: window}},
+		Merchants: []*ratelimit.Merchants{{PerMerchant: fullLimit}}}
 )
+
+// benchMerchants is how many merchants limiter-merchant-full's checks
+// are spread over.
+const benchMerchants = 8
 
 func redisRateOpen() redis_rate.Limit {
 	return redis_rate.Limit{Rate: openLimit, Burst: openLimit, Period: window}
@@ -255,8 +264,9 @@ func run(o options) error {
 		return err
 	}
 	b.lim.SetConfig(&ratelimit.Config{DefaultWindow: window, Rules: map[ratelimit.Key]ratelimit.Rule{
-		{BizType: "BENCH", Channel: "LOPEN"}: openRule,
-		{BizType: "BENCH", Channel: "LFULL"}: fullRule,
+		{BizType: "BENCH", Channel: "LOPEN"}:  openRule,
+		{BizType: "BENCH", Channel: "LFULL"}:  fullRule,
+		{BizType: "BENCH", Channel: "LMFULL"}: merchantFullRule,
 	}})
 	if err := b.loadScript(); err != nil {
 		return err
@@ -284,6 +294,7 @@ func run(o options) error {
 	once := []func() (result, error){
 		b.goRun(b.limiterContender("limiter-open", "payserver Limiter.Allow (near-cache on)", "LOPEN")),
 		b.goRun(b.limiterContender("limiter-full", "payserver Limiter.Allow (near-cache on)", "LFULL")),
+		b.goRun(b.merchantContender("limiter-merchant-full", fmt.Sprintf("payserver Limiter.Check, %d merchants each at its own limit (near-cache on)", benchMerchants), "LMFULL")),
 	}
 	byID := map[string][]result{}
 	var order []string
@@ -499,6 +510,34 @@ func (b *bench) limiterContender(id, name, channel string) contender {
 			d, err := b.lim.Allow(ctx, k, m)
 			if err == nil && d.Source != ratelimit.SourceRedis && d.Source != ratelimit.SourceNearCache {
 				err = fmt.Errorf("limiter decided from %q, not Redis", d.Source)
+			}
+			return d.Allowed, err
+		},
+	}
+}
+
+// merchantContender checks key BENCH:channel through the Limiter, each
+// check naming one of benchMerchants merchants (by its member's last
+// byte), and requires every refusal to be a merchant's limit's.
+func (b *bench) merchantContender(id, name, channel string) contender {
+	k := ratelimit.Key{BizType: "BENCH", Channel: channel}
+	rule := b.lim.Config().RuleAt(k, time.Now())
+	keys := []string{b.store.RedisKey(ratelimit.KeyWindow{Key: k, Window: rule.Windows[0]})}
+	for i := range benchMerchants {
+		mk := ratelimit.MerchantKey(k, "M"+strconv.Itoa(i))
+		keys = append(keys, b.store.RedisKey(ratelimit.KeyWindow{Key: mk, Window: rule.Windows[0]}))
+	}
+	return contender{
+		id: id, name: name, keys: keys,
+		op: func(ctx context.Context, m string) (bool, error) {
+			merchant := "M" + strconv.Itoa(int(m[len(m)-1])%benchMerchants)
+			d, err := b.lim.Check(ctx, ratelimit.Request{Key: k, Member: m, Merchant: merchant})
+			switch {
+			case err != nil:
+			case d.Source != ratelimit.SourceRedis && d.Source != ratelimit.SourceNearCache:
+				err = fmt.Errorf("limiter decided from %q, not Redis", d.Source)
+			case !d.Allowed && d.Merchant != merchant:
+				err = fmt.Errorf("refused by %q (merchant %q), want %s's own limit", d.Rule, d.Merchant, merchant)
 			}
 			return d.Allowed, err
 		},

@@ -158,6 +158,7 @@ func printRatios(rows []result, rounds map[string][]result) {
 		{"saturated payserver/naive-3cmd", "co-full", "naive-full", 0},
 		{"saturated unbatched payserver/redis-benchmark-evalsha", "store-full", "rb-full", 0},
 		{"saturated limiter-near-cache/store", "limiter-full", "co-full", 0},
+		{"saturated merchants limiter-near-cache/store", "limiter-merchant-full", "co-full", 0},
 		{"open limiter/store", "limiter-open", "co-open", 0},
 	}
 	for _, q := range ratios {
