@@ -111,7 +111,7 @@ func TestLimiterNearCacheRefusesWithoutStore(t *testing.T) {
 // merchant: the others, and requests naming no merchant, still ask the
 // store; a release on the channel ends the refusal.
 func TestLimiterNearCacheRefusesAFullMerchantOnly(t *testing.T) {
-	l, store, _ := newTestLimiter(t, "limits:\n  A:B: [{limit: 100, window: 1m, perMerchant: 1}]\n", ratelimit.Options{})
+	l, store, clock := newTestLimiter(t, "limits:\n  A:B: [{limit: 100, window: 1m, perMerchant: 1}]\n", ratelimit.Options{})
 	check := func(member, merchant string) ratelimit.Decision {
 		t.Helper()
 		return mustDecide(t, l, ratelimit.Request{Key: keyAB, Member: member, Merchant: merchant})
@@ -123,9 +123,15 @@ func TestLimiterNearCacheRefusesAFullMerchantOnly(t *testing.T) {
 		t.Fatalf("b of M1: allowed %v from %v by merchant %q, want refused by the store, by M1's limit", d.Allowed, d.Source, d.Merchant)
 	}
 	before := store.calls.Load()
+	clock.Advance(100 * time.Millisecond)
 	d := check("c", "M1")
 	if d.Allowed || d.Source != ratelimit.SourceNearCache || d.Merchant != "M1" || d.RetryAfter <= 0 {
 		t.Fatalf("c of M1: %+v, want refused from the near-cache by M1's limit, with a retry-after", d)
+	}
+	// A refusal from the near-cache is decided when it is asked (the
+	// decision log orders decisions by it), not when the one it repeats was.
+	if !d.DecidedAt.Equal(clock.Now()) {
+		t.Fatalf("c of M1 decided at %s, want the check's time %s", d.DecidedAt, clock.Now())
 	}
 	if n := store.calls.Load(); n != before {
 		t.Fatalf("c of M1 called the store %d times, want none", n-before)

@@ -13,11 +13,12 @@ import (
 // and a calendar window refused until midnight is asked again every second.
 const nearMaxMemory = time.Second
 
-// nearMaxMerchants bounds the merchants' refusals remembered at once:
-// merchant IDs come from clients, and an entry that is never asked for
-// again stays until a sweep. Past it, a remember first sweeps the entries
-// past their time (at most once per nearMaxMemory), and remembers nothing
-// of a merchant while the bound still holds.
+// nearMaxMerchants bounds the merchants' refusals remembered at once (a
+// refusal per key and merchant): merchant IDs come from clients, and an
+// entry that is never asked for again stays until a sweep. Past it, a
+// remember of a new one first sweeps the entries past their time or a
+// release (at most once per nearMaxMemory), and remembers nothing while
+// the bound still holds. Concurrent remembers may pass it by a few.
 const nearMaxMerchants = 10_000
 
 // nearCache remembers, per key, a refusal by a full count window, so that
@@ -61,6 +62,9 @@ type nearID struct {
 
 type nearEntry struct {
 	version uint64
+	// epoch is its channel's count of releases when its check was sent:
+	// a release on the channel since then ends it.
+	epoch uint64
 	// d is the refusal as the store decided it; its RetryAfter counts from
 	// decided.
 	d       Decision
@@ -89,9 +93,11 @@ func (c *nearCache) lookup(id nearID, version uint64, now time.Time) (Decision, 
 	}
 	e := v.(*nearEntry)
 	wait := e.decided.Add(e.d.RetryAfter).Sub(now)
-	if now.Before(e.until) && wait > 0 && e.version == version {
+	if now.Before(e.until) && wait > 0 && e.version == version && e.epoch == c.epoch(id.key.Channel) {
 		d := e.d
-		d.RetryAfter, d.Source, d.Duplicate = wait, SourceNearCache, false
+		// The check's own time, not the refusal's it repeats: checkOnce
+		// stamps it.
+		d.RetryAfter, d.Source, d.Duplicate, d.DecidedAt = wait, SourceNearCache, false, time.Time{}
 		return d, true
 	}
 	c.drop(id, v)
@@ -105,16 +111,18 @@ func (c *nearCache) drop(id nearID, v any) {
 	}
 }
 
-// sweep drops the entries past their time, unless a sweep began less than
-// nearMaxMemory before now.
+// sweep drops the entries past their time or a release on their channel,
+// unless a sweep began less than nearMaxMemory before now (a clock that
+// stepped back does not hold sweeps off).
 func (c *nearCache) sweep(now time.Time) {
 	last := c.swept.Load()
-	if now.UnixNano()-last < int64(nearMaxMemory) || !c.swept.CompareAndSwap(last, now.UnixNano()) {
+	if since := now.UnixNano() - last; since >= 0 && since < int64(nearMaxMemory) || !c.swept.CompareAndSwap(last, now.UnixNano()) {
 		return
 	}
 	c.m.Range(func(k, v any) bool {
-		if !now.Before(v.(*nearEntry).until) {
-			c.drop(k.(nearID), v)
+		id, e := k.(nearID), v.(*nearEntry)
+		if !now.Before(e.until) || e.epoch != c.epoch(id.key.Channel) {
+			c.drop(id, v)
 		}
 		return true
 	})
@@ -125,28 +133,24 @@ func (c *nearCache) epoch(channel string) uint64 { return c.releasesOf(channel).
 
 // remember stores refusal d of its key (of its merchant, when a
 // merchant's limit refused), decided under version at now, for at most
-// nearMaxMemory, unless a release happened since epoch (read before
-// the check was sent): that refusal may predate the room the release made.
+// nearMaxMemory and until the next release on its channel, unless a
+// release happened since epoch (read before the check was sent): that
+// refusal may predate the room the release made.
 func (c *nearCache) remember(d Decision, version, epoch uint64, now time.Time) {
-	releases := c.releasesOf(d.Key.Channel)
-	if releases.Load() != epoch {
+	if c.epoch(d.Key.Channel) != epoch {
 		return
 	}
 	id := nearID{key: d.Key, merchant: d.Merchant}
 	if id.merchant != "" && c.merchants.Load() >= nearMaxMerchants {
-		if c.sweep(now); c.merchants.Load() >= nearMaxMerchants {
-			return
+		if _, known := c.m.Load(id); !known {
+			if c.sweep(now); c.merchants.Load() >= nearMaxMerchants {
+				return
+			}
 		}
 	}
-	e := &nearEntry{version: version, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))}
+	e := &nearEntry{version: version, epoch: epoch, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))}
 	if _, had := c.m.Swap(id, e); !had && id.merchant != "" {
 		c.merchants.Add(1)
-	}
-	// A release between the check above and the Store: forgetChannel may
-	// have swept before the Store, so take the entry back. One after this
-	// load sweeps after the Store and drops it itself.
-	if releases.Load() != epoch {
-		c.drop(id, e)
 	}
 }
 
@@ -158,15 +162,10 @@ func (c *nearCache) clear() {
 	})
 }
 
-// forgetChannel drops the refusals of every key on channel: a release frees
+// forgetChannel ends the refusals of every key on channel: a release frees
 // room in its key's windows and in its channel's channel-wide windows,
-// which other bizTypes on that channel share.
-func (c *nearCache) forgetChannel(channel string) {
-	c.releasesOf(channel).Add(1) // before the sweep: see remember
-	c.m.Range(func(k, v any) bool {
-		if id := k.(nearID); id.key.Channel == channel {
-			c.drop(id, v)
-		}
-		return true
-	})
-}
+// which other bizTypes on that channel share. It counts the release, and
+// every entry remembered before it stops serving (a lookup or a sweep
+// drops it): a release costs the same however many refusals are
+// remembered.
+func (c *nearCache) forgetChannel(channel string) { c.releasesOf(channel).Add(1) }

@@ -58,8 +58,20 @@ func TestTheNearCacheKeepsABoundedNumberOfMerchants(t *testing.T) {
 	if n := entries(); n != 1 || c.merchants.Load() != 1 {
 		t.Fatalf("%d entries, %d counted as merchants', after the sweep; want NEXT's alone", n, c.merchants.Load())
 	}
+	// A release on the channel ends every entry of it at once; the next
+	// sweep drops them.
 	c.forgetChannel(k.Channel)
-	if n := entries(); n != 0 || c.merchants.Load() != 0 {
-		t.Fatalf("%d entries, %d counted as merchants', after a release on the channel; want none", n, c.merchants.Load())
+	if held("NEXT", later) {
+		t.Fatal("a merchant's refusal served after a release on its channel")
+	}
+	refuse("", later)
+	c.forgetChannel(k.Channel)
+	c.sweep(later.Add(nearMaxMemory / 2))
+	if n := entries(); n != 1 || c.merchants.Load() != 0 {
+		t.Fatalf("a sweep right after the last one: %d entries, %d counted as merchants'; want the key's entry alone, swept later", n, c.merchants.Load())
+	}
+	c.sweep(later.Add(nearMaxMemory))
+	if n := entries(); n != 0 {
+		t.Fatalf("%d entries after a sweep past a release on their channel, want none", n)
 	}
 }

@@ -181,3 +181,41 @@ func TestNearCacheKeepsRefusalsAcrossAnotherChannelsRelease(t *testing.T) {
 		t.Fatalf("next on A:B after a release on A:X: allowed %v from %v, want refused from the near-cache", d.Allowed, d.Source)
 	}
 }
+
+// A merchant's refusal that the store decided before a release of that
+// merchant's slot, but that comes back after it, is not remembered either:
+// the merchant's next request is asked of the store and admitted.
+func TestNearCacheForgetsAMerchantsRefusalDecidedAcrossARelease(t *testing.T) {
+	store := &heldStore{Store: ratelimit.NewLocalStore(nil), held: "late",
+		decided: make(chan struct{}), release: make(chan struct{})}
+	l, err := ratelimit.New(store, ratelimit.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetConfig(mustConfig(t, "limits:\n  A:B: [{limit: 100, window: 1m, perMerchant: 1}]\n"))
+	check := func(member string) ratelimit.Decision {
+		return mustDecide(t, l, ratelimit.Request{Key: keyAB, Member: member, Merchant: "M1"})
+	}
+	if d := check("a"); !d.Allowed {
+		t.Fatalf("a: %+v, want admitted", d)
+	}
+	late := make(chan ratelimit.Decision, 1)
+	go func() {
+		d, err := l.Check(context.Background(), ratelimit.Request{Key: keyAB, Member: "late", Merchant: "M1"})
+		if err != nil {
+			t.Error(err)
+		}
+		late <- d
+	}()
+	<-store.decided // refused by the store: M1's use is full
+	if err := l.Release(context.Background(), ratelimit.HoldOf(keyAB, "a").OfMerchant("M1")); err != nil {
+		t.Fatal(err)
+	}
+	close(store.release)
+	if d := <-late; d.Allowed || d.Merchant != "M1" {
+		t.Fatalf("late: %+v, want refused by M1's limit", d)
+	}
+	if d := check("next"); !d.Allowed || d.Source != ratelimit.SourceRedis {
+		t.Fatalf("next of M1 after a's release: allowed %v from %v, want admitted by the store", d.Allowed, d.Source)
+	}
+}

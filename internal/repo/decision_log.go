@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -31,29 +32,71 @@ func NewDecisionLog(db *gorm.DB) (*DecisionLog, error) {
 
 const decisionColumns = "at_us, kind, biz_type, channel, member, merchant, amount, currency, outcome, source, version"
 
-// Insert implements decisionlog.Store: one multi-row INSERT, sent on the
-// connection pool as the order store's hot statements are (gorm's Exec
-// would rebuild the statement from its placeholders, argument by
-// argument).
+// maxInsertRows is the most rows of one INSERT of the decision log.
+const maxInsertRows = 512
+
+// insertRows is how many of n entries the next INSERT writes: the largest
+// power of two up to n and maxInsertRows. With prepared statements on
+// (Open), each INSERT's text is a statement of its own on every connection
+// that runs it, and MariaDB caps them server-wide
+// (max_prepared_stmt_count): powers of two keep them to 10 per
+// connection whatever the batches' sizes.
+func insertRows(n int) int { return 1 << (bits.Len(uint(min(n, maxInsertRows))) - 1) }
+
+// Insert implements decisionlog.Store: multi-row INSERTs of insertRows
+// rows each, in one transaction when there are several. They go to the
+// connection pool as the order store's hot statements do (gorm's Exec
+// would rebuild each from its placeholders, argument by argument, and log
+// it: the slow-statement warning does not cover them).
 func (s *DecisionLog) Insert(ctx context.Context, entries []decisionlog.Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	b.WriteString("INSERT INTO decision_log (" + decisionColumns + ") VALUES ")
-	args := make([]any, 0, 11*len(entries))
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte(',')
+	write := func(pool gorm.ConnPool) error {
+		for rest := entries; len(rest) > 0; {
+			n := insertRows(len(rest))
+			if _, err := pool.ExecContext(ctx, insertDecisionsSQL(n), decisionArgs(rest[:n])...); err != nil {
+				return err
+			}
+			rest = rest[n:]
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?)")
-		args = append(args, e.At.UnixMicro(), string(e.Kind), e.Key.BizType, e.Key.Channel, e.Member, e.Merchant,
-			e.Amount, e.Currency, string(e.Outcome), string(e.Source), e.Version)
+		return nil
 	}
-	if _, err := s.db.ConnPool.ExecContext(ctx, b.String(), args...); err != nil {
+	var err error
+	if insertRows(len(entries)) == len(entries) {
+		err = write(s.db.ConnPool)
+	} else {
+		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return write(tx.Statement.ConnPool) })
+	}
+	if err != nil {
 		return fmt.Errorf("repo: write decision log: %w", err)
 	}
 	return nil
+}
+
+// insertDecisionsSQL is the INSERT of n decision log rows.
+func insertDecisionsSQL(n int) string {
+	const row = "(?,?,?,?,?,?,?,?,?,?,?)"
+	var b strings.Builder
+	b.Grow(64 + len(decisionColumns) + n*(len(row)+1))
+	b.WriteString("INSERT INTO decision_log (" + decisionColumns + ") VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+// decisionArgs are the values of entries' rows, in decisionColumns' order.
+func decisionArgs(entries []decisionlog.Entry) []any {
+	args := make([]any, 0, 11*len(entries))
+	for _, e := range entries {
+		args = append(args, e.At.UnixMicro(), string(e.Kind), e.Key.BizType, e.Key.Channel, e.Member, e.Merchant,
+			e.Amount, e.Currency, string(e.Outcome), string(e.Source), e.Version)
+	}
+	return args
 }
 
 // Prune implements decisionlog.Store.

@@ -2,8 +2,12 @@ package repo_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 
 	"payserver/internal/decisionlog"
 	"payserver/internal/ratelimit"
@@ -73,6 +77,59 @@ func TestDecisionLogWritesReadsAndPrunes(t *testing.T) {
 			}
 			if n, err := s.Count(ctx, all); err != nil || n != 2 {
 				t.Errorf("Count after pruning = %d, %v; want the 2 entries at or after the cut", n, err)
+			}
+		})
+	}
+}
+
+// With prepared statements on, every text of an INSERT is a statement of
+// its own on each connection, and MariaDB caps them server-wide: batches
+// of every size from 1 to 100, and one of 1,000, are written whole with
+// INSERTs of a few sizes only.
+func TestDecisionLogInsertsInAFewStatementSizes(t *testing.T) {
+	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	base := time.UnixMicro(1_700_000_000_000_000)
+	for name, open := range databases() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db := open(t)
+			s, err := repo.NewDecisionLog(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			written := 0
+			batch := func(n int) {
+				entries := make([]decisionlog.Entry, n)
+				for i := range entries {
+					entries[i] = decisionlog.Entry{At: base.Add(time.Duration(written+i) * time.Microsecond), Kind: decisionlog.KindDecision, Key: key,
+						Member: fmt.Sprintf("R-%d", written+i), Outcome: decisionlog.Refused, Source: ratelimit.SourceRedis, Version: "v1"}
+				}
+				if err := s.Insert(ctx, entries); err != nil {
+					t.Fatalf("a batch of %d: %v", n, err)
+				}
+				written += n
+			}
+			for n := 1; n <= 100; n++ {
+				batch(n)
+			}
+			batch(1000)
+			all := decisionlog.Filter{From: base, To: base.Add(time.Hour)}
+			if n, err := s.Count(ctx, all); err != nil || n != int64(written) {
+				t.Fatalf("%d entries read back (%v), want %d", n, err, written)
+			}
+			p, ok := db.ConnPool.(*gorm.PreparedStmtDB)
+			if !ok {
+				t.Fatalf("the database's pool is %T, want prepared statements on", db.ConnPool)
+			}
+			sizes := 0
+			for _, q := range p.Stmts.Keys() {
+				if strings.HasPrefix(q, "INSERT INTO decision_log") {
+					sizes++
+				}
+			}
+			// 1, 2, 4, …, 512 rows.
+			if sizes > 10 {
+				t.Fatalf("%d INSERT statements prepared for batches of 1 to 100 and 1,000 rows, want at most 10", sizes)
 			}
 		})
 	}
