@@ -14,12 +14,16 @@ import (
 const nearMaxMemory = time.Second
 
 // nearMaxMerchants bounds the merchants' refusals remembered at once (a
-// refusal per key and merchant): merchant IDs come from clients, and an
-// entry that is never asked for again stays until a sweep. Past it, a
-// remember of a new one first sweeps the entries past their time or a
-// release (at most once per nearMaxMemory), and remembers nothing while
-// the bound still holds. Concurrent remembers may pass it by a few.
+// refusal per key and merchant): merchant IDs come from clients. Past it,
+// a remember of a new one remembers nothing while the bound still holds
+// after a sweep. Concurrent remembers may pass it by a few.
 const nearMaxMerchants = 10_000
+
+// nearSweepAt is how many entries the near-cache holds before a remember
+// sweeps the entries that no longer serve (past their time or a release on
+// their channel, which a lookup of them would drop), at most once per
+// nearMaxMemory: an entry never asked for again stays until a sweep.
+const nearSweepAt = 1_000
 
 // nearCache remembers, per key, a refusal by a full count window, so that
 // refusals of a saturated key cost no store call; and per key and
@@ -38,10 +42,10 @@ type nearCache struct {
 	// release makes room only in its channel's windows: failing over from
 	// one channel must not send another's refusals back to Redis.
 	releases sync.Map
-	// merchants counts the merchants' entries in m; swept is when the
-	// last sweep of entries past their time began (UnixNano).
-	merchants atomic.Int64
-	swept     atomic.Int64
+	// entries counts the entries in m, and merchants the merchants' among
+	// them; swept is when the last sweep began (UnixNano).
+	entries, merchants atomic.Int64
+	swept              atomic.Int64
 }
 
 // releasesOf returns channel's release counter.
@@ -106,7 +110,11 @@ func (c *nearCache) lookup(id nearID, version uint64, now time.Time) (Decision, 
 
 // drop deletes id's entry if it is still v.
 func (c *nearCache) drop(id nearID, v any) {
-	if c.m.CompareAndDelete(id, v) && id.merchant != "" {
+	if !c.m.CompareAndDelete(id, v) {
+		return
+	}
+	c.entries.Add(-1)
+	if id.merchant != "" {
 		c.merchants.Add(-1)
 	}
 }
@@ -141,16 +149,20 @@ func (c *nearCache) remember(d Decision, version, epoch uint64, now time.Time) {
 		return
 	}
 	id := nearID{key: d.Key, merchant: d.Merchant}
+	if c.entries.Load() >= nearSweepAt {
+		c.sweep(now)
+	}
 	if id.merchant != "" && c.merchants.Load() >= nearMaxMerchants {
 		if _, known := c.m.Load(id); !known {
-			if c.sweep(now); c.merchants.Load() >= nearMaxMerchants {
-				return
-			}
+			return
 		}
 	}
 	e := &nearEntry{version: version, epoch: epoch, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))}
-	if _, had := c.m.Swap(id, e); !had && id.merchant != "" {
-		c.merchants.Add(1)
+	if _, had := c.m.Swap(id, e); !had {
+		c.entries.Add(1)
+		if id.merchant != "" {
+			c.merchants.Add(1)
+		}
 	}
 }
 

@@ -75,3 +75,30 @@ func TestTheNearCacheKeepsABoundedNumberOfMerchants(t *testing.T) {
 		t.Fatalf("%d entries after a sweep past a release on their channel, want none", n)
 	}
 }
+
+// Keys come from requests too (a channel-wide rule applies to any
+// bizType): past nearSweepAt entries, the refusals that no longer serve
+// (past their time, or a release on their channel) and that nobody asks
+// for again are swept, at most once per nearMaxMemory.
+func TestTheNearCacheSweepsRefusalsThatNoLongerServe(t *testing.T) {
+	var c nearCache
+	now := time.Unix(1_800_000_000, 0)
+	refuse := func(k Key, at time.Time) {
+		c.remember(Decision{Key: k, RetryAfter: time.Minute}, 1, c.epoch(k.Channel), at)
+	}
+	for i := range 2 * nearSweepAt {
+		refuse(Key{BizType: fmt.Sprintf("K%d", i), Channel: "B"}, now)
+	}
+	c.forgetChannel("B")
+	refuse(Key{BizType: "K", Channel: "C"}, now.Add(nearMaxMemory/2))
+	if n := c.entries.Load(); n != 2*nearSweepAt+1 {
+		t.Fatalf("%d entries within a second of the first sweep, want %d", n, 2*nearSweepAt+1)
+	}
+	refuse(Key{BizType: "K2", Channel: "C"}, now.Add(nearMaxMemory/2+nearMaxMemory))
+	n := 0
+	c.m.Range(func(any, any) bool { n++; return true })
+	// B's are past a release, C's first past its time: K2 is left.
+	if n != 1 || c.entries.Load() != 1 {
+		t.Fatalf("%d entries (%d counted) after the sweep, want K2's alone", n, c.entries.Load())
+	}
+}
