@@ -66,9 +66,10 @@ type nearID struct {
 
 type nearEntry struct {
 	version uint64
-	// epoch is its channel's count of releases when its check was sent:
-	// a release on the channel since then ends it.
-	epoch uint64
+	// epoch is its channel's count of releases (releases) when its check
+	// was sent: a release on the channel since then ends it.
+	epoch    uint64
+	releases *atomic.Uint64
 	// d is the refusal as the store decided it; its RetryAfter counts from
 	// decided.
 	d       Decision
@@ -97,7 +98,7 @@ func (c *nearCache) lookup(id nearID, version uint64, now time.Time) (Decision, 
 	}
 	e := v.(*nearEntry)
 	wait := e.decided.Add(e.d.RetryAfter).Sub(now)
-	if now.Before(e.until) && wait > 0 && e.version == version && e.epoch == c.epoch(id.key.Channel) {
+	if now.Before(e.until) && wait > 0 && e.version == version && e.epoch == e.releases.Load() {
 		d := e.d
 		// The check's own time, not the refusal's it repeats: checkOnce
 		// stamps it.
@@ -129,7 +130,7 @@ func (c *nearCache) sweep(now time.Time) {
 	}
 	c.m.Range(func(k, v any) bool {
 		id, e := k.(nearID), v.(*nearEntry)
-		if !now.Before(e.until) || e.epoch != c.epoch(id.key.Channel) {
+		if !now.Before(e.until) || e.epoch != e.releases.Load() {
 			c.drop(id, v)
 		}
 		return true
@@ -145,7 +146,8 @@ func (c *nearCache) epoch(channel string) uint64 { return c.releasesOf(channel).
 // release happened since epoch (read before the check was sent): that
 // refusal may predate the room the release made.
 func (c *nearCache) remember(d Decision, version, epoch uint64, now time.Time) {
-	if c.epoch(d.Key.Channel) != epoch {
+	releases := c.releasesOf(d.Key.Channel)
+	if releases.Load() != epoch {
 		return
 	}
 	id := nearID{key: d.Key, merchant: d.Merchant}
@@ -157,7 +159,7 @@ func (c *nearCache) remember(d Decision, version, epoch uint64, now time.Time) {
 			return
 		}
 	}
-	e := &nearEntry{version: version, epoch: epoch, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))}
+	e := &nearEntry{version: version, epoch: epoch, releases: releases, d: d, decided: now, until: now.Add(min(d.RetryAfter, nearMaxMemory))}
 	if _, had := c.m.Swap(id, e); !had {
 		c.entries.Add(1)
 		if id.merchant != "" {

@@ -44,32 +44,19 @@ const maxInsertRows = 512
 func insertRows(n int) int { return 1 << (bits.Len(uint(min(n, maxInsertRows))) - 1) }
 
 // Insert implements decisionlog.Store: multi-row INSERTs of insertRows
-// rows each, in one transaction when there are several. They go to the
-// connection pool as the order store's hot statements do (gorm's Exec
-// would rebuild each from its placeholders, argument by argument, and log
-// it: the slow-statement warning does not cover them).
+// rows each, each its own commit (in one transaction, database/sql would
+// prepare each statement again on every call: a transaction's statements
+// close with it). A failure leaves the INSERTs before it written. They go
+// to the connection pool as the order store's hot statements do (gorm's
+// Exec would rebuild each from its placeholders, argument by argument, and
+// log it: the slow-statement warning does not cover them).
 func (s *DecisionLog) Insert(ctx context.Context, entries []decisionlog.Entry) error {
-	if len(entries) == 0 {
-		return nil
-	}
-	write := func(pool gorm.ConnPool) error {
-		for rest := entries; len(rest) > 0; {
-			n := insertRows(len(rest))
-			if _, err := pool.ExecContext(ctx, insertDecisionsSQL(n), decisionArgs(rest[:n])...); err != nil {
-				return err
-			}
-			rest = rest[n:]
+	for written := 0; written < len(entries); {
+		n := insertRows(len(entries) - written)
+		if _, err := s.db.ConnPool.ExecContext(ctx, insertDecisionsSQL(n), decisionArgs(entries[written:written+n])...); err != nil {
+			return fmt.Errorf("repo: write decision log (%d of %d entries written): %w", written, len(entries), err)
 		}
-		return nil
-	}
-	var err error
-	if insertRows(len(entries)) == len(entries) {
-		err = write(s.db.ConnPool)
-	} else {
-		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return write(tx.Statement.ConnPool) })
-	}
-	if err != nil {
-		return fmt.Errorf("repo: write decision log: %w", err)
+		written += n
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"payserver/internal/decisionlog"
 	"payserver/internal/ratelimit"
 	"payserver/internal/repo"
+	"payserver/internal/testutil"
 )
 
 // TestDecisionLogWritesReadsAndPrunes writes entries on every database,
@@ -132,5 +133,56 @@ func TestDecisionLogInsertsInAFewStatementSizes(t *testing.T) {
 				t.Fatalf("%d INSERT statements prepared for batches of 1 to 100 and 1,000 rows, want at most 10", sizes)
 			}
 		})
+	}
+}
+
+// On MariaDB the INSERTs' statements are prepared once per connection:
+// batches written again prepare nothing more (a transaction's statements
+// would be prepared again on every call).
+func TestDecisionLogPreparesItsInsertsOnce(t *testing.T) {
+	ctx := context.Background()
+	db, err := repo.Open(ctx, repo.OpenOptions{Driver: repo.MySQL, DSN: testutil.MustFreshMySQL(t), MaxOpenConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = repo.Close(db) })
+	if _, err := repo.Migrate(ctx, db, repo.MySQL); err != nil {
+		t.Fatal(err)
+	}
+	s, err := repo.NewDecisionLog(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	at := time.UnixMicro(1_700_000_000_000_000)
+	batches := func() {
+		for _, n := range []int{1000, 777, 3, 1} {
+			entries := make([]decisionlog.Entry, n)
+			for i := range entries {
+				at = at.Add(time.Microsecond)
+				entries[i] = decisionlog.Entry{At: at, Kind: decisionlog.KindDecision, Key: key, Member: "R", Outcome: decisionlog.Refused, Source: ratelimit.SourceRedis, Version: "v1"}
+			}
+			if err := s.Insert(ctx, entries); err != nil {
+				t.Fatalf("a batch of %d: %v", n, err)
+			}
+		}
+	}
+	// The one connection's own count of prepared statements (the read
+	// itself is prepared on its first call).
+	prepared := func() int64 {
+		var row struct {
+			VariableName string `gorm:"column:Variable_name"`
+			Value        int64  `gorm:"column:Value"`
+		}
+		if err := db.Raw("SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		return row.Value
+	}
+	batches()
+	before := prepared()
+	batches()
+	if n := prepared() - before; n != 0 {
+		t.Fatalf("the same batches written again prepared %d statements, want none", n)
 	}
 }
