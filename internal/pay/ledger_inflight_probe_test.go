@@ -146,6 +146,18 @@ func (f *probeFlow) check(t *testing.T) {
 	}
 }
 
+// fillAndPrime takes the one slot of B:ALIPAY and has the store refuse
+// the next payment, so that the near-cache remembers the key as full.
+func (f *probeFlow) fillAndPrime(t *testing.T) {
+	t.Helper()
+	if _, err := f.svc.Pay(context.Background(), req("fill")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Pay(context.Background(), req("prime")); apperr.CodeOf(err) != apperr.RequestLimited {
+		t.Fatalf("prime: %v, want %s", err, apperr.RequestLimited)
+	}
+}
+
 const probeDoc = "routes:\n  B: [ALIPAY, WECHAT]\nlimits:\n  B:ALIPAY: [{limit: 1, window: 1h}]\n  B:WECHAT: [{limit: 5, window: 1h}]\n"
 
 // The TestKeptInFlightBeforeTheStore tests hold the pay flow to the
@@ -163,12 +175,7 @@ func TestKeptInFlightBeforeTheStorePinned(t *testing.T) {
 
 func TestKeptInFlightBeforeTheStoreRoutedPastANearCacheRefusal(t *testing.T) {
 	f := newProbeFlow(t, probeDoc, ratelimit.Options{}, nil)
-	if _, err := f.svc.Pay(context.Background(), req("fill")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.svc.Pay(context.Background(), req("prime")); apperr.CodeOf(err) != apperr.RequestLimited {
-		t.Fatal(err)
-	}
+	f.fillAndPrime(t)
 	r := req("routed")
 	r.Channel = ""
 	o, err := f.svc.Pay(context.Background(), r)
@@ -180,12 +187,7 @@ func TestKeptInFlightBeforeTheStoreRoutedPastANearCacheRefusal(t *testing.T) {
 
 func TestKeptInFlightBeforeTheStoreWaiterAfterNearCache(t *testing.T) {
 	f := newProbeFlow(t, "limits:\n  B:ALIPAY: [{limit: 1, window: 500ms}]\n", ratelimit.Options{}, nil)
-	if _, err := f.svc.Pay(context.Background(), req("fill")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.svc.Pay(context.Background(), req("prime")); apperr.CodeOf(err) != apperr.RequestLimited {
-		t.Fatal(err)
-	}
+	f.fillAndPrime(t)
 	r := req("waiter")
 	r.MaxWait = 3 * time.Second
 	if _, err := f.svc.Pay(context.Background(), r); err != nil {
@@ -197,9 +199,13 @@ func TestKeptInFlightBeforeTheStoreWaiterAfterNearCache(t *testing.T) {
 func TestKeptInFlightBeforeTheStoreInProcessFallback(t *testing.T) {
 	f := newProbeFlow(t, probeDoc, ratelimit.Options{BreakerThreshold: 1, BreakerCooldown: time.Hour}, nil)
 	f.store.fail = true
-	for _, id := range []string{"d1", "d2"} {
-		_, err := f.svc.Pay(context.Background(), req(id))
-		t.Logf("%s: %v", id, err)
+	// The in-process windows take the first (B:ALIPAY's limit of 1) and
+	// refuse the second.
+	if _, err := f.svc.Pay(context.Background(), req("d1")); err != nil {
+		t.Fatalf("d1: %v, want paid in process", err)
+	}
+	if _, err := f.svc.Pay(context.Background(), req("d2")); apperr.CodeOf(err) != apperr.RequestLimited {
+		t.Fatalf("d2: %v, want %s in process", err, apperr.RequestLimited)
 	}
 	f.check(t)
 }

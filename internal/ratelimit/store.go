@@ -17,7 +17,7 @@ import (
 // it records anything). The Limiter decides such a check by its degraded
 // policy. A failed call without it may have run, and its outcome is
 // unknown.
-var ErrNotSent = errors.New("ratelimit: the call never reached the store")
+var ErrNotSent = errors.New("ratelimit: the call recorded nothing in the store")
 
 // StoreResult is what one atomic check against the shared store decided.
 type StoreResult struct {
