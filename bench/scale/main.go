@@ -15,8 +15,10 @@
 //  4. pay: POST /pay at 1, 2 and 3 instances on one durable MariaDB and one
 //     Redis, by scripts/bench-e2e.sh (E2E_SCALE); SCALE_PAY=0 skips it.
 //  5. merchants: a check on a key with limits per merchant whose window's
-//     members are spread over 1 merchant and over 10,000, side by side,
-//     with the Redis memory per merchant and per member.
+//     members are spread over 1 merchant, over 64 (a coalesced batch's
+//     checks are then of distinct merchants, as with more) and over
+//     10,000, side by side, with the Redis memory per merchant and per
+//     member.
 //  6. whatif: the replay of 1M and 10M recorded decisions of one busy key
 //     (decisions/s, peak heap), and the decision log's bytes per decision.
 //
@@ -32,7 +34,7 @@
 // Usage (make bench-scale runs it under the testenv command, which starts
 // the Redis and the durable MariaDB):
 //
-//	go run ./bench/scale [-only members,windows,keys,pay,merchants] [-sizes 1000,10000,100000,1000000] [-checks 5000] [-merchants 1,10000] [-whatif-decisions 1000000]
+//	go run ./bench/scale [-only members,windows,keys,pay,merchants] [-sizes 1000,10000,100000,1000000] [-checks 5000] [-merchants 1,64,10000] [-whatif-decisions 1000000]
 package main
 
 import (
@@ -92,7 +94,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.redisKeys, "redis-keys", 100_000, "distinct keys checked once each for Redis memory per key (keys table)")
 	fs.StringVar(&httpKeys, "http-keys", "1000,10000", "keys of the limits documents (keys table; at most 10000, limits.MaxKeys)")
 	fs.DurationVar(&o.payDuration, "pay-duration", 10*time.Second, "wrk time per instance count (pay table: E2E_DURATION)")
-	fs.StringVar(&merchants, "merchants", "1,10000", "merchants the members of the merchants table's window are spread over")
+	fs.StringVar(&merchants, "merchants", "1,64,10000", "merchants the members of the merchants table's window are spread over")
 	fs.StringVar(&whatIfDecisions, "whatif-decisions", "1000000", "recorded decisions the what-if table replays (10000000 takes over 25 minutes on 2 cores)")
 	fs.IntVar(&o.merchantMembers, "merchant-members", 10_000, "members in the merchants table's window")
 	fs.StringVar(&o.whatIfDB, "whatif-db", "sqlite", "the database the what-if table records into: sqlite, or mariadb ($PAYSERVER_TEST_MYSQL_DURABLE_DSN, else $PAYSERVER_TEST_MYSQL_DSN)")

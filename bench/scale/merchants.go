@@ -47,18 +47,23 @@ func (b *bench) merchants() error {
 		runs = append(runs, r)
 	}
 	if len(runs) > 1 {
+		// The most merchants against each fewer: against 1 is the goal's
+		// ratio; against as many as the callers, whose batches hold one
+		// check per merchant too, it is what the active set alone costs.
 		fmt.Println()
-		lo, hi := runs[0], runs[len(runs)-1]
-		for _, outcome := range []string{"refused", "admitted"} {
-			for _, m := range b.modes() {
-				a, z := lo.got[outcome+"/"+m.name], hi.got[outcome+"/"+m.name]
-				r := z.redisUs / a.redisUs
-				verdict := "met"
-				if r > goal {
-					verdict = "MISSED"
+		hi := runs[len(runs)-1]
+		for _, lo := range runs[:len(runs)-1] {
+			for _, outcome := range []string{"refused", "admitted"} {
+				for _, m := range b.modes() {
+					a, z := lo.got[outcome+"/"+m.name], hi.got[outcome+"/"+m.name]
+					r := z.redisUs / a.redisUs
+					verdict := "met"
+					if r > goal {
+						verdict = "MISSED"
+					}
+					fmt.Printf("RATIO cost(%d) / cost(%d) merchants, %s, %s: Redis µs/check %.2f (goal <= %.1f: %s), client p50 %.2f\n",
+						hi.merchants, lo.merchants, outcome, m.name, r, goal, verdict, float64(z.p50)/float64(a.p50))
 				}
-				fmt.Printf("RATIO cost(%d) / cost(%d) merchants, %s, %s: Redis µs/check %.2f (goal <= %.1f: %s), client p50 %.2f\n",
-					hi.merchants, lo.merchants, outcome, m.name, r, goal, verdict, float64(z.p50)/float64(a.p50))
 			}
 		}
 	}
