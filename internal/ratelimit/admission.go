@@ -68,6 +68,20 @@ func contentHash(cfg *Config) string {
 // string built per window per check. It is built once per Config.
 type windowNames map[windowID]string
 
+// checks reports whether id is one of the windows named, or a merchant's
+// use of one (which namesOf does not list: merchants are not known ahead).
+func (n windowNames) checks(id windowID) bool {
+	if _, ok := n[id]; ok {
+		return true
+	}
+	if base, _, ok := id.key.Merchant(); ok {
+		id.key = base
+		_, ok = n[id]
+		return ok
+	}
+	return false
+}
+
 // namesOf returns the names name gives the windows of cfg.
 func namesOf(cfg *Config, name func(KeyWindow) string) windowNames {
 	out := windowNames{}

@@ -62,3 +62,41 @@ func TestRefusedDialIsDecidedInProcess(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // each check past the breaker's cool-down: a probe
 	}
 }
+
+// TestALimitsChangeDuringAnOutageKeepsEachMerchantsUse: while Redis
+// refuses connections, a merchant's use of a window is kept in process
+// like the window's own, through a limits change that keeps the window
+// (here a reload of the same document): the merchant stays held to its
+// limit.
+func TestALimitsChangeDuringAnOutageKeepsEachMerchantsUse(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: closedPort(t), DialTimeout: 250 * time.Millisecond, MaxRetries: -1, DialerRetries: 1,
+		ContextTimeoutEnabled: true, PoolTimeout: 100 * time.Millisecond})
+	defer c.Close()
+	store, err := redisstore.New(c, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(store, ratelimit.Options{Timeout: 250 * time.Millisecond, DisableNearCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
+	doc := "limits:\n  ONLINE_PAY:ALIPAY: [{limit: 100, window: 1m, perMerchant: 2}]\n"
+	l.SetConfig(mustConfig(t, doc))
+	ctx := context.Background()
+	for i, want := range []bool{true, true, false, false, false} {
+		if i == 3 {
+			l.SetConfig(mustConfig(t, doc))
+		}
+		d, err := l.Check(ctx, ratelimit.Request{Key: k, Member: "r" + string(rune('0'+i)), Merchant: "A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A refusal may come from the uses kept in process alone, without
+		// asking Redis (the near-cache's source).
+		if d.Source == ratelimit.SourceRedis || d.Allowed != want || want && d.Source != ratelimit.SourceLocal || !d.Allowed && d.Merchant != "A" {
+			t.Fatalf("check %d: allowed %v by %s (merchant %q, %d of %d), want allowed %v in process, refusals by A's limit",
+				i, d.Allowed, d.Source, d.Merchant, d.Count, d.Limit, want)
+		}
+	}
+}

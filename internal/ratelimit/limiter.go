@@ -211,8 +211,9 @@ func (l *Limiter) SetConfig(c *Config) {
 		// windows of next.prev and c there (RunWindowRegistry).
 		l.reg.queue(next.prev, c, l.opts.Now())
 	}
-	// next.keys names every window c can check.
-	l.local.retain(func(id windowID) bool { _, ok := next.keys[id]; return ok })
+	// next.keys names every window c can check; each merchant's use of one
+	// goes with it.
+	l.local.retain(next.keys.checks)
 }
 
 // Config returns the snapshot in force, or nil before the first SetConfig.
