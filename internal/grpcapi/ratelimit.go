@@ -222,7 +222,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	// may have taken its own key's windows: it is given back too. A member
 	// held on a channel before this call (a retried request) is not ours to
 	// give back there.
-	ours := map[taken]bool{} // by member and channel (key.BizType empty)
+	ours := map[taken]bool{} // by member and channel (key.BizType and merchant empty)
 	for _, h := range hits {
 		if h.negative {
 			// A member no window holds is OK too: the protocol has no
@@ -269,7 +269,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			if !a.Decision.Allowed {
 				break
 			}
-			mine := taken{ratelimit.Key{Channel: h.key.Channel}, member, h.merchant}
+			// The request's slot, whichever merchant the descriptor names.
+			mine := taken{key: ratelimit.Key{Channel: h.key.Channel}, member: member}
 			if a.Decision.Source != ratelimit.SourceUnlimited && (!a.Decision.Duplicate || ours[mine]) {
 				took = append(took, taken{h.key, member, h.merchant})
 				ours[mine] = true

@@ -42,6 +42,29 @@ func TestOverLimitGivesBackSlotsTakenUnderASharedWindow(t *testing.T) {
 	}
 }
 
+// TestOverLimitGivesBackSlotsOfOneRequestUnderTwoMerchants: the same, with
+// each of the request's descriptors naming another merchant. The slots are
+// the request's whichever merchant each names: both keys' are given back.
+func TestOverLimitGivesBackSlotsOfOneRequestUnderTwoMerchants(t *testing.T) {
+	l, s, ctx := rlsOn(t, "limits:\n  A:C: 5\n  B:C: 5\n  D:C: [{limit: 1, window: 1m}]\n  \"*:C\": 10\n")
+	if _, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{desc("bizType", "D", "channel", "C", "request_id", "other")}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Descriptors: []*commonv3.RateLimitDescriptor{
+		desc("bizType", "A", "channel", "C", "request_id", "r1", "merchant", "X"),
+		desc("bizType", "B", "channel", "C", "request_id", "r1", "merchant", "Y"),
+		desc("bizType", "D", "channel", "C", "request_id", "r1", "merchant", "X"),
+	}})
+	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("got %v, %v; want OVER_LIMIT", resp.GetOverallCode(), err)
+	}
+	for k, want := range map[ratelimit.Key]int64{{BizType: "A", Channel: "C"}: 0, {BizType: "B", Channel: "C"}: 0, ratelimit.ChannelWide("C"): 1} {
+		if _, counts, err := l.Usage(context.Background(), k); err != nil || counts[0] != want {
+			t.Errorf("%s holds %v (%v) after the request was refused, want %d: its slot given back (the channel keeps D's other)", k, counts, err, want)
+		}
+	}
+}
+
 // TestOverLimitKeepsASlotHeldBeforeTheCall: a retried request whose member
 // still holds a slot on one channel (from its first call) and takes a fresh
 // one on another gives back only what it took when it is over a limit: the
