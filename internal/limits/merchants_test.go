@@ -81,6 +81,8 @@ func TestParseMerchantRefusals(t *testing.T) {
 		{"override above the limit", "limits:\n  PAY:U: [{limit: 10, merchants: {M: 11}}]\n", "merchants: merchants M 11 is too large"},
 		{"merchants not a map", "limits:\n  PAY:U: [{limit: 10, merchants: [M]}]\n", "merchants: want a map"},
 		{"empty merchants", "limits:\n  PAY:U: [{limit: 10, merchants: {}}]\n", "merchants: want a map"},
+		{"unquoted numeric merchant ID", "limits:\n  PAY:U: [{limit: 10, merchants: {M1: 2, 123: 5}}]\n", `merchant ID 123 is read as a number: quote it, such as {"123": 40}`},
+		{"unquoted boolean merchant ID", "limits:\n  PAY:U: [{limit: 10, merchants: {yes: 5, true: 1}}]\n", "merchant ID true is read as a boolean"},
 		{"merchant ID too long", "limits:\n  PAY:U: [{limit: 10, merchants: {M" + strings.Repeat("x", 64) + ": 1}}]\n", "must be 1..64 characters"},
 		{"on an unlimited window", "limits:\n  PAY:U: [{limit: -1, perMerchant: 1}]\n", "merchant limits on an unlimited window"},
 		{"on a RESOLVE key", "limits:\n  RESOLVE:U: [{limit: 10, perMerchant: 1}]\n", "merchant limits on RESOLVE:U"},

@@ -141,6 +141,15 @@ func parseMerchants(obj map[string]any, key ratelimit.Key, w ratelimit.Window) (
 		m.PerMerchant = n
 	}
 	if hasOverrides {
+		if keyed, ok := mv.(map[any]any); ok {
+			// YAML reads an unquoted 123 or true as a number or a
+			// boolean, not as the merchant ID it names.
+			for id := range keyed {
+				if _, ok := id.(string); !ok {
+					return nil, fmt.Errorf("merchants: merchant ID %v is read as %s: quote it, such as {\"%v\": 40}", id, yamlKind(id), id)
+				}
+			}
+		}
 		raw, ok := mv.(map[string]any)
 		if !ok || len(raw) == 0 {
 			return nil, errors.New("merchants: want a map of merchant ID to its limit, such as {M_VIP: 40}")
@@ -293,4 +302,18 @@ func parseReserve(v any, key ratelimit.Key, w ratelimit.Window) (map[string]int6
 		}
 	}
 	return out, nil
+}
+
+// yamlKind names what YAML read a value as, for a message.
+func yamlKind(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	case time.Time:
+		return "a date"
+	default:
+		return "a number"
+	}
 }
