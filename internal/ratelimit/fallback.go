@@ -42,6 +42,9 @@ type fallback struct {
 
 	localOnly *Model // the admissions decided here while Redis failed
 	seen      map[windowID]redisUse
+	// seenSweepAt is the size of seen from which the next
+	// sweepSeenIfGrown sweeps.
+	seenSweepAt int
 	// ids are the identities of Redis admissions in amount and calendar
 	// windows (noteIdentity), idOrder the order they were noted in.
 	ids     map[identityKey]identity
@@ -154,6 +157,10 @@ func (s *fallback) followRedis(windows []KeyWindow, share float64, member string
 	at := micros(s.at(t))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Redis's answers reach here for every merchant a request names: the
+	// copies must leave as their members do.
+	s.model.sweepIfGrown(at)
+	s.sweepSeenIfGrown(at)
 	for i, w := range windows {
 		if w.Track == TrackOther {
 			continue // never recorded: another bizType's use
@@ -264,6 +271,21 @@ func (s *fallback) noteUse(w KeyWindow, use, at int64) {
 		u.period, u.until = micros(start), at+end.Sub(wall).Microseconds()
 	}
 	s.seen[idOf(w)] = u
+}
+
+// sweepSeenIfGrown forgets the uses Redis reported that have left their
+// windows more than sweepSlack before at (µs), once seen holds twice as
+// many as after its last sweep (Model.sweepIfGrown).
+func (s *fallback) sweepSeenIfGrown(at int64) {
+	if len(s.seen) < max(s.seenSweepAt, minSweep) {
+		return
+	}
+	for id, u := range s.seen {
+		if u.until <= at-sweepSlack.Microseconds() {
+			delete(s.seen, id)
+		}
+	}
+	s.seenSweepAt = 2 * len(s.seen)
 }
 
 // baseline returns, for each window, the use Redis last reported that may

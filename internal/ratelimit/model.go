@@ -117,6 +117,54 @@ type Model struct {
 	// found at; nil is the identity. LocalStore, whose clock is monotonic
 	// from its start, sets it.
 	wall func(time.Time) time.Time
+	// slidingSweepAt and periodsSweepAt are the numbers of sliding windows
+	// and of periods from which the next sweepIfGrown sweeps. sweepAlways
+	// makes it sweep every time: the property tests set it on their
+	// oracle, so that a sweep that changed a decision would part it from
+	// the stores.
+	slidingSweepAt, periodsSweepAt int
+	sweepAlways                    bool
+}
+
+// minSweep is the fewest sliding windows, or periods, a sweep waits for.
+const minSweep = 1024
+
+// sweepSlack is how long past its last member's leaving a window is kept,
+// for a check whose clock reads a little behind the sweep's.
+const sweepSlack = time.Second
+
+// sweepIfGrown sweeps at now (µs) once the model holds twice as many
+// sliding windows, or periods, as after its last sweep. A window is made
+// for each merchant a request names, so without sweeps the model would
+// keep one for every merchant ever seen; with them it keeps at most about
+// twice the windows that hold a member, for one walk per doubling. It is
+// called before a check takes any window, never between: a window swept
+// while a check holds it would record the check's member where no later
+// check finds it.
+func (m *Model) sweepIfGrown(now int64) {
+	if len(m.sliding) < max(m.slidingSweepAt, minSweep) && len(m.periods) < max(m.periodsSweepAt, minSweep) && !m.sweepAlways {
+		return
+	}
+	m.sweep(now)
+	m.slidingSweepAt, m.periodsSweepAt = 2*len(m.sliding), 2*len(m.periods)
+}
+
+// sweep forgets the sliding windows whose every member left more than
+// sweepSlack before now (µs), and the periods that ended as long before or
+// hold nothing: the model answers for a window it does not hold as for an
+// empty one, so nothing it decides changes.
+func (m *Model) sweep(now int64) {
+	cut := now - sweepSlack.Microseconds()
+	for id, q := range m.sliding {
+		if q.n == 0 || q.get(q.n-1).at <= cut-id.size.Microseconds() {
+			delete(m.sliding, id)
+		}
+	}
+	for id, p := range m.periods {
+		if p.end <= cut || len(p.held) == 0 && p.used == 0 {
+			delete(m.periods, id)
+		}
+	}
 }
 
 // KeyWindow is one window of one key, with the limit that applies to the
@@ -395,6 +443,7 @@ func (m *Model) Check(windows []KeyWindow, member string, amount int64, now time
 		return StoreResult{Allowed: true}
 	}
 	at := micros(now)
+	m.sweepIfGrown(at)
 	slots := make([]slot, len(windows))
 	res := StoreResult{Counts: make([]int64, len(windows)), Window: -1, Now: time.UnixMicro(at)}
 	held, first := false, at // first: when the member was first admitted

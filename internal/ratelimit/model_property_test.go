@@ -421,6 +421,7 @@ func runModelSequence(t *rapid.T, target modelTarget) {
 	own := Key{BizType: testutil.UniqueName("P"), Channel: testutil.UniqueName("C")}
 	wide := ChannelWide(own.Channel)
 	model := NewModel()
+	model.sweepAlways = true
 	ws, mls := genWindows(t, own, wide)
 	// An instant near a calendar edge plus a random offset; whole
 	// microseconds.

@@ -103,6 +103,7 @@ func runRulesSequence(t *rapid.T, store Store, now *time.Time) {
 	}
 	l.SetConfig(cfg)
 	model := NewModel()
+	model.sweepAlways = true
 	amounts := rapid.SliceOfN(rapid.Int64Range(0, 6), 6, 6).Draw(t, "amounts")
 	currencies := rapid.SliceOfN(rapid.SampledFrom([]string{"CNY", "USD"}), 6, 6).Draw(t, "currencies")
 	bizTypes := rapid.SliceOfN(rapid.SampledFrom([]string{"PAY", "REFUND", "OTHER", ResolveBizType}), 6, 6).Draw(t, "bizTypes")

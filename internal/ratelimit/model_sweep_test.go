@@ -1,0 +1,76 @@
+package ratelimit
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestTheModelKeepsNoWindowOfAMerchantPast: merchant IDs come from
+// clients, and each one names windows of its own. A model that checks
+// 50,000 merchants in turn, each once, keeps about as many windows as
+// still hold a member, not one per merchant ever seen.
+func TestTheModelKeepsNoWindowOfAMerchantPast(t *testing.T) {
+	k := Key{BizType: "PAY", Channel: "ALIPAY"}
+	per := &Merchants{PerMerchant: 1}
+	count := Window{Limit: 1_000_000, Size: time.Second}
+	day := Window{Limit: 1_000_000, Calendar: Calendar{Unit: CalendarDay, Zone: time.UTC}}
+	m := NewModel()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	const merchants = 50_000
+	for i := range merchants {
+		merchant := fmt.Sprintf("M%06d", i)
+		windows := []KeyWindow{
+			{Key: k, Window: count}, merchantWindow(k, count, per, merchant),
+			{Key: k, Window: day}, merchantWindow(k, day, per, merchant),
+		}
+		if r := m.Check(windows, fmt.Sprintf("r%d", i), 1, now); !r.Allowed {
+			t.Fatalf("check %d refused: %+v", i, r)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	// A day window's merchants hold their members all day: their periods
+	// stay. The sliding windows held by a member are those of the last
+	// second and a half (the slack included): about 150 merchants.
+	if n := len(m.sliding); n > 2*minSweep {
+		t.Errorf("the model keeps %d sliding windows after %d merchants, each in them for a second", n, merchants)
+	}
+	if n := len(m.periods); n != merchants+1 {
+		t.Errorf("the model keeps %d calendar periods, want %d: the day's merchants and the window", n, merchants+1)
+	}
+	// The next day, a check sweeps the past periods too.
+	now = now.Add(24 * time.Hour)
+	for i := range 2 * merchants {
+		m.Check([]KeyWindow{merchantWindow(k, count, per, fmt.Sprintf("N%06d", i))}, fmt.Sprintf("n%d", i), 1, now)
+		now = now.Add(10 * time.Millisecond)
+	}
+	if n := len(m.periods); n != 0 {
+		t.Errorf("the model keeps %d calendar periods of a past day", n)
+	}
+}
+
+// TestTheFallbackKeepsNoCopyOfAMerchantPast: while Redis answers, the
+// fallback copies each admission into the windows it names, a merchant's
+// own among them, and keeps each amount window's use: those copies leave
+// with their members too.
+func TestTheFallbackKeepsNoCopyOfAMerchantPast(t *testing.T) {
+	k := Key{BizType: "PAY", Channel: "ALIPAY"}
+	per := &Merchants{PerMerchant: 1}
+	count := Window{Limit: 1_000_000, Size: time.Second}
+	money := Window{Limit: 1_000_000, Size: time.Second, Amount: true}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s := newFallback(func() time.Time { return now })
+	const merchants = 50_000
+	for i := range merchants {
+		merchant := fmt.Sprintf("M%06d", i)
+		windows := []KeyWindow{{Key: k, Window: count}, merchantWindow(k, count, per, merchant), merchantWindow(k, money, per, merchant)}
+		s.followRedis(windows, 1, fmt.Sprintf("r%d", i), 1, true, []int64{1, 1, 1}, now)
+		now = now.Add(10 * time.Millisecond)
+	}
+	if n := len(s.model.sliding); n > 2*minSweep {
+		t.Errorf("the fallback keeps %d sliding windows after %d merchants, each in them for a second", n, merchants)
+	}
+	if n := len(s.seen); n > 2*minSweep {
+		t.Errorf("the fallback keeps the use of %d amount windows after %d merchants, each in them for a second", n, merchants)
+	}
+}
