@@ -94,7 +94,8 @@ func quantityOf(w ratelimit.Window) func(int64) string {
 
 // describeMerchants renders the limits per merchant of w, "" for none:
 // "[perMerchant:10,M_VIP:40]" (perMerchant left out when only overrides
-// are set), the overrides sorted by merchant, -1 for no limit.
+// are set), the overrides sorted by merchant, -1 for no limit, an ID
+// quoted unless plain (ratelimit.MerchantLabel).
 func describeMerchants(w ratelimit.Window, m *ratelimit.Merchants) string {
 	if m == nil {
 		return ""
@@ -116,7 +117,11 @@ func describeMerchants(w ratelimit.Window, m *ratelimit.Merchants) string {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		parts = append(parts, id+":"+limit(m.Overrides[id]))
+		label := ratelimit.MerchantLabel(id)
+		if id == "perMerchant" {
+			label = strconv.Quote(id) // not the field
+		}
+		parts = append(parts, label+":"+limit(m.Overrides[id]))
 	}
 	return "[" + strings.Join(parts, ",") + "]"
 }

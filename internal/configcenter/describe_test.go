@@ -32,6 +32,9 @@ func TestDescribeRule(t *testing.T) {
 		{"BHD has three", "limits:\n  A:B: [{amount: 1500, window: 1m, currency: BHD}]\n", "A:B", "amount 1.500 BHD/1m"},
 		{"amount reserve in major units", "limits:\n  \"*:U\": [{amount: 100000, window: 1m, currency: CNY, reserve: {REFUND: 4000}}]\n", "*:U", "amount 1000.00 CNY/1m{REFUND:40.00}"},
 		{"reserve", "limits:\n  \"*:U\": [{limit: 200, window: 1s, reserve: {REFUND: 40, CANCEL: 5}}, {limit: 9000, window: 1m}]\n", "*:U", "200/1s{CANCEL:5,REFUND:40}+9000/1m"},
+		{"merchant limits", "limits:\n  A:B: [{limit: 100, window: 1s, perMerchant: 10, merchants: {M_VIP: 40, BAD: 0, FREE: -1}}]\n", "A:B", "100/1s[perMerchant:10,BAD:0,FREE:-1,M_VIP:40]"},
+		{"merchant IDs with separators are quoted", "limits:\n  A:B: [{limit: 100, merchants: {\"a,b\": 5, \"x]\": 3, \"y:-1\": 2, \" \": 1, perMerchant: 4}}]\n", "A:B",
+			`100/1s[" ":1,"a,b":5,"perMerchant":4,"x]":3,"y:-1":2]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ type dashboard struct {
 }
 
 func newDashboard(r *reports) (*dashboard, error) {
-	tmpl, err := template.New("dashboard.html").Funcs(template.FuncMap{"amount": amountText}).
+	tmpl, err := template.New("dashboard.html").Funcs(template.FuncMap{"amount": amountText, "merchant": ratelimit.MerchantLabel}).
 		ParseFS(templatesFS, "templates/dashboard.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: dashboard template: %w", err)

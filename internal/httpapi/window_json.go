@@ -82,11 +82,11 @@ func (w WindowJSON) Text() string {
 		for _, id := range ids {
 			switch n := w.Merchants[id]; n {
 			case ratelimit.Unlimited:
-				parts = append(parts, id+": no limit")
+				parts = append(parts, ratelimit.MerchantLabel(id)+": no limit")
 			case 0:
-				parts = append(parts, id+": refused")
+				parts = append(parts, ratelimit.MerchantLabel(id)+": refused")
 			default:
-				parts = append(parts, id+": "+w.quantity(n))
+				parts = append(parts, ratelimit.MerchantLabel(id)+": "+w.quantity(n))
 			}
 		}
 		b.WriteString(" (" + strings.Join(parts, "; ") + ")")

@@ -15,13 +15,13 @@ func TestDescribeWindowsShowsMerchantLimits(t *testing.T) {
 		Windows: []ratelimit.Window{{Limit: 100, Size: time.Second}, {Limit: 900, Size: time.Minute}},
 		Merchants: []*ratelimit.Merchants{
 			{PerMerchant: 10, Overrides: map[string]int64{"M_VIP": 40, "BAD": 0, "FREE": ratelimit.Unlimited}},
-			{PerMerchant: ratelimit.Unlimited, Overrides: map[string]int64{"M1": 5}},
+			{PerMerchant: ratelimit.Unlimited, Overrides: map[string]int64{"M1": 5, "a; b": 2, " ": 1}},
 		},
 	}
 	ws := DescribeWindows(r)
 	for i, want := range []string{
 		"100 per 1s (each merchant at most 10; BAD: refused; FREE: no limit; M_VIP: 40)",
-		"900 per 1m (M1: 5)",
+		`900 per 1m (" ": 1; M1: 5; "a; b": 2)`,
 	} {
 		if got := ws[i].Text(); got != want {
 			t.Errorf("window %d: Text() = %q, want %q", i, got, want)

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -47,6 +48,22 @@ func MerchantProblem(s string) string {
 		return "must be UTF-8 without control characters"
 	}
 	return ""
+}
+
+// MerchantLabel is merchant as a text listing merchants shows it: as it
+// is when it holds only A-Z, a-z, 0-9, '_', '-' and '.', else quoted (Go
+// syntax), so that an ID holding a separator, a space or nothing visible
+// reads as one ID.
+func MerchantLabel(merchant string) string {
+	plain := merchant != ""
+	for i := 0; i < len(merchant) && plain; i++ {
+		c := merchant[i]
+		plain = c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+	}
+	if plain {
+		return merchant
+	}
+	return strconv.Quote(merchant)
 }
 
 // merchantSep separates a key's bizType from the merchant in MerchantKey:
