@@ -142,11 +142,13 @@ func parseMerchants(obj map[string]any, key ratelimit.Key, w ratelimit.Window) (
 	}
 	if hasOverrides {
 		if keyed, ok := mv.(map[any]any); ok {
-			// YAML reads an unquoted 123 or true as a number or a
-			// boolean, not as the merchant ID it names.
+			// YAML reads an unquoted 00123 as the number 83 and true as a
+			// boolean, not as the merchant ID written. What it read is
+			// named, never offered as the ID to quote: that would be
+			// another merchant.
 			for id := range keyed {
 				if _, ok := id.(string); !ok {
-					return nil, fmt.Errorf("merchants: merchant ID %v is read as %s: quote it, such as {\"%v\": 40}", id, yamlKind(id), id)
+					return nil, fmt.Errorf("merchants: a merchant ID was read as %s, not as text: quote each merchant ID as written, such as {\"00123\": 40}", yamlRead(id))
 				}
 			}
 		}
@@ -304,16 +306,16 @@ func parseReserve(v any, key ratelimit.Key, w ratelimit.Window) (map[string]int6
 	return out, nil
 }
 
-// yamlKind names what YAML read a value as, for a message.
-func yamlKind(v any) string {
-	switch v.(type) {
+// yamlRead names what YAML read a key as, for a message.
+func yamlRead(v any) string {
+	switch v := v.(type) {
 	case bool:
-		return "a boolean"
+		return fmt.Sprintf("the boolean %v", v)
 	case nil:
 		return "null"
 	case time.Time:
-		return "a date"
+		return "a date, " + v.Format(time.RFC3339)
 	default:
-		return "a number"
+		return fmt.Sprintf("the number %v", v)
 	}
 }
