@@ -129,41 +129,37 @@ type Model struct {
 // minSweep is the fewest sliding windows, or periods, a sweep waits for.
 const minSweep = 1024
 
-// sweepSlack is how long past its last member's leaving a window is kept,
-// for a check whose clock reads a little behind the sweep's.
-const sweepSlack = time.Second
+// sweepSlack is how long past its last member's leaving a window is kept:
+// as long as Redis keeps a window's key past it (the TTL margin of
+// redisstore), so that the in-process stores forget a window when Redis
+// would, a wall clock stepping back included.
+const sweepSlack = 2 * time.Second
 
-// sweepIfGrown sweeps at now (µs) once the model holds twice as many
-// sliding windows, or periods, as after its last sweep. A window is made
-// for each merchant a request names, so without sweeps the model would
-// keep one for every merchant ever seen; with them it keeps at most about
-// twice the windows that hold a member, for one walk per doubling. It is
-// called before a check takes any window, never between: a window swept
-// while a check holds it would record the check's member where no later
-// check finds it.
+// sweepIfGrown sweeps the sliding windows at now (µs) once they are twice
+// as many as after their last sweep, and the periods likewise, each on its
+// own. A window is made for each merchant a request names, so without
+// sweeps the model would keep one for every merchant ever seen; with them
+// it keeps at most about twice the windows that hold a member, for one
+// walk of each map per doubling of that map. It is called before a check
+// takes any window, never between: a window swept while a check holds it
+// would record the check's member where no later check finds it.
 func (m *Model) sweepIfGrown(now int64) {
-	if len(m.sliding) < max(m.slidingSweepAt, minSweep) && len(m.periods) < max(m.periodsSweepAt, minSweep) && !m.sweepAlways {
-		return
-	}
-	m.sweep(now)
-	m.slidingSweepAt, m.periodsSweepAt = 2*len(m.sliding), 2*len(m.periods)
-}
-
-// sweep forgets the sliding windows whose every member left more than
-// sweepSlack before now (µs), and the periods that ended as long before or
-// hold nothing: the model answers for a window it does not hold as for an
-// empty one, so nothing it decides changes.
-func (m *Model) sweep(now int64) {
 	cut := now - sweepSlack.Microseconds()
-	for id, q := range m.sliding {
-		if q.n == 0 || q.get(q.n-1).at <= cut-id.size.Microseconds() {
-			delete(m.sliding, id)
+	if len(m.sliding) >= max(m.slidingSweepAt, minSweep) || m.sweepAlways {
+		for id, q := range m.sliding {
+			if q.n == 0 || q.get(q.n-1).at <= cut-id.size.Microseconds() {
+				delete(m.sliding, id)
+			}
 		}
+		m.slidingSweepAt = 2 * len(m.sliding)
 	}
-	for id, p := range m.periods {
-		if p.end <= cut || len(p.held) == 0 && p.used == 0 {
-			delete(m.periods, id)
+	if len(m.periods) >= max(m.periodsSweepAt, minSweep) || m.sweepAlways {
+		for id, p := range m.periods {
+			if p.end <= cut || len(p.held) == 0 && p.used == 0 {
+				delete(m.periods, id)
+			}
 		}
+		m.periodsSweepAt = 2 * len(m.periods)
 	}
 }
 
@@ -666,8 +662,12 @@ func (m *Model) addIdentity(w KeyWindow, member string, amount int64, now time.T
 
 // holds reports whether window w holds member at now.
 func (m *Model) holds(w KeyWindow, member string, now time.Time) bool {
+	// A window the model does not hold holds nothing: asking makes none.
 	if w.IsCalendar() {
-		return m.periodAt(w, now).has(member)
+		return m.periods[idOf(w)] != nil && m.periodAt(w, now).has(member)
+	}
+	if m.sliding[idOf(w)] == nil {
+		return false
 	}
 	return m.slidingAt(w, micros(now)).has(member)
 }

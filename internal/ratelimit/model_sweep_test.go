@@ -38,14 +38,22 @@ func TestTheModelKeepsNoWindowOfAMerchantPast(t *testing.T) {
 	if n := len(m.periods); n != merchants+1 {
 		t.Errorf("the model keeps %d calendar periods, want %d: the day's merchants and the window", n, merchants+1)
 	}
-	// The next day, a check sweeps the past periods too.
+	// The next day, as many merchants again: once the periods have doubled
+	// they are swept, and none of the past day's is left.
 	now = now.Add(24 * time.Hour)
-	for i := range 2 * merchants {
-		m.Check([]KeyWindow{merchantWindow(k, count, per, fmt.Sprintf("N%06d", i))}, fmt.Sprintf("n%d", i), 1, now)
+	for i := range merchants + 1 {
+		merchant := fmt.Sprintf("N%06d", i)
+		m.Check([]KeyWindow{{Key: k, Window: day}, merchantWindow(k, day, per, merchant)}, fmt.Sprintf("n%d", i), 1, now)
 		now = now.Add(10 * time.Millisecond)
 	}
-	if n := len(m.periods); n != 0 {
-		t.Errorf("the model keeps %d calendar periods of a past day", n)
+	past := 0
+	for _, p := range m.periods {
+		if p.end <= micros(now)-sweepSlack.Microseconds() {
+			past++
+		}
+	}
+	if past > 0 {
+		t.Errorf("the model keeps %d calendar periods of a past day among %d", past, len(m.periods))
 	}
 }
 
@@ -72,5 +80,34 @@ func TestTheFallbackKeepsNoCopyOfAMerchantPast(t *testing.T) {
 	}
 	if n := len(s.seen); n > 2*minSweep {
 		t.Errorf("the fallback keeps the use of %d amount windows after %d merchants, each in them for a second", n, merchants)
+	}
+}
+
+// TestAskingWhetherAWindowHoldsAMemberMakesNoWindow: in an outage, one
+// admitted requestId retried under ever new merchant IDs is a duplicate
+// each time. The fallback asks its windows whether they hold it, and an
+// answer about a window it does not hold makes none.
+func TestAskingWhetherAWindowHoldsAMemberMakesNoWindow(t *testing.T) {
+	k := Key{BizType: "PAY", Channel: "ALIPAY"}
+	per := &Merchants{PerMerchant: 5}
+	count := Window{Limit: 1_000_000, Size: time.Second}
+	day := Window{Limit: 1_000_000, Calendar: Calendar{Unit: CalendarDay, Zone: time.UTC}}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s := newFallback(func() time.Time { return now })
+	windows := func(m string) []KeyWindow {
+		return []KeyWindow{{Key: k, Window: count}, merchantWindow(k, count, per, m), {Key: k, Window: day}, merchantWindow(k, day, per, m)}
+	}
+	if r, local := s.CheckLocalOnly(windows("A"), "r1", 1, now); !r.Allowed || !local {
+		t.Fatalf("first admission: %+v, decided in process %v", r, local)
+	}
+	const retries = 10_000
+	for i := range retries {
+		now = now.Add(5 * time.Microsecond)
+		if r, _ := s.CheckLocalOnly(windows(fmt.Sprintf("N%06d", i)), "r1", 1, now); !r.Allowed || !r.Duplicate {
+			t.Fatalf("retry %d: %+v, want a duplicate", i, r)
+		}
+	}
+	if n := len(s.localOnly.sliding) + len(s.localOnly.periods); n > 4 {
+		t.Errorf("the in-process admissions hold %d windows after %d retries under new merchants, want the first admission's 4", n, retries)
 	}
 }
