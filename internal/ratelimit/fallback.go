@@ -42,9 +42,8 @@ type fallback struct {
 
 	localOnly *Model // the admissions decided here while Redis failed
 	seen      map[windowID]redisUse
-	// seenSweepAt is the size of seen from which the next
-	// sweepSeenIfGrown sweeps.
-	seenSweepAt int
+	// seenSweep says when seen is swept (sweepSeenIfGrown).
+	seenSweep sweeper
 	// ids are the identities of Redis admissions in amount and calendar
 	// windows (noteIdentity), idOrder the order they were noted in.
 	ids     map[identityKey]identity
@@ -274,10 +273,11 @@ func (s *fallback) noteUse(w KeyWindow, use, at int64) {
 }
 
 // sweepSeenIfGrown forgets the uses Redis reported that have left their
-// windows more than sweepSlack before at (µs), once seen holds twice as
-// many as after its last sweep (Model.sweepIfGrown).
+// windows more than sweepSlack before at (µs), when seen is due
+// (sweeper).
 func (s *fallback) sweepSeenIfGrown(at int64) {
-	if len(s.seen) < max(s.seenSweepAt, minSweep) {
+	n := len(s.seen)
+	if !s.seenSweep.due(n, at) {
 		return
 	}
 	for id, u := range s.seen {
@@ -285,7 +285,9 @@ func (s *fallback) sweepSeenIfGrown(at int64) {
 			delete(s.seen, id)
 		}
 	}
-	s.seenSweepAt = 2 * len(s.seen)
+	if s.seenSweep.swept(n, len(s.seen), at) {
+		s.seen = rebuilt(s.seen)
+	}
 }
 
 // baseline returns, for each window, the use Redis last reported that may

@@ -117,16 +117,15 @@ type Model struct {
 	// found at; nil is the identity. LocalStore, whose clock is monotonic
 	// from its start, sets it.
 	wall func(time.Time) time.Time
-	// slidingSweepAt and periodsSweepAt are the numbers of sliding windows
-	// and of periods from which the next sweepIfGrown sweeps. sweepAlways
-	// makes it sweep every time: the property tests set it on their
-	// oracle, so that a sweep that changed a decision would part it from
-	// the stores.
-	slidingSweepAt, periodsSweepAt int
-	sweepAlways                    bool
+	// slidingSweep and periodsSweep say when each map is swept
+	// (sweepIfGrown). sweepAlways makes it sweep both every time: the
+	// property tests set it on their oracle, so that a sweep that changed
+	// a decision would part it from the stores.
+	slidingSweep, periodsSweep sweeper
+	sweepAlways                bool
 }
 
-// minSweep is the fewest sliding windows, or periods, a sweep waits for.
+// minSweep is the fewest entries of a map a sweep waits for.
 const minSweep = 1024
 
 // sweepSlack is how long past its last member's leaving a window is kept:
@@ -135,31 +134,78 @@ const minSweep = 1024
 // would, a wall clock stepping back included.
 const sweepSlack = 2 * time.Second
 
-// sweepIfGrown sweeps the sliding windows at now (µs) once they are twice
-// as many as after their last sweep, and the periods likewise, each on its
-// own. A window is made for each merchant a request names, so without
-// sweeps the model would keep one for every merchant ever seen; with them
-// it keeps at most about twice the windows that hold a member, for one
-// walk of each map per doubling of that map. It is called before a check
-// takes any window, never between: a window swept while a check holds it
-// would record the check's member where no later check finds it.
+// sweepEvery is the longest a map of at least minSweep entries goes
+// unswept, so that the windows of a burst leave soon after their members
+// even when no new ones follow.
+const sweepEvery = time.Minute
+
+// sweeper says when one map of windows is swept: once it holds at least
+// minSweep entries, and it has doubled since its last sweep or that sweep
+// is sweepEvery old. A sweep walks the map, so the walks cost about one
+// per doubling and one a minute. A Go map keeps the table of its largest
+// size, and a walk costs that table: a sweep that leaves fewer than a
+// quarter of the entries the map once held has it rebuilt.
+type sweeper struct {
+	next int   // the size from which a sweep is due
+	last int64 // when the last sweep was (µs)
+	peak int   // the most entries seen since the map was made
+}
+
+// due reports whether a map of n entries is to be swept at now (µs).
+func (s *sweeper) due(n int, now int64) bool {
+	return n >= minSweep && (n >= s.next || now-s.last >= sweepEvery.Microseconds())
+}
+
+// swept notes a sweep at now (µs) that took a map from before entries to
+// after, and reports whether to rebuild it.
+func (s *sweeper) swept(before, after int, now int64) (rebuild bool) {
+	s.peak = max(s.peak, before)
+	s.next, s.last = 2*after, now
+	if after < s.peak/4 {
+		s.peak = after
+		return true
+	}
+	return false
+}
+
+// rebuilt returns a new map of m's entries, its table their size.
+func rebuilt[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// sweepIfGrown sweeps each of the model's maps that is due (sweeper) at
+// now (µs): the sliding windows whose every member left more than
+// sweepSlack ago, and the periods that ended as long ago or hold nothing.
+// A window is made for each merchant a request names, so without sweeps
+// the model would keep one for every merchant ever seen. It is called
+// before a check takes any window, never between: a window swept while a
+// check holds it would record the check's member where no later check
+// finds it.
 func (m *Model) sweepIfGrown(now int64) {
 	cut := now - sweepSlack.Microseconds()
-	if len(m.sliding) >= max(m.slidingSweepAt, minSweep) || m.sweepAlways {
+	if n := len(m.sliding); m.slidingSweep.due(n, now) || m.sweepAlways {
 		for id, q := range m.sliding {
 			if q.n == 0 || q.get(q.n-1).at <= cut-id.size.Microseconds() {
 				delete(m.sliding, id)
 			}
 		}
-		m.slidingSweepAt = 2 * len(m.sliding)
+		if m.slidingSweep.swept(n, len(m.sliding), now) {
+			m.sliding = rebuilt(m.sliding)
+		}
 	}
-	if len(m.periods) >= max(m.periodsSweepAt, minSweep) || m.sweepAlways {
+	if n := len(m.periods); m.periodsSweep.due(n, now) || m.sweepAlways {
 		for id, p := range m.periods {
 			if p.end <= cut || len(p.held) == 0 && p.used == 0 {
 				delete(m.periods, id)
 			}
 		}
-		m.periodsSweepAt = 2 * len(m.periods)
+		if m.periodsSweep.swept(n, len(m.periods), now) {
+			m.periods = rebuilt(m.periods)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -110,4 +111,47 @@ func TestAskingWhetherAWindowHoldsAMemberMakesNoWindow(t *testing.T) {
 	if n := len(s.localOnly.sliding) + len(s.localOnly.periods); n > 4 {
 		t.Errorf("the in-process admissions hold %d windows after %d retries under new merchants, want the first admission's 4", n, retries)
 	}
+}
+
+// TestTheWindowsOfABurstLeaveWithoutNewOnes: the windows of a burst of
+// merchants leave soon after their members even when few new windows
+// follow, and the map that held them is rebuilt to its new size (a Go map
+// keeps the table of its largest size, and a sweep walks that table).
+func TestTheWindowsOfABurstLeaveWithoutNewOnes(t *testing.T) {
+	k := Key{BizType: "PAY", Channel: "ALIPAY"}
+	per := &Merchants{PerMerchant: 1}
+	count := Window{Limit: 1 << 40, Size: time.Second}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	check := func(m *Model, merchant string) {
+		if r := m.Check([]KeyWindow{merchantWindow(k, count, per, merchant)}, merchant, 1, now); !r.Allowed {
+			t.Fatalf("%s refused: %+v", merchant, r)
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	base := heap()
+	m := NewModel()
+	const burst = 100_000
+	for i := range burst {
+		check(m, fmt.Sprintf("B%07d", i))
+		now = now.Add(time.Microsecond)
+	}
+	peak := heap() - base
+	// An hour later, a trickle: 100 new merchants a second for two minutes.
+	now = now.Add(time.Hour)
+	for i := range 12_000 {
+		check(m, fmt.Sprintf("T%07d", i))
+		now = now.Add(10 * time.Millisecond)
+	}
+	if n := len(m.sliding); n > 2*minSweep {
+		t.Errorf("%d sliding windows two minutes into a trickle of 100 merchants a second, an hour after a burst of %d", n, burst)
+	}
+	if left := heap() - base; left > peak/10 {
+		t.Errorf("the model holds %d KB after the burst's windows left, %d KB at the burst: its map kept the burst's table", left>>10, peak>>10)
+	}
+	runtime.KeepAlive(m)
 }
