@@ -57,13 +57,19 @@ func MerchantProblem(s string) string {
 func MerchantLabel(merchant string) string {
 	plain := merchant != ""
 	for i := 0; i < len(merchant) && plain; i++ {
-		c := merchant[i]
-		plain = c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+		plain = plainMerchantByte(merchant[i])
 	}
 	if plain {
 		return merchant
 	}
 	return strconv.Quote(merchant)
+}
+
+// plainMerchantByte reports whether c stands for itself in a merchant ID
+// as a key (MerchantKey) and a list (MerchantLabel) show it: A-Z, a-z,
+// 0-9, '_', '-' and '.'.
+func plainMerchantByte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
 }
 
 // merchantSep separates a key's bizType from the merchant in MerchantKey:
@@ -108,7 +114,7 @@ func escapeMerchant(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' {
+		if plainMerchantByte(c) {
 			b.WriteByte(c)
 			continue
 		}
