@@ -25,24 +25,32 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
-// TestRefusedDialIsDecidedInProcess: with Redis down (connections
-// refused), a check under policy local is decided in process at once, as
-// documented: a refused dial provably never ran the script, so it is never
-// an unknown outcome (a 503), nor a refusal of a window that is not full.
-// The client is configured as payserver configures it
-// (cmd/payserver redisOptions: one dial attempt per call).
-func TestRefusedDialIsDecidedInProcess(t *testing.T) {
+// limiterOnClosedPort returns a limiter with opts over a Redis store whose
+// client dials a loopback port nothing listens on, configured as
+// payserver configures it (cmd/payserver redisOptions: one dial attempt
+// per call).
+func limiterOnClosedPort(t *testing.T, opts ratelimit.Options) *ratelimit.Limiter {
+	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: closedPort(t), DialTimeout: 250 * time.Millisecond, MaxRetries: -1, DialerRetries: 1,
 		ContextTimeoutEnabled: true, PoolTimeout: 100 * time.Millisecond})
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
 	store, err := redisstore.New(c, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := ratelimit.New(store, ratelimit.Options{Timeout: 250 * time.Millisecond})
+	l, err := ratelimit.New(store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// TestRefusedDialIsDecidedInProcess: with Redis down (connections
+// refused), a check under policy local is decided in process at once, as
+// documented: a refused dial provably never ran the script, so it is never
+// an unknown outcome (a 503), nor a refusal of a window that is not full.
+func TestRefusedDialIsDecidedInProcess(t *testing.T) {
+	l := limiterOnClosedPort(t, ratelimit.Options{Timeout: 250 * time.Millisecond})
 	parsed, err := limits.Parse([]byte("limits:\n  ONLINE_PAY:ALIPAY: 100\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -69,17 +77,7 @@ func TestRefusedDialIsDecidedInProcess(t *testing.T) {
 // (here a reload of the same document): the merchant stays held to its
 // limit.
 func TestALimitsChangeDuringAnOutageKeepsEachMerchantsUse(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: closedPort(t), DialTimeout: 250 * time.Millisecond, MaxRetries: -1, DialerRetries: 1,
-		ContextTimeoutEnabled: true, PoolTimeout: 100 * time.Millisecond})
-	defer c.Close()
-	store, err := redisstore.New(c, redisstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ratelimit.New(store, ratelimit.Options{Timeout: 250 * time.Millisecond, DisableNearCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := limiterOnClosedPort(t, ratelimit.Options{Timeout: 250 * time.Millisecond, DisableNearCache: true})
 	k := ratelimit.Key{BizType: "ONLINE_PAY", Channel: "ALIPAY"}
 	doc := "limits:\n  ONLINE_PAY:ALIPAY: [{limit: 100, window: 1m, perMerchant: 2}]\n"
 	l.SetConfig(mustConfig(t, doc))
