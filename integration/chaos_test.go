@@ -654,7 +654,21 @@ func (c *campaign) nemesis(ctx context.Context, r *rand.Rand) {
 				c.redisLost(r, hold)
 				break
 			}
-			c.fault("redis", "", hold, func() { c.each(func(p *chaosInstance) { p.redis.Down() }) }, func() { c.each(func(p *chaosInstance) { p.redis.Up() }) })
+			// Half the time the limits change halfway through: the
+			// in-process windows, the merchants' uses among them, keep
+			// what they hold across it.
+			var change string
+			if r.IntN(2) == 0 {
+				change = c.document(r, docs)
+				docs++
+			}
+			c.fault("redis", "", hold, func() {
+				c.each(func(p *chaosInstance) { p.redis.Down() })
+				if change != "" {
+					time.Sleep(hold / 2)
+					c.publish(change)
+				}
+			}, func() { c.each(func(p *chaosInstance) { p.redis.Up() }) })
 		case 4: // Redis slow for one instance, or its answers cut once a call ran: lost answers (standalone only: the proxy)
 			if c.topology != "standalone" {
 				break
